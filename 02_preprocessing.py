@@ -1,0 +1,79 @@
+"""Stage 02 — preprocessing: make every document's text clean and predictable.
+
+Reads  `01_documents.parquet` (only rows with status `ok`).
+Writes `02_preprocessed.parquet`: doc_id, source, format, path, title, text (cleaned).
+
+What "clean" means here, each rule for a reason:
+- CRLF and lone CR become LF: the chunker scans lines, and a Windows file must not look
+  like one endless line to it.
+- Unicode NFC (configurable): "é" typed as one code point and as e + accent must be the
+  same term in the index.
+- Form feeds become `--- page N ---` lines: that is how plain-text exports mark pages,
+  and stage 03 tracks pages by those lines.
+- Control characters go (tab and newline stay): a stray NUL or escape code breaks
+  terminals and Parquet viewers but never carries meaning.
+- Trailing spaces go, and runs of blank lines collapse to one: both are noise to the
+  chunker, which treats one blank line as a paragraph break.
+
+What it deliberately does not do: touch Markdown structure, code, indentation or line
+breaks inside paragraphs (stage 03 needs them), lower-case or strip punctuation (that is
+the analyzer's job in stage 04, so chunks stay readable for citation), or drop documents.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+import pyarrow as pa
+
+from pipekit.cli import stage_main
+
+COLUMNS = ["doc_id", "source", "format", "path", "title", "text"]
+
+# C0/C1 controls except tab (\t) and newline (\n); \f is handled first, as a page break.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_TRAILING = re.compile(r"[ \t]+$", re.MULTILINE)
+_BLANK_RUNS = re.compile(r"\n{3,}")
+
+
+def form_feeds_to_markers(text: str) -> str:
+    """`page one\\fpage two` -> page markers before each page, as stage 01 writes for PDFs."""
+    if "\f" not in text:
+        return text
+    pages = text.split("\f")
+    if not pages[-1].strip():  # a file that ends with a form feed has no page after it
+        pages.pop()
+    return "\n".join(f"--- page {n} ---\n{page.strip(chr(10))}" for n, page in enumerate(pages, 1))
+
+
+def clean_text(text: str, unicode_form: str = "NFC") -> str:
+    """The whole stage-02 cleaning of one document's text."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if unicode_form != "none":
+        text = unicodedata.normalize(unicode_form, text)
+    text = form_feeds_to_markers(text)
+    text = _CONTROL.sub("", text)
+    text = _TRAILING.sub("", text)
+    text = _BLANK_RUNS.sub("\n\n", text)
+    return text.strip("\n") + "\n" if text.strip() else ""
+
+
+def run(ctx) -> None:
+    form = ctx.section["unicode_form"]
+    schema = pa.schema([("doc_id", pa.string()), ("source", pa.string()), ("format", pa.string()),
+                        ("path", pa.list_(pa.string())), ("title", pa.string()), ("text", pa.string())])
+    kept = 0
+    with_ok = ["status"] + COLUMNS
+    with ctx.sink("02_preprocessed.parquet", schema) as out:
+        for batch in ctx.progress(ctx.iter_upstream(with_ok), desc="02 cleaning", unit="batch"):
+            rows = batch.to_pydict()
+            ok = [i for i, s in enumerate(rows["status"]) if s == "ok"]
+            cols = {c: [rows[c][i] for i in ok] for c in COLUMNS}
+            cols["text"] = [clean_text(t or "", form) for t in cols["text"]]
+            out.write(pa.table(cols, schema=schema))
+            kept += len(ok)
+    ctx.note(f"{kept:,} ok documents cleaned; {ctx.upstream_rows - kept:,} error/skipped rows left out")
+
+
+if __name__ == "__main__":
+    raise SystemExit(stage_main(2, run))

@@ -1,0 +1,187 @@
+"""The plumbing every stage shares: arguments, config, reading upstream, writing, summary.
+
+A stage file defines `run(ctx)` with its own algorithm and ends with
+`raise SystemExit(stage_main(N, run))`.  Everything else — `--config`, `--set`, finding
+the upstream output (or saying which stage to run first), temp-file-and-rename writes
+with provenance metadata, the progress bar, the one-line summary, turning a
+PipelineError into one line on stderr and a non-zero exit — happens here, once.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import pyarrow as pa
+
+from . import io
+from .config import load_config
+from .errors import PipelineError
+from .freshness import digest, inputs_record, recorded_fingerprint
+from .stages import Stage, get_stage
+
+
+class StageContext:
+    """What a stage's run() may use. Outputs become visible only when the stage succeeds."""
+
+    def __init__(self, stage: Stage, cfg: dict, quiet: bool = False):
+        self.stage = stage
+        self.cfg = cfg
+        self.section = cfg[stage.section]
+        self.output_dir = Path(cfg["paths"]["output"])
+        self.quiet = quiet
+        self.notes: list[str] = []
+        self.upstream_rows: int | None = None
+        self._sinks: list[io.ParquetSink] = []
+        self._texts: list[tuple[Path, Path]] = []
+        upstream_fp = None
+        if stage.upstream is not None:
+            self.upstream_path = self.require(stage.upstream.outputs[0], stage.upstream)
+            upstream_fp = recorded_fingerprint(self.upstream_path)
+        else:
+            self.upstream_path = None
+        self.inputs = inputs_record(stage, cfg, upstream_fp)
+        self.fingerprint = digest(self.inputs)
+
+    # --- reading -------------------------------------------------------------------------
+    def path(self, name: str) -> Path:
+        return self.output_dir / name
+
+    def require(self, name: str, made_by: Stage) -> Path:
+        """The path of another stage's output, or an error saying which command makes it."""
+        p = self.path(name)
+        if not p.exists():
+            raise PipelineError(
+                f"no {name} in {self.output_dir}: run `python {made_by.script}` first "
+                f"(or `python run_pipeline.py --to {made_by.number}`)")
+        return p
+
+    def read_upstream(self, columns: list[str] | None = None) -> pa.Table:
+        table = io.read_table(self.upstream_path, columns)
+        self.upstream_rows = table.num_rows
+        return table
+
+    def iter_upstream(self, columns: list[str] | None = None,
+                      batch_size: int = 2048) -> Iterator[pa.RecordBatch]:
+        import pyarrow.parquet as pq
+
+        self.upstream_rows = pq.ParquetFile(self.upstream_path).metadata.num_rows
+        return io.iter_batches(self.upstream_path, columns, batch_size)
+
+    # --- writing -------------------------------------------------------------------------
+    def _meta(self, extra: dict | None) -> dict:
+        up = self.stage.upstream
+        return {
+            "stage": self.stage.label,
+            "fingerprint": self.fingerprint,
+            "inputs": self.inputs,
+            "upstream_file": up.outputs[0] if up else None,
+            "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            **(extra or {}),
+        }
+
+    def sink(self, name: str, schema: pa.Schema, meta: dict | None = None) -> io.ParquetSink:
+        s = io.ParquetSink(self.path(name), schema, self._meta(meta))
+        self._sinks.append(s)
+        return s
+
+    def write_table(self, name: str, table: pa.Table, meta: dict | None = None) -> None:
+        self.sink(name, table.schema, meta).write(table)
+
+    def write_text(self, name: str, text: str) -> None:
+        target = self.path(name)
+        tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        self._texts.append((tmp, target))
+
+    def remove_output(self, name: str) -> None:
+        """Drop a stale optional output (05_metrics.parquet when qrels are turned off)."""
+        self.path(name).unlink(missing_ok=True)
+
+    def _commit(self) -> None:
+        # Close every file first, then rename them together: a reader never sees a new
+        # 04_postings.parquet beside an old 04_terms.parquet for longer than a few renames.
+        for s in self._sinks:
+            s.close()
+        for s in self._sinks:
+            s.commit()
+        for tmp, target in self._texts:
+            os.replace(tmp, target)
+
+    def _abort(self) -> None:
+        for s in self._sinks:
+            s.abort()
+        for tmp, _ in self._texts:
+            tmp.unlink(missing_ok=True)
+
+    # --- telling the user ----------------------------------------------------------------
+    def progress(self, iterable: Iterable, total: int | None = None, desc: str | None = None,
+                 unit: str = "it"):
+        """A tqdm bar when a person is watching (stderr is a terminal), silence otherwise."""
+        if self.quiet or not sys.stderr.isatty():
+            return iterable
+        from tqdm import tqdm
+
+        return tqdm(iterable, total=total, desc=desc or self.stage.label, unit=unit,
+                    leave=False, file=sys.stderr)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    @property
+    def main_output(self) -> Path:
+        return self.path(self.stage.outputs[0])
+
+
+def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
+              quiet: bool = False) -> StageContext:
+    """Run one stage's body with commit-or-abort around it, then print its summary."""
+    stage = get_stage(number)
+    ctx = StageContext(stage, cfg, quiet=quiet)
+    t0 = time.perf_counter()
+    try:
+        run(ctx)
+        ctx._commit()
+    except BaseException:
+        ctx._abort()
+        raise
+    seconds = time.perf_counter() - t0
+    if not quiet:
+        rows_out = ctx._sinks[0].rows if ctx._sinks else 0
+        rows_in = "" if ctx.upstream_rows is None else f"{ctx.upstream_rows:,} rows in → "
+        print(f"{stage.label}: {rows_in}{rows_out:,} rows out in {seconds:.2f} s → {ctx.main_output}")
+        for n in ctx.notes:
+            print(f"  {n}")
+    return ctx
+
+
+def add_common_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default=None, help="config file (default: config.yaml beside the scripts)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override one config key; VALUE is read as YAML (repeatable)")
+
+
+def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str] | None = None,
+               flags: dict[str, str] | None = None) -> int:
+    """Command-line entry of a stage. `flags` maps a switch to the --set it stands for."""
+    stage = get_stage(number)
+    parser = argparse.ArgumentParser(prog=stage.script, description=(sys.modules.get("__main__").__doc__ or "").split("\n")[0])
+    add_common_args(parser)
+    for flag, setting in (flags or {}).items():
+        parser.add_argument(flag, action="append_const", const=setting, dest="overrides",
+                            help=f"same as --set {setting}")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config, args.overrides)
+        run_stage(number, run, cfg)
+    except PipelineError as exc:
+        print(f"{stage.label}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{stage.label}: interrupted; the previous output is unchanged", file=sys.stderr)
+        return 130
+    return 0

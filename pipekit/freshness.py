@@ -1,0 +1,105 @@
+"""Fingerprints: what a stage's output was made from, and whether that is still true.
+
+A stage's *inputs record* is four things: the values of its config section, the
+fingerprint of its upstream output (stage 01: the listing of the input files with their
+sizes and modification times; stage 05 adds the queries and qrels files), and a hash
+of its code.  The output's fingerprint is the hash of that record, written into the
+output's metadata.  A rerun with the same inputs gets the same fingerprint, so the
+stages after it stay fresh: `--set indexing.k1=1.5` reruns 04 and 05, nothing else.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from .io import read_meta
+from .stages import REPO_ROOT, Stage
+
+
+def digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def code_hash(stage: Stage) -> str:
+    h = hashlib.sha256()
+    for rel in stage.code:
+        p = REPO_ROOT / rel
+        h.update(rel.encode())
+        h.update(p.read_bytes() if p.exists() else b"")
+    return h.hexdigest()[:16]
+
+
+def _file_stamp(path: Path) -> dict:
+    """Size and mtime of a file: cheap, and it changes whenever the file is edited."""
+    try:
+        st = path.stat()
+        return {"file": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    except OSError:
+        return {"file": str(path), "missing": True}
+
+
+def external_inputs(stage: Stage, cfg: dict):
+    """What a stage reads from outside the pipeline's own outputs, as a stamp."""
+    if stage.number == 1:
+        from .readers import list_inputs  # the walk stage 01 does, so both see the same files
+
+        sec = cfg["documents"]
+        root = Path(sec["input"])
+        if not root.exists():
+            return {"missing": str(root)}
+        entries = list_inputs(root, sec["include"], sec["exclude"], sec["hidden"])
+        return digest([(e.doc_id, e.skip, _file_stamp(e.path)) for e in entries])
+    if stage.number == 5:
+        sec = cfg["retrieval"]
+        stamps = []
+        if isinstance(sec["queries"], str):
+            stamps.append(_file_stamp(Path(sec["queries"])))
+        if sec["qrels"]:
+            stamps.append(_file_stamp(Path(sec["qrels"])))
+        return stamps
+    return None
+
+
+def inputs_record(stage: Stage, cfg: dict, upstream_fingerprint: str | None) -> dict:
+    return {
+        "config": {f"{stage.section}.{k}": v for k, v in cfg[stage.section].items()},
+        "upstream": upstream_fingerprint,
+        "external": external_inputs(stage, cfg),
+        "code": code_hash(stage),
+    }
+
+
+def recorded_fingerprint(path: Path) -> str | None:
+    meta = read_meta(path) if path.exists() else None
+    return meta.get("fingerprint") if meta else None
+
+
+def why_stale(stage: Stage, cfg: dict, output_dir: Path) -> list[str]:
+    """Reasons the stage must run (empty list: it is fresh). Upstream staleness is the caller's."""
+    paths = [output_dir / name for name in stage.outputs]
+    missing = [p.name for p in paths if not p.exists()]
+    if missing:
+        return [f"output missing: {', '.join(missing)}"]
+    metas = [read_meta(p) for p in paths]
+    if any(m is None for m in metas):
+        return ["output has no provenance record"]
+    if len({m.get("fingerprint") for m in metas}) > 1:
+        return ["its output files come from different runs"]
+    old = metas[0].get("inputs", {})
+    upstream_fp = None
+    if stage.upstream is not None:
+        upstream_fp = recorded_fingerprint(output_dir / stage.upstream.outputs[0])
+    new = inputs_record(stage, cfg, upstream_fp)
+    reasons = []
+    for name, value in new["config"].items():
+        before = old.get("config", {}).get(name, "<unset>")
+        if before != value:
+            reasons.append(f"config {name} changed: {before!r} -> {value!r}")
+    if old.get("upstream") != new["upstream"]:
+        reasons.append(f"upstream {stage.upstream.outputs[0]} changed" if stage.upstream else "upstream changed")
+    if old.get("external") != new["external"]:
+        reasons.append("input files changed" if stage.number == 1 else "queries or qrels file changed")
+    if old.get("code") != new["code"]:
+        reasons.append(f"code changed ({', '.join(stage.code)})")
+    return reasons

@@ -1,0 +1,100 @@
+"""Parquet in and out: provenance metadata on every file, atomic writes.
+
+Every output carries one key-value entry, `pipekit`, holding JSON that says which stage
+wrote it, with which config values, from which upstream output (by fingerprint), with
+which code.  run_pipeline compares that record with the present to decide whether a
+stage is fresh, and `python -m pipekit show FILE` prints it.
+
+Writes go to `<name>.tmp-<pid>` beside the target and are renamed over it only when
+the stage has finished: a run killed half-way (Ctrl-C, OOM, a signal) leaves the
+previous output whole and readable, never a truncated Parquet file.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import PipelineError
+
+META_KEY = b"pipekit"
+
+
+def read_meta(path: Path) -> dict | None:
+    """The provenance record of an output file, or None if it has none (or is unreadable)."""
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (OSError, pa.ArrowException):
+        return None
+    raw = meta.get(META_KEY)
+    return json.loads(raw) if raw else None
+
+
+def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
+    try:
+        return pq.read_table(path, columns=columns)
+    except (OSError, pa.ArrowException) as exc:
+        raise PipelineError(f"cannot read {path}: {exc}") from None
+
+
+def iter_batches(path: Path, columns: list[str] | None = None,
+                 batch_size: int = 2048) -> Iterator[pa.RecordBatch]:
+    """Stream a Parquet file so memory stays flat however large it is."""
+    try:
+        yield from pq.ParquetFile(path).iter_batches(batch_size=batch_size, columns=columns)
+    except (OSError, pa.ArrowException) as exc:
+        raise PipelineError(f"cannot read {path}: {exc}") from None
+
+
+class ParquetSink:
+    """Write record batches to a temp file; `commit()` renames it over the target."""
+
+    def __init__(self, path: Path, schema: pa.Schema, meta: dict):
+        self.path = Path(path)
+        self.tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        metadata = dict(schema.metadata or {})
+        metadata[META_KEY] = json.dumps(meta, sort_keys=True, default=str).encode()
+        self.schema = schema.with_metadata(metadata)
+        self.rows = 0
+        self._writer = pq.ParquetWriter(self.tmp, self.schema)
+
+    def __enter__(self) -> "ParquetSink":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        # Only close here: the rename happens when the whole stage has succeeded.
+        if exc_type is None:
+            self.close()
+
+    def write(self, data: pa.RecordBatch | pa.Table) -> None:
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if data.num_rows == 0:
+            return
+        # Cast so a batch built from Python lists (int64, string) lands in the declared schema.
+        self._writer.write_table(data.select(self.schema.names).cast(self.schema))
+        self.rows += data.num_rows
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+            with open(self.tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+
+    def commit(self) -> None:
+        self.close()
+        os.replace(self.tmp, self.path)
+
+    def abort(self) -> None:
+        try:
+            if self._writer is not None:
+                self._writer.close()
+        finally:
+            self._writer = None
+            self.tmp.unlink(missing_ok=True)

@@ -1,0 +1,103 @@
+"""Run the five stages in order, skipping the ones whose output is still fresh.
+
+    python run_pipeline.py                  # run what is stale, skip what is fresh
+    python run_pipeline.py --from 3         # start at stage 03 (earlier ones must exist)
+    python run_pipeline.py --force          # run every selected stage regardless
+    python run_pipeline.py --status         # say, per stage, fresh or stale and why; run nothing
+
+A stage is fresh when its output exists and what the output's metadata recorded — the
+stage's config values, its upstream output's fingerprint, its code, its input files —
+is what it would be now.  A stale stage runs, and so does everything after it.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from pipekit.cli import add_common_args, run_stage
+from pipekit.config import load_config
+from pipekit.errors import PipelineError
+from pipekit.freshness import why_stale
+from pipekit.io import read_meta
+from pipekit.stages import STAGES, load_stage
+
+
+def plan(cfg: dict, first: int, last: int, force: bool) -> list[tuple[int, list[str]]]:
+    """[(stage number, reasons to run it)]; empty reasons mean fresh, skip it."""
+    out_dir = Path(cfg["paths"]["output"])
+    steps, upstream_runs = [], False
+    for stage in STAGES[first - 1:last]:
+        if force:
+            reasons = ["--force"]
+        elif upstream_runs:
+            reasons = [f"upstream stage {stage.number - 1:02d} runs first"]
+        else:
+            reasons = why_stale(stage, cfg, out_dir)
+        upstream_runs = upstream_runs or bool(reasons)
+        steps.append((stage.number, reasons))
+    return steps
+
+
+def describe(path: Path) -> str:
+    if not path.exists():
+        return "—"
+    import pyarrow.parquet as pq
+
+    rows = pq.ParquetFile(path).metadata.num_rows
+    size = path.stat().st_size
+    when = datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y-%m-%d %H:%M:%S")
+    unit = next(u for u, lim in (("B", 1 << 10), ("KB", 1 << 20), ("MB", 1 << 30), ("GB", 1 << 60)) if size < lim)
+    scale = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}[unit]
+    return f"{rows:>9,} rows  {size / scale:7.1f} {unit:<2}  {when}"
+
+
+def print_status(cfg: dict, steps) -> None:
+    out_dir = Path(cfg["paths"]["output"])
+    for number, reasons in steps:
+        stage = STAGES[number - 1]
+        main = out_dir / stage.outputs[0]
+        state = "fresh" if not reasons else "stale"
+        print(f"{stage.label:<17} {main.name:<24} {describe(main):<45} {state}")
+        for r in reasons:
+            print(f"{'':<19}why: {r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_common_args(parser)
+    parser.add_argument("--from", dest="first", type=int, default=1, choices=range(1, 6), metavar="N")
+    parser.add_argument("--to", dest="last", type=int, default=5, choices=range(1, 6), metavar="N")
+    parser.add_argument("--force", action="store_true", help="run every selected stage even if fresh")
+    parser.add_argument("--status", action="store_true", help="print fresh/stale per stage and run nothing")
+    args = parser.parse_args(argv)
+    if args.first > args.last:
+        parser.error(f"--from {args.first} comes after --to {args.last}")
+    try:
+        cfg = load_config(args.config, args.overrides)
+        steps = plan(cfg, args.first, args.last, args.force)
+        if args.status:
+            print_status(cfg, steps)
+            return 0
+        t0 = time.perf_counter()
+        for number, reasons in steps:
+            stage = STAGES[number - 1]
+            if not reasons:
+                print(f"{stage.label}: fresh, skipped")
+                continue
+            print(f"{stage.label}: running ({reasons[0]}{', …' if len(reasons) > 1 else ''})")
+            run_stage(number, load_stage(number).run, cfg)
+        print(f"pipeline: done in {time.perf_counter() - t0:.2f} s")
+    except PipelineError as exc:
+        print(f"run_pipeline: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("run_pipeline: interrupted; outputs of finished stages are kept", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
