@@ -1,0 +1,660 @@
+"""Reading the user's documents: walk the input, turn each file into one stage-01 row.
+
+Stage 01 promises that every input file is accounted for: read as a careful person would
+read it, or given a row that says why not.  This module is that promise in code:
+
+* `list_inputs` walks `documents.input` (sorted, deterministic, no hangs on symlink
+  loops) and decides, before anything is opened, which files are skipped and why;
+* `read_document` turns one listed file into a row of the stage-01 columns, never
+  raising for a bad file: the problem becomes `status="error"` and a one-line message;
+* `iter_beir` yields one row per record of a BEIR `corpus.jsonl`, where a malformed line
+  *does* stop the run (a corpus with a broken line is a broken corpus, not one bad file).
+
+Formats: Markdown and plain text as decoded; PDF per page through PDFium with a
+`--- page N ---` line before each page; HTML converted to Markdown so that stage 03's
+heading, list, table and code rules apply; CSV kept as its original lines (stage 03
+cuts between records and must give exact spans into the text, so we never re-serialise).
+"""
+from __future__ import annotations
+
+import codecs
+import csv
+import errno
+import io
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from pipekit.errors import PipelineError
+
+COLUMNS = ("doc_id", "source", "format", "text", "status", "error", "path", "title",
+           "encoding", "page_labels", "note", "n_bytes")
+
+FORMATS = {
+    ".md": "markdown", ".markdown": "markdown",
+    ".txt": "text",
+    ".pdf": "pdf",
+    ".html": "html", ".htm": "html", ".xhtml": "html",
+    ".csv": "csv", ".tsv": "csv",
+}
+
+_HIDDEN_HINT = "set documents.hidden: true to read it"
+
+
+@dataclass
+class InputEntry:
+    """One thing found under `documents.input`: a file to read, or a reason not to."""
+
+    path: Path            # as found under the root (symlinks not resolved)
+    doc_id: str           # POSIX path relative to the root; the file name for a one-file root
+    folders: list[str]    # ancestor folder names relative to the root, outermost first
+    skip: str | None = None   # reason for a `skipped` row; None means "read it"
+    error: str | None = None  # reason for an `error` row found while walking (unlistable folder)
+    format: str = ""      # our format name, or the bare extension for unsupported files
+    n_bytes: int = 0
+
+
+class Unreadable(Exception):
+    """A file we looked at and could not read; its message goes into the `error` column."""
+
+
+# --------------------------------------------------------------------------- walking
+
+
+def list_inputs(root: Path, include: list[str] = (), exclude: list[str] = (),
+                hidden: bool = False) -> list[InputEntry]:
+    """Every file under `root` (or `root` itself when it is a file), sorted by path.
+
+    Hidden files get a `skipped` row each, but a hidden *folder* gets a single skipped
+    row and is not entered: the spec says every input file is accounted for, yet a
+    `.git` folder holds thousands of objects nobody means as documents, and one row
+    saying "hidden folder, not read" accounts for all of them without burying the
+    real documents.  The same holds for folders matched by `documents.exclude`.
+    """
+    root = Path(root)
+    try:
+        root_stat = root.stat()
+    except FileNotFoundError:
+        raise PipelineError(f"documents.input: {root} does not exist") from None
+    except OSError as exc:
+        raise PipelineError(f"documents.input: cannot open {root}: {exc.strerror}") from None
+    if not stat.S_ISDIR(root_stat.st_mode):
+        # A file named explicitly is read whatever include/exclude/hidden say: the user
+        # pointed at it.
+        return [_file_entry(root, root.name, [], root_stat, [], [], in_folder=False)]
+    include_rx = [_Glob(p) for p in include]
+    exclude_rx = [_Glob(p) for p in exclude]
+    entries = _walk(root, root_stat, include_rx, exclude_rx, hidden)
+    entries.sort(key=lambda e: e.doc_id.split("/"))
+    return entries
+
+
+def _walk(root: Path, root_stat: os.stat_result, include: list["_Glob"],
+          exclude: list["_Glob"], hidden: bool) -> list[InputEntry]:
+    entries: list[InputEntry] = []
+    # An explicit stack, not recursion: a deeply nested tree must not hit Python's
+    # recursion limit.  Each frame carries the (device, inode) of its ancestors, which
+    # is how a symlink pointing back up the tree is recognised instead of followed forever.
+    stack = [(root, [], frozenset({(root_stat.st_dev, root_stat.st_ino)}))]
+    while stack:
+        folder, parts, ancestors = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                names = sorted(d.name for d in it)
+        except OSError as exc:
+            if not parts:
+                raise PipelineError(f"documents.input: cannot list {folder}: {exc.strerror}") from None
+            entries.append(InputEntry(folder, "/".join(parts), parts[:-1], format="folder",
+                                      error=f"cannot list folder: {_strerror(exc)}"))
+            continue
+        for name in names:
+            path = folder / name
+            rel = parts + [name]
+            doc_id = "/".join(rel)
+            entry = InputEntry(path, doc_id, list(parts))
+            is_link = path.is_symlink()
+            if name.startswith(".") and not hidden:
+                is_dir = path.is_dir() if not is_link else _is_dir_quiet(path)
+                entry.format = "folder" if is_dir else _extension(name)
+                entry.skip = f"hidden {'folder' if is_dir else 'file'}, not read ({_HIDDEN_HINT})"
+                entries.append(entry)
+                continue
+            try:
+                st = path.stat()
+            except OSError as exc:
+                entry.format = "symlink" if is_link else _extension(name)
+                entry.skip, entry.error = _stat_problem(path, is_link, exc)
+                entries.append(entry)
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                key = (st.st_dev, st.st_ino)
+                pattern = _first_match(exclude, doc_id, is_dir=True)
+                if key in ancestors:
+                    entry.format = "symlink"
+                    entry.skip = f"symlink loop: {doc_id} -> {os.readlink(path)} leads back to a folder above it"
+                elif pattern:
+                    entry.format = "folder"
+                    entry.skip = f"folder excluded by documents.exclude pattern {pattern!r}"
+                else:
+                    stack.append((path, rel, ancestors | {key}))
+                    continue
+                entries.append(entry)
+            elif stat.S_ISREG(st.st_mode):
+                entries.append(_file_entry(path, doc_id, list(parts), st, include, exclude, in_folder=True))
+            else:
+                # Opening a FIFO blocks until someone writes to it: never open what is not
+                # a regular file.
+                entry.format = _extension(name)
+                entry.skip = f"not a regular file ({_file_kind(st.st_mode)})"
+                entries.append(entry)
+    return entries
+
+
+def _file_entry(path: Path, doc_id: str, folders: list[str], st: os.stat_result,
+                include: list["_Glob"], exclude: list["_Glob"], in_folder: bool) -> InputEntry:
+    ext = path.suffix.lower()
+    entry = InputEntry(path, doc_id, folders, format=_extension(path.name), n_bytes=st.st_size)
+    if ext == ".jsonl" and not in_folder:
+        entry.format = "beir"  # SPEC: a .jsonl documents.input is a BEIR corpus; iter_beir reads it
+        return entry
+    pattern = _first_match(exclude, doc_id, is_dir=False)
+    if include and not _first_match(include, doc_id, is_dir=False):
+        entry.skip = "not matched by any documents.include pattern"
+    elif pattern:
+        entry.skip = f"excluded by documents.exclude pattern {pattern!r}"
+    elif ext == ".jsonl":
+        # Its records would need doc_ids of their own, clashing with the files' ones.
+        entry.skip = ("a .jsonl file inside a folder is not read; point documents.input at it "
+                      "to read it as a BEIR corpus")
+    elif ext not in FORMATS:
+        entry.skip = (f"format {ext!r} is not supported" if ext else "no file extension, format unknown") + \
+            f" (readable: {', '.join(sorted(FORMATS))})"
+    return entry
+
+
+def _stat_problem(path: Path, is_link: bool, exc: OSError) -> tuple[str | None, str | None]:
+    """(skip, error) for a name we cannot stat: a broken link is skipped, the rest is an error."""
+    if is_link and isinstance(exc, FileNotFoundError):
+        return f"dangling symlink: target {os.readlink(path)} does not exist", None
+    if is_link and exc.errno == errno.ELOOP:  # a chain of links that never reaches a file
+        return f"symlink loop: {os.readlink(path)} never resolves to a file", None
+    if isinstance(exc, FileNotFoundError):
+        return None, "file disappeared while the folder was being read"
+    return None, _strerror(exc)
+
+
+def _is_dir_quiet(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _extension(name: str) -> str:
+    """The `format` value of a file we do not read: ours if known, else the bare extension."""
+    ext = Path(name).suffix.lower()
+    return FORMATS.get(ext, ext.lstrip("."))
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "named pipe"), (stat.S_ISSOCK, "socket"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device")):
+        if test(mode):
+            return kind
+    return "special file"
+
+
+def _strerror(exc: OSError) -> str:
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return (exc.strerror or str(exc)).lower()
+
+
+class _Glob:
+    """A gitignore-flavoured glob matched against a POSIX path relative to the root.
+
+    `*` and `?` stay inside one folder, `**` crosses folders, a pattern without `/`
+    matches a name at any depth (`*.csv`, `drafts`), a leading `/` anchors it at the
+    root, and a trailing `/` makes it match folders only.  `dir/**` also matches the
+    folder itself, so excluding it prunes the whole subtree in one row.
+    """
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        body = pattern.strip()
+        self.dirs_only = body.endswith("/")
+        body = body.rstrip("/")
+        if body.startswith("/"):
+            body = body.lstrip("/")
+        elif "/" not in body:
+            body = "**/" + body
+        self.regex = re.compile(self._translate(body))
+
+    @staticmethod
+    def _translate(glob: str) -> str:
+        out, i = [], 0
+        while i < len(glob):
+            if glob.startswith("**/", i):
+                out.append("(?:.*/)?")
+                i += 3
+            elif glob.startswith("/**", i) and i + 3 == len(glob):
+                out.append("(?:/.*)?")
+                i += 3
+            elif glob.startswith("**", i):
+                out.append(".*")
+                i += 2
+            elif glob[i] == "*":
+                out.append("[^/]*")
+                i += 1
+            elif glob[i] == "?":
+                out.append("[^/]")
+                i += 1
+            elif glob[i] == "[" and "]" in glob[i + 2:]:
+                end = glob.index("]", i + 2)
+                inner = glob[i + 1:end]
+                if inner.startswith("!"):
+                    inner = "^" + inner[1:]
+                out.append("[" + inner.replace("\\", "\\\\") + "]")
+                i = end + 1
+            else:
+                out.append(re.escape(glob[i]))
+                i += 1
+        return "".join(out) + r"\Z"
+
+    def matches(self, rel: str, is_dir: bool) -> bool:
+        if self.dirs_only and not is_dir:
+            return False
+        return self.regex.match(rel) is not None
+
+
+def _first_match(globs: list[_Glob], rel: str, is_dir: bool) -> str | None:
+    for glob in globs:
+        if glob.matches(rel, is_dir):
+            return glob.pattern
+    return None
+
+
+# --------------------------------------------------------------------------- one file
+
+
+def read_document(entry: InputEntry) -> dict:
+    """The stage-01 row for one listed file.  Never raises for a bad file."""
+    row = dict.fromkeys(COLUMNS)
+    row.update(doc_id=entry.doc_id, source=str(entry.path), format=entry.format,
+               path=list(entry.folders), n_bytes=entry.n_bytes)
+    if entry.skip is not None:
+        # The reason goes into `error` too: it is the one column a reader checks to learn
+        # why a document has no text.
+        row.update(status="skipped", error=entry.skip)
+        return row
+    if entry.error is not None:
+        row.update(status="error", error=entry.error)
+        return row
+    if entry.format == "beir":
+        raise ValueError(f"{entry.doc_id} is a BEIR corpus: read it with iter_beir")
+    try:
+        data = entry.path.read_bytes()
+        row["n_bytes"] = len(data)
+        row.update(_READERS[entry.format](data))
+        row["status"] = "ok"
+    except Unreadable as exc:
+        row.update(status="error", error=str(exc), text=None)
+    except OSError as exc:
+        row.update(status="error", error=f"cannot read file: {_strerror(exc)}", text=None)
+    return row
+
+
+def read_text_file(data: bytes) -> dict:
+    text, encoding, note = decode_text(data)
+    return {"text": text, "encoding": encoding, "note": note}
+
+
+# ---- encodings
+
+_BOMS = (  # UTF-32 first: its little-endian BOM begins with UTF-16's
+    (codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"),
+)
+# C0 and C1 control characters other than the whitespace ones (tab, LF, VT, FF, CR).
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+# Text is text even with a stray control character (a NUL from a crashed editor);
+# when more than a tenth of it is control characters, nobody wrote it to be read.
+_MAX_CONTROL_SHARE = 0.10
+# Legacy encodings charset-normalizer cannot tell apart on short Western text (cp775,
+# cp1250 and cp1252 all decode "café" without complaint and score within a hair of each
+# other).  Among near-ties we take the one a Western user most likely saved with.
+_PREFERRED_LEGACY = ("cp1252", "latin_1", "iso8859_15")
+_NEAR_TIE = 0.02
+
+
+def decode_text(data: bytes, declared: str | None = None) -> tuple[str, str, str | None]:
+    """(text, encoding, note) for a text file's bytes; raises Unreadable when it is not text.
+
+    The order is the one that cannot be fooled: a byte-order mark is a statement by the
+    writer; valid UTF-8 is almost never an accident for non-ASCII text; an encoding the
+    document declares (HTML's <meta charset>) comes next; only then do we guess, with
+    charset-normalizer.  The recorded encoding is the Python codec that decodes the file
+    as it is on disk (BOM included: `utf-8-sig`, `utf-16`, `utf-32`).
+    """
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                return _checked(data.decode(codec), codec, None, data)
+            except UnicodeDecodeError as exc:
+                raise Unreadable(f"undecodable: starts with a {codec} byte-order mark but byte "
+                                 f"{exc.start} is not valid {codec}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad_at = exc.start
+    else:
+        return _checked(text, "utf-8", None, data)
+    if b"\x00" in data:
+        raise Unreadable("binary file" + _utf16_hint(data))
+    if declared:
+        try:
+            return _checked(data.decode(declared), codecs.lookup(declared).name,
+                            f"not UTF-8; decoded as the declared charset {declared}", data)
+        except (LookupError, UnicodeDecodeError):
+            pass
+    codec = _detect(data)
+    if codec is None:
+        raise Unreadable(f"undecodable: not UTF-8 (invalid byte at offset {bad_at}) and no "
+                         "other encoding fits")
+    return _checked(data.decode(codec), codec,
+                    f"not UTF-8; encoding {codec} detected by charset-normalizer", data)
+
+
+def _checked(text: str, encoding: str, note: str | None, data: bytes) -> tuple[str, str, str | None]:
+    controls = len(_CONTROL.findall(text))
+    if controls and controls > _MAX_CONTROL_SHARE * len(text):
+        raise Unreadable("binary file" + _utf16_hint(data))
+    if "\x00" in text:
+        nuls = text.count("\x00")
+        extra = f"contains {nuls} NUL character{'s' if nuls > 1 else ''} (removed by stage 02)"
+        note = f"{note}; {extra}" if note else extra
+    return text, encoding, note
+
+
+def _utf16_hint(data: bytes) -> str:
+    sample = data[:4096]
+    if len(sample) >= 8 and (sample[1::2].count(0) > 0.8 * len(sample[1::2])
+                             or sample[0::2].count(0) > 0.8 * len(sample[0::2])):
+        return " (NUL bytes; it looks like UTF-16 without a byte-order mark: re-save it with one)"
+    return " (NUL bytes, no text)" if b"\x00" in data else " (mostly control characters)"
+
+
+def _detect(data: bytes) -> str | None:
+    from charset_normalizer import from_bytes  # imported late: it is slow to import
+
+    matches = list(from_bytes(data))
+    if not matches:
+        return None
+    best = matches[0]
+    for codec in _PREFERRED_LEGACY:
+        for match in matches:
+            if match.encoding == codec and match.chaos <= best.chaos + _NEAR_TIE:
+                return codec
+    return best.encoding
+
+
+# ---- PDF
+
+def read_pdf(data: bytes) -> dict:
+    """Text of each page after a `--- page N ---` line, N the physical page from 1."""
+    if not data:
+        raise Unreadable("empty PDF file (0 bytes)")
+    if b"%PDF-" not in data[:1024]:
+        raise Unreadable("not a PDF: no %PDF- header (a misnamed file?)")
+    import pypdfium2 as pdfium  # imported late: only PDF folders pay for it
+
+    try:
+        pdf = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            raise Unreadable("encrypted PDF: it needs a password to open") from None
+        cut = "" if b"%EOF" in data[-2048:] else "truncated (no %EOF at the end), "
+        raise Unreadable(f"corrupt PDF: {cut}PDFium could not open it ({_pdfium_reason(exc)})") from None
+    try:
+        pages, empty, failed = [], [], []
+        for index in range(len(pdf)):
+            try:
+                pages.append(_page_text(pdf, index))
+            except pdfium.PdfiumError:
+                pages.append("")
+                failed.append(index + 1)
+            if not pages[-1].strip():
+                empty.append(index + 1)
+        labels = [pdf.get_page_label(i) for i in range(len(pdf))]
+        title = (pdf.get_metadata_value("Title") or "").strip() or None
+    finally:
+        pdf.close()
+    notes = [f"{len(pages)} page{'s' if len(pages) != 1 else ''}"]
+    if failed:
+        notes.append(f"pages {_ranges(failed)} could not be read")
+    if pages and len(empty) == len(pages):
+        # An image-only PDF is a real document we cannot read yet (no OCR here); an empty
+        # text keeps it out of the chunks without calling it broken.
+        notes.append("no text layer on any page (scanned or image-only?): nothing to index")
+        text = ""
+    else:
+        if empty:
+            notes.append(f"no text on page{'s' if len(empty) > 1 else ''} {_ranges(empty)}")
+        text = "".join(f"--- page {n} ---\n{_ends_line(t)}" for n, t in enumerate(pages, 1))
+    return {"text": text, "title": title, "note": "; ".join(notes),
+            "page_labels": labels if any(labels) else None}
+
+
+def _page_text(pdf, index: int) -> str:
+    page = pdf[index]
+    try:
+        textpage = page.get_textpage()
+        try:
+            text = textpage.get_text_range()
+        finally:
+            textpage.close()
+    finally:
+        page.close()
+    # PDFium ends lines with CRLF, an artefact of the extractor rather than of the file;
+    # a form feed inside a page would become a false page marker in stage 02.
+    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\f", "\n")
+
+
+def _pdfium_reason(exc: Exception) -> str:
+    match = re.search(r"PDFium: ([^)]*)", str(exc))
+    return match.group(1).rstrip(".").lower() if match else str(exc)
+
+
+def _ends_line(text: str) -> str:
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def _ranges(numbers: list[int]) -> str:
+    """[1, 2, 3, 7] -> "1-3, 7": a note stays one short line for a 600-page scan."""
+    spans, start = [], numbers[0]
+    for prev, cur in zip(numbers, numbers[1:] + [None]):
+        if cur != prev + 1:
+            spans.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = cur
+    return ", ".join(spans)
+
+
+# ---- HTML
+
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
+# Elements whose text is not the document: code, styling, site navigation, embeds.
+_DROP_TAGS = ("script", "style", "noscript", "template", "nav", "iframe", "object",
+              "embed", "svg", "canvas", "head")
+
+
+def read_html(data: bytes) -> dict:
+    """HTML converted to Markdown; `<title>` becomes the title."""
+    declared = _META_CHARSET.search(data[:4096])
+    text, encoding, note = decode_text(data, declared.group(1).decode("ascii") if declared else None)
+    try:
+        markdown, title = html_to_markdown(text)
+    except RecursionError:
+        raise Unreadable("HTML nested too deeply to convert") from None
+    return {"text": markdown, "title": title, "encoding": encoding, "note": note}
+
+
+def html_to_markdown(html: str) -> tuple[str, str | None]:
+    from bs4 import BeautifulSoup, Comment
+
+    soup = BeautifulSoup(html, "html.parser")
+    title = None
+    if soup.title is not None:
+        title = " ".join(soup.title.get_text().split()) or None
+    for tag in soup.find_all(_DROP_TAGS):
+        tag.decompose()
+    for tag in soup.find_all(attrs={"role": "navigation"}):
+        tag.decompose()
+    for comment in soup.find_all(string=lambda s: isinstance(s, Comment)):
+        comment.extract()
+    markdown = _converter().convert_soup(soup)
+    return re.sub(r"\n{3,}", "\n\n", markdown).strip() + "\n", title
+
+
+def _converter():
+    import markdownify
+
+    class Converter(markdownify.MarkdownConverter):
+        # A `|` inside a cell would split it into two columns.
+        def convert_td(self, el, text, parent_tags):
+            return super().convert_td(el, text.replace("|", r"\|"), parent_tags)
+
+        def convert_th(self, el, text, parent_tags):
+            return super().convert_th(el, text.replace("|", r"\|"), parent_tags)
+
+        # A paragraph that begins "# 5 reasons" must not become a heading in stage 03.
+        def escape(self, text, parent_tags):
+            return markdownify.re_escape_misc_hashes.sub(r"\1\\\2", super().escape(text, parent_tags))
+
+    return Converter(heading_style="atx", bullets="-", table_infer_header=True,
+                     escape_underscores=False, code_language_callback=_code_language)
+
+
+def _code_language(el) -> str | None:
+    for node in (el, el.find("code")):
+        for cls in (node.get("class") or []) if node is not None else []:
+            if cls.startswith(("language-", "lang-")):
+                return cls.split("-", 1)[1]
+    return None
+
+
+# ---- CSV
+
+_SNIFF_BYTES = 64 * 1024
+
+
+def read_csv(data: bytes) -> dict:
+    """The CSV's own text, untouched, with its dialect and any problems in the note.
+
+    A malformed CSV (ragged rows, a quote never closed) is still an `ok` row: its text
+    is readable and searchable, and refusing it would hide a document the user has.
+    The note says what is wrong so that odd chunk boundaries have an explanation.
+    """
+    text, encoding, note = decode_text(data)
+    described = describe_csv(text)
+    return {"text": text, "encoding": encoding, "note": f"{note}; {described}" if note else described}
+
+
+def sniff_csv_dialect(text: str) -> type[csv.Dialect] | csv.Dialect:
+    """The dialect of a CSV text, sniffed on whole lines of its first 64 KiB; `excel` if unsure."""
+    sample = text[:_SNIFF_BYTES]
+    if len(text) > _SNIFF_BYTES and "\n" in sample:
+        sample = sample[: sample.rindex("\n")]  # a record cut in half misleads the sniffer
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=",;\t|:")
+    except csv.Error:
+        return csv.excel
+
+
+def describe_csv(text: str) -> str:
+    dialect = sniff_csv_dialect(text)
+    problems, header_len, records = [], None, 0
+    reader = csv.reader(io.StringIO(text, newline=""), dialect, strict=True)
+    try:
+        for row in reader:
+            if not row:
+                continue
+            if header_len is None:
+                header_len = len(row)
+                continue
+            records += 1
+            if len(row) != header_len and len(problems) < 3:
+                problems.append(f"line {reader.line_num}: {len(row)} fields, header has {header_len}")
+    except csv.Error as exc:
+        problems.append(f"parsing stopped at line {reader.line_num}: {exc}")
+    desc = (f"csv: delimiter {dialect.delimiter!r}, quotechar {dialect.quotechar!r}, "
+            f"header of {header_len or 0} fields, {records} record{'s' if records != 1 else ''}")
+    return desc + ("; malformed: " + "; ".join(problems) if problems else "")
+
+
+_READERS = {
+    "markdown": read_text_file,
+    "text": read_text_file,
+    "pdf": read_pdf,
+    "html": read_html,
+    "csv": read_csv,
+}
+
+
+# --------------------------------------------------------------------------- BEIR
+
+
+def iter_beir(path: Path) -> Iterator[dict]:
+    """One `ok` row per record of a BEIR corpus (`{"_id", "title", "text"}` per line)."""
+    path = Path(path)
+    seen: set[str] = set()
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise PipelineError(f"{path}: cannot read: {_strerror(exc)}") from None
+    with handle:
+        for line_no, raw in enumerate(handle, 1):
+            if line_no == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            if not raw.strip():
+                continue
+            record = _beir_record(path, line_no, raw)
+            doc_id = record["_id"]
+            if doc_id in seen:
+                raise PipelineError(f"{path}, line {line_no}: _id {doc_id!r} appears twice")
+            seen.add(doc_id)
+            row = dict.fromkeys(COLUMNS)
+            row.update(doc_id=doc_id, source=str(path), format="beir", text=record["text"],
+                       status="ok", path=[], title=record["title"] or None, encoding="utf-8",
+                       n_bytes=len(raw))
+            yield row
+
+
+def _beir_record(path: Path, line_no: int, raw: bytes) -> dict:
+    where = f"{path}, line {line_no}"
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise PipelineError(f"{where}: not UTF-8 (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise PipelineError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(record, dict):
+        raise PipelineError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    if "_id" not in record:
+        raise PipelineError(f"{where}: no \"_id\" field")
+    doc_id = record["_id"]
+    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)) or str(doc_id) == "":
+        raise PipelineError(f"{where}: \"_id\" must be a non-empty string or integer")
+    out = {"_id": str(doc_id)}
+    for key in ("title", "text"):
+        value = record.get(key, "")
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            raise PipelineError(f"{where}: \"{key}\" must be a string, got {type(value).__name__}")
+        out[key] = value
+    return out

@@ -1,0 +1,448 @@
+"""Stage 01: walking the input and reading each format (pipekit/readers.py, 01_documents.py)."""
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from pipekit import readers
+from pipekit.errors import PipelineError
+from pipekit.readers import InputEntry, iter_beir, list_inputs, read_document
+
+fpdf = pytest.importorskip("fpdf")  # a dev dependency: builds the PDFs these tests read
+
+
+def write(path: Path, data: bytes | str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    path.write_bytes(data)
+    return path
+
+
+def rows_by_id(root: Path, **kwargs) -> dict[str, dict]:
+    options = {"include": [], "exclude": [], "hidden": False} | kwargs
+    return {e.doc_id: read_document(e) for e in list_inputs(root, **options)}
+
+
+def read_one(path: Path) -> dict:
+    [entry] = list_inputs(path, [], [], False)
+    return read_document(entry)
+
+
+def make_pdf(path: Path, pages: list[str], title: str | None = None, labels: bool = False) -> Path:
+    pdf = fpdf.FPDF()
+    pdf.set_creation_date(datetime(2024, 1, 1, tzinfo=timezone.utc))
+    pdf.set_font("helvetica", size=12)
+    if title:
+        pdf.set_title(title)
+    for number, text in enumerate(pages, 1):
+        pdf.add_page()
+        if labels and number <= 2:
+            # front matter in roman numerals, then arabic from 1: labels that differ from
+            # the physical page numbers are the case page_labels exists for
+            pdf.set_page_label("r") if number == 1 else pdf.set_page_label("D", label_start=1)
+        if text:
+            pdf.multi_cell(0, 8, text)
+    pdf.output(str(path))
+    return path
+
+
+# --------------------------------------------------------------------------- walking
+
+
+def test_walk_is_recursive_sorted_and_names_ancestors(tmp_path):
+    for rel in ["b.md", "a/z.txt", "a/b/c.md", "A.md", "a b/é ñ/x.md"]:
+        write(tmp_path / rel, "text")
+    entries = list_inputs(tmp_path, [], [], False)
+    assert [e.doc_id for e in entries] == ["A.md", "a/b/c.md", "a/z.txt", "a b/é ñ/x.md", "b.md"]
+    assert {e.doc_id: e.folders for e in entries}["a b/é ñ/x.md"] == ["a b", "é ñ"]
+    assert {e.doc_id: e.folders for e in entries}["b.md"] == []
+    assert all(e.skip is None for e in entries)
+
+
+def test_single_file_root_is_its_own_doc_id(tmp_path):
+    path = write(tmp_path / "deep" / "notes.md", "# Hi\n")
+    [entry] = list_inputs(path, ["*.txt"], ["*.md"], False)  # a named file is always read
+    assert (entry.doc_id, entry.folders, entry.skip) == ("notes.md", [], None)
+    assert read_document(entry)["text"] == "# Hi\n"
+
+
+def test_missing_root_is_a_pipeline_error(tmp_path):
+    with pytest.raises(PipelineError, match="does not exist"):
+        list_inputs(tmp_path / "nope", [], [], False)
+
+
+def test_hidden_files_get_rows_hidden_folders_one_row_and_are_not_entered(tmp_path):
+    write(tmp_path / ".env.md", "secret")
+    write(tmp_path / ".git" / "objects" / "ab.txt", "blob")
+    write(tmp_path / "doc.md", "text")
+    rows = rows_by_id(tmp_path)
+    assert set(rows) == {".env.md", ".git", "doc.md"}
+    assert rows[".git"]["status"] == rows[".env.md"]["status"] == "skipped"
+    assert "hidden folder" in rows[".git"]["error"] and "documents.hidden" in rows[".git"]["error"]
+    assert rows[".env.md"]["format"] == "markdown"
+    shown = rows_by_id(tmp_path, hidden=True)
+    assert shown[".git/objects/ab.txt"]["text"] == "blob" and shown[".env.md"]["status"] == "ok"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges on Windows")
+def test_symlink_loops_and_dangling_links_are_skipped_rows(tmp_path):
+    write(tmp_path / "a" / "doc.md", "text")
+    os.symlink("..", tmp_path / "a" / "up")          # folder loop
+    os.symlink("missing.md", tmp_path / "gone.md")     # dangling
+    os.symlink("l2", tmp_path / "l1")                  # link chain that never ends
+    os.symlink("l1", tmp_path / "l2")
+    write(tmp_path / "real" / "r.md", "real")
+    os.symlink("real", tmp_path / "alias")             # a link to a folder is followed
+    rows = rows_by_id(tmp_path)
+    assert rows["a/up"]["status"] == "skipped" and "symlink loop" in rows["a/up"]["error"]
+    assert rows["gone.md"]["status"] == "skipped" and "dangling symlink" in rows["gone.md"]["error"]
+    assert "symlink loop" in rows["l1"]["error"] and "symlink loop" in rows["l2"]["error"]
+    assert rows["alias/r.md"]["text"] == rows["real/r.md"]["text"] == "real"
+    assert rows["a/doc.md"]["status"] == "ok"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_named_pipe_is_skipped_not_opened(tmp_path):
+    os.mkfifo(tmp_path / "pipe.txt")  # opening it would block forever
+    row = rows_by_id(tmp_path)["pipe.txt"]
+    assert row["status"] == "skipped" and "named pipe" in row["error"]
+
+
+def test_include_and_exclude_globs(tmp_path):
+    for rel in ["a.md", "b.txt", "docs/c.md", "docs/drafts/d.md", "drafts/e.md", "x/drafts/f.md"]:
+        write(tmp_path / rel, "text")
+    rows = rows_by_id(tmp_path, include=["*.md"], exclude=["drafts/", "/docs/*.txt"])
+    assert rows["b.txt"]["status"] == "skipped" and "documents.include" in rows["b.txt"]["error"]
+    # a folder-only pattern without a slash prunes matching folders at any depth, one row each
+    for folder in ["docs/drafts", "drafts", "x/drafts"]:
+        assert rows[folder]["status"] == "skipped" and "'drafts/'" in rows[folder]["error"]
+    assert not any(k.endswith(("d.md", "e.md", "f.md")) for k in rows)
+    assert rows["a.md"]["status"] == rows["docs/c.md"]["status"] == "ok"
+    rows = rows_by_id(tmp_path, include=["docs/**"])
+    assert [k for k, r in rows.items() if r["status"] == "ok"] == ["docs/c.md", "docs/drafts/d.md"]
+    rows = rows_by_id(tmp_path, exclude=["docs/**", "?.txt"])
+    assert rows["docs"]["status"] == "skipped" and rows["b.txt"]["status"] == "skipped"
+
+
+@pytest.mark.parametrize("pattern, path, is_dir, expected", [
+    ("*.md", "a/b/c.md", False, True),
+    ("*.md", "a/b/c.mdx", False, False),
+    ("/a/*.md", "a/c.md", False, True),
+    ("/a/*.md", "x/a/c.md", False, False),
+    ("a/*.md", "a/b/c.md", False, False),   # * never crosses a folder
+    ("a/**/c.md", "a/c.md", False, True),   # ** matches zero folders too
+    ("a/**/c.md", "a/x/y/c.md", False, True),
+    ("[ab]?.txt", "b1.txt", False, True),
+    ("[!ab]?.txt", "b1.txt", False, False),
+    ("build/", "build", False, False),      # trailing slash: folders only
+    ("build/", "build", True, True),
+])
+def test_glob_rules(pattern, path, is_dir, expected):
+    assert readers._Glob(pattern).matches(path, is_dir) is expected
+
+
+def test_unsupported_and_extensionless_files_are_skipped_with_reason(tmp_path):
+    write(tmp_path / "report.docx", b"PK\x03\x04")
+    write(tmp_path / "Makefile", "all:")
+    write(tmp_path / "sub" / "c.jsonl", '{"_id": "1", "text": "x"}\n')
+    rows = rows_by_id(tmp_path)
+    assert rows["report.docx"]["format"] == "docx"
+    assert rows["report.docx"]["status"] == "skipped" and "'.docx' is not supported" in rows["report.docx"]["error"]
+    assert rows["Makefile"]["status"] == "skipped" and "no file extension" in rows["Makefile"]["error"]
+    assert rows["sub/c.jsonl"]["status"] == "skipped" and "BEIR" in rows["sub/c.jsonl"]["error"]
+    assert all(r["text"] is None for r in rows.values())
+
+
+# --------------------------------------------------------------------------- encodings
+
+TEXT = "Le café était très chaud – “naïve” façade, déjà vu. Œuvre, garçon, 5 €.\n" * 3
+
+
+@pytest.mark.parametrize("data, encoding", [
+    (TEXT.encode("utf-8"), "utf-8"),
+    (codecs.BOM_UTF8 + TEXT.encode("utf-8"), "utf-8-sig"),
+    (codecs.BOM_UTF16_LE + TEXT.encode("utf-16-le"), "utf-16"),
+    (codecs.BOM_UTF16_BE + TEXT.encode("utf-16-be"), "utf-16"),
+    (codecs.BOM_UTF32_LE + TEXT.encode("utf-32-le"), "utf-32"),
+    (TEXT.encode("cp1252"), "cp1252"),
+])
+def test_encodings_decode_to_the_same_text_and_are_recorded(tmp_path, data, encoding):
+    row = read_one(write(tmp_path / "t.txt", data))
+    assert (row["status"], row["text"], row["encoding"]) == ("ok", TEXT, encoding)
+    assert row["n_bytes"] == len(data)
+
+
+def test_detected_non_western_encodings(tmp_path):
+    russian = "Привет, мир! Это тестовый документ о поиске информации и ранжировании.\n" * 3
+    row = read_one(write(tmp_path / "ru.md", russian.encode("cp1251")))
+    assert row["text"] == russian and "charset-normalizer" in row["note"]
+
+
+def test_random_bytes_are_a_binary_file_error(tmp_path):
+    data = bytes((i * 7919 + 13) % 256 for i in range(4096))  # every byte value, NULs included
+    row = read_one(write(tmp_path / "blob.txt", data))
+    assert (row["status"], row["text"]) == ("error", None)
+    assert row["error"].startswith("binary file")
+
+
+def test_mostly_control_characters_is_binary_even_when_valid_utf8(tmp_path):
+    row = read_one(write(tmp_path / "zeros.txt", b"\x00" * 500 + b"abc"))
+    assert row["status"] == "error" and row["error"].startswith("binary file")
+
+
+def test_utf16_without_bom_is_called_out(tmp_path):
+    row = read_one(write(tmp_path / "u.txt", TEXT.encode("utf-16-le")))
+    assert row["status"] == "error" and "UTF-16 without a byte-order mark" in row["error"]
+
+
+def test_a_stray_nul_in_text_is_read_with_a_note(tmp_path):
+    row = read_one(write(tmp_path / "nul.md", "# Title\n\nsome text\x00 that a crashed editor left\n"))
+    assert row["status"] == "ok" and "\x00" in row["text"] and "NUL" in row["note"]
+
+
+def test_bad_bytes_after_a_bom_are_an_error(tmp_path):
+    row = read_one(write(tmp_path / "x.txt", codecs.BOM_UTF8 + b"ok \xff\xfe broken"))
+    assert row["status"] == "error" and "utf-8-sig" in row["error"]
+
+
+def test_permission_denied_is_an_error_row(tmp_path, monkeypatch):
+    path = write(tmp_path / "locked.md", "secret")
+    [entry] = list_inputs(path, [], [], False)
+
+    def refuse(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    row = read_document(entry)
+    assert (row["status"], row["error"], row["text"]) == ("error", "cannot read file: permission denied", None)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root reads every file")
+def test_permission_denied_for_real(tmp_path):
+    path = write(tmp_path / "locked.md", "secret")
+    path.chmod(0)
+    try:
+        row = rows_by_id(tmp_path)["locked.md"]
+    finally:
+        path.chmod(0o644)
+    assert row["status"] == "error" and "permission denied" in row["error"]
+
+
+# --------------------------------------------------------------------------- PDF
+
+
+def test_pdf_pages_markers_labels_and_title(tmp_path):
+    path = make_pdf(tmp_path / "g.pdf", ["Front matter words", "Alpha page text", "Beta page text"],
+                    title="The Field Guide", labels=True)
+    row = read_one(path)
+    assert row["status"] == "ok" and row["format"] == "pdf" and row["title"] == "The Field Guide"
+    assert row["text"] == ("--- page 1 ---\nFront matter words\n"
+                           "--- page 2 ---\nAlpha page text\n"
+                           "--- page 3 ---\nBeta page text\n")
+    assert row["page_labels"] == ["i", "1", "2"]
+    assert "3 pages" in row["note"] and row["encoding"] is None
+
+
+def test_pdf_without_labels_or_title(tmp_path):
+    row = read_one(make_pdf(tmp_path / "p.pdf", ["one", "two"]))
+    assert row["page_labels"] is None and row["title"] is None
+    assert row["text"].count("--- page ") == 2
+
+
+def test_pdf_without_text_layer_is_ok_with_a_note(tmp_path):
+    row = read_one(make_pdf(tmp_path / "scan.pdf", ["", ""]))
+    assert (row["status"], row["text"]) == ("ok", "")
+    assert "no text layer" in row["note"]
+
+
+def test_pdf_with_some_empty_pages_keeps_their_markers(tmp_path):
+    row = read_one(make_pdf(tmp_path / "p.pdf", ["one", "", "three"]))
+    assert row["text"] == "--- page 1 ---\none\n--- page 2 ---\n--- page 3 ---\nthree\n"
+    assert "no text on page 2" in row["note"]
+
+
+def test_broken_pdfs_are_error_rows(tmp_path):
+    good = make_pdf(tmp_path / "good.pdf", ["some text"] * 3).read_bytes()
+    locked = fpdf.FPDF()
+    locked.add_page()
+    locked.set_font("helvetica", size=12)
+    locked.cell(text="secret")
+    locked.set_encryption(owner_password="owner", user_password="user")
+    locked.output(str(tmp_path / "locked.pdf"))
+    write(tmp_path / "zero.pdf", b"")
+    write(tmp_path / "cut.pdf", good[: len(good) // 3])
+    write(tmp_path / "notes.pdf", "just some notes, not a PDF at all\n")
+    rows = rows_by_id(tmp_path)
+    expected = {"locked.pdf": "encrypted PDF", "zero.pdf": "empty PDF file (0 bytes)",
+                "cut.pdf": "truncated", "notes.pdf": "not a PDF"}
+    for doc_id, message in expected.items():
+        assert rows[doc_id]["status"] == "error", doc_id
+        assert message in rows[doc_id]["error"], (doc_id, rows[doc_id]["error"])
+        assert rows[doc_id]["text"] is None
+    assert rows["good.pdf"]["status"] == "ok"
+
+
+def test_pdf_only_owner_password_is_readable(tmp_path):
+    pdf = fpdf.FPDF()
+    pdf.add_page()
+    pdf.set_font("helvetica", size=12)
+    pdf.cell(text="printable but not editable")
+    pdf.set_encryption(owner_password="owner")
+    pdf.output(str(tmp_path / "o.pdf"))
+    row = read_one(tmp_path / "o.pdf")
+    assert row["status"] == "ok" and "printable but not editable" in row["text"]
+
+
+# --------------------------------------------------------------------------- HTML
+
+PAGE = """<!DOCTYPE html>
+<html><head><title>  Pump   Manual </title>
+<style>body { color: red }</style><script>var tracking = "SCRIPT-TEXT";</script></head>
+<body>
+<nav><a href="/">Home</a> <a href="/shop">NAV-TEXT</a></nav>
+<div role="navigation">ROLE-NAV-TEXT</div>
+<!-- COMMENT-TEXT -->
+<h1>Installing the pump</h1>
+<p>Read <b>all</b> of this first. snake_case stays.</p>
+<p># 5 is not a heading</p>
+<h2>Parts</h2>
+<ul><li>impeller<ul><li>blades</li></ul></li><li>housing</li></ul>
+<ol><li>first</li><li>second</li></ol>
+<h3>Sizes</h3>
+<table><tr><th>Model</th><th>Flow</th></tr><tr><td>A|1</td><td>10</td></tr><tr><td>B</td><td>20</td></tr></table>
+<pre><code class="language-python"># a comment, not a heading
+def flow(rate):
+    return rate * 2
+</code></pre>
+<noscript>NOSCRIPT-TEXT</noscript>
+</body></html>
+"""
+
+
+def headings(markdown: str) -> list[tuple[str, str]]:
+    tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
+    return [(t.tag, tokens[i + 1].content) for i, t in enumerate(tokens) if t.type == "heading_open"]
+
+
+def test_html_becomes_markdown_with_structure(tmp_path):
+    row = read_one(write(tmp_path / "manual.html", PAGE))
+    md = row["text"]
+    assert row["status"] == "ok" and row["format"] == "html" and row["title"] == "Pump Manual"
+    assert headings(md) == [("h1", "Installing the pump"), ("h2", "Parts"), ("h3", "Sizes")]
+    assert "- impeller\n  - blades\n- housing" in md
+    assert "1. first\n2. second" in md
+    assert "| Model | Flow |\n| --- | --- |\n| A\\|1 | 10 |\n| B | 20 |" in md
+    assert "```python\n# a comment, not a heading\ndef flow(rate):\n    return rate * 2\n```" in md
+    assert "**all**" in md and "snake_case" in md
+    for dropped in ["SCRIPT-TEXT", "NAV-TEXT", "ROLE-NAV-TEXT", "COMMENT-TEXT", "NOSCRIPT-TEXT", "color: red"]:
+        assert dropped not in md
+
+
+def test_table_parses_as_a_gfm_table(tmp_path):
+    md = read_one(write(tmp_path / "t.htm", PAGE))["text"]
+    tokens = MarkdownIt("commonmark").enable("table").parse(md)
+    cells = [t.children[0].content for t in tokens if t.type == "inline" and tokens[tokens.index(t) - 1].type in ("td_open", "th_open")]
+    assert cells == ["Model", "Flow", "A|1", "10", "B", "20"]
+
+
+def test_broken_html_with_unclosed_script_leaks_no_script(tmp_path):
+    broken = "<html><body><h2>Kept</h2><p>para <b>unclosed <div>inner\n<script>steal('SCRIPT-TEXT')"
+    row = read_one(write(tmp_path / "broken.html", broken))
+    assert row["status"] == "ok" and "SCRIPT-TEXT" not in row["text"] and "steal" not in row["text"]
+    assert "## Kept" in row["text"] and "inner" in row["text"] and row["title"] is None
+
+
+def test_html_meta_charset_is_used_when_not_utf8(tmp_path):
+    page = '<html><head><meta charset="windows-1252"><title>Caf\xe9</title></head><body><p>cr\xe8me</p></body></html>'
+    row = read_one(write(tmp_path / "c.html", page.encode("cp1252")))
+    assert row["title"] == "Café" and "crème" in row["text"] and row["encoding"] == "cp1252"
+
+
+def test_deeply_nested_html_is_an_error_not_a_crash(tmp_path):
+    row = read_one(write(tmp_path / "deep.html", "<div>" * 50_000 + "x"))
+    assert row["status"] in ("ok", "error")
+    if row["status"] == "error":
+        assert "nested too deeply" in row["error"]
+
+
+# --------------------------------------------------------------------------- CSV
+
+
+def test_csv_keeps_its_original_text_and_notes_the_dialect(tmp_path):
+    text = 'name;city;note\r\nAda;London;"says ""hi""; twice"\r\nBo;Oslo;plain\r\n'
+    row = read_one(write(tmp_path / "people.csv", text))
+    assert (row["status"], row["format"], row["text"]) == ("ok", "csv", text)
+    assert "delimiter ';'" in row["note"] and "2 records" in row["note"] and "malformed" not in row["note"]
+
+
+def test_tsv_is_read_as_csv(tmp_path):
+    row = read_one(write(tmp_path / "t.tsv", "a\tb\n1\t2\n3\t4\n"))
+    assert row["format"] == "csv" and "delimiter '\\t'" in row["note"]
+
+
+def test_malformed_csv_is_ok_text_with_a_note(tmp_path):
+    text = 'a,b,c\n1,2\n3,4,5\n"never closed,6,7\n'
+    row = read_one(write(tmp_path / "bad.csv", text))
+    assert (row["status"], row["text"]) == ("ok", text)
+    assert "malformed" in row["note"] and "line 2: 2 fields, header has 3" in row["note"]
+    assert "parsing stopped" in row["note"]
+
+
+def test_empty_files_are_ok_and_empty(tmp_path):
+    for name in ["e.md", "e.txt", "e.csv", "e.html"]:
+        write(tmp_path / name, b"")
+    for name, row in rows_by_id(tmp_path).items():
+        assert (row["status"], row["error"]) == ("ok", None), name
+        assert row["text"].strip() == "", name
+
+
+def test_every_row_has_every_column(tmp_path):
+    write(tmp_path / "a.md", "x")
+    write(tmp_path / "b.bin", b"\x00")
+    write(tmp_path / "c.pdf", b"")
+    for row in rows_by_id(tmp_path).values():
+        assert tuple(row) == readers.COLUMNS
+
+
+# --------------------------------------------------------------------------- BEIR
+
+
+def test_beir_rows(tmp_path):
+    lines = [{"_id": "d1", "title": "First", "text": "alpha"}, {"_id": 7, "text": "no title"}]
+    path = write(tmp_path / "corpus.jsonl",
+                 codecs.BOM_UTF8 + "\n".join(json.dumps(x) for x in lines).encode() + b"\n\n")
+    [entry] = list_inputs(path, [], [], False)
+    assert entry.format == "beir"
+    rows = list(iter_beir(path))
+    assert [(r["doc_id"], r["title"], r["text"], r["format"], r["status"]) for r in rows] == [
+        ("d1", "First", "alpha", "beir", "ok"), ("7", None, "no title", "beir", "ok")]
+    assert all(tuple(r) == readers.COLUMNS and r["path"] == [] for r in rows)
+
+
+@pytest.mark.parametrize("line, problem", [
+    ('{"_id": "a", "text": "x"', "not valid JSON"),
+    ('["a", "b"]', "expected a JSON object"),
+    ('{"title": "t", "text": "x"}', 'no "_id" field'),
+    ('{"_id": "", "text": "x"}', '"_id" must be'),
+    ('{"_id": "z", "text": 5}', '"text" must be a string'),
+    ('{"_id": "d1", "text": "again"}', "appears twice"),
+])
+def test_malformed_beir_line_names_file_line_and_problem(tmp_path, line, problem):
+    path = write(tmp_path / "corpus.jsonl", '{"_id": "d1", "text": "ok"}\n\n' + line + "\n")
+    with pytest.raises(PipelineError) as info:
+        list(iter_beir(path))
+    assert str(path) in str(info.value) and "line 3" in str(info.value) and problem in str(info.value)
+
+
+def test_read_document_refuses_a_beir_entry(tmp_path):
+    path = write(tmp_path / "c.jsonl", '{"_id": "1", "text": "x"}\n')
+    with pytest.raises(ValueError, match="iter_beir"):
+        read_document(InputEntry(path, "c.jsonl", [], format="beir"))
