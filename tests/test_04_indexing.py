@@ -1,0 +1,84 @@
+"""Stage 04: the analyzer and the BM25 statistics, checked against SPEC by hand."""
+import math
+
+import pyarrow as pa
+import pytest
+
+from pipekit.analyzer import Analyzer
+from pipekit.stages import load_stage
+
+indexing = load_stage(4)
+
+
+def chunks(*texts, headings=None, paths=None):
+    n = len(texts)
+    return pa.record_batch({
+        "chunk_id": [f"d{i}#0" for i in range(n)], "doc_id": [f"d{i}" for i in range(n)],
+        "heading": headings or [""] * n, "path": pa.array(paths or [[]] * n, pa.list_(pa.string())),
+        "text": list(texts), "page_start": pa.array([None] * n, pa.int32()),
+        "page_end": pa.array([None] * n, pa.int32()),
+    })
+
+
+def build(batch, **kw):
+    opts = {"analyzer": Analyzer("none", "none"), "k1": 1.2, "b": 0.75, "path_weight": 1} | kw
+    terms, postings, chunk_table, stats = indexing.build_index([batch], **opts)
+    tf = {(t, c): f for t, c, f in zip(postings.column("term_id").to_pylist(),
+                                       postings.column("chunk").to_pylist(), postings.column("tf").to_pylist())}
+    names = terms.column("term").to_pylist()
+    return {(names[t], c): f for (t, c), f in tf.items()}, terms, postings, chunk_table, stats
+
+
+def test_analyzer_follows_spec():
+    a = Analyzer("none", "none")
+    # letters and digits only (no underscore), lower-cased, at least two characters
+    assert a.analyze("Snake_case X86_64 a I Ünïcode 東京 2024-05") == \
+        ["snake", "case", "x86", "64", "ünïcode", "東京", "2024", "05"]
+    assert Analyzer("none", "english").analyze("the cat is on the mat") == ["cat", "mat"]
+    assert Analyzer("english", "english").analyze("Running runners ran") == ["run", "runner", "ran"]
+
+
+def test_term_frequencies_include_the_heading_line():
+    tf, *_ = build(chunks("rollback the deploy", "deploy deploy", headings=["Rollback", ""]))
+    assert tf[("rollback", 0)] == 2  # once in the heading, once in the text
+    assert tf[("deploy", 1)] == 2
+
+
+def test_path_terms_count_path_weight_times():
+    batch = chunks("alpha", paths=[["ops", "runbooks"]])
+    tf, *_ = build(batch, path_weight=3)
+    assert tf[("ops", 0)] == 3 and tf[("runbooks", 0)] == 3
+    tf0, *_ = build(batch, path_weight=0)
+    assert ("ops", 0) not in tf0
+
+
+def test_idf_and_impact_are_spec_formula():
+    tf, terms, postings, chunk_table, stats = build(chunks("a1 b2 b2", "b2 c3", "", "c3 c3 c3 d4"))
+    N, avgdl = 4, (3 + 2 + 0 + 4) / 4
+    assert stats["N"] == N and stats["avgdl"] == pytest.approx(avgdl)  # the empty chunk counts
+    assert chunk_table.column("length").to_pylist() == [3, 2, 0, 4]
+    df = dict(zip(terms.column("term").to_pylist(), terms.column("df").to_pylist()))
+    assert df == {"a1": 1, "b2": 2, "c3": 2, "d4": 1}
+    idf = dict(zip(terms.column("term").to_pylist(), terms.column("idf").to_pylist()))
+    for t, d in df.items():
+        assert idf[t] == pytest.approx(math.log(1 + (N - d + 0.5) / (d + 0.5)), rel=1e-12)
+    names = terms.column("term").to_pylist()
+    lengths = chunk_table.column("length").to_pylist()
+    for t, c, f, imp in zip(*(postings.column(n).to_pylist() for n in ("term_id", "chunk", "tf", "impact"))):
+        expect = idf[names[t]] * f * 2.2 / (f + 1.2 * (1 - 0.75 + 0.75 * lengths[c] / avgdl))
+        assert imp == pytest.approx(expect, rel=1e-12)
+
+
+def test_postings_are_term_major_and_terms_sorted():
+    _, terms, postings, *_ = build(chunks("zeta beta", "beta alpha", "alpha zeta beta"))
+    assert terms.column("term").to_pylist() == ["alpha", "beta", "zeta"]
+    keys = list(zip(postings.column("term_id").to_pylist(), postings.column("chunk").to_pylist()))
+    assert keys == sorted(keys)
+
+
+def test_vocabulary_grows_across_batches():
+    a = Analyzer("none", "none")
+    batches = [chunks("one two"), chunks("two three")]
+    terms, postings, chunk_table, stats = indexing.build_index(batches, a, 1.2, 0.75, 1)
+    assert terms.column("term").to_pylist() == ["one", "three", "two"]
+    assert stats["N"] == 2 and terms.column("df").to_pylist() == [1, 1, 2]

@@ -1,0 +1,163 @@
+"""Stage 05: queries in, ranked chunks out — ties, zeros, explanations, metrics, bad files."""
+import math
+
+import ir_measures
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipekit.errors import PipelineError
+from pipekit.io import ParquetSink
+from pipekit.queries import load_qrels, load_queries
+from pipekit.stages import load_stage
+
+from conftest import run_script, write_config
+
+retrieval = load_stage(5)
+
+TEXTS = [
+    ("a", "Rollback", "undo the release with the rollback script"),
+    ("a", "Rollback › Checks", "check the health endpoint after you undo"),
+    ("b", "", "the health endpoint returns ok"),
+    ("c", "", "release notes"),
+    ("d", "", "release notes"),  # a twin of c: a tie that corpus order must settle
+    ("e", "", "nothing relevant here at all"),
+]
+
+
+def chunks_file(folder):
+    n = len(TEXTS)
+    table = pa.table({
+        "chunk_id": [f"{d}#{i}" for i, (d, _, _) in enumerate(TEXTS)],
+        "doc_id": [d for d, _, _ in TEXTS], "heading": [h for _, h, _ in TEXTS],
+        "path": pa.array([[]] * n, pa.list_(pa.string())), "text": [t for _, _, t in TEXTS],
+        "page_start": pa.array([None, None, 2, None, None, None], pa.int32()),
+        "page_end": pa.array([None, None, 3, None, None, None], pa.int32()),
+    })
+    sink = ParquetSink(folder / "03_chunks.parquet", table.schema, {"fingerprint": "hand-made"})
+    sink.write(table)
+    sink.commit()
+
+
+@pytest.fixture
+def indexed(tmp_path):
+    (tmp_path / "out").mkdir()
+    chunks_file(tmp_path / "out")
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\n1\ta\t2\n1\tb\t1\n2\tc\t1\n3\tb\t1\n")
+    cfg = write_config(tmp_path, indexing={"stemmer": "none", "stopwords": "english"},
+                       retrieval={"queries": ["undo the rollback", "release notes", "health endpoint", "zebra"],
+                                  "qrels": str(qrels), "top_k": 3, "explain": True})
+    run_script("04_indexing.py", "--config", str(cfg))
+    proc = run_script("05_retrieval.py", "--config", str(cfg))
+    return tmp_path / "out", proc
+
+
+def test_results_have_spec_columns_and_ranks(indexed):
+    out, _ = indexed
+    res = pq.read_table(out / "05_results.parquet").to_pandas()
+    for col in ["query_id", "query", "rank", "score", "chunk_id", "doc_id", "heading",
+                "page_start", "page_end", "text"]:
+        assert col in res.columns
+    for _, group in res.groupby("query_id"):
+        assert list(group["rank"]) == list(range(1, len(group) + 1))
+        assert list(group["score"]) == sorted(group["score"], reverse=True)
+    assert (res["score"] > 0).all() and res["score"].map(math.isfinite).all()
+
+
+def test_heading_terms_find_a_passage_that_never_repeats_them(indexed):
+    res = pq.read_table(indexed[0] / "05_results.parquet").to_pandas()
+    q1 = res[res.query_id == "1"]
+    assert q1.iloc[0]["chunk_id"] == "a#0"
+    assert "a#1" in set(q1.chunk_id)  # "Rollback" only in its heading path
+
+
+def test_ties_keep_corpus_order_and_zero_scores_are_not_results(indexed):
+    res = pq.read_table(indexed[0] / "05_results.parquet").to_pandas()
+    q2 = res[res.query_id == "2"]
+    assert list(q2.chunk_id[:2]) == ["c#3", "d#4"] and q2.score.iloc[0] == q2.score.iloc[1]
+    assert "e#5" not in set(res.chunk_id)
+    assert "4" not in set(res.query_id)  # "zebra" matches nothing, so it has no rows
+
+
+def test_explanations_sum_to_the_score(indexed):
+    res = pq.read_table(indexed[0] / "05_results.parquet").to_pylist()
+    for r in res:
+        assert r["explain"], r
+        assert sum(e["contribution"] for e in r["explain"]) == pytest.approx(r["score"], abs=1e-9, rel=0)
+        for e in r["explain"]:
+            expect = e["idf"] * e["tf"] * 2.2 / (e["tf"] + 1.2 * e["norm"])
+            assert e["contribution"] == pytest.approx(expect, rel=1e-12)
+
+
+def test_printed_table_names_document_heading_and_pages(indexed):
+    _, proc = indexed
+    assert "[3] health endpoint" in proc.stdout
+    assert "b p.2–3" in proc.stdout
+    assert "a › Rollback" in proc.stdout
+
+
+def test_metrics_equal_ir_measures_on_the_trec_run(indexed):
+    out, _ = indexed
+    metrics = pq.read_table(out / "05_metrics.parquet").to_pandas()
+    qrels = load_qrels(out.parent / "qrels.tsv")
+    run = list(ir_measures.read_trec_run(str(out / "05_results.trec")))
+    measures = [ir_measures.parse_measure(m) for m in ("nDCG@10", "AP@100", "R@100")]
+    theirs = ir_measures.calc_aggregate(measures, qrels, run)
+    ours = metrics[metrics.query_id == "all"].set_index("metric")["value"]
+    for m in measures:
+        assert ours[str(m)] == pytest.approx(theirs[m], abs=1e-12)
+    assert set(metrics.metric) == {"nDCG@10", "AP@100", "R@100"}
+    assert set(metrics.query_id) == {"1", "2", "3", "all"}
+
+
+def test_the_trec_run_is_document_level(indexed):
+    lines = (indexed[0] / "05_results.trec").read_text().splitlines()
+    q1 = [l.split() for l in lines if l.startswith("1 ")]
+    chunk_hits = pq.read_table(indexed[0] / "05_results.parquet").to_pandas().query("query_id == '1'")
+    assert list(chunk_hits.chunk_id) == ["a#0", "a#1"]
+    assert [f[2] for f in q1] == ["a"]  # two chunks of a, one line: a document scores its best chunk
+    assert float(q1[0][4]) == pytest.approx(chunk_hits.score.max(), rel=1e-15)
+    assert all(len(f) == 6 and f[1] == "Q0" for f in q1)
+
+
+def test_missing_index_names_the_stage_to_run(tmp_path):
+    proc = run_script("05_retrieval.py", "--config", str(write_config(tmp_path)), check=False)
+    assert proc.returncode == 1
+    assert "run `python 04_indexing.py` first" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_query_files_of_every_kind(tmp_path):
+    (tmp_path / "q.txt").write_text("first query\n\nsecond query\n")
+    assert load_queries(str(tmp_path / "q.txt")) == [("1", "first query"), ("2", "second query")]
+    (tmp_path / "q.tsv").write_text("q7\tseventh\nq9\tninth\n")
+    assert load_queries(str(tmp_path / "q.tsv")) == [("q7", "seventh"), ("q9", "ninth")]
+    (tmp_path / "q.jsonl").write_text('{"_id": "x", "text": "ex"}\n')
+    assert load_queries(str(tmp_path / "q.jsonl")) == [("x", "ex")]
+    assert load_queries(["a", {"id": "z", "text": "b"}]) == [("1", "a"), ("z", "b")]
+
+
+def test_malformed_queries_and_qrels_name_file_and_line(tmp_path):
+    (tmp_path / "q.tsv").write_text("1\tok\nno tab here\n")
+    with pytest.raises(PipelineError, match=r"q\.tsv line 2: expected `id<TAB>query text`"):
+        load_queries(str(tmp_path / "q.tsv"))
+    (tmp_path / "q.jsonl").write_text('{"_id": "1", "text": "ok"}\n{"_id": 2,\n')
+    with pytest.raises(PipelineError, match=r"q\.jsonl line 2: not valid JSON"):
+        load_queries(str(tmp_path / "q.jsonl"))
+    (tmp_path / "qrels.txt").write_text("1 0 d1 1\n1 0 d2 high\n")
+    with pytest.raises(PipelineError, match=r"qrels\.txt line 2: relevance 'high' is not a number"):
+        load_qrels(tmp_path / "qrels.txt")
+    (tmp_path / "qrels2.txt").write_text("1 0 d1 1\n1 d2\n")
+    with pytest.raises(PipelineError, match=r"qrels2\.txt line 2: expected"):
+        load_qrels(tmp_path / "qrels2.txt")
+
+
+def test_a_malformed_qrels_file_stops_the_stage_before_it_writes(indexed, tmp_path):
+    out, _ = indexed
+    before = (out / "05_results.parquet").stat().st_mtime_ns
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("query-id\tcorpus-id\tscore\n1\ta\n")
+    cfg = write_config(tmp_path, retrieval={"queries": ["x"], "qrels": str(bad)})
+    proc = run_script("05_retrieval.py", "--config", str(cfg), check=False)
+    assert proc.returncode == 1 and "bad.tsv line 2" in proc.stderr
+    assert (out / "05_results.parquet").stat().st_mtime_ns == before
