@@ -1,0 +1,132 @@
+"""Stage 01 — documents: one row per input document, read or accounted for.
+
+Reads  `documents.input`: a folder (walked recursively, in sorted order), one file, or a
+       BEIR corpus `.jsonl` (`_id`, `title`, `text` per line).  `documents.include` and
+       `documents.exclude` are glob patterns on paths relative to the input;
+       `documents.hidden` decides whether dot-files and dot-folders are read.
+Writes `01_documents.parquet`: doc_id, source, format, text, status, error, path, title,
+       encoding, page_labels, note, n_bytes — one row per file (per record for BEIR).
+
+What a row says:
+- `status` is `ok` (text holds the document), `error` (it could not be read: `error`
+  names the problem — binary, undecodable, encrypted or corrupt PDF, permission denied)
+  or `skipped` (deliberately not read: `error` says why — unsupported format, hidden,
+  excluded, a symlink loop or a dangling link).  A bad file never stops the run,
+  because one broken file in a folder of thousands must not cost the other thousands.
+- `format` is markdown, text, pdf, html, csv or beir; for a skipped file, its extension.
+- PDFs get a `--- page N ---` line before each page (N physical, from 1), so stage 03
+  can tell every chunk its pages; the PDF's own page labels go to `page_labels`.
+- HTML arrives as Markdown, so headings, lists, tables and code keep their structure.
+- CSV keeps its original text: stage 03 cuts between its records and must be able to
+  point at exact character spans.
+- `encoding` is the codec the bytes were decoded with; `note` holds what a careful
+  reader would mention (a detected encoding, a PDF without a text layer, a ragged CSV).
+
+What it deliberately does not do: clean the text (stage 02 normalises line ends, Unicode
+and control characters, so every format is cleaned by the same rules), guess structure
+that is not marked up (a PDF's headings stay plain lines), run OCR, or follow links out
+of HTML.  A malformed BEIR line does stop the stage, with file, line and problem: a
+corpus with a broken record is a broken corpus, not one unreadable document.
+
+The readers themselves live in `pipekit/readers.py`; this file is the stage's loop.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+
+from pipekit.cli import stage_main
+from pipekit.readers import COLUMNS, iter_beir, list_inputs, read_document
+
+SCHEMA = pa.schema([
+    ("doc_id", pa.string()),
+    ("source", pa.string()),
+    ("format", pa.string()),
+    ("text", pa.string()),
+    ("status", pa.string()),
+    ("error", pa.string()),
+    ("path", pa.list_(pa.string())),
+    ("title", pa.string()),
+    ("encoding", pa.string()),
+    ("page_labels", pa.list_(pa.string())),
+    ("note", pa.string()),
+    ("n_bytes", pa.int64()),
+])
+assert tuple(SCHEMA.names) == COLUMNS
+
+# Rows are written in batches so memory holds one batch of texts, not the corpus.
+BATCH_ROWS = 512
+BATCH_CHARS = 32 * 1024 * 1024
+PROBLEMS_SHOWN = 10
+
+
+def document_rows(section: dict, progress=lambda it, **kw: it) -> Iterator[dict]:
+    """Every stage-01 row for the configured input, in order."""
+    entries = list_inputs(Path(section["input"]), section["include"], section["exclude"],
+                          section["hidden"])
+    if len(entries) == 1 and entries[0].format == "beir":
+        yield from progress(iter_beir(entries[0].path), desc="01 reading BEIR corpus", unit="doc")
+        return
+    for entry in progress(entries, total=len(entries), desc="01 reading", unit="file"):
+        yield read_document(entry)
+
+
+def batches(rows: Iterable[dict], max_rows: int = BATCH_ROWS,
+            max_chars: int = BATCH_CHARS) -> Iterator[list[dict]]:
+    """Group rows into lists bounded by row count and by total text size."""
+    batch, chars = [], 0
+    for row in rows:
+        batch.append(row)
+        chars += len(row["text"] or "")
+        if len(batch) >= max_rows or chars >= max_chars:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
+
+
+class Tally:
+    """Counts by status and format, and the first problems by name, for the summary.
+
+    Kept apart from the rows so that a corpus of millions of records costs a few
+    counters here, not a second copy of its doc_ids.
+    """
+
+    def __init__(self, shown: int = PROBLEMS_SHOWN):
+        self.statuses: Counter = Counter()
+        self.formats: Counter = Counter()
+        self.problems: list[str] = []
+        self.shown = shown
+
+    def add(self, row: dict) -> None:
+        self.statuses[row["status"]] += 1
+        if row["status"] == "ok":
+            self.formats[row["format"]] += 1
+        elif len(self.problems) < self.shown:
+            self.problems.append(f"{row['status']:7} {row['doc_id']}: {row['error']}")
+
+    def lines(self) -> list[str]:
+        counts = ", ".join(f"{self.statuses[s]:,} {s}" for s in ("ok", "error", "skipped") if self.statuses[s])
+        if self.formats:
+            counts += " (" + ", ".join(f"{n:,} {f}" for f, n in sorted(self.formats.items())) + ")"
+        hidden = self.statuses["error"] + self.statuses["skipped"] - len(self.problems)
+        more = [f"... and {hidden:,} more: status != 'ok' in 01_documents.parquet"] if hidden > 0 else []
+        return [counts or "no input files"] + self.problems + more
+
+
+def run(ctx) -> None:
+    tally = Tally()
+    with ctx.sink("01_documents.parquet", SCHEMA) as out:
+        for batch in batches(document_rows(ctx.section, ctx.progress)):
+            out.write(pa.Table.from_pylist(batch, schema=SCHEMA))
+            for row in batch:
+                tally.add(row)
+    for line in tally.lines():
+        ctx.note(line)
+
+
+if __name__ == "__main__":
+    raise SystemExit(stage_main(1, run))
