@@ -446,3 +446,86 @@ def test_read_document_refuses_a_beir_entry(tmp_path):
     path = write(tmp_path / "c.jsonl", '{"_id": "1", "text": "x"}\n')
     with pytest.raises(ValueError, match="iter_beir"):
         read_document(InputEntry(path, "c.jsonl", [], format="beir"))
+
+
+# --------------------------------------------------------------------------- the stage
+
+import pyarrow.parquet as pq  # noqa: E402
+
+from pipekit.cli import run_stage  # noqa: E402
+from pipekit.config import load_config  # noqa: E402
+from pipekit.stages import load_stage  # noqa: E402
+
+documents = load_stage(1)
+
+
+def run_documents(tmp_path: Path, input_path: Path, *overrides: str):
+    out = tmp_path / "out"
+    cfg = load_config(None, [f"documents.input={input_path}", f"paths.output={out}", *overrides])
+    ctx = run_stage(1, documents.run, cfg, quiet=True)
+    return pq.read_table(out / "01_documents.parquet"), ctx
+
+
+def test_stage_writes_one_row_per_file_with_the_schema(tmp_path):
+    corpus = tmp_path / "corpus"
+    write(corpus / "a.md", "# A\n")
+    write(corpus / "b" / "c.txt", "plain")
+    write(corpus / "blob.txt", b"\x00\x01\x02\x03" * 10)
+    write(corpus / "x.docx", b"PK")
+    table, ctx = run_documents(tmp_path, corpus)
+    assert table.schema.remove_metadata() == documents.SCHEMA
+    rows = {r["doc_id"]: r for r in table.to_pylist()}
+    assert list(rows) == ["a.md", "b/c.txt", "blob.txt", "x.docx"]
+    assert [rows[k]["status"] for k in rows] == ["ok", "ok", "error", "skipped"]
+    assert rows["b/c.txt"]["path"] == ["b"] and rows["b/c.txt"]["source"] == str(corpus / "b" / "c.txt")
+    assert ctx.notes[0] == "2 ok, 1 error, 1 skipped (1 markdown, 1 text)"
+    assert any("blob.txt: binary file" in n for n in ctx.notes)
+
+
+def test_rerun_gives_the_same_rows(tmp_path):
+    corpus = tmp_path / "corpus"
+    for i in range(5):
+        write(corpus / f"d{i}" / f"{i}.md", f"# Doc {i}\n\ntext {i}\n")
+    first, _ = run_documents(tmp_path, corpus)
+    second, _ = run_documents(tmp_path, corpus)
+    assert first.to_pylist() == second.to_pylist()
+
+
+def test_stage_reads_a_beir_corpus(tmp_path):
+    path = write(tmp_path / "corpus.jsonl",
+                 "".join(json.dumps({"_id": f"d{i}", "title": f"T{i}", "text": f"text {i}"}) + "\n"
+                         for i in range(1200)))
+    table, ctx = run_documents(tmp_path, path)
+    assert table.num_rows == 1200 and set(table.column("format").to_pylist()) == {"beir"}
+    assert table.column("doc_id").to_pylist()[:2] == ["d0", "d1"] and ctx.notes == ["1,200 ok (1,200 beir)"]
+
+
+def test_stage_stops_on_a_malformed_beir_line_and_writes_nothing(tmp_path):
+    path = write(tmp_path / "corpus.jsonl", '{"_id": "a", "text": "x"}\nnot json\n')
+    with pytest.raises(PipelineError, match="line 2"):
+        run_documents(tmp_path, path)
+    assert not list((tmp_path / "out").glob("01_documents.parquet*"))
+
+
+def test_batches_are_bounded_by_rows_and_text_size():
+    rows = [{"text": "x" * 10}] * 7 + [{"text": None}]
+    assert [len(b) for b in documents.batches(rows, max_rows=3, max_chars=10**6)] == [3, 3, 2]
+    assert [len(b) for b in documents.batches(rows, max_rows=100, max_chars=25)] == [3, 3, 2]
+
+
+def test_summary_names_the_first_problems_and_counts_the_rest():
+    tally = documents.Tally(shown=2)
+    for i in range(5):
+        tally.add({"status": "error", "doc_id": f"e{i}", "format": "pdf", "error": "corrupt PDF"})
+    tally.add({"status": "ok", "doc_id": "ok", "format": "html", "error": None})
+    assert tally.lines() == ["1 ok, 5 error (1 html)", "error   e0: corrupt PDF", "error   e1: corrupt PDF",
+                             "... and 3 more: status != 'ok' in 01_documents.parquet"]
+
+
+def test_the_bundled_sample_reads_cleanly():
+    sample = Path(__file__).resolve().parents[1] / "data" / "sample"
+    rows = {e.doc_id: read_document(e) for e in list_inputs(sample, [], [], False)}
+    assert all(r["status"] == "ok" for r in rows.values()), {k: r["error"] for k, r in rows.items()}
+    assert {r["format"] for r in rows.values()} >= {"markdown", "text", "pdf", "html", "csv"}
+    pdf = rows["field-guide.pdf"]
+    assert pdf["title"] == "Lighthouse On-Call Field Guide" and pdf["page_labels"] == ["i", "1", "2", "3", "4"]
