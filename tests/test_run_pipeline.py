@@ -1,0 +1,91 @@
+"""run_pipeline: stages run in order, fresh ones are skipped, a change reruns what depends on it."""
+from pathlib import Path
+
+import pytest
+
+from pipekit.stages import STAGES
+
+from conftest import REPO, run_script
+
+OUTPUTS = [name for s in STAGES for name in s.outputs] + ["05_results.trec", "05_metrics.parquet"]
+
+
+def stamps(out: Path) -> dict:
+    return {n: (out / n).stat().st_mtime_ns for n in OUTPUTS if (out / n).exists()}
+
+
+def pipeline(out: Path, *args: str):
+    return run_script("run_pipeline.py", "--set", f"paths.output={out}", *args)
+
+
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sample") / "out"
+    first = pipeline(out)
+    return out, first
+
+
+def test_first_run_writes_every_output(sample_run):
+    out, first = sample_run
+    assert set(stamps(out)) == set(OUTPUTS)
+    for s in STAGES:
+        assert f"{s.label}: running" in first.stdout
+
+
+def test_second_run_rewrites_nothing(sample_run):
+    out, _ = sample_run
+    before = stamps(out)
+    second = pipeline(out)
+    assert stamps(out) == before
+    for s in STAGES:
+        assert f"{s.label}: fresh, skipped" in second.stdout
+
+
+def test_changing_the_chunk_target_reruns_03_to_05_only(sample_run):
+    out, _ = sample_run
+    before = stamps(out)
+    proc = pipeline(out, "--set", "chunking.target=200")
+    after = stamps(out)
+    for name in ("01_documents.parquet", "02_preprocessed.parquet"):
+        assert after[name] == before[name], f"{name} was rewritten"
+    for name in ("03_chunks.parquet", "04_postings.parquet", "05_results.parquet"):
+        assert after[name] != before[name], f"{name} was not rewritten"
+    assert "config chunking.target changed: 400 -> 200" in proc.stdout
+    pipeline(out)  # back to the defaults for the next tests
+
+
+def test_changing_k1_reruns_04_and_05_only(sample_run):
+    out, _ = sample_run
+    before = stamps(out)
+    pipeline(out, "--set", "indexing.k1=1.5")
+    after = stamps(out)
+    for name in ("01_documents.parquet", "02_preprocessed.parquet", "03_chunks.parquet"):
+        assert after[name] == before[name], f"{name} was rewritten"
+    for name in ("04_chunks.parquet", "04_terms.parquet", "04_postings.parquet", "05_results.parquet"):
+        assert after[name] != before[name], f"{name} was not rewritten"
+
+
+def test_status_says_why_and_runs_nothing(sample_run):
+    out, _ = sample_run
+    pipeline(out)
+    before = stamps(out)
+    proc = pipeline(out, "--status", "--set", "indexing.b=0.5")
+    assert stamps(out) == before
+    lines = {l.split()[0]: l for l in proc.stdout.splitlines() if l[:2].isdigit()}
+    assert lines["03_chunking"].rstrip().endswith("fresh")
+    assert lines["04_indexing"].rstrip().endswith("stale")
+    assert "config indexing.b changed: 0.75 -> 0.5" in proc.stdout
+    assert "upstream stage 04 runs first" in proc.stdout
+
+
+def test_a_missing_upstream_names_the_stage_to_run(tmp_path):
+    proc = run_script("03_chunking.py", "--set", f"paths.output={tmp_path}", check=False)
+    assert proc.returncode != 0
+    assert "run `python 02_preprocessing.py` first" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_from_requires_nothing_more_than_the_upstream(sample_run):
+    out, _ = sample_run
+    proc = pipeline(out, "--from", "4", "--force")
+    assert "01_documents" not in proc.stdout and "04_indexing: running (--force)" in proc.stdout
