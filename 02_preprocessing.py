@@ -76,4 +76,4 @@ def run(ctx) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(stage_main(2, run))
+    raise SystemExit(stage_main(2, run, preview_columns=["doc_id", "format", "title", "text"]))

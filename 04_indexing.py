@@ -172,4 +172,4 @@ def run(ctx) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(stage_main(4, run))
+    raise SystemExit(stage_main(4, run, preview_columns=["chunk", "chunk_id", "heading", "length"]))

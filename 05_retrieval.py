@@ -262,4 +262,4 @@ def run(ctx) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(stage_main(5, run, flags={"--explain": "retrieval.explain=true"}))
+    raise SystemExit(stage_main(5, run, flags={"--explain": "retrieval.explain=true"}, show_preview=False))

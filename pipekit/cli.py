@@ -159,6 +159,23 @@ def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
     return ctx
 
 
+def preview(path: Path, columns: list[str] | None = None, rows: int = 3, width: int = 48) -> str:
+    """The first few rows of an output, long strings shortened: what a learner looks at first."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    columns = [c for c in (columns or pf.schema_arrow.names[:6]) if c in pf.schema_arrow.names]
+    batch = next(pf.iter_batches(batch_size=rows, columns=columns), None)
+    if batch is None:
+        return "  (no rows)"
+    frame = batch.to_pandas()
+    short = lambda v: (v if len(v) <= width else v[: width - 1] + "…").replace("\n", "⏎") if isinstance(v, str) else v
+    frame = frame.apply(lambda col: col.map(short))
+    with pd.option_context("display.width", 160, "display.max_columns", 8, "display.max_colwidth", width):
+        return "\n".join("  " + line for line in frame.to_string(index=False).splitlines())
+
+
 def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=None, help="config file (default: config.yaml beside the scripts)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -166,8 +183,12 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
 
 
 def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str] | None = None,
-               flags: dict[str, str] | None = None) -> int:
-    """Command-line entry of a stage. `flags` maps a switch to the --set it stands for."""
+               flags: dict[str, str] | None = None, preview_columns: list[str] | None = None,
+               show_preview: bool = True) -> int:
+    """Command-line entry of a stage. `flags` maps a switch to the --set it stands for.
+
+    Run alone (not from run_pipeline) a stage also prints a preview of its output's first
+    rows, because in class the next question is always "what does it look like?"."""
     stage = get_stage(number)
     parser = argparse.ArgumentParser(prog=stage.script, description=(sys.modules.get("__main__").__doc__ or "").split("\n")[0])
     add_common_args(parser)
@@ -177,7 +198,9 @@ def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str]
     args = parser.parse_args(argv)
     try:
         cfg = load_config(args.config, args.overrides)
-        run_stage(number, run, cfg)
+        ctx = run_stage(number, run, cfg)
+        if show_preview:
+            print(f"first rows of {ctx.main_output.name}:\n{preview(ctx.main_output, preview_columns)}")
     except PipelineError as exc:
         print(f"{stage.label}: error: {exc}", file=sys.stderr)
         return 1
