@@ -135,7 +135,7 @@ def _walk(root: Path, root_stat: os.stat_result, include: list["_Glob"],
                 pattern = _first_match(exclude, doc_id, is_dir=True)
                 if key in ancestors:
                     entry.format = "symlink"
-                    entry.skip = f"symlink loop: {doc_id} -> {os.readlink(path)} leads back to a folder above it"
+                    entry.skip = f"symlink loop: {doc_id} -> {os.readlink(path)} leads back to a folder it is in"
                 elif pattern:
                     entry.format = "folder"
                     entry.skip = f"folder excluded by documents.exclude pattern {pattern!r}"
@@ -325,11 +325,16 @@ _CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f]")
 # Text is text even with a stray control character (a NUL from a crashed editor);
 # when more than a tenth of it is control characters, nobody wrote it to be read.
 _MAX_CONTROL_SHARE = 0.10
-# Legacy encodings charset-normalizer cannot tell apart on short Western text (cp775,
-# cp1250 and cp1252 all decode "café" without complaint and score within a hair of each
-# other).  Among near-ties we take the one a Western user most likely saved with.
+# Legacy single-byte code pages charset-normalizer cannot tell apart on Western text:
+# for "Le café était très chaud", cp1257 (Baltic) scored better than cp1252 and turned
+# "très" into "trčs".  So when cp1252 (or Latin-1) is among its candidates and scores
+# within _NEAR_TIE of the best, we take it: Windows-1252 is what Western users' legacy
+# files are in.  The price, a real Baltic or Central European file read as cp1252, is
+# paid only when that decoding is just as plausible; Cyrillic, Greek and CJK texts never
+# offer cp1252 as a candidate.  Detection of 8-bit code pages on short text stays a guess,
+# which is why the note says "detected": re-saving such a file as UTF-8 removes the doubt.
 _PREFERRED_LEGACY = ("cp1252", "latin_1", "iso8859_15")
-_NEAR_TIE = 0.02
+_NEAR_TIE = 0.06
 
 
 def decode_text(data: bytes, declared: str | None = None) -> tuple[str, str, str | None]:
