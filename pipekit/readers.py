@@ -492,9 +492,12 @@ def _ranges(numbers: list[int]) -> str:
 # ---- HTML
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
-# Elements whose text is not the document: code, styling, site navigation, embeds.
+# Elements whose text is not the document: code, styling, site navigation, embeds, and
+# the <title> (already taken for the title column).  Not <head> as a whole: html.parser
+# builds no implied structure, so in a page whose </head> is missing the whole body sits
+# inside <head>, and dropping it dropped the document.
 _DROP_TAGS = ("script", "style", "noscript", "template", "nav", "iframe", "object",
-              "embed", "svg", "canvas", "head")
+              "embed", "svg", "canvas", "title", "meta", "link")
 
 
 def read_html(data: bytes) -> dict:

@@ -360,6 +360,13 @@ def test_broken_html_with_unclosed_script_leaks_no_script(tmp_path):
     assert "## Kept" in row["text"] and "inner" in row["text"] and row["title"] is None
 
 
+def test_html_without_a_closing_head_keeps_its_body(tmp_path):
+    page = "<html><head><title>T</title><script>SCRIPT-TEXT</script><body><h1>Body</h1><p>kept</p>"
+    row = read_one(write(tmp_path / "h.html", page))
+    assert row["title"] == "T" and "# Body" in row["text"] and "kept" in row["text"]
+    assert "SCRIPT-TEXT" not in row["text"] and "T\n" not in row["text"]
+
+
 def test_html_meta_charset_is_used_when_not_utf8(tmp_path):
     page = '<html><head><meta charset="windows-1252"><title>Caf\xe9</title></head><body><p>cr\xe8me</p></body></html>'
     row = read_one(write(tmp_path / "c.html", page.encode("cp1252")))

@@ -38,7 +38,7 @@ def build_corpus(root: Path) -> dict[str, str]:
                         "<body><h1>Kept heading</h1><p>A paragraph <b>never closed <div>nested text\n"
                         f"<table><tr><td>cell one<td>cell two</table><script>{SCRIPT_MARKER}()").encode(),
         "malformed.csv": b'id,name,comment\n1,Ada,fine\n2,Bo\n3,"Cy, unclosed quote,oops\n4,Di,more\n',
-        "long line.txt": " ".join(f"word{i % 9973}" for i in range(1_100_000)).encode()[:10_000_000],
+        "long line.txt": " ".join(f"word{i % 9973}" for i in range(1_200_000)).encode()[:10_000_000],
         "empty.md": b"",
         str(NESTED / "deep note ünïcödé.md"): "# Deep\n\nA note far down the tree.\n".encode(),
     }
