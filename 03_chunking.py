@@ -1,0 +1,1124 @@
+"""Stage 03 — chunking: cut each cleaned document into the passages the index scores.
+
+A chunk is the unit BM25 ranks and the unit a citation points at, so its boundaries
+decide whether an answer can be checked.  This stage reads `02_preprocessed.parquet`
+(doc_id, format, path, title, text) and writes `03_chunks.parquet`, one row per chunk:
+chunk_id `<doc_id>#<ordinal>`, heading_path / heading, the chunk text, the exact span
+`[start_char, end_char)` of the stage-02 text it came from, the pages it covers, and its
+size in words and characters.
+
+How (strategy `heading`, the default):
+
+1. A *line scanner* finds the Markdown block structure the way a CommonMark reader
+   (markdown-it-py, our test oracle) does: ATX and setext headings, fenced and indented
+   code, block quotes, list items, HTML blocks, GFM tables, YAML front matter.  It is a
+   scanner and not a parser call because markdown-it-py's block parser is ~30x slower,
+   and chunking needs only where top-level blocks start and end.
+2. Each top-level heading opens a section; its heading line opens the section's first
+   chunk.  A heading directly followed by a deeper one stays with it.
+3. Blocks (paragraphs, list items, quotes, tables, fences ...) are packed greedily up to
+   `target`; a block larger than `max` is cut (fences re-fenced, tables repeat their
+   header, other blocks between lines, then words, then grapheme clusters).
+4. A runt (below `min`) at the end of a section joins its predecessor in that section.
+
+CSV documents (kept as CSV text by stage 01) are packed record by record, every chunk
+starting with the header row.  Strategy `fixed` ignores structure on purpose: windows of
+`target` units with `overlap`, cut at whitespace — the baseline the heading chunker is
+compared against.
+
+Deliberately not done here: no text is rewritten (chunk text is the source span plus only
+what the rules add, so CRLF, tabs, indentation and zero-width characters survive), no
+tokenising or stemming (stage 04), no title extraction from front matter for the title
+column (that is a document property; this stage only keeps front matter out of chunks).
+The YAML front matter span is not covered by any chunk: it is metadata, not content.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+from itertools import accumulate
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Iterable, Mapping
+
+import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
+
+from pipekit.errors import ConfigError
+
+# --------------------------------------------------------------------------------------
+# Settings
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The chunk budget and options, from config section `chunking`."""
+
+    strategy: str = "heading"
+    target: int = 400
+    max: int = 1000
+    min: int = 40
+    unit: str = "words"
+    overlap: int = 50
+    page_markers: str = "track"
+
+    @classmethod
+    def from_section(cls, section: Mapping) -> "Settings":
+        known = {k: section[k] for k in cls.__dataclass_fields__ if k in section}
+        s = cls(**known)
+        s.validate()
+        return s
+
+    def validate(self) -> None:
+        # pipekit.config checks each key alone (type, choices, > 0); the rules that tie
+        # keys together live here, next to the code that relies on them.
+        if self.strategy not in ("heading", "fixed"):
+            raise ConfigError(f"chunking.strategy must be heading or fixed; got {self.strategy!r}")
+        if self.unit not in ("words", "chars", "tokens"):
+            raise ConfigError(f"chunking.unit must be words, chars or tokens; got {self.unit!r}")
+        if self.page_markers not in ("track", "strip", "keep"):
+            raise ConfigError(f"chunking.page_markers must be track, strip or keep; got {self.page_markers!r}")
+        for key in ("target", "max", "min", "overlap"):
+            v = getattr(self, key)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ConfigError(f"chunking.{key} must be a whole number; got {v!r}")
+        if self.target <= 0:
+            raise ConfigError(f"chunking.target must be > 0; got {self.target}")
+        if self.max < self.target:
+            raise ConfigError(f"chunking.max must be >= chunking.target ({self.target}); got {self.max}")
+        if not 0 <= self.min <= self.target:
+            raise ConfigError(f"chunking.min must be >= 0 and <= chunking.target ({self.target}); got {self.min}")
+        if self.strategy == "fixed" and not 0 <= self.overlap < self.target:
+            raise ConfigError(
+                f"chunking.overlap must be >= 0 and < chunking.target ({self.target}); got {self.overlap}")
+
+
+def measure(words: int, chars: int, unit: str) -> int:
+    """Size in the budget unit; tokens are approximated as ceil(chars / 4)."""
+    if unit == "words":
+        return words
+    if unit == "chars":
+        return chars
+    return -(-chars // 4)
+
+
+# --------------------------------------------------------------------------------------
+# Line patterns (CommonMark / markdown-it-py block starts)
+# --------------------------------------------------------------------------------------
+
+# `--- page N ---` on its own line: stage 01 writes it before every PDF page, stage 02
+# makes it from form feeds.  It is not Markdown (markdown-it reads it as a paragraph line).
+_MARKER = re.compile(r"--- page (\d+) ---[ \t]*")
+# ATX: 1-6 `#` then a space, tab or the line end — `#include` or `#hashtag` is not a heading.
+_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+_ATX_CLOSE = re.compile(r"(?:^|[ \t]+)#+$")
+_FENCE_OPEN = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)$")
+_SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
+_HR = re.compile(r" {0,3}([-*_])[ \t]*(?:\1[ \t]*){2,}$")
+_LIST = re.compile(r" {0,3}(?:([-+*])|(\d{1,9})[.)])(?=[ \t]|$)")
+_DELIM_ROW = re.compile(r" {0,3}[-:|][-:| \t]*$")
+_DELIM_CELL = re.compile(r":?-+:?")
+
+_HTML_BLOCK_NAMES = (
+    "address|article|aside|base|basefont|blockquote|body|caption|center|col|colgroup|dd|"
+    "details|dialog|dir|div|dl|dt|fieldset|figcaption|figure|footer|form|frame|frameset|"
+    "h1|h2|h3|h4|h5|h6|head|header|hr|html|iframe|legend|li|link|main|menu|menuitem|nav|"
+    "noframes|ol|optgroup|option|p|param|search|section|summary|table|tbody|td|tfoot|th|"
+    "thead|title|tr|track|ul")
+_ATTR = (r"(?:\s+[a-zA-Z_:][a-zA-Z0-9:._-]*(?:\s*=\s*(?:[^\"'=<>`\x00-\x20]+|'[^']*'|\"[^\"]*\"))?)")
+# (start, end-of-block pattern or None for "ends at a blank line", can interrupt a paragraph)
+_HTML_STARTS = (
+    (re.compile(r"<(?:script|pre|style|textarea)(?=\s|>|$)", re.I),
+     re.compile(r"</(?:script|pre|style|textarea)>", re.I), True),
+    (re.compile(r"<!--"), re.compile(r"-->"), True),
+    (re.compile(r"<\?"), re.compile(r"\?>"), True),
+    (re.compile(r"<![A-Za-z]"), re.compile(r">"), True),
+    (re.compile(r"<!\[CDATA\["), re.compile(r"\]\]>"), True),
+    (re.compile(r"</?(?:" + _HTML_BLOCK_NAMES + r")(?=\s|/?>|$)", re.I), None, True),
+    (re.compile(r"(?:<[A-Za-z][A-Za-z0-9-]*" + _ATTR + r"*\s*/?>|</[A-Za-z][A-Za-z0-9-]*\s*>)\s*$"),
+     None, False),
+)
+
+# First characters after which a line might start a block.  Every other line is plain
+# paragraph text: the scanner's fast path, which is most lines of real Markdown.
+_SPECIAL_FIRST = frozenset(" \t\r#`~><=-*_+0123456789|:")
+
+PARA, FENCE, CODE, HTML, TABLE = range(5)
+
+
+def _indent(s: str) -> int:
+    return len(s) - len(s.lstrip(" "))
+
+
+def _html_start(s: str):
+    for start, end, interrupts in _HTML_STARTS:
+        if start.match(s):
+            return end, interrupts
+    return None
+
+
+def _table_cells(row: str) -> int:
+    """Cells of a table row as markdown-it counts them (escaped `\\|` is not a divider)."""
+    cells = re.split(r"(?<!\\)\|", row.strip(" \t"))
+    if cells and cells[0].strip() == "":
+        cells.pop(0)
+    if cells and cells[-1].strip() == "":
+        cells.pop()
+    return len(cells)
+
+
+def _table_start(header: str, delim: str) -> bool:
+    """A GFM table starts where a line with `|` is followed by a delimiter row with the same
+    number of cells (markdown-it's rule, which is also why `| A |` over `---` is a table)."""
+    if _indent(header) >= 4 or not _DELIM_ROW.match(delim):
+        return False
+    d = delim.strip(" \t")
+    if len(d) < 2 or (d[0] == "-" and d[1] in " \t"):  # `- x` is a list item, not a delimiter
+        return False
+    parts = d.split("|")
+    n = 0
+    for k, part in enumerate(parts):
+        part = part.strip(" \t")
+        if not part:
+            if k in (0, len(parts) - 1):
+                continue
+            return False
+        if not _DELIM_CELL.fullmatch(part):
+            return False
+        n += 1
+    return n > 0 and n == _table_cells(header)
+
+
+def _interrupts(s: str) -> bool:
+    """Does line `s` start a block that ends a lazy continuation (markdown-it's terminator
+    list for block quotes and lists: fence, quote, rule, list item, HTML 1-6, ATX)?"""
+    ind = _indent(s)
+    if ind >= 4:
+        return False
+    c = s[ind]
+    if c == "#":
+        return _ATX.match(s) is not None
+    if c in "`~":
+        m = _FENCE_OPEN.match(s)
+        return m is not None and not (m.group(2)[0] == "`" and "`" in m.group(3))
+    if c == ">":
+        return True
+    if c == "<":
+        h = _html_start(s[ind:])
+        return h is not None and h[1]
+    if c in "-*_" and _HR.match(s):
+        return True
+    return (c in "-*+" or "0" <= c <= "9") and _LIST.match(s) is not None
+
+
+class _Scanner:
+    """CommonMark block structure at one nesting level, fed one line at a time.
+
+    The top level (out is a list) records its blocks as [kind, first_line, end_line, info];
+    nested levels (inside a list item) only keep state, because only top-level blocks
+    become chunk units — but a nested open paragraph decides whether an unindented line
+    is a lazy continuation of the item or ends it.
+    """
+
+    __slots__ = ("leaf", "fence_char", "fence_len", "html_end", "child_kind", "child",
+                 "child_indent", "item_empty", "quote_empty", "out", "cur")
+
+    def __init__(self, out: list | None = None):
+        self.leaf = None
+        self.fence_char = ""
+        self.fence_len = 0
+        self.html_end = None
+        self.child_kind = None  # "quote" or "item"
+        self.child: _Scanner | None = None
+        self.child_indent = 0
+        self.item_empty = False
+        self.quote_empty = False
+        self.out = out
+        self.cur = None
+
+    # -- recording (top level only) --
+    def _open(self, kind: str, i: int, info=None) -> None:
+        if self.out is not None:
+            self.cur = [kind, i, i + 1, info]
+            self.out.append(self.cur)
+
+    def _extend(self, i: int) -> None:
+        if self.cur is not None:
+            self.cur[2] = i + 1
+
+    def _single(self, kind: str, i: int, info=None) -> None:
+        self.leaf = None
+        self._open(kind, i, info)
+        self.cur = None
+
+    def _leaf(self, leaf: int, kind: str, i: int) -> None:
+        self.leaf = leaf
+        self._open(kind, i)
+
+    def lazy_ok(self) -> bool:
+        """Would an unindented plain line continue this level's innermost paragraph?"""
+        if self.child_kind == "item":
+            return self.child.lazy_ok()
+        if self.child_kind == "quote":
+            return not self.quote_empty  # markdown-it: any lazy line after a non-empty `>` line
+        return self.leaf == PARA
+
+    def close(self) -> None:
+        self.child_kind = self.child = None
+        self.leaf = None
+        self.cur = None
+
+    def blank(self, i: int) -> None:
+        kind = self.child_kind
+        if kind == "item":
+            if not self.item_empty:
+                self.child.blank(i)
+                return
+            # An item that starts with an empty line and is followed by another ends there.
+            self.close()
+            return
+        if kind == "quote":  # a blank line ends a block quote (`>` alone does not)
+            self.close()
+            return
+        leaf = self.leaf
+        if leaf == FENCE or leaf == CODE or (leaf == HTML and self.html_end is not None):
+            return  # these continue across blank lines; the span ends at their last non-blank line
+        self.leaf = None
+        self.cur = None
+
+    def feed(self, s: str, i: int, nxt: str | None) -> None:
+        """One non-blank line `s` (tabs expanded, no line end); `nxt` is the next line when
+        a table could start here (only looked at for lines containing `|`)."""
+        kind = self.child_kind
+        if kind is not None:
+            ind = _indent(s)
+            if kind == "item":
+                w = self.child_indent
+                if ind >= w:
+                    self.item_empty = False
+                    self.child.feed(s[w:], i, None)
+                    self._extend(i)
+                    return
+                if not self.item_empty and self.child.lazy_ok() and not _interrupts(s):
+                    self._extend(i)
+                    return
+            else:
+                if ind < 4 and s[ind] == ">":
+                    self.quote_empty = s[ind + 1:].strip(" \t") == ""
+                    self._extend(i)
+                    return
+                if not self.quote_empty and not _interrupts(s):
+                    self._extend(i)
+                    return
+            self.close()
+        leaf = self.leaf
+        if leaf is not None and leaf != PARA:
+            if leaf == FENCE:
+                m = _FENCE_OPEN.match(s)
+                self._extend(i)
+                if (m and m.group(2)[0] == self.fence_char and len(m.group(2)) >= self.fence_len
+                        and m.group(3).strip(" \t") == ""):
+                    self.leaf = None  # a closing fence: same character, at least as long
+                    if self.cur is not None:
+                        self.cur[3] = "closed"
+                    self.cur = None
+                return
+            if leaf == HTML:
+                self._extend(i)
+                if self.html_end is not None and self.html_end.search(s):
+                    self.leaf = None
+                    self.cur = None
+                return
+            if leaf == CODE:
+                if _indent(s) >= 4:
+                    self._extend(i)
+                    return
+            elif leaf == TABLE:
+                if _indent(s) < 4 and not _interrupts(s):
+                    self._extend(i)  # any other non-blank line is a row, pipes or not
+                    return
+            self.leaf = None
+            self.cur = None
+        para = self.leaf == PARA
+        ind = _indent(s)
+        if ind >= 4:
+            if para:  # indented code cannot interrupt a paragraph
+                self._extend(i)
+            else:
+                self._leaf(CODE, "code", i)
+            return
+        if nxt is not None and "|" in s and _table_start(s, nxt):
+            self._leaf(TABLE, "table", i)
+            return
+        c = s[ind]
+        if c == "#":
+            m = _ATX.match(s)
+            if m:
+                title = _ATX_CLOSE.sub("", m.group(2) or "").strip(" \t")
+                self._single("heading", i, (len(m.group(1)), title))
+                return
+        elif c == "`" or c == "~":
+            m = _FENCE_OPEN.match(s)
+            if m and not (c == "`" and "`" in m.group(3)):
+                self.leaf = FENCE
+                self.fence_char, self.fence_len = c, len(m.group(2))
+                self._open("fence", i)
+                return
+        elif c == ">":
+            self.leaf = None
+            self.child_kind = "quote"
+            self.quote_empty = s[ind + 1:].strip(" \t") == ""
+            self._open("quote", i)
+            return
+        elif c == "<":
+            h = _html_start(s[ind:])
+            if h is not None and (h[1] or not para):
+                self.leaf = HTML
+                self.html_end = h[0]
+                self._open("html", i)
+                if h[0] is not None and h[0].search(s[ind:]):
+                    self.leaf = None
+                    self.cur = None
+                return
+        if para and (c == "=" or c == "-") and _SETEXT.match(s):
+            # A setext underline turns the whole open paragraph into a heading.
+            if self.cur is not None:
+                self.cur[0] = "heading"
+                self.cur[3] = (1 if c == "=" else 2, None)
+                self.cur[2] = i + 1
+            self.leaf = None
+            self.cur = None
+            return
+        if c in "-*_" and _HR.match(s):
+            self._single("hr", i)
+            return
+        if c in "-*+" or "0" <= c <= "9":
+            m = _LIST.match(s)
+            if m:
+                after = s[m.end():]
+                empty = after.strip(" \t") == ""
+                # Only a non-empty bullet or an ordered item starting at 1 interrupts a paragraph.
+                if not (para and (empty or (m.group(2) is not None and int(m.group(2)) != 1))):
+                    sp = _indent(after)
+                    w = m.end() + (1 if empty or sp > 4 else sp)
+                    self.leaf = None
+                    self.child_kind = "item"
+                    self.child = _Scanner()
+                    self.child_indent = w
+                    self.item_empty = empty
+                    if not empty:
+                        self.child.feed(s[w:], i, None)
+                    self._open("item", i)
+                    return
+        if para:
+            self._extend(i)
+        else:
+            self._leaf(PARA, "para", i)
+
+
+def _norm(line: str) -> str:
+    if line.endswith("\r"):
+        line = line[:-1]
+    if "\t" in line:
+        line = line.expandtabs(4)
+    return line
+
+
+def front_matter_end(lines: list[str]) -> int:
+    """Number of lines of YAML front matter at the top (`---` ... `---` or `...`), or 0.
+
+    Front matter is metadata, not prose: without this, markdown-it reads its closing `---`
+    as a setext underline and the last YAML line becomes a bogus heading."""
+    if not lines or _norm(lines[0]).rstrip(" \t") != "---":
+        return 0
+    for j in range(1, len(lines)):
+        s = _norm(lines[j]).rstrip(" \t")
+        if s == "..." or (len(s) >= 3 and s == "-" * len(s)):
+            return j + 1
+    return 0
+
+
+def scan_blocks(lines: list[str], first: int, markers: bool) -> tuple[list, list]:
+    """Top-level blocks [kind, first_line, end_line, info] and page-marker lines [(i, N)].
+
+    With `markers`, a page-marker line is structure, not text: it ends the open paragraph
+    like a blank line (a page break is a paragraph break for the chunker), except inside
+    a fence or a raw HTML block, whose content it is."""
+    blocks: list = []
+    marks: list = []
+    top = _Scanner(blocks)
+    n = len(lines)
+    special = _SPECIAL_FIRST
+    for i in range(first, n):
+        s = lines[i]
+        c = s[:1]
+        # Fast path: a plain line continues or starts a top-level paragraph.
+        if c and c not in special and top.child_kind is None and "|" not in s:
+            leaf = top.leaf
+            if leaf == PARA:
+                top.cur[2] = i + 1
+                continue
+            if leaf is None:
+                top._leaf(PARA, "para", i)
+                continue
+            if leaf == FENCE:
+                top.cur[2] = i + 1
+                continue
+        s = _norm(s)
+        if not s.strip(" \t"):
+            top.blank(i)
+            continue
+        if markers and c == "-" and s.startswith("--- page ") and _MARKER.fullmatch(s):
+            marks.append((i, int(_MARKER.fullmatch(s).group(1))))
+            inside = top.child_kind is None and (top.leaf == FENCE or (top.leaf == HTML and top.html_end is not None))
+            if inside:
+                top._extend(i)
+            else:
+                top.blank(i)
+                if top.child_kind is None:
+                    blocks.append(["marker", i, i + 1, None])
+                elif top.cur is not None:
+                    top._extend(i)
+            continue
+        nxt = _norm(lines[i + 1]) if "|" in s and i + 1 < n else None
+        top.feed(s, i, nxt)
+    return blocks, marks
+
+
+# --------------------------------------------------------------------------------------
+# Headings as plain text
+# --------------------------------------------------------------------------------------
+
+_CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.S)
+_IMAGE_OR_LINK = re.compile(r"!?\[((?:[^\[\]\\]|\\.)*)\](?:\((?:[^()\\]|\\.)*\)|\[[^\]]*\])?")
+_AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^<>\s]*|[^<>\s@]+@[^<>\s@]+)>")
+_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+_EMPHASIS = re.compile(r"(\*\*|__|\*|_|~~)(?=\S)(.+?)(?<=\S)\1")
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+_ENTITY = re.compile(r"&(?:#\d{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+_HEADING_MAX = 256
+
+
+def plain_heading(raw: str) -> str:
+    """A heading's text as a reader sees it: markup removed, link text kept, whitespace
+    collapsed, at most 256 characters — heading_path is shown to people and indexed."""
+    s = raw
+    if any(ch in s for ch in "`*_[]<>\\&~!"):
+        spans: list[str] = []
+
+        def keep(m):  # code spans are literal: protect them from the emphasis rules
+            spans.append(m.group(2).strip(" ") if m.group(2).strip(" ") else m.group(2))
+            return f"\x00{len(spans) - 1}\x00"
+
+        s = _CODE_SPAN.sub(keep, s)
+        s = _AUTOLINK.sub(r"\1", s)
+        s = _TAG.sub("", s)
+        for _ in range(3):
+            s2 = _IMAGE_OR_LINK.sub(r"\1", s)
+            if s2 == s:
+                break
+            s = s2
+        for _ in range(3):
+            s2 = _EMPHASIS.sub(r"\2", s)
+            if s2 == s:
+                break
+            s = s2
+        s = _ESCAPE.sub(r"\1", s)
+        if "&" in s:
+            import html
+
+            s = _ENTITY.sub(lambda m: html.unescape(m.group(0)), s)
+        s = re.sub("\x00(\\d+)\x00", lambda m: spans[int(m.group(1))], s)
+    s = " ".join(s.split())
+    if len(s) > _HEADING_MAX:
+        s = s[: _HEADING_MAX - 1].rstrip() + "…"
+    return s
+
+
+# --------------------------------------------------------------------------------------
+# Packing
+# --------------------------------------------------------------------------------------
+
+
+class _Unit:
+    """A piece of source that goes into a chunk whole: a block or a piece of one."""
+
+    __slots__ = ("start", "end", "words", "prefix", "suffix", "heading")
+
+    def __init__(self, start, end, words, prefix="", suffix="", heading=False):
+        self.start, self.end, self.words = start, end, words
+        self.prefix, self.suffix, self.heading = prefix, suffix, heading
+
+
+class _Doc:
+    """One document's text with its line table, page markers and budget helpers."""
+
+    def __init__(self, text: str, settings: Settings, lines: list[str] | None = None):
+        self.text = text
+        self.s = settings
+        self.lines = lines if lines is not None else text.split("\n")
+        # Offsets of line starts, computed in C (this runs over every line of the corpus).
+        self.starts = list(accumulate(map((1).__add__, map(len, self.lines)), initial=0))
+        first_nl = text.find("\n")
+        self.nl = "\r\n" if first_nl > 0 and text[first_nl - 1] == "\r" else "\n"
+        self.mark_starts: list[int] = []
+        self.mark_pages: list[int] = []
+        self.strip_cum = [0]  # prefix sums of removed marker-line lengths (strip mode)
+        self.cont_reserve = (0, 0)
+
+    def line_end(self, j: int) -> int:
+        ln = self.lines[j]
+        return self.starts[j] + len(ln) - (1 if ln.endswith("\r") else 0)
+
+    def set_markers(self, marks: list) -> None:
+        for i, page in marks:
+            self.mark_starts.append(self.starts[i])
+            self.mark_pages.append(page)
+            if self.s.page_markers == "strip":
+                self.strip_cum.append(self.strip_cum[-1] + (self.starts[i + 1] - self.starts[i]))
+        if marks and self.s.page_markers == "track":
+            # Every chunk may need a `--- page N (cont.) ---` line; reserving its size up
+            # front keeps "added parts count toward max" true without re-packing.
+            probe = self.cont_line(max(self.mark_pages))
+            self.cont_reserve = (len(probe.split()), len(probe))
+
+    # -- pages --
+    def page_at(self, pos: int) -> int | None:
+        if not self.mark_starts:
+            return None
+        k = bisect.bisect_right(self.mark_starts, pos) - 1
+        if k >= 0:
+            return self.mark_pages[k]
+        first = self.mark_pages[0]
+        return first - 1 if first > 1 else None  # text before the first marker
+
+    def cont_line(self, page: int) -> str:
+        return f"--- page {page} (cont.) ---{self.nl}"
+
+    # -- sizes --
+    def stripped(self, start: int, end: int) -> tuple[int, int]:
+        """(words, chars) of marker lines removed from [start, end) in strip mode."""
+        if len(self.strip_cum) == 1:
+            return 0, 0
+        a = bisect.bisect_left(self.mark_starts, start)
+        b = bisect.bisect_left(self.mark_starts, end)
+        return 4 * (b - a), self.strip_cum[b] - self.strip_cum[a]
+
+    def words(self, start: int, end: int) -> int:
+        w = len(self.text[start:end].split())
+        if len(self.strip_cum) > 1:
+            w -= self.stripped(start, end)[0]
+        return w
+
+    def size(self, words: int, start: int, end: int, extra: str = "") -> int:
+        chars = end - start - (self.stripped(start, end)[1] if len(self.strip_cum) > 1 else 0)
+        if extra:
+            words += len(extra.split())
+            chars += len(extra)
+        return measure(words + self.cont_reserve[0], chars + self.cont_reserve[1], self.s.unit)
+
+    def body(self, start: int, end: int) -> str:
+        """The span as chunk text: with strip, marker lines inside it are left out."""
+        if len(self.strip_cum) == 1:
+            return self.text[start:end]
+        a = bisect.bisect_left(self.mark_starts, start)
+        b = bisect.bisect_left(self.mark_starts, end)
+        if a == b:
+            return self.text[start:end]
+        parts, pos = [], start
+        for k in range(a, b):
+            ms = self.mark_starts[k]
+            parts.append(self.text[pos:ms])
+            nl = self.text.find("\n", ms)
+            pos = min(end, nl + 1 if nl >= 0 else end)
+        parts.append(self.text[pos:end])
+        return "".join(parts)
+
+    # -- cutting an oversized region into atoms no larger than cap --
+    def atoms(self, first_line: int, end_line: int, cap: int) -> Iterable[tuple[int, int, int]]:
+        """(start, end, words) of lines; a line over `cap` as runs of words; a word over
+        `cap` as runs of grapheme clusters, so even text without spaces keeps the ceiling
+        and no cut splits an emoji sequence or a letter from its combining accent."""
+        unit = self.s.unit
+        for j in range(first_line, end_line):
+            a, b = self.starts[j], self.line_end(j)
+            if not self.text[a:b].strip():
+                continue
+            w = self.words(a, b)
+            if self.size(w, a, b) <= cap:
+                yield a, b, w
+                continue
+            first_word = True
+            for m in re.finditer(r"\S+", self.text[a:b]):
+                ws, we = a + m.start(), a + m.end()
+                if first_word:
+                    ws, first_word = a, False  # the line's indentation stays with its first word
+                if unit == "words" or self.size(1, ws, we) <= cap:
+                    yield ws, we, 1
+                    continue
+                g0 = ws
+                for g in regex.finditer(r"\X", self.text[ws:we]):
+                    ge = ws + g.end()
+                    if ge - g0 > 0 and self.size(1, g0, ge) > cap and ws + g.start() > g0:
+                        yield g0, ws + g.start(), 1
+                        g0 = ws + g.start()
+                yield g0, we, 1
+
+
+def _pieces(doc: _Doc, atoms, cap_first: int, cap: int, prefix: str, suffix: str,
+            head: tuple[int, int] | None = None) -> list[_Unit]:
+    """Greedy runs of atoms, each run within its cap (the first may have less room)."""
+    out: list[_Unit] = []
+    cur_s = cur_e = -1
+    cur_w = 0
+    limit = cap_first
+    for a, b, w in atoms:
+        if cur_s >= 0 and doc.size(cur_w + w, cur_s, b) > limit:
+            out.append(_Unit(cur_s, cur_e, cur_w))
+            cur_s, cur_w, limit = -1, 0, cap
+        if cur_s < 0:
+            cur_s = a
+        cur_e, cur_w = b, cur_w + w
+    if cur_s >= 0:
+        out.append(_Unit(cur_s, cur_e, cur_w))
+    for k, u in enumerate(out):
+        if k > 0:
+            u.prefix = prefix
+        if k < len(out) - 1:
+            u.suffix = suffix
+    return out
+
+
+def _split_block(doc: _Doc, block, room: int) -> list[_Unit]:
+    """Cut a block larger than max.  A fence is cut between lines and every piece is
+    re-fenced with the same fence and info string; a table between rows, every piece
+    repeating the header and delimiter rows; anything else between lines."""
+    kind, first, end = block[0], block[1], block[2]
+    target = doc.s.target
+    nl = doc.nl
+    lines = doc.lines
+    if kind == "fence" and end - first >= 2:
+        opening = lines[first].rstrip("\r")
+        m = _FENCE_OPEN.match(_norm(lines[first]))
+        closed = block[3] == "closed"
+        fence = m.group(1) + m.group(2)
+        prefix, suffix = opening + nl, nl + fence
+        inner_end = end - 1 if closed else end
+        cap = target - _extra_size(doc, prefix + suffix)
+        cap_first = room - _extra_size(doc, suffix)
+        # The opening line rides with the first content line, the closing one with the
+        # last, so the atoms leave room for both.
+        edge = _extra_size(doc, prefix) + (_extra_size(doc, lines[end - 1]) if closed else 0)
+        atoms = list(doc.atoms(first + 1, inner_end, max(1, min(cap, cap_first) - edge)))
+        if not atoms:
+            return [_Unit(doc.starts[first], doc.line_end(end - 1), doc.words(doc.starts[first], doc.line_end(end - 1)))]
+        open_a = (doc.starts[first], atoms[0][1], atoms[0][2] + len(opening.split()))
+        atoms[0] = open_a
+        if closed:
+            la = atoms[-1]
+            atoms[-1] = (la[0], doc.line_end(end - 1), la[2] + len(lines[end - 1].split()))
+        return _pieces(doc, atoms, max(1, cap_first), max(1, cap), prefix, suffix)
+    if kind == "table" and end - first >= 3:
+        header = doc.text[doc.starts[first]:doc.line_end(first + 1)] + nl
+        cap = target - _extra_size(doc, header)
+        head_end = doc.line_end(first + 1)
+        atoms = list(doc.atoms(first + 2, end, max(1, cap)))
+        hw = doc.words(doc.starts[first], head_end)
+        atoms[0] = (doc.starts[first], atoms[0][1], atoms[0][2] + hw)
+        if cap > 0:
+            return _pieces(doc, atoms, max(1, room), cap, header, "")
+        # A header larger than the budget cannot be repeated within it: plain line cuts.
+    return _pieces(doc, doc.atoms(first, end, max(1, min(room, target))), max(1, room), max(1, target), "", "")
+
+
+def _extra_size(doc: _Doc, extra: str) -> int:
+    return measure(len(extra.split()), len(extra), doc.s.unit)
+
+
+def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
+    """Greedy packing of one section's units into chunks (lists of units)."""
+    s = doc.s
+    target, mx, mn = s.target, s.max, s.min
+    chunks: list[list[_Unit]] = []
+    cur: list[_Unit] = []
+    cur_w = 0
+
+    def cur_size(extra_w=0, end=None, suffix=""):
+        return doc.size(cur_w + extra_w, cur[0].start, cur[-1].end if end is None else end,
+                        cur[0].prefix + suffix)
+
+    for u, block in zip(units, blocks_of):
+        alone = doc.size(u.words, u.start, u.end, u.prefix + u.suffix)
+        if alone > mx and block is not None:
+            heading_only = bool(cur) and all(x.heading for x in cur)
+            if cur and not heading_only:
+                chunks.append(cur)
+                cur, cur_w = [], 0
+            room = target - (cur_size() if cur else 0)
+            if room < max(1, target // 4):  # too little left beside the heading: start afresh
+                if cur:
+                    chunks.append(cur)
+                cur, cur_w, room = [], 0, target
+            pieces = _split_block(doc, block, room)
+            if u.start < pieces[0].start:  # page-marker lines that were attached in front
+                pieces[0].words += doc.words(u.start, pieces[0].start)
+                pieces[0].start = u.start
+            if cur and pieces:
+                # the heading line opens the block's first piece
+                pieces[0].start = cur[0].start
+                pieces[0].words += cur_w
+                pieces[0].prefix = cur[0].prefix
+                cur, cur_w = [], 0
+            for p in pieces[:-1]:
+                chunks.append([p])
+            cur, cur_w = [pieces[-1]], pieces[-1].words
+            if pieces[-1].suffix:
+                chunks.append(cur)
+                cur, cur_w = [], 0
+            continue
+        if cur:
+            new = cur_size(u.words, u.end, u.suffix)
+            fits = not cur[-1].suffix and not u.prefix and (
+                new <= target
+                or (new <= mx and (all(x.heading for x in cur) or cur_size() < mn)))
+            if not fits:
+                chunks.append(cur)
+                cur, cur_w = [], 0
+        cur.append(u)
+        cur_w += u.words
+        if u.suffix:
+            chunks.append(cur)
+            cur, cur_w = [], 0
+    if cur:
+        chunks.append(cur)
+    # Rule 5: a runt joins its predecessor, but only under the same heading (this section).
+    if len(chunks) >= 2:
+        last, prev = chunks[-1], chunks[-2]
+        lw = sum(x.words for x in last)
+        pw = sum(x.words for x in prev)
+        if (doc.size(lw, last[0].start, last[-1].end, last[0].prefix + last[-1].suffix) < mn
+                and not prev[-1].suffix and not last[0].prefix
+                and doc.size(lw + pw, prev[0].start, last[-1].end, prev[0].prefix + last[-1].suffix) <= mx):
+            chunks[-2:] = [prev + last]
+    return chunks
+
+
+def _heading_path(levels: list[str], base: list[str]) -> list[str]:
+    path = base + levels
+    while path and path[-1] == "":
+        path.pop()
+    return path
+
+
+def _emit(doc: _Doc, chunk: list[_Unit], path: list[str], first_chunk: bool) -> dict:
+    start, end = chunk[0].start, chunk[-1].end
+    prefix = chunk[0].prefix
+    page_start = page_end = None
+    if doc.mark_starts and doc.s.page_markers != "keep":
+        page_start = doc.page_at(start)
+        page_end = doc.page_at(max(start, end - 1))
+        if doc.s.page_markers == "track" and page_start is not None:
+            k = bisect.bisect_right(doc.mark_starts, start) - 1
+            at_marker = k >= 0 and doc.mark_starts[k] == start
+            if not at_marker and (k >= 0 or not first_chunk):
+                prefix = doc.cont_line(page_start) + prefix
+    text = prefix + doc.body(start, end) + chunk[-1].suffix
+    return {"heading_path": path, "text": text, "start_char": start, "end_char": end,
+            "page_start": page_start, "page_end": page_end}
+
+
+def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
+    lines = doc.lines
+    first = front_matter_end(lines)
+    blocks, marks = scan_blocks(lines, first, doc.s.page_markers != "keep")
+    doc.set_markers(marks)
+    track = doc.s.page_markers == "track"
+    out: list[dict] = []
+    levels: list[str] = []
+    sec_units: list[_Unit] = []
+    sec_blocks: list = []
+    sec_path = _heading_path([], list(base))
+    heading_only = False
+    last_level = 0
+    pending = None  # (start, words) of marker lines waiting for the next block
+
+    def flush():
+        for chunk in _pack(doc, sec_units, sec_blocks):
+            out.append(_emit(doc, chunk, sec_path, not out))
+
+    for b in blocks:
+        kind = b[0]
+        if kind == "marker":
+            if track:
+                ms, me = doc.starts[b[1]], doc.line_end(b[1])
+                pending = (pending[0] if pending else ms, (pending[1] if pending else 0) + 4, me)
+            continue
+        start, end = doc.starts[b[1]], doc.line_end(b[2] - 1)
+        u = _Unit(start, end, doc.words(start, end))
+        if pending:  # a page marker opens the page: it goes with what follows it
+            u.start, u.words, pending = pending[0], u.words + pending[1], None
+        if kind == "heading":
+            level, title = b[3]
+            if title is None:  # setext: the paragraph lines above the underline
+                title = " ".join(_norm(lines[j]).strip() for j in range(b[1], b[2] - 1))
+            title = plain_heading(title)
+            del levels[level - 1:]
+            levels.extend([""] * (level - 1 - len(levels)))
+            levels.append(title)
+            u.heading = True
+            if sec_units and heading_only and level > last_level:
+                # "# Guide" directly followed by "## Install": one section, the deeper path.
+                sec_units.append(u)
+                sec_blocks.append(b)
+            else:
+                if sec_units:
+                    flush()
+                sec_units, sec_blocks = [u], [b]
+                heading_only = True
+            sec_path = _heading_path(list(levels), list(base))
+            last_level = level
+            continue
+        sec_units.append(u)
+        sec_blocks.append(b)
+        heading_only = False
+    if pending:
+        ms, w, end = pending
+        if sec_units:
+            sec_units[-1].end, sec_units[-1].words = end, sec_units[-1].words + w
+        else:
+            sec_units, sec_blocks = [_Unit(ms, end, w)], [None]
+    if sec_units:
+        flush()
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# CSV
+# --------------------------------------------------------------------------------------
+
+
+def csv_records(doc: _Doc, quote: str = '"') -> list[tuple[int, int]]:
+    """Line ranges [first, end) of CSV records: a quoted field may hold newlines, so a
+    record ends only at a line end outside quotes (an odd quote count flips the state)."""
+    recs = []
+    inside = False
+    first = None
+    for j, ln in enumerate(doc.lines):
+        if first is None:
+            if not inside and not ln.strip():
+                continue
+            first = j
+        if ln.count(quote) % 2:
+            inside = not inside
+        if not inside:
+            recs.append((first, j + 1))
+            first = None
+    if first is not None:
+        recs.append((first, len(doc.lines)))
+    return recs
+
+
+def _chunk_csv(doc: _Doc, name: str) -> list[dict]:
+    """CSV: every chunk starts with the header row and holds whole records.  CSVs have no
+    blank lines or headings to cut at, so the budget is the only thing that ends a chunk;
+    a single record larger than `max` stays whole (cutting it would leave broken CSV)."""
+    recs = csv_records(doc)
+    if not recs:
+        return []
+    s = doc.s
+    h0, h1 = recs[0]
+    hs, he = doc.starts[h0], doc.line_end(h1 - 1)
+    header = doc.text[hs:he] + doc.nl
+    hsize_w = len(header.split())
+    if len(recs) == 1:
+        return [{"heading_path": [name], "text": doc.text[hs:he], "start_char": hs, "end_char": he,
+                 "page_start": None, "page_end": None}]
+    out = []
+    groups: list[list[int]] = []  # [first_rec, last_rec, words]
+    cur = None
+    for k in range(1, len(recs)):
+        a, b = doc.starts[recs[k][0]], doc.line_end(recs[k][1] - 1)
+        w = doc.words(a, b)
+        if cur is not None:
+            cs = doc.starts[recs[cur[0]][0]]
+            new = doc.size(cur[2] + w, cs, b, header)
+            if new > s.target and not (new <= s.max and doc.size(cur[2], cs, doc.line_end(recs[cur[1]][1] - 1), header) < s.min):
+                groups.append(cur)
+                cur = None
+        if cur is None:
+            cur = [k, k, w]
+        else:
+            cur[1], cur[2] = k, cur[2] + w
+    groups.append(cur)
+    if len(groups) >= 2:  # the last group a runt: join its predecessor if the budget allows
+        p, l = groups[-2], groups[-1]
+        ls_, le = doc.starts[recs[l[0]][0]], doc.line_end(recs[l[1]][1] - 1)
+        ps = doc.starts[recs[p[0]][0]]
+        if doc.size(l[2], ls_, le, header) < s.min and doc.size(p[2] + l[2], ps, le, header) <= s.max:
+            groups[-2:] = [[p[0], l[1], p[2] + l[2]]]
+    del hsize_w
+    for n, (k0, k1, _w) in enumerate(groups):
+        a, b = doc.starts[recs[k0][0]], doc.line_end(recs[k1][1] - 1)
+        if n == 0:  # the first chunk's span starts at the header itself
+            a, text = hs, doc.text[hs:b]
+        else:
+            text = header + doc.text[a:b]
+        out.append({"heading_path": [name, f"rows {k0}–{k1}"], "text": text,
+                    "start_char": a, "end_char": b, "page_start": None, "page_end": None})
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Fixed windows
+# --------------------------------------------------------------------------------------
+
+
+def _chunk_fixed(doc: _Doc, base: list[str]) -> list[dict]:
+    """Windows of `target` units with `overlap`, cut at whitespace: structure ignored on
+    purpose (the baseline), but spans, pages and the ceiling hold as for `heading`."""
+    s = doc.s
+    marks = []
+    if s.page_markers != "keep":
+        for i, ln in enumerate(doc.lines):
+            if ln.startswith("--- page ") and _MARKER.fullmatch(_norm(ln)):
+                marks.append((i, int(_MARKER.fullmatch(_norm(ln)).group(1))))
+        doc.set_markers(marks)
+    cap = s.target
+    words: list[tuple[int, int]] = []
+    # With strip, words on marker lines are not text; walk the marker spans alongside.
+    skip = [(doc.starts[i], doc.starts[i + 1]) for i, _ in marks] if s.page_markers == "strip" else []
+    k = 0
+    text = doc.text
+    for m in re.finditer(r"\S+", text):
+        a, b = m.span()
+        if skip:
+            while k < len(skip) and skip[k][1] <= a:
+                k += 1
+            if k < len(skip) and skip[k][0] <= a:
+                continue
+        if s.unit != "words" and doc.size(1, a, b) > cap:
+            g0 = a
+            for g in regex.finditer(r"\X", text[a:b]):
+                if a + g.start() > g0 and doc.size(1, g0, a + g.end()) > cap:
+                    words.append((g0, a + g.start()))
+                    g0 = a + g.start()
+            words.append((g0, b))
+        else:
+            words.append((a, b))
+    out = []
+    i, n = 0, len(words)
+    while i < n:
+        j = i
+        while j + 1 < n and doc.size(j + 2 - i, words[i][0], words[j + 1][1]) <= cap:
+            j += 1
+        start, end = words[i][0], words[j][1]
+        # The first window keeps the document's leading indentation of its first line.
+        out.append(_emit(doc, [_Unit(start, end, j + 1 - i)], list(base), not out))
+        if j + 1 >= n:
+            break
+        if s.unit == "words":
+            nxt = j + 1 - s.overlap
+        else:
+            nxt = j + 1
+            while nxt - 1 > i and doc.size(j + 1 - (nxt - 1), words[nxt - 1][0], end) <= s.overlap:
+                nxt -= 1
+        i = max(i + 1, nxt)
+    for c in out:
+        while c["heading_path"] and c["heading_path"][-1] == "":
+            c["heading_path"].pop()
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# The pure entry point
+# --------------------------------------------------------------------------------------
+
+
+def chunk_document(text: str, *, fmt: str = "markdown", title: str | None = None,
+                   settings: Settings = Settings(), name: str | None = None) -> list[dict]:
+    """Chunks of one stage-02 document: dicts with heading_path, text, start_char,
+    end_char, page_start, page_end (ordinals, ids and sizes are the caller's).
+
+    fmt "csv": records packed under the header ([name, "rows a–b"] headings);
+    fmt "beir": heading paths start with the record's title; anything else: Markdown."""
+    if not text or not text.strip():
+        return []  # an empty document gives no chunks and no error
+    doc = _Doc(text, settings)
+    base = [title or ""] if fmt == "beir" else []
+    if fmt == "csv" and settings.strategy == "heading":
+        return _chunk_csv(doc, name or title or "")
+    if settings.strategy == "fixed":
+        return _chunk_fixed(doc, base)
+    return _chunk_markdown(doc, base)
+
+
+def finish(chunks: list[dict], doc_id: str) -> list[dict]:
+    """Add chunk_id, ordinal, heading, n_words, n_chars (the columns derived from a chunk)."""
+    for k, c in enumerate(chunks):
+        c["chunk_id"] = f"{doc_id}#{k}"
+        c["ordinal"] = k
+        c["heading"] = " › ".join(h for h in c["heading_path"] if h)
+        c["n_words"] = len(c["text"].split())
+        c["n_chars"] = len(c["text"])
+    return chunks
+
+
+# --------------------------------------------------------------------------------------
+# The stage
+# --------------------------------------------------------------------------------------
+
+COLUMNS = ("chunk_id", "doc_id", "ordinal", "heading_path", "heading", "path", "text",
+           "start_char", "end_char", "page_start", "page_end", "n_words", "n_chars", "format")
+
+
+def _schema():
+    import pyarrow as pa
+
+    return pa.schema([
+        ("chunk_id", pa.string()), ("doc_id", pa.string()), ("ordinal", pa.int32()),
+        ("heading_path", pa.list_(pa.string())), ("heading", pa.string()),
+        ("path", pa.list_(pa.string())), ("text", pa.string()),
+        ("start_char", pa.int64()), ("end_char", pa.int64()),
+        ("page_start", pa.int32()), ("page_end", pa.int32()),
+        ("n_words", pa.int32()), ("n_chars", pa.int32()), ("format", pa.string()),
+    ])
+
+
+def run(ctx) -> None:
+    import pyarrow as pa
+
+    settings = Settings.from_section(ctx.section)
+    schema = _schema()
+    batch_rows = 20_000  # chunks per written batch: memory stays flat on any corpus size
+    cols: dict[str, list] = {c: [] for c in COLUMNS}
+    docs = chunks_out = 0
+
+    def rows_in():
+        for batch in ctx.iter_upstream(columns=["doc_id", "format", "path", "title", "text"]):
+            yield from batch.to_pylist()
+
+    with ctx.sink("03_chunks.parquet", schema) as sink:
+        for row in ctx.progress(rows_in(), total=ctx.upstream_rows, desc="03_chunking", unit="doc"):
+            docs += 1
+            doc_id = row["doc_id"]
+            chunks = chunk_document(row["text"] or "", fmt=row["format"] or "markdown",
+                                    title=row["title"], settings=settings,
+                                    name=PurePosixPath(doc_id).name)
+            for c in finish(chunks, doc_id):
+                c["doc_id"], c["path"], c["format"] = doc_id, row["path"] or [], row["format"]
+                for k in COLUMNS:
+                    cols[k].append(c[k])
+            chunks_out += len(chunks)
+            if len(cols["chunk_id"]) >= batch_rows:
+                sink.write(pa.RecordBatch.from_pydict(cols, schema=schema))
+                cols = {c: [] for c in COLUMNS}
+        if cols["chunk_id"] or chunks_out == 0:
+            sink.write(pa.RecordBatch.from_pydict(cols, schema=schema))
+    ctx.note(f"{docs:,} documents → {chunks_out:,} chunks "
+             f"(strategy {settings.strategy}, target {settings.target} {settings.unit}, max {settings.max})")
+
+
+if __name__ == "__main__":
+    from pipekit.cli import stage_main
+
+    raise SystemExit(stage_main(3, run))
