@@ -536,3 +536,77 @@ def test_the_bundled_sample_reads_cleanly():
     assert {r["format"] for r in rows.values()} >= {"markdown", "text", "pdf", "html", "csv"}
     pdf = rows["field-guide.pdf"]
     assert pdf["title"] == "Lighthouse On-Call Field Guide" and pdf["page_labels"] == ["i", "1", "2", "3", "4"]
+
+
+# --------------------------------------------------------------------------- PDF pages end to end
+
+SAMPLE_PDF = Path(__file__).resolve().parents[1] / "data" / "sample" / "field-guide.pdf"
+_MARKER_LINE = __import__("re").compile(r"--- page \d+( \(cont\.\))? ---")
+
+
+def _norm(text: str) -> str:
+    import unicodedata
+
+    return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def _pdfium_pages(path: Path) -> list[str]:
+    """Each page's text straight from PDFium: the oracle, independent of our reader."""
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument(str(path))
+    try:
+        return [pdf[i].get_textpage().get_text_range() for i in range(len(pdf))]
+    finally:
+        pdf.close()
+
+
+@pytest.mark.parametrize("overrides", [[], ["chunking.target=40", "chunking.max=90", "chunking.min=5"]],
+                         ids=["default budget", "small chunks"])
+def test_chunks_of_the_sample_pdf_are_on_the_pages_they_say(tmp_path, overrides):
+    import subprocess
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    if not (repo / "03_chunking.py").exists():
+        pytest.skip("needs stages 02 and 03")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"paths": {"output": str(tmp_path / "out")},
+                                   "documents": {"input": str(SAMPLE_PDF)}}))
+    args = [sys.executable, "run_pipeline.py", "--config", str(cfg), "--to", "3"]
+    for o in overrides:
+        args += ["--set", o]
+    proc = subprocess.run(args, cwd=repo, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    chunks = pq.read_table(tmp_path / "out" / "03_chunks.parquet").to_pylist()
+    assert len(chunks) >= 2 and all(c["doc_id"] == "field-guide.pdf" for c in chunks)
+
+    # Where each page's text starts in the concatenation of all pages, normalised alike.
+    pages = [_norm(p) for p in _pdfium_pages(SAMPLE_PDF)]
+    full, starts = "", []
+    for page in pages:
+        starts.append(len(full))
+        full += page + " "
+
+    def page_of(offset: int) -> int:
+        return max(n for n, s in enumerate(starts, 1) if s <= offset)
+
+    cursor, spans_pages = 0, set()
+    for chunk in sorted(chunks, key=lambda c: c["ordinal"]):
+        lines = [_norm(ln) for ln in chunk["text"].split("\n")]
+        lines = [ln for ln in lines if ln and not _MARKER_LINE.fullmatch(ln)]
+        assert lines, chunk["chunk_id"]
+        found = []
+        for line in lines:  # in order: each line is found after the previous one
+            at = full.find(line, cursor)
+            assert at >= 0, (chunk["chunk_id"], line)
+            found.append(page_of(at))
+            cursor = at + len(line)
+        assert (chunk["page_start"], chunk["page_end"]) == (found[0], found[-1]), chunk["chunk_id"]
+        if chunk["page_start"] != chunk["page_end"]:
+            spans_pages.add(chunk["chunk_id"])
+        if not chunk["text"].startswith(f"--- page {chunk['page_start']} ---"):
+            # a chunk that starts inside a page says which page it continues
+            assert chunk["text"].startswith(f"--- page {chunk['page_start']} (cont.) ---"), chunk["chunk_id"]
+    assert {c["page_start"] for c in chunks} | {c["page_end"] for c in chunks} == set(range(1, len(pages) + 1))
