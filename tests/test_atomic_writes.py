@@ -1,0 +1,137 @@
+"""A stage killed mid-write leaves its previous output whole, and the next run completes.
+
+Stage 04 is started as a user starts it (`python 04_indexing.py --config ...`) with one
+change: a tiny wrapper makes pyarrow's ParquetWriter pause right after it has written
+its first row group.  At that moment the stage is provably in the middle of writing (a
+half-written Parquet file sits in the output folder), so the signal lands mid-write on
+every run — a test that hoped to catch a write window by polling would pass or fail by
+timing.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from pipekit.io import read_meta
+from pipekit.stages import get_stage
+
+REPO = Path(__file__).resolve().parents[1]
+OUTPUTS = get_stage(4).outputs
+
+# Runs a stage script as __main__, pausing inside the first ParquetWriter.write_table.
+PAUSING_RUNNER = r"""
+import os, runpy, sys, time
+import pyarrow.parquet as pq
+
+flag = os.environ["PAUSE_FLAG"]
+original = pq.ParquetWriter.write_table
+
+def write_then_pause(self, *args, **kwargs):
+    original(self, *args, **kwargs)
+    if not os.path.exists(flag):
+        open(flag, "w").close()
+        time.sleep(600)
+
+pq.ParquetWriter.write_table = write_then_pause
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+
+@pytest.fixture()
+def indexed(tmp_path):
+    """A finished run up to stage 04 on the bundled sample: (config path, output folder)."""
+    if not (REPO / "run_pipeline.py").exists():
+        pytest.skip("needs run_pipeline.py")
+    out = tmp_path / "out"
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"paths": {"output": str(out)},
+                                   "documents": {"input": str(REPO / "data" / "sample")},
+                                   "retrieval": {"queries": ["page the secondary"], "qrels": None}}))
+    proc = subprocess.run([sys.executable, "run_pipeline.py", "--config", str(cfg), "--to", "4"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return cfg, out
+
+
+def snapshot(out: Path) -> dict:
+    return {name: (pq.read_table(out / name), read_meta(out / name)) for name in OUTPUTS}
+
+
+def k1_of(meta: dict) -> float:
+    return meta["inputs"]["config"]["indexing.k1"]
+
+
+def start_paused(cfg: Path, tmp_path: Path, *overrides: str) -> subprocess.Popen:
+    """Start stage 04 and return once it is inside its first write."""
+    flag = tmp_path / "paused"
+    args = [sys.executable, "-c", PAUSING_RUNNER, "04_indexing.py", "--config", str(cfg)]
+    for o in overrides:
+        args += ["--set", o]
+    proc = subprocess.Popen(args, cwd=REPO, env={**os.environ, "PAUSE_FLAG": str(flag)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not flag.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"stage 04 ended before writing: {proc.communicate()[1]}")
+        assert time.monotonic() < deadline, "stage 04 never started writing"
+        time.sleep(0.02)
+    return proc
+
+
+def temp_files(out: Path) -> list[Path]:
+    return sorted(p for p in out.iterdir() if ".tmp" in p.name)
+
+
+def test_sigkill_mid_write_leaves_the_previous_index_and_the_next_run_completes(indexed, tmp_path):
+    cfg, out = indexed
+    before = snapshot(out)
+    assert {k1_of(meta) for _, meta in before.values()} == {1.2}
+
+    proc = start_paused(cfg, tmp_path, "indexing.k1=1.5")
+    partial = temp_files(out)
+    assert partial and all(p.name.startswith("04_") for p in partial)  # written beside the output
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+    # The previous output is whole: same rows, same metadata, nothing half-replaced.
+    after = snapshot(out)
+    for name in OUTPUTS:
+        assert after[name][0].equals(before[name][0]), name
+        assert after[name][1] == before[name][1], name
+    # The killed run's temp file is a truncated Parquet file nobody will mistake for output.
+    with pytest.raises(Exception):
+        pq.read_table(partial[0])
+
+    rerun = subprocess.run([sys.executable, "04_indexing.py", "--config", str(cfg), "--set", "indexing.k1=1.5"],
+                           cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert {k1_of(meta) for _, meta in snapshot(out).values()} == {1.5}
+    rest = subprocess.run([sys.executable, "run_pipeline.py", "--config", str(cfg), "--set", "indexing.k1=1.5"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert rest.returncode == 0, rest.stderr
+    assert (out / "05_results.parquet").exists()
+
+
+def test_ctrl_c_mid_write_removes_the_temp_file_and_keeps_the_previous_index(indexed, tmp_path):
+    cfg, out = indexed
+    before = snapshot(out)
+    proc = start_paused(cfg, tmp_path, "indexing.b=0.5")
+    assert temp_files(out)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode != 0 and "previous output is unchanged" in stderr
+    assert temp_files(out) == []  # an interrupted stage cleans up after itself
+    after = snapshot(out)
+    assert all(after[n][0].equals(before[n][0]) and after[n][1] == before[n][1] for n in OUTPUTS)
