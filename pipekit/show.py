@@ -76,6 +76,8 @@ def cell(value, width: int = CELL) -> str:
     """One value as one short line: whitespace collapsed, long text shortened."""
     if value is None:
         return "null"
+    if value == "":
+        return '""'  # an empty heading is a fact worth seeing, not a blank
     if isinstance(value, float):
         return f"{value:.6g}"
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
@@ -136,8 +138,10 @@ def provenance_lines(meta: dict | None) -> list[str]:
         pairs.append(("code hash", str(inputs.pop("code"))))
     if "external" in inputs:
         external = inputs.pop("external")
-        if external is not None:
-            pairs += [(k.replace("external", "external inputs", 1), v) for k, v in flatten(external, "external")]
+        if isinstance(external, str):  # stage 01: one digest of the input files' names, sizes, mtimes
+            pairs.append(("input files", f"digest {external} (names, sizes, modification times)"))
+        elif external is not None:
+            pairs += [(k.replace("external", "input files", 1), v) for k, v in flatten(external, "external")]
     for key, value in (inputs.pop("config", None) or {}).items():
         pairs.append(("config", f"{key} = {json.dumps(value, ensure_ascii=False, default=str)}"))
     pairs += flatten(inputs, "inputs") if inputs else []
