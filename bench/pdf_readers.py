@@ -8,6 +8,8 @@ the command line, and a 600-page PDF generated into bench/out/ from the Cranfiel
 abstracts (or the sample's own text when ../shared/data is absent).  For each file it
 prints pages, the best of three wall times per reader, pages per second, and how far
 the two readers agree on the words (so that "faster" does not mean "reads less").
+The last column is stage 01's own reader (pypdfium2 plus page markers and paragraph
+detection), to show what its extra work costs.
 """
 from __future__ import annotations
 
@@ -46,7 +48,12 @@ def read_pypdf(path: Path) -> list[str]:
     return [page.extract_text() or "" for page in PdfReader(str(path)).pages]
 
 
-READERS = {"pypdfium2": read_pdfium, "pypdf": read_pypdf}
+def read_stage01(path: Path) -> list[str]:
+    """Stage 01's own reader: pypdfium2 plus page markers and paragraph gaps."""
+    sys.path.insert(0, str(REPO))
+    from pipekit.readers import read_pdf
+
+    return read_pdf(path.read_bytes())["text"].split("--- page ")[1:]
 
 
 def best_time(reader, path: Path) -> tuple[float, list[str]]:
@@ -99,17 +106,19 @@ def main(argv: list[str]) -> int:
     files += [Path(a) for a in argv]
     files.append(generated_pdf())
     print(f"{'file':42} {'pages':>5} {'pypdfium2 s':>11} {'pypdf s':>9} {'speed-up':>8} "
-          f"{'pdfium p/s':>10} {'pypdf p/s':>9} {'same words':>10}")
+          f"{'pdfium p/s':>10} {'pypdf p/s':>9} {'same words':>10} {'stage01 s':>9}")
     totals = Counter()
     for path in files:
         t_pdfium, pages_pdfium = best_time(read_pdfium, path)
         t_pypdf, pages_pypdf = best_time(read_pypdf, path)
+        t_ours, _ = best_time(read_stage01, path)
         n = len(pages_pdfium)
-        totals.update({"pages": n, "pdfium": t_pdfium, "pypdf": t_pypdf})
+        totals.update({"pages": n, "pdfium": t_pdfium, "pypdf": t_pypdf, "ours": t_ours})
         print(f"{path.name[:42]:42} {n:5d} {t_pdfium:11.3f} {t_pypdf:9.3f} {t_pypdf / t_pdfium:7.1f}x "
-              f"{n / t_pdfium:10.0f} {n / t_pypdf:9.0f} {word_agreement(pages_pdfium, pages_pypdf):9.1%}")
+              f"{n / t_pdfium:10.0f} {n / t_pypdf:9.0f} {word_agreement(pages_pdfium, pages_pypdf):9.1%} "
+              f"{t_ours:10.3f}")
     print(f"{'all files':42} {totals['pages']:5d} {totals['pdfium']:11.3f} {totals['pypdf']:9.3f} "
-          f"{totals['pypdf'] / totals['pdfium']:7.1f}x   (best of {REPEATS} runs each)")
+          f"{totals['pypdf'] / totals['pdfium']:7.1f}x {'':31} {totals['ours']:10.3f}   (best of {REPEATS} runs each)")
     return 0
 
 

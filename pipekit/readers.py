@@ -461,13 +461,55 @@ def _page_text(pdf, index: int) -> str:
         textpage = page.get_textpage()
         try:
             text = textpage.get_text_range()
+            lines = text.replace("\f", "\n").split("\r\n")
+            if len(text) == textpage.count_chars():  # else offsets are not char indexes
+                lines = _mark_paragraphs(lines, textpage)
         finally:
             textpage.close()
     finally:
         page.close()
     # PDFium ends lines with CRLF, an artefact of the extractor rather than of the file;
     # a form feed inside a page would become a false page marker in stage 02.
-    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\f", "\n")
+    return "\n".join(lines).replace("\r", "\n")
+
+
+# A gap between two lines this much larger than the page's usual line pitch is a
+# paragraph break (or a heading, or a new column).
+_PARAGRAPH_GAP = 1.3
+_MIN_LINES_FOR_PITCH = 4
+
+
+def _mark_paragraphs(lines: list[str], textpage) -> list[str]:
+    """Insert a blank line where the page leaves a vertical gap between two lines.
+
+    PDFium gives one text line per printed line and no paragraph breaks, so a page came
+    out as one long paragraph: stage 03 could only cut it between lines, mid-thought.
+    The layout still shows the paragraphs — more space between them than between lines —
+    so we measure each line's baseline (one loose character box per line: cheap) and
+    turn the wide gaps into the blank lines a Markdown or text file would have had.
+    """
+    bottoms, offset = [], 0
+    for line in lines:
+        bottom = None
+        if line.strip():
+            first = offset + (len(line) - len(line.lstrip()))
+            left, bottom_y, right, top = textpage.get_charbox(first, loose=True)
+            bottom = bottom_y if top > bottom_y else None
+        bottoms.append(bottom)
+        offset += len(line) + 2  # the CRLF PDFium generated between lines
+    pitches = [a - b for a, b in zip(bottoms, bottoms[1:]) if a is not None and b is not None and a > b]
+    if len(pitches) < _MIN_LINES_FOR_PITCH - 1:
+        return lines
+    usual = sorted(pitches)[len(pitches) // 2]
+    out, previous = [], None
+    for line, bottom in zip(lines, bottoms):
+        if bottom is not None and previous is not None and out and out[-1].strip():
+            drop = previous - bottom
+            if drop > _PARAGRAPH_GAP * usual or drop < -usual:  # a wide gap, or up to a new column
+                out.append("")
+        out.append(line)
+        previous = bottom if bottom is not None else previous
+    return out
 
 
 def _pdfium_reason(exc: Exception) -> str:
@@ -578,7 +620,7 @@ def sniff_csv_dialect(text: str) -> type[csv.Dialect] | csv.Dialect:
     if len(text) > _SNIFF_BYTES and "\n" in sample:
         sample = sample[: sample.rindex("\n")]  # a record cut in half misleads the sniffer
     try:
-        return csv.Sniffer().sniff(sample, delimiters=",;\t|:")
+        return csv.Sniffer().sniff(sample, delimiters=",;\t|")
     except csv.Error:
         return csv.excel
 

@@ -251,6 +251,16 @@ def test_pdf_pages_markers_labels_and_title(tmp_path):
     assert "3 pages" in row["note"] and row["encoding"] is None
 
 
+def test_pdf_paragraph_gaps_become_blank_lines(tmp_path):
+    first = "one two three four five six seven eight nine ten " * 6
+    second = "eleven twelve thirteen fourteen fifteen sixteen " * 7
+    row = read_one(make_pdf(tmp_path / "p.pdf", [first.strip() + "\n\n" + second.strip()]))
+    body = row["text"].split("\n", 1)[1]
+    paragraphs = [" ".join(p.split()) for p in body.split("\n\n")]
+    assert paragraphs == [" ".join(first.split()), " ".join(second.split())]
+    assert body.count("\n") > 4  # the printed lines themselves stay lines
+
+
 def test_pdf_without_labels_or_title(tmp_path):
     row = read_one(make_pdf(tmp_path / "p.pdf", ["one", "two"]))
     assert row["page_labels"] is None and row["title"] is None
