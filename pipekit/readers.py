@@ -118,7 +118,7 @@ def _walk(root: Path, root_stat: os.stat_result, include: list["_Glob"],
             entry = InputEntry(path, doc_id, list(parts))
             is_link = path.is_symlink()
             if name.startswith(".") and not hidden:
-                is_dir = path.is_dir() if not is_link else _is_dir_quiet(path)
+                is_dir = _is_dir_quiet(path)
                 entry.format = "folder" if is_dir else _extension(name)
                 entry.skip = f"hidden {'folder' if is_dir else 'file'}, not read ({_HIDDEN_HINT})"
                 entries.append(entry)
@@ -550,6 +550,8 @@ def read_html(data: bytes) -> dict:
         markdown, title = html_to_markdown(text)
     except RecursionError:
         raise Unreadable("HTML nested too deeply to convert") from None
+    except Exception as exc:  # noqa: BLE001 — a parser bug on one page must not stop the folder
+        raise Unreadable(f"HTML could not be converted ({type(exc).__name__}: {exc})") from None
     return {"text": markdown, "title": title, "encoding": encoding, "note": note}
 
 

@@ -109,6 +109,23 @@ def test_symlink_loops_and_dangling_links_are_skipped_rows(tmp_path):
     assert rows["a/doc.md"]["status"] == "ok"
 
 
+def test_an_unlistable_folder_is_an_error_row_and_the_walk_goes_on(tmp_path, monkeypatch):
+    write(tmp_path / "locked" / "secret.md", "x")
+    write(tmp_path / "open" / "a.md", "x")
+    real_scandir = os.scandir
+
+    def scandir(path):
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    rows = rows_by_id(tmp_path)
+    assert set(rows) == {"locked", "open/a.md"}
+    assert (rows["locked"]["status"], rows["locked"]["error"]) == ("error", "cannot list folder: permission denied")
+    assert rows["locked"]["format"] == "folder" and rows["locked"]["path"] == []
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
 def test_a_named_pipe_is_skipped_not_opened(tmp_path):
     os.mkfifo(tmp_path / "pipe.txt")  # opening it would block forever
