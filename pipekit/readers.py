@@ -56,6 +56,7 @@ class InputEntry:
     error: str | None = None  # reason for an `error` row found while walking (unlistable folder)
     format: str = ""      # our format name, or the bare extension for unsupported files
     n_bytes: int = 0
+    guessed: bool = False  # no extension: read as text only if the content is text
 
 
 class Unreadable(Exception):
@@ -170,9 +171,13 @@ def _file_entry(path: Path, doc_id: str, folders: list[str], st: os.stat_result,
         # Its records would need doc_ids of their own, clashing with the files' ones.
         entry.skip = ("a .jsonl file inside a folder is not read; point documents.input at it "
                       "to read it as a BEIR corpus")
+    elif not ext:
+        # README, LICENSE, TODO, Makefile: extensionless files are usually text worth
+        # reading.  read_document looks at the content before claiming it.
+        entry.format = "text"
+        entry.guessed = True
     elif ext not in FORMATS:
-        entry.skip = (f"format {ext!r} is not supported" if ext else "no file extension, format unknown") + \
-            f" (readable: {', '.join(sorted(FORMATS))})"
+        entry.skip = f"format {ext!r} is not supported (readable: {', '.join(sorted(FORMATS))})"
     return entry
 
 
@@ -297,15 +302,29 @@ def read_document(entry: InputEntry) -> dict:
     if entry.format == "beir":
         raise ValueError(f"{entry.doc_id} is a BEIR corpus: read it with iter_beir")
     try:
+        if entry.guessed and _looks_binary(entry.path):
+            row.update(status="skipped", format="", error="no file extension and the content is not text")
+            return row
         data = entry.path.read_bytes()
         row["n_bytes"] = len(data)
         row.update(_READERS[entry.format](data))
         row["status"] = "ok"
+        if entry.guessed:
+            row["note"] = "; ".join(filter(None, ["no file extension: read as plain text", row["note"]]))
     except Unreadable as exc:
-        row.update(status="error", error=str(exc), text=None)
+        if entry.guessed:  # we only guessed it was text: not being text is no error
+            row.update(status="skipped", format="", error=f"no file extension and the content is not text ({exc})")
+        else:
+            row.update(status="error", error=str(exc), text=None)
     except OSError as exc:
         row.update(status="error", error=f"cannot read file: {_strerror(exc)}", text=None)
     return row
+
+
+def _looks_binary(path: Path, sniff: int = 8192) -> bool:
+    """A NUL in the first 8 KiB: git's test, so a 2 GB extensionless binary is not read whole."""
+    with path.open("rb") as handle:
+        return b"\x00" in handle.read(sniff)
 
 
 def read_text_file(data: bytes) -> dict:

@@ -168,14 +168,25 @@ def test_glob_rules(pattern, path, is_dir, expected):
 
 def test_unsupported_and_extensionless_files_are_skipped_with_reason(tmp_path):
     write(tmp_path / "report.docx", b"PK\x03\x04")
-    write(tmp_path / "Makefile", "all:")
     write(tmp_path / "sub" / "c.jsonl", '{"_id": "1", "text": "x"}\n')
     rows = rows_by_id(tmp_path)
     assert rows["report.docx"]["format"] == "docx"
     assert rows["report.docx"]["status"] == "skipped" and "'.docx' is not supported" in rows["report.docx"]["error"]
-    assert rows["Makefile"]["status"] == "skipped" and "no file extension" in rows["Makefile"]["error"]
+    assert rows["report.docx"]["text"] is None
     assert rows["sub/c.jsonl"]["status"] == "skipped" and "BEIR" in rows["sub/c.jsonl"]["error"]
     assert all(r["text"] is None for r in rows.values())
+
+
+def test_extensionless_files_are_read_when_they_are_text(tmp_path):
+    write(tmp_path / "README", "Read me first.\n")
+    write(tmp_path / "program", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 40)
+    write(tmp_path / "latin", "caf\xe9 cr\xe8me na\xefve fa\xe7ade d\xe9j\xe0 vu, tr\xe8s chaud\n".encode("cp1252") * 3)
+    rows = rows_by_id(tmp_path)
+    assert (rows["README"]["status"], rows["README"]["format"], rows["README"]["text"]) == ("ok", "text", "Read me first.\n")
+    assert "no file extension" in rows["README"]["note"]
+    assert rows["program"]["status"] == "skipped" and rows["program"]["text"] is None
+    assert "no file extension and the content is not text" in rows["program"]["error"]
+    assert rows["latin"]["status"] == "ok" and "café" in rows["latin"]["text"]
 
 
 # --------------------------------------------------------------------------- encodings
