@@ -19,10 +19,13 @@ the query's terms and add".  What a chunk's terms are: its heading line and its 
 (a query naming a section finds passages that never repeat the section's name), plus
 its folder names counted `path_weight` times.
 
-How it stays fast: chunks are analysed a batch at a time on whole Arrow columns;
-counting is a sparse-matrix build (scipy sums duplicate (chunk, term) pairs in C); the
-term-major postings are a CSR -> CSC conversion, which is linear.  No Python loop ever
-runs per token, and only the distinct words of a batch pass through Python once.
+How it stays fast (a million passages in about a minute, bench/scale.py): chunks are
+analysed a batch at a time on whole Arrow columns; a word is stemmed the first time the
+corpus shows it, never again; counting a batch is a sparse-matrix build (scipy sums
+duplicate (chunk, term) pairs in C); the term-major postings are one CSR -> CSC
+conversion, which is linear; impacts are computed and written a block of terms at a
+time.  No Python loop ever runs per token.  Memory is the postings (int32 chunk and tf,
+float64 impact), never the text: each batch's text is dropped once it is counted.
 
 What it deliberately does not do: compress postings, prune terms, or keep positions —
 the index stays three plain tables anyone can open in pandas.
@@ -48,98 +51,182 @@ def indexed_texts(batch: pa.RecordBatch) -> pa.Array:
 
 
 def path_tokens(analyzer: Analyzer, paths: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """Terms of each chunk's folder names, with the chunk each belongs to."""
+    """Lower-cased runs of each chunk's folder names, with the chunk each belongs to."""
     folders = pc.list_flatten(paths)
     owner = np.asarray(pc.list_parent_indices(paths), dtype=np.int64)
-    terms, folder_of_term = analyzer.tokens(folders)
-    return terms, owner[folder_of_term]
+    words, folder_of_word = analyzer.runs(folders)
+    return words, owner[folder_of_word]
 
 
 class Vocabulary:
-    """Term -> id, growing batch by batch. Only distinct words of a batch touch Python."""
+    """Word ids batch by batch, turned into term ids once, at the end.
 
-    def __init__(self):
-        self.ids: dict[str, int] = {}
+    Each batch numbers its own distinct words (one hash pass in Arrow) and is counted
+    against those local ids.  Only when every batch is in are the local dictionaries
+    merged and each distinct word of the corpus analysed once (length, stopwords, stem
+    depend on the word alone): a million passages repeat a few hundred thousand words,
+    and only those ever reach Python or Snowball.  Looking words up in a growing global
+    table per batch instead cost as much again as the tokenizing.
+    """
 
-    def encode(self, terms: pa.Array) -> np.ndarray:
-        encoded = pc.dictionary_encode(terms)
-        local = [self.ids.setdefault(w, len(self.ids)) for w in encoded.dictionary.to_pylist()]
-        return np.asarray(local, dtype=np.int64)[np.asarray(encoded.indices, dtype=np.int64)]
+    def __init__(self, analyzer: Analyzer):
+        self.analyzer = analyzer
+        self.dictionaries: list[pa.Array] = []
+        self.size = 0  # local ids handed out so far, over all batches
 
-    def sorted_terms(self) -> tuple[list[str], np.ndarray]:
-        """Terms in alphabetical order, and old id -> new id (a sorted table reads better)."""
-        terms = sorted(self.ids)
-        remap = np.empty(len(terms), dtype=np.int64)
-        remap[[self.ids[t] for t in terms]] = np.arange(len(terms))
-        return terms, remap
+    def encode_batch(self, words: pa.Array) -> np.ndarray:
+        """Batch-local word ids, offset so that they are unique across batches."""
+        encoded = pc.dictionary_encode(words)
+        ids = np.asarray(encoded.indices, dtype=np.int32) + np.int32(self.size)
+        self.dictionaries.append(encoded.dictionary)
+        self.size += len(encoded.dictionary)
+        return ids
+
+    def term_of_local(self) -> tuple[pa.Array, np.ndarray]:
+        """The sorted terms, and for each local word id its term's index (-1: not a term)."""
+        words = pc.dictionary_encode(pa.concat_arrays(self.dictionaries)) if self.dictionaries else None
+        self.dictionaries = []
+        if words is None or len(words.dictionary) == 0:
+            return pa.array([], pa.string()), np.zeros(0, dtype=np.int32)
+        terms = pc.dictionary_encode(pa.array(self.analyzer.terms_of_words(words.dictionary), pa.string()))
+        # Alphabetical term ids (Arrow sorts UTF-8 bytes, which is code-point order): a sorted table reads better.
+        order = np.asarray(pc.sort_indices(terms.dictionary))
+        rank = np.empty(len(order) + 1, dtype=np.int32)
+        rank[order] = np.arange(len(order), dtype=np.int32)
+        rank[-1] = -1  # where the analyzer dropped the word
+        term_index = np.asarray(pc.fill_null(terms.indices, len(order)), dtype=np.int64)
+        term_of_word = rank[term_index]
+        return terms.dictionary.take(pa.array(order)), term_of_word[np.asarray(words.indices)]
 
 
-def count_batch(analyzer: Analyzer, vocab: Vocabulary, batch: pa.RecordBatch,
-                path_weight: int) -> sparse.csr_matrix:
-    """Term frequencies of one batch of chunks: rows are chunks, columns term ids."""
-    terms, rows = analyzer.tokens(indexed_texts(batch))
-    weights = np.ones(len(terms), dtype=np.int64)
+def count_batch(vocab: Vocabulary, batch: pa.RecordBatch, path_weight: int):
+    """Word counts of one batch of chunks: rows are chunks, columns local word ids (CSR)."""
+    analyzer = vocab.analyzer
+    words, rows = analyzer.runs(indexed_texts(batch))
+    weights = np.ones(len(words), dtype=np.int32)
     if path_weight > 0 and "path" in batch.schema.names:
-        p_terms, p_rows = path_tokens(analyzer, batch.column("path"))
-        terms = pa.concat_arrays([terms, p_terms]) if len(p_terms) else terms
-        rows = np.concatenate([rows, p_rows])
-        weights = np.concatenate([weights, np.full(len(p_rows), path_weight, dtype=np.int64)])
-    cols = vocab.encode(terms) if len(terms) else np.zeros(0, dtype=np.int64)
-    # COO -> CSR sums duplicate (chunk, term) entries: that sum *is* the term frequency.
-    shape = (batch.num_rows, max(len(vocab.ids), 1))
-    return sparse.coo_matrix((weights, (rows, cols)), shape=shape).tocsr()
+        p_words, p_rows = path_tokens(analyzer, batch.column("path"))
+        if len(p_words):
+            words = pa.concat_arrays([words, p_words])
+            rows = np.concatenate([rows, p_rows])
+            weights = np.concatenate([weights, np.full(len(p_rows), path_weight, dtype=np.int32)])
+    start = vocab.size
+    cols = vocab.encode_batch(words) - np.int32(start)
+    # COO -> CSR sums duplicate (chunk, word) entries: that sum *is* the word's frequency.
+    shape = (batch.num_rows, max(vocab.size - start, 1))
+    counts = sparse.coo_matrix((weights, (rows.astype(np.int32), cols)), shape=shape).tocsr()
+    return counts.indices.astype(np.int32, copy=False) + np.int32(start), counts.data.astype(np.int32, copy=False), \
+        np.diff(counts.indptr)
 
 
-def bm25_impacts(tf: sparse.csr_matrix, k1: float, b: float):
-    """idf per term, length per chunk, and the BM25 impact of every posting (SPEC)."""
-    n_chunks = tf.shape[0]
-    lengths = np.asarray(tf.sum(axis=1)).ravel().astype(np.int64)
-    avgdl = float(lengths.mean()) if n_chunks else 0.0
-    df = np.bincount(tf.indices, minlength=tf.shape[1]).astype(np.int64)
-    idf = np.log1p((n_chunks - df + 0.5) / (df + 0.5))
-    row_of = np.repeat(np.arange(n_chunks), np.diff(tf.indptr))
-    tfv = tf.data.astype(np.float64)
-    # With no terms at all avgdl is 0; there are then no postings to normalise either.
-    norm = k1 * (1 - b + b * lengths[row_of] / avgdl) if avgdl > 0 else np.zeros(0)
-    impact = idf[tf.indices] * tfv * (k1 + 1) / (tfv + norm)
-    return df, idf, lengths, avgdl, impact
+def merge_adjacent(indptr: np.ndarray, chunk: np.ndarray, tf: np.ndarray):
+    """Sum postings of one term in one chunk that sit next to each other (term-major order).
+
+    Two words of a chunk can be one term ("running", "runs" -> "run"); after the CSC
+    conversion their postings are neighbours, since within a term chunks stay in order.
+    """
+    dup = np.zeros(len(chunk), dtype=bool)
+    dup[1:] = chunk[1:] == chunk[:-1]
+    dup[indptr[:-1][indptr[:-1] < len(chunk)]] = False  # a term's first posting starts a group
+    if not dup.any():
+        return indptr, chunk, tf
+    first = np.flatnonzero(~dup)
+    tf = np.add.reduceat(tf, first).astype(np.int32, copy=False)
+    groups = np.concatenate([[0], np.cumsum(~dup)])
+    return groups[indptr].astype(indptr.dtype), chunk[first], tf
+
+
+def idf_of(df: np.ndarray, n_chunks: int) -> np.ndarray:
+    return np.log1p((n_chunks - df + 0.5) / (df + 0.5))
+
+
+def impacts(idf_t: np.ndarray, tf: np.ndarray, norm_c: np.ndarray, k1: float) -> np.ndarray:
+    """SPEC's BM25 term weight for postings with these idf, tf and chunk norms (float64)."""
+    tfv = tf.astype(np.float64)
+    return idf_t * tfv * (k1 + 1) / (tfv + norm_c)
 
 
 def build_index(batches, analyzer: Analyzer, k1: float, b: float, path_weight: int, progress=iter):
     """All of stage 04 without the I/O: chunk batches in, the three tables out."""
-    vocab = Vocabulary()
-    pieces, meta_cols = [], []
-    for batch in progress(batches):
-        pieces.append(count_batch(analyzer, vocab, batch, path_weight))
-        meta_cols.append(batch.select(["chunk_id", "doc_id", "heading", "page_start", "page_end"]))
-    n_terms = len(vocab.ids)
-    # Earlier batches knew fewer terms: widen them all to the final vocabulary, then stack.
-    pieces = [sparse.csr_matrix((p.data, p.indices, p.indptr), shape=(p.shape[0], n_terms))
-              for p in pieces]
-    tf = sparse.vstack(pieces, format="csr") if pieces else sparse.csr_matrix((0, n_terms), dtype=np.int64)
-    terms, remap = vocab.sorted_terms()
-    tf = sparse.csr_matrix((tf.data, remap[tf.indices], tf.indptr), shape=tf.shape)
-    df, idf, lengths, avgdl, impact = bm25_impacts(tf, k1, b)
+    terms, blocks, chunks, stats = build_index_blocks(batches, analyzer, k1, b, path_weight, progress)
+    postings = pa.concat_tables([POSTINGS_SCHEMA.empty_table(), *blocks])
+    return terms, postings, chunks, stats
 
-    # Term-major order: CSR -> CSC moves each posting once. Carry the posting's position
-    # through the conversion (as 1-based data, since a 0 could be dropped as "empty").
-    order = sparse.csr_matrix((np.arange(1, tf.nnz + 1), tf.indices, tf.indptr), shape=tf.shape).tocsc()
-    perm = order.data - 1
-    term_of = np.repeat(np.arange(n_terms, dtype=np.int32), np.diff(order.indptr))
-    postings = pa.table({
-        "term_id": pa.array(term_of, pa.int32()),
-        "chunk": pa.array(order.indices.astype(np.int32)),
-        "tf": pa.array(tf.data[perm].astype(np.int32)),
-        "impact": pa.array(impact[perm], pa.float64()),
-    })
+
+def build_index_blocks(batches, analyzer: Analyzer, k1: float, b: float, path_weight: int, progress=iter):
+    """`build_index` with the postings as an iterator of tables, one block of terms each,
+    so the float64 impacts of a million chunks never sit in memory all at once."""
+    vocab = Vocabulary(analyzer)
+    indices, data, row_nnz, meta_cols = [], [], [], []
+    for batch in progress(batches):
+        ids, counts, nnz = count_batch(vocab, batch, path_weight)
+        indices.append(ids)
+        data.append(counts)
+        row_nnz.append(nnz)
+        meta_cols.append(batch.select(["chunk_id", "doc_id", "heading", "page_start", "page_end"]))
+    cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)
+    indices, data, row_nnz = cat(indices, np.int32), cat(data, np.int32), cat(row_nnz, np.int64)
+    n = len(row_nnz)
+    terms, term_of_local = vocab.term_of_local()
+    n_terms = len(terms)
+    np.take(term_of_local, indices, out=indices)  # local word id -> term id, in place
+    # Words the analyzer drops (stopwords, one letter) leave the matrix; rows shrink.
+    is_term = indices >= 0
+    if not is_term.all():
+        kept = np.concatenate([[0], np.cumsum(is_term)])
+        row_nnz = np.diff(kept[np.concatenate([[0], np.cumsum(row_nnz)])])
+        indices, data = indices[is_term], data[is_term]
+    del is_term
+    nnz = len(indices)
+    # int32 positions while they fit (scipy keeps int32 indices only if indptr is int32 too).
+    idx_t = np.int32 if nnz < 2**31 - 1 else np.int64
+    indptr = np.zeros(n + 1, dtype=idx_t)
+    np.cumsum(row_nnz, out=indptr[1:])
+    lengths = np.zeros(n, dtype=np.int64)
+    nonempty = row_nnz > 0
+    if nnz:
+        lengths[nonempty] = np.add.reduceat(data, indptr[:-1][nonempty]).astype(np.int64)
+
+    # Term-major order: CSR -> CSC moves each posting once (a counting sort, so within a
+    # term the chunks stay in corpus order). The chunk-major copy is dropped right after.
+    csr = sparse.csr_matrix((data, indices, indptr), shape=(n, max(n_terms, 1)), copy=False)
+    del data, indices
+    csc = csr.tocsc()
+    del csr
+    col_ptr, chunk_of, tf_of = merge_adjacent(csc.indptr, csc.indices, csc.data)
+    del csc
+    nnz = len(chunk_of)
+    df = np.diff(col_ptr).astype(np.int64)[:n_terms]
+    idf = idf_of(df, n)
+    avgdl = float(lengths.mean()) if n else 0.0
+    # With no terms at all avgdl is 0; there are then no postings to normalise either.
+    norm = k1 * (1 - b + b * lengths / avgdl) if avgdl > 0 else np.zeros(n)
+
+    def posting_blocks(target: int = 1 << 21):
+        t0 = 0
+        while t0 < n_terms:
+            # Whole terms per block, about `target` postings each (one very common term alone).
+            t1 = int(np.searchsorted(col_ptr, col_ptr[t0] + target, side="right"))
+            t1 = min(max(t1 - 1, t0 + 1), n_terms)
+            lo, hi = int(col_ptr[t0]), int(col_ptr[t1])
+            term_of = np.repeat(np.arange(t0, t1, dtype=np.int32), df[t0:t1])
+            chunk = chunk_of[lo:hi]
+            tf = tf_of[lo:hi]
+            yield pa.table({
+                "term_id": pa.array(term_of, pa.int32()),
+                "chunk": pa.array(chunk.astype(np.int32, copy=False)),
+                "tf": pa.array(tf.astype(np.int32, copy=False)),
+                "impact": pa.array(impacts(idf[term_of], tf, norm[chunk], k1), pa.float64()),
+            })
+            t0 = t1
+
     term_table = pa.table({
         "term_id": pa.array(np.arange(n_terms, dtype=np.int32)),
-        "term": pa.array(terms, pa.string()),
+        "term": terms,
         "df": pa.array(df.astype(np.int32)),
         "idf": pa.array(idf, pa.float64()),
     })
     chunks = pa.Table.from_batches(meta_cols) if meta_cols else None
-    n = tf.shape[0]
     chunk_table = pa.table({
         "chunk": pa.array(np.arange(n, dtype=np.int32)),
         "chunk_id": chunks.column("chunk_id") if chunks else pa.array([], pa.string()),
@@ -150,8 +237,12 @@ def build_index(batches, analyzer: Analyzer, k1: float, b: float, path_weight: i
         "length": pa.array(lengths.astype(np.int32)),
     })
     stats = {"N": n, "avgdl": avgdl, "k1": k1, "b": b, "n_terms": n_terms,
-             "n_postings": int(tf.nnz), "analyzer": analyzer.settings(), "path_weight": path_weight}
-    return term_table, postings, chunk_table, stats
+             "n_postings": int(nnz), "analyzer": analyzer.settings(), "path_weight": path_weight}
+    return term_table, posting_blocks(), chunk_table, stats
+
+
+POSTINGS_SCHEMA = pa.schema([("term_id", pa.int32()), ("chunk", pa.int32()), ("tf", pa.int32()),
+                             ("impact", pa.float64())])
 
 
 def run(ctx) -> None:
@@ -160,13 +251,15 @@ def run(ctx) -> None:
     columns = ["chunk_id", "doc_id", "heading", "path", "text", "page_start", "page_end"]
     batches = ctx.iter_upstream(columns, batch_size=BATCH)
     n_batches = -(-ctx.upstream_rows // BATCH)
-    terms, postings, chunks, stats = build_index(
+    terms, postings, chunks, stats = build_index_blocks(
         batches, analyzer, sec["k1"], sec["b"], sec["path_weight"],
         progress=lambda it: ctx.progress(it, total=n_batches, desc="04 indexing", unit="batch"))
     meta = {"corpus": stats}
     ctx.write_table("04_chunks.parquet", chunks, meta)
     ctx.write_table("04_terms.parquet", terms, meta)
-    ctx.write_table("04_postings.parquet", postings, meta)
+    with ctx.sink("04_postings.parquet", POSTINGS_SCHEMA, meta) as sink:
+        for block in postings:
+            sink.write(block)
     ctx.note(f"N={stats['N']:,} chunks, {stats['n_terms']:,} terms, {stats['n_postings']:,} postings, "
              f"avgdl={stats['avgdl']:.1f}, k1={stats['k1']}, b={stats['b']}, analyzer={stats['analyzer']}")
 
