@@ -161,3 +161,20 @@ def test_a_malformed_qrels_file_stops_the_stage_before_it_writes(indexed, tmp_pa
     proc = run_script("05_retrieval.py", "--config", str(cfg), check=False)
     assert proc.returncode == 1 and "bad.tsv line 2" in proc.stderr
     assert (out / "05_results.parquet").stat().st_mtime_ns == before
+
+
+def test_queries_use_the_analyzer_the_index_recorded(tmp_path):
+    (tmp_path / "out").mkdir()
+    chunks_file(tmp_path / "out")
+    cfg = write_config(tmp_path, indexing={"stemmer": "none", "stopwords": "none"},
+                       retrieval={"queries": ["releases"]})
+    run_script("04_indexing.py", "--config", str(cfg))
+    # config.yaml now says "stem", but the index holds unstemmed terms: "releases" must not
+    # be stemmed to "releas" (which would find nothing), nor match "release".
+    proc = run_script("05_retrieval.py", "--config", str(cfg), "--set", "indexing.stemmer=english")
+    assert "no chunk contains any of its terms" in proc.stdout
+    cfg2 = write_config(tmp_path, indexing={"stemmer": "none", "stopwords": "none"},
+                        retrieval={"queries": ["release"]})
+    run_script("05_retrieval.py", "--config", str(cfg2), "--set", "indexing.stemmer=english")
+    res = pq.read_table(tmp_path / "out" / "05_results.parquet").to_pandas()
+    assert set(res.chunk_id) == {"a#0", "c#3", "d#4"}
