@@ -380,6 +380,11 @@ def decode_text(data: bytes, declared: str | None = None) -> tuple[str, str, str
         return _checked(text, "utf-8", None, data)
     if b"\x00" in data:
         raise Unreadable("binary file" + _utf16_hint(data))
+    mostly = _mostly_utf8(data)
+    if mostly is not None:
+        text, bad = mostly
+        return _checked(text, "utf-8", f"{bad} invalid UTF-8 sequence{'s' if bad > 1 else ''} "
+                        f"(first at byte {bad_at}) replaced by U+FFFD", data)
     if declared:
         try:
             return _checked(data.decode(declared), codecs.lookup(declared).name,
@@ -387,11 +392,32 @@ def decode_text(data: bytes, declared: str | None = None) -> tuple[str, str, str
         except (LookupError, UnicodeDecodeError):
             pass
     codec = _detect(data)
-    if codec is None:
+    try:
+        text = data.decode(codec) if codec else None
+    except UnicodeDecodeError:  # charset-normalizer judges samples; the whole file may disagree
+        text = None
+    if text is None:
         raise Unreadable(f"undecodable: not UTF-8 (invalid byte at offset {bad_at}) and no "
                          "other encoding fits")
-    return _checked(data.decode(codec), codec,
-                    f"not UTF-8; encoding {codec} detected by charset-normalizer", data)
+    return _checked(text, codec, f"not UTF-8; encoding {codec} detected by charset-normalizer", data)
+
+
+_NON_ASCII = re.compile("[^\x00-\x7f]")
+
+
+def _mostly_utf8(data: bytes) -> tuple[str, int] | None:
+    """(text, number of bad sequences) when the bytes are UTF-8 with a few bad ones.
+
+    A UTF-8 file with one stray Windows-1252 byte pasted in, or cut off in the middle of
+    a character, is still a UTF-8 file: handing it to the detector instead would decode
+    every one of its good accented letters as mojibake.  The test: valid multi-byte
+    sequences outnumber the invalid ones ten to one (a real cp1252 file forms valid
+    UTF-8 sequences only by accident, so it has next to none).
+    """
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd")
+    good = len(_NON_ASCII.findall(text)) - bad
+    return (text, bad) if good >= 10 * bad else None
 
 
 def _checked(text: str, encoding: str, note: str | None, data: bytes) -> tuple[str, str, str | None]:

@@ -214,6 +214,15 @@ def test_detected_non_western_encodings(tmp_path):
     assert row["text"] == russian and "charset-normalizer" in row["note"]
 
 
+def test_utf8_with_a_few_bad_bytes_stays_utf8(tmp_path):
+    good = "Grüße aus Köln, naïve café, déjà vu — “quoted”. " * 5
+    data = good.encode("utf-8") + b"one stray cp1252 byte: \x93 here. " + good.encode("utf-8")
+    row = read_one(write(tmp_path / "mixed.txt", data + "é".encode("utf-8")[:1]))  # and cut mid-character
+    assert row["status"] == "ok" and row["encoding"] == "utf-8"
+    assert row["text"].count(good) == 2 and row["text"].count("\ufffd") == 2
+    assert "2 invalid UTF-8 sequences" in row["note"]
+
+
 def test_random_bytes_are_a_binary_file_error(tmp_path):
     data = bytes((i * 7919 + 13) % 256 for i in range(4096))  # every byte value, NULs included
     row = read_one(write(tmp_path / "blob.txt", data))
