@@ -141,3 +141,34 @@ def test_no_script_text_in_any_chunk(hostile_run):
     assert texts and not any(SCRIPT_MARKER in t for t in texts)
     html = [t for t in texts if "Kept heading" in t]
     assert html and "nested text" in " ".join(html)
+
+
+# --------------------------------------------------------------------------- fuzzing the readers
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from pipekit.readers import COLUMNS, list_inputs, read_document  # noqa: E402
+
+_HTML_BITS = ["<p>", "</p>", "<h2>", "</h2>", "<ul><li>", "</li>", "<table><tr><td>", "</td>", "<pre><code>",
+              "</code></pre>", "<script>", "</script>", "<!--", "-->", "<title>", "<nav>", "<", ">", "&amp;", "|",
+              "# ", "\n", "text ", "é", "\x00"]
+
+
+def _fuzz_bytes():
+    html = st.lists(st.sampled_from(_HTML_BITS), max_size=40).map(lambda xs: "".join(xs).encode("utf-8", "surrogatepass"))
+    text = st.text(max_size=300).map(lambda t: t.encode("utf-8", "surrogatepass"))
+    return st.one_of(st.binary(max_size=600), html, text,
+                     st.builds(lambda b, n: b"%PDF-1.4\n" + b * n, st.binary(min_size=1, max_size=40), st.integers(1, 20)))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=_fuzz_bytes(), ext=st.sampled_from([".md", ".txt", ".pdf", ".html", ".csv", ""]))
+def test_any_bytes_under_any_name_give_a_row_never_an_exception(tmp_path, data, ext):
+    path = tmp_path / f"fuzz{ext}"
+    path.write_bytes(data)
+    [entry] = list_inputs(path, [], [], False)
+    row = read_document(entry)
+    assert tuple(row) == COLUMNS and row["status"] in ("ok", "error", "skipped")
+    assert (row["text"] is None) == (row["status"] != "ok")
+    assert (row["error"] is None) == (row["status"] == "ok")
