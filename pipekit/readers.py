@@ -628,6 +628,11 @@ def _converter():
         def convert_th(self, el, text, parent_tags):
             return super().convert_th(el, text.replace("|", r"\|"), parent_tags)
 
+        # An image is its alt text: its address is not searchable content, and a saved
+        # page's inline `data:` images are tens of kilobytes of base64 in one "word".
+        def convert_img(self, el, text, parent_tags):
+            return " ".join((el.get("alt") or "").split())
+
         # A paragraph that begins "# 5 reasons" must not become a heading in stage 03.
         def escape(self, text, parent_tags):
             return markdownify.re_escape_misc_hashes.sub(r"\1\\\2", super().escape(text, parent_tags))

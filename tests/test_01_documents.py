@@ -414,6 +414,13 @@ def test_html_without_a_closing_head_keeps_its_body(tmp_path):
     assert "SCRIPT-TEXT" not in row["text"] and "T\n" not in row["text"]
 
 
+def test_html_images_become_their_alt_text(tmp_path):
+    page = ('<p>Before <img src="data:image/png;base64,' + "QUFB" * 5000 + '" alt="the  pump diagram"> after '
+            '<img src="x.png"></p>')
+    row = read_one(write(tmp_path / "i.html", page))
+    assert row["text"] == "Before the pump diagram after\n"
+
+
 def test_html_meta_charset_is_used_when_not_utf8(tmp_path):
     page = '<html><head><meta charset="windows-1252"><title>Caf\xe9</title></head><body><p>cr\xe8me</p></body></html>'
     row = read_one(write(tmp_path / "c.html", page.encode("cp1252")))
