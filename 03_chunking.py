@@ -260,7 +260,7 @@ class _Scanner:
         if self.child_kind == "item":
             return self.child.lazy_ok()
         if self.child_kind == "quote":
-            return not self.quote_empty  # markdown-it: any lazy line after a non-empty `>` line
+            return not self.quote_empty and self.child.lazy_ok()
         return self.leaf == PARA
 
     def close(self) -> None:
@@ -286,6 +286,16 @@ class _Scanner:
         self.leaf = None
         self.cur = None
 
+    def _quote_line(self, s: str, ind: int, i: int) -> None:
+        rest = s[ind + 1:]
+        if rest[:1] == " ":
+            rest = rest[1:]
+        self.quote_empty = rest.strip(" \t") == ""
+        if self.quote_empty:
+            self.child.blank(i)
+        else:
+            self.child.feed(rest, i, None)
+
     def feed(self, s: str, i: int, nxt: str | None) -> None:
         """One non-blank line `s` (tabs expanded, no line end); `nxt` is the next line when
         a table could start here (only looked at for lines containing `|`)."""
@@ -304,10 +314,11 @@ class _Scanner:
                     return
             else:
                 if ind < 4 and s[ind] == ">":
-                    self.quote_empty = s[ind + 1:].strip(" \t") == ""
+                    self._quote_line(s, ind, i)
                     self._extend(i)
                     return
-                if not self.quote_empty and not _interrupts(s):
+                # A lazy line continues a paragraph inside the quote, and nothing else.
+                if not self.quote_empty and self.child.lazy_ok() and not _interrupts(s):
                     self._extend(i)
                     return
             self.close()
@@ -367,7 +378,8 @@ class _Scanner:
         elif c == ">":
             self.leaf = None
             self.child_kind = "quote"
-            self.quote_empty = s[ind + 1:].strip(" \t") == ""
+            self.child = _Scanner()
+            self._quote_line(s, ind, i)
             self._open("quote", i)
             return
         elif c == "<":
@@ -446,6 +458,8 @@ def scan_blocks(lines: list[str], first: int, markers: bool) -> tuple[list, list
     a fence or a raw HTML block, whose content it is."""
     blocks: list = []
     marks: list = []
+    held: list = []  # marker lines met while a block that may continue was open
+    held_rec = held_at = None
     top = _Scanner(blocks)
     n = len(lines)
     special = _SPECIAL_FIRST
@@ -470,19 +484,37 @@ def scan_blocks(lines: list[str], first: int, markers: bool) -> tuple[list, list
             continue
         if markers and c == "-" and s.startswith("--- page ") and _MARKER.fullmatch(s):
             marks.append((i, int(_MARKER.fullmatch(s).group(1))))
-            inside = top.child_kind is None and (top.leaf == FENCE or (top.leaf == HTML and top.html_end is not None))
-            if inside:
-                top._extend(i)
+            if top.child_kind is None and (top.leaf == FENCE or (top.leaf == HTML and top.html_end is not None)):
+                top._extend(i)  # inside a fence or raw HTML the marker line is content
+                continue
+            top.blank(i)
+            if top.cur is None:
+                blocks.append(["marker", i, i + 1, None])
             else:
-                top.blank(i)
-                if top.child_kind is None:
-                    blocks.append(["marker", i, i + 1, None])
-                elif top.cur is not None:
-                    top._extend(i)
+                # A list item or indented code may go on after the break: the marker is
+                # inside it if it does, a block of its own if it does not.
+                if not held:
+                    held_rec, held_at = top.cur, len(blocks)
+                held.append(i)
+            continue
+        if held:
+            _settle(blocks, held, held_rec, held_at, top, s, i, lines)
+            held = []
             continue
         nxt = _norm(lines[i + 1]) if "|" in s and i + 1 < n else None
         top.feed(s, i, nxt)
+    if held:
+        blocks[held_at:held_at] = [["marker", j, j + 1, None] for j in held]
     return blocks, marks
+
+
+def _settle(blocks, held, rec, at, top, s, i, lines) -> None:
+    """Feed line i, then place the held marker lines inside `rec` or as their own blocks."""
+    n = len(lines)
+    nxt = _norm(lines[i + 1]) if "|" in s and i + 1 < n else None
+    top.feed(s, i, nxt)
+    if rec[2] <= held[0]:  # the block ended before the markers
+        blocks[at:at] = [["marker", j, j + 1, None] for j in held]
 
 
 # --------------------------------------------------------------------------------------
@@ -543,11 +575,12 @@ def plain_heading(raw: str) -> str:
 class _Unit:
     """A piece of source that goes into a chunk whole: a block or a piece of one."""
 
-    __slots__ = ("start", "end", "words", "prefix", "suffix", "heading")
+    __slots__ = ("start", "end", "words", "prefix", "suffix", "heading", "path")
 
     def __init__(self, start, end, words, prefix="", suffix="", heading=False):
         self.start, self.end, self.words = start, end, words
         self.prefix, self.suffix, self.heading = prefix, suffix, heading
+        self.path = None  # a heading unit's heading_path
 
 
 class _Doc:
@@ -672,7 +705,10 @@ def _pieces(doc: _Doc, atoms, cap_first: int, cap: int, prefix: str, suffix: str
     cur_s = cur_e = -1
     cur_w = 0
     limit = cap_first
+    fresh = False
     for a, b, w in atoms:
+        if not out and cur_s < 0 and cap_first < cap and doc.size(w, a, b) > cap_first:
+            limit, fresh = cap, True  # not even one line fits the room left: start afresh
         if cur_s >= 0 and doc.size(cur_w + w, cur_s, b) > limit:
             out.append(_Unit(cur_s, cur_e, cur_w))
             cur_s, cur_w, limit = -1, 0, cap
@@ -686,6 +722,8 @@ def _pieces(doc: _Doc, atoms, cap_first: int, cap: int, prefix: str, suffix: str
             u.prefix = prefix
         if k < len(out) - 1:
             u.suffix = suffix
+    if fresh and out:
+        out[0].prefix = "fresh"  # a signal to _pack, replaced there
     return out
 
 
@@ -709,7 +747,7 @@ def _split_block(doc: _Doc, block, room: int) -> list[_Unit]:
         # The opening line rides with the first content line, the closing one with the
         # last, so the atoms leave room for both.
         edge = _extra_size(doc, prefix) + (_extra_size(doc, lines[end - 1]) if closed else 0)
-        atoms = list(doc.atoms(first + 1, inner_end, max(1, min(cap, cap_first) - edge)))
+        atoms = list(doc.atoms(first + 1, inner_end, max(1, cap - edge)))
         if not atoms:
             return [_Unit(doc.starts[first], doc.line_end(end - 1), doc.words(doc.starts[first], doc.line_end(end - 1)))]
         open_a = (doc.starts[first], atoms[0][1], atoms[0][2] + len(opening.split()))
@@ -725,10 +763,25 @@ def _split_block(doc: _Doc, block, room: int) -> list[_Unit]:
         atoms = list(doc.atoms(first + 2, end, max(1, cap)))
         hw = doc.words(doc.starts[first], head_end)
         atoms[0] = (doc.starts[first], atoms[0][1], atoms[0][2] + hw)
-        if cap > 0:
+        reserve = measure(*doc.cont_reserve, doc.s.unit)
+        if _extra_size(doc, header) + reserve <= target // 2:
             return _pieces(doc, atoms, max(1, room), cap, header, "")
-        # A header larger than the budget cannot be repeated within it: plain line cuts.
-    return _pieces(doc, doc.atoms(first, end, max(1, min(room, target))), max(1, room), max(1, target), "", "")
+        # Header rows taking over half the budget would crowd out the rows they label:
+        # such a table is cut between lines like any other block.
+    return _pieces(doc, doc.atoms(first, end, max(1, target)), max(1, room), max(1, target), "", "")
+
+
+def _lstrip_start(text: str, a: int, b: int) -> int:
+    while a < b and text[a].isspace():
+        a += 1
+    return a
+
+
+def _rstrip_end(text: str, a: int, b: int) -> int:
+    """End of [a, b) without trailing whitespace."""
+    while b > a and text[b - 1].isspace():
+        b -= 1
+    return b
 
 
 def _extra_size(doc: _Doc, extra: str) -> int:
@@ -747,9 +800,24 @@ def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
         return doc.size(cur_w + extra_w, cur[0].start, cur[-1].end if end is None else end,
                         cur[0].prefix + suffix)
 
-    for u, block in zip(units, blocks_of):
+    work = list(zip(units, blocks_of))
+    work.reverse()
+    while work:
+        u, block = work.pop()
         alone = doc.size(u.words, u.start, u.end, u.prefix + u.suffix)
         if alone > mx and block is not None:
+            bs, be = doc.starts[block[1]], doc.line_end(block[2] - 1)
+            if bs > u.start or be < u.end:
+                # Too big with the page-marker lines attached to it: the markers go in units
+                # of their own, so a fence within max is still never cut.
+                parts = [(u.start, bs), (bs, be), (be, u.end)]
+                for k, (a, b) in reversed(list(enumerate(parts))):
+                    a, b = _lstrip_start(doc.text, a, b), _rstrip_end(doc.text, a, b)
+                    if a < b:
+                        part = _Unit(a, b, doc.words(a, b), heading=u.heading)
+                        part.path = u.path if k == 1 else None
+                        work.append((part, block if k == 1 else None))
+                continue
             heading_only = bool(cur) and all(x.heading for x in cur)
             if cur and not heading_only:
                 chunks.append(cur)
@@ -760,9 +828,10 @@ def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
                     chunks.append(cur)
                 cur, cur_w, room = [], 0, target
             pieces = _split_block(doc, block, room)
-            if u.start < pieces[0].start:  # page-marker lines that were attached in front
-                pieces[0].words += doc.words(u.start, pieces[0].start)
-                pieces[0].start = u.start
+            if pieces and pieces[0].prefix == "fresh":  # its first line does not fit beside the heading
+                pieces[0].prefix = ""
+                chunks.append(cur)
+                cur, cur_w = [], 0
             if cur and pieces:
                 # the heading line opens the block's first piece
                 pieces[0].start = cur[0].start
@@ -844,7 +913,9 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
 
     def flush():
         for chunk in _pack(doc, sec_units, sec_blocks):
-            out.append(_emit(doc, chunk, sec_path, not out))
+            # A chain of headings too big for one chunk: each piece under its own heading.
+            heads = [x.path for x in chunk if x.path is not None]
+            out.append(_emit(doc, chunk, heads[-1] if heads else sec_path, not out))
 
     for b in blocks:
         kind = b[0]
@@ -875,7 +946,7 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
                     flush()
                 sec_units, sec_blocks = [u], [b]
                 heading_only = True
-            sec_path = _heading_path(list(levels), list(base))
+            sec_path = u.path = _heading_path(list(levels), list(base))
             last_level = level
             continue
         sec_units.append(u)
