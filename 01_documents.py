@@ -11,14 +11,18 @@ What a row says:
 - `status` is `ok` (text holds the document), `error` (it could not be read: `error`
   names the problem — binary, undecodable, encrypted or corrupt PDF, permission denied)
   or `skipped` (deliberately not read: `error` says why — unsupported format, hidden,
-  excluded, a symlink loop or a dangling link).  A bad file never stops the run,
-  because one broken file in a folder of thousands must not cost the other thousands.
+  excluded, a symlink loop, a dangling link, a named pipe, an extensionless file that
+  is not text).  A hidden or excluded *folder* is one skipped row, not entered.  A bad
+  file never stops the run, because one broken file in a folder of thousands must not
+  cost the other thousands.
 - `format` is markdown, text, pdf, html, csv or beir; for a skipped file, its extension.
 - PDFs get a `--- page N ---` line before each page (N physical, from 1), so stage 03
   can tell every chunk its pages; the PDF's own page labels go to `page_labels`.
 - HTML arrives as Markdown, so headings, lists, tables and code keep their structure.
 - CSV keeps its original text: stage 03 cuts between its records and must be able to
-  point at exact character spans.
+  point at exact character spans.  A malformed CSV (ragged rows, an unclosed quote) is
+  still `ok` — its text is readable — with the problem in `note`.
+- Files without an extension (README, LICENSE) are read as plain text if they are text.
 - `encoding` is the codec the bytes were decoded with; `note` holds what a careful
   reader would mention (a detected encoding, a PDF without a text layer, a ragged CSV).
 
