@@ -20,6 +20,7 @@ from __future__ import annotations
 import codecs
 import csv
 import errno
+import functools
 import io
 import json
 import os
@@ -617,6 +618,7 @@ def html_to_markdown(html: str) -> tuple[str, str | None]:
     return re.sub(r"\n{3,}", "\n\n", markdown).strip() + "\n", title
 
 
+@functools.lru_cache(maxsize=1)
 def _converter():
     import markdownify
 
@@ -679,7 +681,7 @@ def sniff_csv_dialect(text: str) -> type[csv.Dialect] | csv.Dialect:
 
 def describe_csv(text: str) -> str:
     dialect = sniff_csv_dialect(text)
-    problems, header_len, records = [], None, 0
+    problems, header_len, records, ragged = [], None, 0, 0
     reader = csv.reader(io.StringIO(text, newline=""), dialect, strict=True)
     try:
         for row in reader:
@@ -689,10 +691,14 @@ def describe_csv(text: str) -> str:
                 header_len = len(row)
                 continue
             records += 1
-            if len(row) != header_len and len(problems) < 3:
-                problems.append(f"line {reader.line_num}: {len(row)} fields, header has {header_len}")
+            if len(row) != header_len:
+                ragged += 1
+                if ragged <= 3:  # the first few say where to look; the count says how bad
+                    problems.append(f"line {reader.line_num}: {len(row)} fields, header has {header_len}")
     except csv.Error as exc:
         problems.append(f"parsing stopped at line {reader.line_num}: {exc}")
+    if ragged > 3:
+        problems.insert(0, f"{ragged} records with the wrong number of fields")
     desc = (f"csv: delimiter {dialect.delimiter!r}, quotechar {dialect.quotechar!r}, "
             f"header of {header_len or 0} fields, {records} record{'s' if records != 1 else ''}")
     return desc + ("; malformed: " + "; ".join(problems) if problems else "")
