@@ -515,8 +515,10 @@ def _page_text(pdf, index: int) -> str:
     finally:
         page.close()
     # PDFium ends lines with CRLF, an artefact of the extractor rather than of the file;
-    # a form feed inside a page would become a false page marker in stage 02.
-    return "\n".join(lines).replace("\r", "\n")
+    # a form feed inside a page would become a false page marker in stage 02.  Where a
+    # word was hyphenated across two lines PDFium joins it and leaves U+FFFE at the
+    # break ("manip\ufffeulation"): left in, it would split the word into two terms.
+    return "\n".join(lines).replace("\r", "\n").replace("\ufffe", "")
 
 
 # A gap between two lines this much larger than the page's usual line pitch is a

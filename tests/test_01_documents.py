@@ -298,6 +298,17 @@ def test_pdf_paragraph_gaps_become_blank_lines(tmp_path):
     assert body.count("\n") > 4  # the printed lines themselves stay lines
 
 
+def test_pdf_words_hyphenated_across_lines_are_whole(tmp_path):
+    text = "The manip\u00adulation of extra\u00adordinary long hyphen\u00adated words in narrow columns"
+    pdf = fpdf.FPDF()
+    pdf.add_page()
+    pdf.set_font("helvetica", size=12)
+    pdf.multi_cell(60, 6, text)  # narrow: fpdf2 breaks lines at the soft hyphens
+    pdf.output(str(tmp_path / "h.pdf"))
+    row = read_one(tmp_path / "h.pdf")
+    assert "extraordinary" in row["text"] and "\ufffe" not in row["text"]
+
+
 def test_pdf_without_labels_or_title(tmp_path):
     row = read_one(make_pdf(tmp_path / "p.pdf", ["one", "two"]))
     assert row["page_labels"] is None and row["title"] is None
