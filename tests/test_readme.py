@@ -1,0 +1,430 @@
+"""The README is the course: its commands must work as written, its exercises must do what they say.
+
+Conventions the README keeps (and these tests rely on):
+- ```bash blocks hold commands a reader types; they are run here, in order, in a scratch
+  copy of the repository (a `python` on PATH is this interpreter).
+- ```sh blocks hold commands that are checked but not run here (the quickstart: it makes a
+  virtualenv and installs from PyPI; CI does exactly that).
+- ```text blocks are output; a `$ command` line in one is run and its next line must be
+  what the command prints on stderr.
+- Each exercise carries `<!-- exercise: NAME -->`, and `test_exercise_NAME` below checks the
+  direction of the effect its "What you should observe" promises (the README's figures may
+  drift as the sample grows; the directions may not).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipekit.config import all_keys
+from pipekit.stages import STAGES
+
+from conftest import REPO, SHARED_DATA, run_script
+
+README = REPO / "README.md"
+QUICKSTART = [
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements-dev.txt && python run_pipeline.py",
+    "python -m pytest -q",
+]
+OUTPUT_FILES = {n for s in STAGES for n in s.outputs} | {"05_metrics.parquet", "05_results.trec"}
+
+
+# ------------------------------------------------------------------ reading the README
+
+
+def code_blocks(text: str | None = None) -> list[tuple[str, str]]:
+    """[(language, body)] of every fenced block, in order."""
+    text = README.read_text(encoding="utf-8") if text is None else text
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.S | re.M)]
+
+
+def block_commands(body: str) -> list[str]:
+    """Commands of a shell block: one a line, `\\` continues, `#` lines are comments."""
+    out, pending = [], ""
+    for line in body.splitlines():
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        line = pending + line
+        pending = ""
+        if line.strip() and not line.lstrip().startswith("#"):
+            out.append(line.strip())
+    return out
+
+
+def shell_commands(kinds=("bash", "sh")) -> list[str]:
+    return [c for lang, body in code_blocks() if lang in kinds for c in block_commands(body)]
+
+
+def simple_commands(command: str) -> list[list[str]]:
+    """`a && b | c > f` -> [[a...], [b...], [c...]] (redirections dropped)."""
+    words = shlex.split(command, posix=True)
+    parts, cur = [], []
+    for w in words:
+        if w in ("&&", "||", "|", ";"):
+            parts.append(cur)
+            cur = []
+        else:
+            cur.append(w)
+    parts.append(cur)
+    cleaned = []
+    for p in parts:
+        keep, skip = [], False
+        for w in p:
+            if skip:
+                skip = False
+                continue
+            if w in (">", ">>", "2>", "<"):
+                skip = True
+                continue
+            keep.append(w)
+        cleaned.append(keep)
+    return [p for p in cleaned if p]
+
+
+@lru_cache(maxsize=None)
+def accepted_flags(*argv: str) -> frozenset[str]:
+    """The options a command's argparse accepts, read from its --help."""
+    proc = subprocess.run([sys.executable, *argv, "--help"], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, f"{' '.join(argv)} --help failed: {proc.stderr}"
+    return frozenset(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", proc.stdout))
+
+
+def check_python_command(words: list[str], check_keys: bool = True) -> list[str]:
+    """Problems with one `python ...` command: missing script, unknown flag or config key."""
+    problems = []
+    args = words[1:]
+    if args[:1] == ["-c"]:
+        code = args[1]
+        try:
+            compile(code, "<README one-liner>", "exec")
+        except SyntaxError as exc:
+            problems.append(f"python -c does not compile: {exc}")
+        for name in re.findall(r"(0\d_\w+\.(?:parquet|trec))", code):
+            if name not in OUTPUT_FILES:
+                problems.append(f"{name} is not a stage output")
+        return problems
+    if args[:2] == ["-m", "pipekit"]:
+        target, rest = ("-m", "pipekit", args[2]), args[3:]
+    elif args[:2] == ["-m", "pytest"]:
+        return problems
+    elif args and args[0].endswith(".py"):
+        if not (REPO / args[0]).exists():
+            return [f"no script {args[0]}"]
+        target, rest = (args[0],), args[1:]
+    else:
+        return [f"unexpected python command {' '.join(words)}"]
+    flags = accepted_flags(*target)
+    for i, w in enumerate(rest):
+        if w.startswith("-"):
+            flag = w.split("=", 1)[0]
+            if flag not in flags:
+                problems.append(f"{' '.join(target)} has no option {flag}")
+        if check_keys and i > 0 and rest[i - 1] == "--set":
+            key = w.split("=", 1)[0]
+            if key not in all_keys():
+                problems.append(f"--set {key}: no such config key")
+    return problems
+
+
+# ------------------------------------------------------------------ static checks
+
+
+def test_quickstart_is_exactly_the_two_commands():
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    blocks = [block_commands(body) for lang, body in code_blocks(section) if lang in ("sh", "bash")]
+    assert blocks[0] == QUICKSTART
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert "requirements-dev.txt" in ci
+    last = [line.strip() for line in ci.splitlines() if line.strip() and not line.startswith("#")][-1]
+    assert last == QUICKSTART[1]
+
+
+def test_requirement_files_the_quickstart_names_exist():
+    for line in QUICKSTART:
+        for name in re.findall(r"-r (\S+)", line):
+            assert (REPO / name).exists(), name
+
+
+def test_every_command_names_real_scripts_options_and_keys():
+    problems = []
+    # (command, whether its --set keys must exist: the error examples misspell one on purpose)
+    commands = [(c, True) for c in shell_commands()] + [
+        (line[2:], False) for lang, body in code_blocks() if lang == "text"
+        for line in body.splitlines() if line.startswith("$ ")]
+    assert len(commands) > 20, "the README lost its commands?"
+    for command, check_keys in commands:
+        for words in simple_commands(command):
+            if words[0] in ("python", "python3") and (words[1:2] != ["-m"] or words[2:3] == ["pipekit"]):
+                problems += [f"{command!r}: {p}" for p in check_python_command(words, check_keys)]
+            elif words[0] in ("python", "python3", "pip", "mkdir", "printf", ".", "cd"):
+                continue
+            else:
+                problems.append(f"{command!r}: unexpected program {words[0]}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_exercise_has_a_test():
+    names = re.findall(r"<!-- exercise: ([\w-]+) -->", README.read_text(encoding="utf-8"))
+    assert len(names) >= 5
+    assert len(names) == len(set(names))
+    missing = [n for n in names if f"test_exercise_{n.replace('-', '_')}" not in globals()]
+    assert not missing, f"exercises without a test: {missing}"
+
+
+def test_no_placeholders_left():
+    text = README.read_text(encoding="utf-8")
+    assert not re.findall(r"\b[A-Z]{3,}_[A-Z_]{3,}\b", text)
+
+
+def test_readme_names_only_config_keys_that_exist():
+    text = README.read_text(encoding="utf-8")
+    named = set(re.findall(r"`((?:paths|documents|preprocessing|chunking|indexing|retrieval)\.\w+)", text))
+    assert named and named <= set(all_keys()), named - set(all_keys())
+
+
+def test_schema_tables_name_the_real_columns(sample_outputs):
+    """Every column of every output appears in the README's tables, and no invented one."""
+    text = README.read_text(encoding="utf-8")
+    for name in sorted(OUTPUT_FILES - {"05_results.trec"}):
+        for col in pq.read_schema(sample_outputs / name).names:
+            assert f"`{col}`" in text, f"{name}: column {col} is not described"
+
+
+# ------------------------------------------------------------------ running the README
+
+
+@pytest.fixture(scope="module")
+def sample_outputs(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("readme-sample") / "out"
+    run_script("run_pipeline.py", "--set", f"paths.output={out}")
+    return out
+
+
+def scratch_copy(tmp: Path) -> Path:
+    """The repository as a fresh clone would have it, beside a link to ../shared when present."""
+    dest = tmp / REPO.name
+    ignore = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis",
+                                    "0*_*.parquet", "0*_*.trec", "out")
+    shutil.copytree(REPO, dest, ignore=ignore)
+    if SHARED_DATA.exists():
+        (tmp / "shared").symlink_to(SHARED_DATA.parent, target_is_directory=True)
+    return dest
+
+
+def has_module(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def test_bash_blocks_run_as_written(tmp_path):
+    repo = scratch_copy(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # A wrapper, not a symlink: a symlinked interpreter would not find its virtualenv.
+    wrapper = bin_dir / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "120"}
+    scratch_tmp = tmp_path / "tmp"
+    scratch_tmp.mkdir()
+
+    def sh(command: str) -> subprocess.CompletedProcess:
+        # The README's /tmp/... examples write into this test's own folder instead.
+        command = command.replace("/tmp/", f"{scratch_tmp}/")
+        return subprocess.run(["bash", "-c", f"set -eo pipefail\n{command}"], cwd=repo, env=env,
+                              capture_output=True, text=True, timeout=600)
+
+    # The quickstart's install is CI's job; its last step is what every later block assumes.
+    first = sh("python run_pipeline.py")
+    assert first.returncode == 0, first.stderr
+    ran = 0
+    for lang, body in code_blocks():
+        if lang != "bash":
+            continue
+        for command in block_commands(body):
+            if "import duckdb" in command and not has_module("duckdb"):
+                continue  # optional, says the README
+            if "../shared/" in command and not SHARED_DATA.exists():
+                continue
+            proc = sh(command)
+            assert proc.returncode == 0, f"{command}\nexit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr}"
+            assert "Traceback" not in proc.stderr, command
+            ran += 1
+    assert ran >= 15
+
+
+def test_error_examples_print_what_the_readme_shows(tmp_path):
+    for lang, body in code_blocks():
+        if lang != "text":
+            continue
+        lines = body.splitlines()
+        for i, line in enumerate(lines):
+            if not line.startswith("$ "):
+                continue
+            command = line[2:].replace("/tmp/empty", str(tmp_path / "empty"))
+            words = shlex.split(command)
+            proc = subprocess.run([sys.executable, *words[1:]], cwd=REPO, capture_output=True, text=True)
+            assert proc.returncode != 0, command
+            expected = lines[i + 1].replace("/tmp/empty", str(tmp_path / "empty"))
+            assert proc.stderr.strip() == expected, command
+
+
+# ------------------------------------------------------------------ the exercises
+
+
+def pipeline(out: Path, *args: str) -> subprocess.CompletedProcess:
+    return run_script("run_pipeline.py", "--set", f"paths.output={out}", *args)
+
+
+def read(out: Path, name: str):
+    return pq.read_table(out / name).to_pandas()
+
+
+def ndcg(out: Path) -> dict[str, float]:
+    m = read(out, "05_metrics.parquet")
+    return dict(zip(m[m.metric == "nDCG@10"].query_id, m[m.metric == "nDCG@10"].value))
+
+
+def test_exercise_exclude(sample_outputs, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(sample_outputs, out)
+    before = read(out, "01_documents.parquet")
+    run_script("01_documents.py", "--set", f"paths.output={out}",
+               "--set", 'documents.exclude=["*.csv", "web/"]')
+    after = read(out, "01_documents.parquet").set_index("doc_id")
+    assert (after.status == "ok").sum() == (before.status == "ok").sum() - 2
+    for doc in ("tables/incidents.csv", "web"):
+        assert after.status[doc] == "skipped"
+        assert "exclude" in after.error[doc]
+    status = pipeline(out, "--status").stdout
+    first = next(line for line in status.splitlines() if line.startswith("01_documents"))
+    assert first.rstrip().endswith("stale")
+    assert "config documents.exclude changed" in status
+
+
+def test_exercise_form_feeds(tmp_path):
+    memo = tmp_path / "memo"
+    memo.mkdir()
+    (memo / "memo.txt").write_bytes(b"Page one says hello.\r\n\fPage two says goodbye.\r\n")
+    out = tmp_path / "memo-out"  # outside the input folder, or stage 01 would read its own outputs
+    pipeline(out, "--to", "3", "--set", f"documents.input={memo}")
+    text = read(out, "02_preprocessed.parquet").text[0]
+    assert "\r" not in text and "\f" not in text
+    assert "--- page 1 ---" in text.splitlines() and "--- page 2 ---" in text.splitlines()
+    chunks = read(out, "03_chunks.parquet")
+    assert len(chunks) == 1
+    assert (chunks.page_start[0], chunks.page_end[0]) == (1, 2)
+
+
+def test_exercise_chunk_target(sample_outputs, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(sample_outputs, out)
+    n_default, ndcg_default = len(read(out, "03_chunks.parquet")), ndcg(out)["all"]
+    proc = pipeline(out, "--set", "chunking.target=200")
+    assert "01_documents: fresh, skipped" in proc.stdout
+    assert "02_preprocessing: fresh, skipped" in proc.stdout
+    assert "config chunking.target changed: 400 -> 200" in proc.stdout
+    assert "nDCG@10" in proc.stdout
+    assert len(read(out, "03_chunks.parquet")) > n_default
+    assert ndcg(out)["all"] != ndcg_default  # the README asks to compare; it changes
+
+
+STEMMING_QUERY = "1"  # "when is the change freeze": the section is headed "Change freezes"
+
+
+def test_exercise_stemming(sample_outputs, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(sample_outputs, out)
+    stemmed = ndcg(out)
+    pipeline(out, "--set", "indexing.stemmer=none")
+    plain = ndcg(out)
+    assert plain[STEMMING_QUERY] < stemmed[STEMMING_QUERY]
+    assert plain["all"] < stemmed["all"]
+    pipeline(out)
+    assert ndcg(out) == stemmed  # back to the defaults, the same figures
+
+
+def mean_result_words(out: Path) -> float:
+    r = read(out, "05_results.parquet")
+    c = read(out, "03_chunks.parquet")[["chunk_id", "n_words"]]
+    return float(r.merge(c).n_words.mean())
+
+
+def test_exercise_b_zero(sample_outputs, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(sample_outputs, out)
+    default = mean_result_words(out)
+    pipeline(out, "--set", "indexing.b=0")
+    assert mean_result_words(out) > default
+
+
+def test_exercise_explain(sample_outputs, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(sample_outputs, out)
+    proc = run_script("05_retrieval.py", "--explain", "--set", f"paths.output={out}")
+    assert re.search(r"tf=\d+\s+df=\d+\s+idf=\d+\.\d+ norm=\d+\.\d+ → \d+\.\d+", proc.stdout)
+    r = read(out, "05_results.parquet")
+    for score, terms in zip(r.score, r.explain):
+        assert terms is not None and len(terms) > 0
+        assert abs(sum(t["contribution"] for t in terms) - score) < 1e-9
+        # fewer chunks, higher idf: what the README tells the learner to notice
+        by_df = sorted(terms, key=lambda t: t["df"])
+        assert all(a["idf"] >= b["idf"] for a, b in zip(by_df, by_df[1:]))
+    # and after b=0 every norm is exactly 1
+    run_script("04_indexing.py", "--set", f"paths.output={out}", "--set", "indexing.b=0")
+    run_script("05_retrieval.py", "--explain", "--set", f"paths.output={out}")
+    norms = {t["norm"] for terms in read(out, "05_results.parquet").explain for t in terms}
+    assert norms == {1.0}
+
+
+def test_exercise_top_k(sample_outputs, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(sample_outputs, out)
+    metrics = read(out, "05_metrics.parquet")
+    proc = pipeline(out, "--set", "retrieval.top_k=3")
+    for s in STAGES[:4]:
+        assert f"{s.label}: fresh, skipped" in proc.stdout
+    r = read(out, "05_results.parquet")
+    assert r.groupby("query_id").size().max() == 3
+    assert read(out, "05_metrics.parquet").equals(metrics)
+
+
+def test_status_example(sample_outputs, tmp_path):
+    """The freshness section's promise: k1 makes 04 stale and 05 follow; 01-03 stay fresh."""
+    out = tmp_path / "out"
+    shutil.copytree(sample_outputs, out)
+    lines = pipeline(out, "--status", "--set", "indexing.k1=1.5").stdout.splitlines()
+    state = {l.split()[0]: l.split()[-1] for l in lines if l[:2].isdigit()}
+    assert state == {"01_documents": "fresh", "02_preprocessing": "fresh", "03_chunking": "fresh",
+                     "04_indexing": "stale", "05_retrieval": "stale"}
+    assert any("why: config indexing.k1 changed: 1.2 -> 1.5" in l for l in lines)
+
+
+def test_beir_example_runs(cranfield, tmp_path):
+    """The BEIR section's command, on Cranfield, with its output in a folder of its own."""
+    out = tmp_path / "cranfield"
+    proc = pipeline(out, "--set", f"documents.input={cranfield / 'corpus.jsonl'}",
+                    "--set", f"retrieval.queries={cranfield / 'queries.jsonl'}",
+                    "--set", f"retrieval.qrels={cranfield / 'qrels.tsv'}")
+    assert "nDCG@10" in proc.stdout
+    m = read(out, "05_metrics.parquet")
+    assert set(m.metric) == {"nDCG@10", "AP@100", "R@100"}
+    chunks = read(out, "03_chunks.parquet")
+    docs = read(out, "01_documents.parquet").set_index("doc_id")
+    titled = chunks[chunks.doc_id.map(docs.title.notna())]
+    assert (titled.heading_path.map(lambda p: p[0]) == titled.doc_id.map(docs.title)).all()
