@@ -43,7 +43,6 @@ from typing import Iterable, Mapping
 
 import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
 
-from pipekit.errors import ConfigError
 
 # --------------------------------------------------------------------------------------
 # Settings
@@ -64,33 +63,9 @@ class Settings:
 
     @classmethod
     def from_section(cls, section: Mapping) -> "Settings":
-        known = {k: section[k] for k in cls.__dataclass_fields__ if k in section}
-        s = cls(**known)
-        s.validate()
-        return s
-
-    def validate(self) -> None:
-        # pipekit.config checks each key alone (type, choices, > 0); the rules that tie
-        # keys together live here, next to the code that relies on them.
-        if self.strategy not in ("heading", "fixed"):
-            raise ConfigError(f"chunking.strategy must be heading or fixed; got {self.strategy!r}")
-        if self.unit not in ("words", "chars", "tokens"):
-            raise ConfigError(f"chunking.unit must be words, chars or tokens; got {self.unit!r}")
-        if self.page_markers not in ("track", "strip", "keep"):
-            raise ConfigError(f"chunking.page_markers must be track, strip or keep; got {self.page_markers!r}")
-        for key in ("target", "max", "min", "overlap"):
-            v = getattr(self, key)
-            if not isinstance(v, int) or isinstance(v, bool):
-                raise ConfigError(f"chunking.{key} must be a whole number; got {v!r}")
-        if self.target <= 0:
-            raise ConfigError(f"chunking.target must be > 0; got {self.target}")
-        if self.max < self.target:
-            raise ConfigError(f"chunking.max must be >= chunking.target ({self.target}); got {self.max}")
-        if not 0 <= self.min <= self.target:
-            raise ConfigError(f"chunking.min must be >= 0 and <= chunking.target ({self.target}); got {self.min}")
-        if self.strategy == "fixed" and not 0 <= self.overlap < self.target:
-            raise ConfigError(
-                f"chunking.overlap must be >= 0 and < chunking.target ({self.target}); got {self.overlap}")
+        """From config section `chunking`.  pipekit.config has already checked every key
+        alone and together (min <= target <= max; for fixed, 0 <= overlap < target)."""
+        return cls(**{k: section[k] for k in cls.__dataclass_fields__ if k in section})
 
 
 def measure(words: int, chars: int, unit: str) -> int:
@@ -814,14 +789,20 @@ def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
                 for k, (a, b) in reversed(list(enumerate(parts))):
                     a, b = _lstrip_start(doc.text, a, b), _rstrip_end(doc.text, a, b)
                     if a < b:
-                        part = _Unit(a, b, doc.words(a, b), heading=u.heading)
+                        # Marker parts stay "sticky" like a heading line: the page they
+                        # open starts the chunk that holds the block's first piece.
+                        part = _Unit(a, b, doc.words(a, b), heading=u.heading if k == 1 else "marker")
                         part.path = u.path if k == 1 else None
                         work.append((part, block if k == 1 else None))
                 continue
-            heading_only = bool(cur) and all(x.heading for x in cur)
-            if cur and not heading_only:
+            tail = []
+            while cur and cur[-1].heading == "marker":
+                tail.insert(0, cur.pop())
+            if cur and not all(x.heading for x in cur):
                 chunks.append(cur)
-                cur, cur_w = [], 0
+                cur = []
+            cur += tail
+            cur_w = sum(x.words for x in cur)
             room = target - (cur_size() if cur else 0)
             if room < max(1, target // 4):  # too little left beside the heading: start afresh
                 if cur:
