@@ -257,6 +257,8 @@ def test_bash_blocks_run_as_written(tmp_path):
         if lang != "bash":
             continue
         for command in block_commands(body):
+            if command.startswith("pip install"):
+                continue  # the optional extras (duckdb) come from PyPI; the tests do not download
             if "import duckdb" in command and not has_module("duckdb"):
                 continue  # optional, says the README
             if "../shared/" in command and not SHARED_DATA.exists():
@@ -341,7 +343,7 @@ def test_exercise_chunk_target(sample_outputs, tmp_path):
     assert "config chunking.target changed: 400 -> 200" in proc.stdout
     assert "nDCG@10" in proc.stdout
     assert len(read(out, "03_chunks.parquet")) > n_default
-    assert ndcg(out)["all"] != ndcg_default  # the README asks to compare; it changes
+    assert ndcg(out)["all"] > ndcg_default  # "a smaller passage is a slightly better target" here
 
 
 STEMMING_QUERY = "1"  # "when is the change freeze": the section is headed "Change freezes"
@@ -355,7 +357,12 @@ def test_exercise_stemming(sample_outputs, tmp_path):
     plain = ndcg(out)
     assert plain[STEMMING_QUERY] < stemmed[STEMMING_QUERY]
     assert plain["all"] < stemmed["all"]
+    # "Not every query loses: query 14 gains": unstemmed, `engineers` is a rarer term
+    assert plain["14"] > stemmed["14"]
+    df_plain = dict(zip(*(read(out, "04_terms.parquet")[c] for c in ("term", "df"))))
     pipeline(out)
+    df_stemmed = dict(zip(*(read(out, "04_terms.parquet")[c] for c in ("term", "df"))))
+    assert df_stemmed["engin"] > df_plain["engineers"]
     assert ndcg(out) == stemmed  # back to the defaults, the same figures
 
 
@@ -368,9 +375,10 @@ def mean_result_words(out: Path) -> float:
 def test_exercise_b_zero(sample_outputs, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(sample_outputs, out)
-    default = mean_result_words(out)
+    default, ndcg_default = mean_result_words(out), ndcg(out)["all"]
     pipeline(out, "--set", "indexing.b=0")
     assert mean_result_words(out) > default
+    assert ndcg(out)["all"] < ndcg_default
 
 
 def test_exercise_explain(sample_outputs, tmp_path):
