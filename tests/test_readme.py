@@ -436,3 +436,16 @@ def test_beir_example_runs(cranfield, tmp_path):
     docs = read(out, "01_documents.parquet").set_index("doc_id")
     titled = chunks[chunks.doc_id.map(docs.title.notna())]
     assert (titled.heading_path.map(lambda p: p[0]) == titled.doc_id.map(docs.title)).all()
+
+
+def test_show_excerpt_matches_the_real_viewer(sample_outputs):
+    """The README's sample of `python -m pipekit show` output has the viewer's real labels."""
+    block = next(body for lang, body in code_blocks() if lang == "text" and body.startswith("provenance"))
+    from pipekit.show import show_file
+
+    real = show_file(sample_outputs / "03_chunks.parquet", rows=0)
+    for line in block.splitlines():
+        label = re.split(r"\s{2,}", line.strip())[0]
+        if line.startswith("  ") and label != "..." and not line.startswith("   " * 3):
+            assert any(l.strip().startswith(label) for l in real.splitlines()), label
+    assert block.splitlines()[0] in real
