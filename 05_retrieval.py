@@ -25,6 +25,7 @@ analyzer settings — queries are analysed exactly as the index recorded.
 from __future__ import annotations
 
 import textwrap
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -41,13 +42,21 @@ from pipekit.stages import get_stage
 
 METRICS = ("nDCG@10", "AP@100", "R@100")
 DEPTH = 100  # documents evaluated per query, whatever top_k is
+COMMON = 4  # a term in more than 1/COMMON of the chunks is "common" and is looked up, not read
 QUERY_BATCH = 256  # queries scored per sparse product: bounds the candidate matrix's memory
 
 
 class Index:
-    """The stage-04 tables loaded for scoring: W (term × chunk impacts) and lookups."""
+    """The stage-04 tables loaded for scoring: each term's postings as one slice.
+
+    `chunk[indptr[t]:indptr[t+1]]` are the chunks term t occurs in (in corpus order) and
+    `impact[...]` its BM25 weight in each.  Only the two columns scoring needs are read
+    (tf only for --explain), a row group at a time into one preallocated array, so
+    loading never holds the Arrow table and its NumPy copy at once.
+    """
 
     def __init__(self, ctx):
+        t0 = time.perf_counter()
         chunks_path = ctx.require("04_chunks.parquet", get_stage(4))
         metas = [io.read_meta(ctx.require(n, get_stage(4))) for n in get_stage(4).outputs]
         if len({m["fingerprint"] for m in metas}) != 1:
@@ -55,36 +64,163 @@ class Index:
         self.meta = metas[0]
         self.stats = self.meta["corpus"]
         self.analyzer = Analyzer.from_settings(self.stats["analyzer"])
-        terms = io.read_table(ctx.path("04_terms.parquet"))
-        postings = io.read_table(ctx.path("04_postings.parquet"), ["chunk", "tf", "impact"])
-        self.chunks = io.read_table(chunks_path)
-        self.term_ids = {t: i for i, t in enumerate(terms.column("term").to_pylist())}
+        terms = io.read_table(ctx.path("04_terms.parquet"), ["term", "df", "idf"])
+        self.terms = terms.column("term").combine_chunks()
         self.df = terms.column("df").to_numpy()
         self.idf = terms.column("idf").to_numpy()
         # Postings are sorted by term, so a term's postings start where the previous df ends.
-        indptr = np.concatenate([[0], np.cumsum(self.df, dtype=np.int64)])
-        shape = (len(self.df), self.stats["N"])
-        self.W = sparse.csr_matrix((postings.column("impact").to_numpy(),
-                                    postings.column("chunk").to_numpy(), indptr), shape=shape)
-        self.tf = postings.column("tf").to_numpy()
+        self.indptr = np.zeros(len(self.df) + 1, dtype=np.int64)
+        np.cumsum(self.df, out=self.indptr[1:])
+        self._postings_path = ctx.path("04_postings.parquet")
+        self.chunk = self._read_column(self._postings_path, "chunk", np.int32, self.indptr[-1])
+        self.impact = self._read_column(self._postings_path, "impact", np.float64, self.indptr[-1])
+        self._tf = None
+        # Each term's largest impact: the most it can add to any chunk's score (for pruning).
+        self.max_impact = np.zeros(len(self.df), dtype=np.float64)
+        has = self.df > 0
+        if has.any():
+            self.max_impact[has] = np.maximum.reduceat(self.impact, self.indptr[:-1][has])
+        self.chunks = io.read_table(chunks_path)
         self.lengths = self.chunks.column("length").to_numpy()
+        # Documents as small integers (first-appearance order): a document's best chunk is
+        # then a group-by on ints, not on a million strings.
+        docs = pc.dictionary_encode(self.chunks.column("doc_id").combine_chunks())
+        self.doc_names = docs.dictionary
+        self.doc_codes = np.asarray(docs.indices, dtype=np.int64)
+        self._term_ids = None
+        self._acc = None
+        self.note = ctx.note
+        self.load_seconds = time.perf_counter() - t0
+        ctx.note(f"index loaded in {self.load_seconds:.2f} s ({len(self.chunk):,} postings, "
+                 f"{len(self.df):,} terms, {len(self.lengths):,} chunks)")
 
-    def query_matrix(self, texts: list[str]) -> tuple[sparse.csr_matrix, list[list[str]]]:
-        """One row per query, 1 for each distinct analysed term the index knows."""
+    @property
+    def tf(self) -> np.ndarray:
+        if self._tf is None:
+            self._tf = self._read_column(self._postings_path, "tf", np.int32, self.indptr[-1])
+        return self._tf
+
+    @property
+    def term_ids(self) -> dict[str, int]:
+        if self._term_ids is None:
+            self._term_ids = {t: i for i, t in enumerate(self.terms.to_pylist())}
+        return self._term_ids
+
+    def query_terms(self, texts: list[str]) -> tuple[list[np.ndarray], list[list[str]]]:
+        """Per query: the ids of its distinct analysed terms the index knows (in query
+        order), and all its distinct analysed terms."""
         flat, parent = self.analyzer.tokens(texts)
+        ids = pc.index_in(flat, value_set=self.terms)  # one hash lookup per query term, in C
+        ids = np.asarray(pc.fill_null(ids, -1), dtype=np.int64)
         words = flat.to_pylist()
-        rows, cols, seen = [], [], set()
-        per_query = [[] for _ in texts]
-        for q, w in zip(parent.tolist(), words):  # a few terms per query: cheap
+        per_query: list[list[str]] = [[] for _ in texts]
+        known: list[list[int]] = [[] for _ in texts]
+        seen = set()
+        for q, w, t in zip(parent.tolist(), words, ids.tolist()):  # a few terms per query: cheap
             if (q, w) in seen:
                 continue
             seen.add((q, w))
             per_query[q].append(w)
-            if w in self.term_ids:
-                rows.append(q)
-                cols.append(self.term_ids[w])
-        Q = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(texts), len(self.df)))
-        return Q, per_query
+            if t >= 0:
+                known[q].append(t)
+        return [np.asarray(k, dtype=np.int64) for k in known], per_query
+
+    def best_candidates(self, term_ids: np.ndarray, k: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """A set of (chunk, score) pairs holding the query's exact top `k` chunks and top
+        `depth` documents (k <= depth), found without reading most postings of its common terms.
+
+        The bound behind it (MaxScore): a chunk containing none of the query's rarer terms
+        scores at most `bound`, the sum of the common terms' largest impacts.  So score the
+        rarer terms' chunks on those terms alone (`partial`); the depth-th best document by
+        partial score, `floor`, is a lower bound of the final depth-th; a chunk with
+        partial + bound < floor cannot make it.  The few left are scored exactly (the
+        common terms looked up by binary search).  If at least `depth` documents then
+        score above `bound`, no chunk outside can beat them: that is the answer, ties and
+        all.  If not, a bigger set of rarer terms is tried, and at last every posting.
+        Zipf's law is why it pays: words like "the" are in nearly every chunk, and a query
+        containing one would otherwise touch the whole corpus.
+        """
+        m = len(term_ids)
+        if m > 1:
+            df = self.df[term_ids].astype(np.int64)
+            total = int(df.sum())
+            by_weight = np.argsort(self.max_impact[term_ids], kind="stable")
+            bounds = np.cumsum(self.max_impact[term_ids][by_weight])
+            # Only the common terms are looked up: the cheapest split that usually holds.
+            n_common = int((df[by_weight] * COMMON > len(self.lengths)).sum())
+            for j in range(min(n_common, m - 1), 0, -1):  # the j lightest terms are only looked up
+                rare = np.sort(by_weight[j:])
+                reach = int(df[rare].sum())
+                if reach < depth:
+                    continue  # too few chunks to hold `depth` documents
+                # Margins of 1e-9 keep float rounding (sums in another order) on the safe side.
+                bound = bounds[j - 1] * (1 + 1e-9)
+                cand, partial = self.scores(term_ids[rare])
+                _, floors = best_documents(cand, partial, self.doc_codes, depth)
+                if len(floors) < depth:
+                    continue
+                alive = np.sort(cand[partial + bound >= floors[-1] * (1 - 1e-9)])
+                exact = self._lookup_scores(term_ids, alive)
+                above = exact > bound
+                if self._n_docs(alive[above]) >= depth:
+                    return alive[above], exact[above]
+        return self.scores(term_ids)
+
+    def _n_docs(self, chunks: np.ndarray) -> int:
+        """Distinct documents among sorted chunk numbers."""
+        d = self.doc_codes[chunks]
+        steps = np.diff(d)
+        # A document's chunks are consecutive in corpus order, so its code changes only once.
+        if (steps >= 0).all():
+            return int(np.count_nonzero(steps)) + (len(d) > 0)
+        return len(np.unique(d))
+
+    def _postings_of(self, t) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = self.indptr[t], self.indptr[t + 1]
+        return self.chunk[lo:hi], self.impact[lo:hi]
+
+    def _lookup_scores(self, term_ids: np.ndarray, cand: np.ndarray) -> np.ndarray:
+        """Exact scores of the sorted chunks `cand`: each term's impact found by binary search,
+        added in the query's order (the same sum, bit for bit, as `scores`)."""
+        total = np.zeros(len(cand), dtype=np.float64)
+        for t in term_ids:
+            ch, imp = self._postings_of(t)
+            pos = np.searchsorted(ch, cand)
+            np.minimum(pos, len(ch) - 1, out=pos)
+            total += np.where(ch[pos] == cand, imp[pos], 0.0)
+        return total
+
+    def scores(self, term_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The chunks one query touches and their exact scores, in time proportional to
+        the query's postings.
+
+        One dense float64 array for the whole corpus, allocated once and reset after each
+        query only where that query wrote: a query costs its postings, never a pass over
+        every chunk.  Term by term in the query's order, so each chunk's score is the same
+        sum in the same order as the plain formula (equal scores stay equal, and ties keep
+        corpus order).  A chunk is new to the query while its score is still 0: impacts
+        are always > 0 (idf > 0, tf >= 1).
+        """
+        if self._acc is None:
+            self._acc = np.zeros(len(self.lengths), dtype=np.float64)
+        acc, parts = self._acc, []
+        for i, t in enumerate(term_ids):
+            lo, hi = self.indptr[t], self.indptr[t + 1]
+            ch, imp = self.chunk[lo:hi], self.impact[lo:hi]
+            if i == 0:
+                acc[ch] = imp
+                parts.append(ch)
+            else:
+                cur = acc[ch]
+                parts.append(ch[cur == 0])
+                cur += imp
+                acc[ch] = cur
+        if not parts:
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float64)
+        cols = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        vals = acc[cols]
+        acc[cols] = 0
+        return cols, vals
 
     def explain(self, terms: list[str], chunk: int) -> list[dict]:
         """Each query term's share of a chunk's score; the shares add up to the score."""
@@ -94,15 +230,39 @@ class Index:
             t = self.term_ids.get(term)
             if t is None:
                 continue
-            lo, hi = self.W.indptr[t], self.W.indptr[t + 1]
-            pos = lo + np.searchsorted(self.W.indices[lo:hi], chunk)
-            if pos >= hi or self.W.indices[pos] != chunk:
+            lo, hi = self.indptr[t], self.indptr[t + 1]
+            pos = lo + np.searchsorted(self.chunk[lo:hi], chunk)
+            if pos >= hi or self.chunk[pos] != chunk:
                 continue
             tf = float(self.tf[pos])
             norm = 1 - b + b * float(self.lengths[chunk]) / avgdl
             out.append({"term": term, "tf": int(tf), "df": int(self.df[t]), "idf": float(self.idf[t]),
-                        "norm": norm, "contribution": float(self.W.data[pos])})
+                        "norm": norm, "contribution": float(self.impact[pos])})
         return out
+
+    @staticmethod
+    def _read_column(path, name: str, dtype, n: int) -> np.ndarray:
+        pf = pq.ParquetFile(path)
+        if pf.metadata.num_rows != n:
+            raise PipelineError(f"{path}: {pf.metadata.num_rows:,} postings where 04_terms.parquet's df "
+                                f"adds up to {n:,}: rerun `python 04_indexing.py`")
+        out = np.empty(int(n), dtype=dtype)
+        at = 0
+        for g in range(pf.num_row_groups):
+            for piece in pf.read_row_group(g, columns=[name]).column(0).chunks:
+                out[at:at + len(piece)] = piece.to_numpy()
+                at += len(piece)
+        return out
+
+
+def _sorted_union(parts: list[np.ndarray]) -> np.ndarray:
+    if len(parts) == 1:
+        return parts[0]  # one term's chunks: already sorted and distinct
+    x = np.concatenate(parts)
+    x.sort()
+    keep = np.ones(len(x), dtype=bool)
+    np.not_equal(x[1:], x[:-1], out=keep[1:])
+    return x[keep]
 
 
 def top_k(cols: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
@@ -135,40 +295,44 @@ def best_documents(cols, vals, doc_codes, depth: int):
 
 def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: int, progress=iter):
     """Chunk hits (query#, chunk, score, rank) and the document run {qid: {doc: score}}."""
-    doc_names, doc_codes = np.unique(index.chunks.column("doc_id").to_numpy(zero_copy_only=False),
-                                     return_inverse=True)
+    t0 = time.perf_counter()
+    doc_names, doc_codes = index.doc_names, index.doc_codes
     hits_q, hits_c, hits_s, hits_r = [], [], [], []
     run: dict[str, dict[str, float]] = {}
-    terms_of: list[list[str]] = []
+    term_ids, terms_of = index.query_terms([text for _, text in queries])
     for start in progress(range(0, len(queries), QUERY_BATCH)):
-        batch = queries[start:start + QUERY_BATCH]
-        Q, per_query = index.query_matrix([text for _, text in batch])
-        terms_of.extend(per_query)
-        scores = (Q @ index.W).tocsr()
-        for i in range(len(batch)):
-            lo, hi = scores.indptr[i], scores.indptr[i + 1]
-            cols, vals = scores.indices[lo:hi], scores.data[lo:hi]
-            keep = vals > 0  # SPEC: a chunk scoring 0 is not a result
-            cols, vals = cols[keep], vals[keep]
+        for i in range(start, min(start + QUERY_BATCH, len(queries))):
+            cols, vals = index.best_candidates(term_ids[i], top_k_n, depth)
             order = top_k(cols, vals, top_k_n)
-            hits_q.append(np.full(len(order), start + i))
+            hits_q.append(np.full(len(order), i))
             hits_c.append(cols[order])
             hits_s.append(vals[order])
             hits_r.append(np.arange(1, len(order) + 1))
             docs, dscores = best_documents(cols, vals, doc_codes, depth)
-            run[batch[i][0]] = {str(doc_names[d]): float(s) for d, s in zip(docs, dscores)}
+            names = doc_names.take(pa.array(docs)).to_pylist() if len(docs) else []
+            run[queries[i][0]] = dict(zip(names, dscores.tolist()))
     cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
-    return (cat(hits_q, np.int64), cat(hits_c, np.int64), cat(hits_s, np.float64),
-            cat(hits_r, np.int32)), run, terms_of
+    out = (cat(hits_q, np.int64), cat(hits_c, np.int64), cat(hits_s, np.float64), cat(hits_r, np.int32))
+    seconds = time.perf_counter() - t0
+    index.note(f"queries answered in {seconds:.2f} s ({len(queries) / max(seconds, 1e-9):,.0f} queries/s; "
+               f"index loaded in {index.load_seconds:.2f} s before)")
+    return out, run, terms_of
 
 
 def chunk_texts(path, rows: np.ndarray) -> list[str]:
-    """Texts of the given 03_chunks rows, reading only the row groups that hold them."""
+    """Texts of the given 03_chunks rows, reading only the row groups that hold them,
+    one at a time (results spread over a million chunks touch every group)."""
     pf = pq.ParquetFile(path)
     bounds = np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
+    rows = np.asarray(rows, dtype=np.int64)
     group_of = np.searchsorted(bounds, rows, side="right") - 1
-    texts = {int(g): pf.read_row_group(int(g), columns=["text"]).column("text") for g in np.unique(group_of)}
-    return [texts[int(g)][int(r - bounds[g])].as_py() for g, r in zip(group_of, rows)]
+    out: list[str | None] = [None] * len(rows)
+    for g in np.unique(group_of):
+        at = np.flatnonzero(group_of == g)
+        texts = pf.read_row_group(int(g), columns=["text"]).column("text")
+        for i, t in zip(at.tolist(), texts.take(pa.array(rows[at] - bounds[g])).to_pylist()):
+            out[i] = t
+    return out
 
 
 def evaluate(qrels, run) -> pa.Table:

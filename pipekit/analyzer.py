@@ -8,7 +8,7 @@ characters; drop stopwords; stem.  It works on whole Arrow columns, in two steps
    of any English corpus) are cut in numpy over the raw UTF-8 bytes, a few vector
    comparisons over the whole batch, because pyarrow's regex
    split costs ~20 µs a passage, the largest single cost of indexing a million passages.
-   Any other text goes through the RE2 split, whose \p{L}\p{N} is the rule itself; on
+   Any other text goes through the RE2 split, whose letter and digit classes are the rule; on
    ASCII both give the same runs (ASCII's letters and digits are exactly [A-Za-z0-9]).
 2. `terms_of_words()` applies the rest of the rule (length, stopwords, stem) to *distinct*
    words.  Every one of those steps depends on the word alone, so deciding once per

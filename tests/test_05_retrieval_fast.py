@@ -1,0 +1,152 @@
+"""Stage 05's fast paths give exactly what the plain formula gives.
+
+`search` scores term at a time into a reused accumulator and, for queries with common
+terms, prunes with a MaxScore bound. Both are checked here against the most direct scorer
+there is: a dense chunk × term matrix of tf, SPEC's BM25 formula over every chunk, a full
+sort by (score desc, chunk asc), documents scored by their best chunk. A small random
+corpus with a Zipfian vocabulary has common terms (so the pruning runs), rare ones, equal
+scores (same tf, same length: ties must keep corpus order), empty chunks and documents of
+several chunks.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipekit.analyzer import Analyzer
+from pipekit.stages import load_stage
+
+indexing = load_stage(4)
+retrieval = load_stage(5)
+K1, B = 1.2, 0.75
+
+
+class FakeContext:
+    """What `Index` asks of a stage context: where the 04_* files are, and a place for notes."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.notes = []
+
+    def require(self, name, stage):
+        return self.folder / name
+
+    def path(self, name):
+        return self.folder / name
+
+    def note(self, text):
+        self.notes.append(text)
+
+
+def random_corpus(rng, n_chunks=400, vocab=40):
+    words = [f"w{i}x" for i in range(vocab)]
+    p = 1.0 / np.arange(1, vocab + 1)
+    p /= p.sum()
+    texts, doc_ids = [], []
+    doc = 0
+    for c in range(n_chunks):
+        n = int(rng.integers(0, 12)) if c % 37 else 0  # some empty chunks
+        texts.append(" ".join(words[i] for i in rng.choice(vocab, size=n, p=p)))
+        if rng.random() < 0.6:  # documents of one to several consecutive chunks
+            doc += 1
+        doc_ids.append(f"doc{doc}")
+    return words, texts, doc_ids
+
+
+def build(tmp_path, texts, doc_ids):
+    n = len(texts)
+    batch = pa.record_batch({
+        "chunk_id": pa.array([f"{d}#{i}" for i, d in enumerate(doc_ids)]),
+        "doc_id": pa.array(doc_ids),
+        "heading": pa.array([""] * n),
+        "path": pa.array([[] for _ in range(n)], pa.list_(pa.string())),
+        "text": pa.array(texts),
+        "page_start": pa.array([None] * n, pa.int32()),
+        "page_end": pa.array([None] * n, pa.int32()),
+    })
+    terms, postings, chunks, stats = indexing.build_index([batch], Analyzer("none", "none"), K1, B, 0)
+    meta = json.dumps({"fingerprint": "test", "corpus": stats, "inputs": {"upstream": None}}).encode()
+    for name, table in (("04_terms.parquet", terms), ("04_postings.parquet", postings),
+                        ("04_chunks.parquet", chunks)):
+        # Small row groups, so loading the postings really goes group by group.
+        pq.write_table(table.replace_schema_metadata({b"pipekit": meta}), tmp_path / name, row_group_size=500)
+    return retrieval.Index(FakeContext(tmp_path))
+
+
+def dense_reference(texts, doc_ids, query_terms, k, depth):
+    """SPEC's BM25 over every chunk, from scratch: [(chunk, score)] top k, [(doc, score)] top depth."""
+    vocab = sorted({w for t in texts for w in t.split()})
+    col = {w: i for i, w in enumerate(vocab)}
+    tf = np.zeros((len(texts), len(vocab)))
+    for c, t in enumerate(texts):
+        for w in t.split():
+            tf[c, col[w]] += 1
+    lengths = tf.sum(axis=1)
+    n, avgdl = len(texts), lengths.mean()
+    df = (tf > 0).sum(axis=0)
+    idf = np.log1p((n - df + 0.5) / (df + 0.5))
+    norm = K1 * (1 - B + B * lengths / avgdl)
+    scores = np.zeros(n)
+    for w in dict.fromkeys(query_terms):  # each distinct term once, in query order
+        if w in col:
+            f = tf[:, col[w]]
+            scores = scores + np.where(f > 0, idf[col[w]] * f * (K1 + 1) / (f + norm), 0.0)
+    ranked = sorted((c for c in range(n) if scores[c] > 0), key=lambda c: (-scores[c], c))
+    docs, seen = [], set()
+    for c in ranked:  # a document's place is its best chunk's
+        if doc_ids[c] not in seen:
+            seen.add(doc_ids[c])
+            docs.append((doc_ids[c], scores[c]))
+    return [(c, scores[c]) for c in ranked[:k]], docs[:depth]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_search_equals_dense_scoring(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    words, texts, doc_ids = random_corpus(rng)
+    index = build(tmp_path, texts, doc_ids)
+    pruned = []
+    lookup = index._lookup_scores
+    index._lookup_scores = lambda t, cand: pruned.append(len(cand)) or lookup(t, cand)
+    queries = []
+    for q in range(300):
+        m = int(rng.integers(1, 6))
+        terms = [words[int(i)] for i in rng.integers(0, len(words), size=m)]
+        if q % 10 == 0:
+            terms.append("neverseen")
+        if q % 7 == 0:
+            terms.append(terms[0])  # a repeated term counts once
+        queries.append((f"q{q}", " ".join(terms)))
+    k, depth = 5, 12
+    (hq, hc, hs, hr), run, _ = retrieval.search(index, queries, k, depth)
+    assert pruned, "no query took the pruned path: the test corpus no longer exercises it"
+    for i, (qid, text) in enumerate(queries):
+        want_chunks, want_docs = dense_reference(texts, doc_ids, text.split(), k, depth)
+        mine = hq == i
+        assert hc[mine].tolist() == [c for c, _ in want_chunks], text
+        np.testing.assert_allclose(hs[mine], [s for _, s in want_chunks], rtol=1e-12, atol=0)
+        assert hr[mine].tolist() == list(range(1, len(want_chunks) + 1))
+        assert list(run[qid]) == [d for d, _ in want_docs], text
+        np.testing.assert_allclose(list(run[qid].values()), [s for _, s in want_docs], rtol=1e-12, atol=0)
+
+
+def test_ties_keep_corpus_order(tmp_path):
+    # Ten identical chunks tie: the earliest ones must be the results, chunks and documents.
+    texts = ["gamma delta"] * 5 + ["alpha beta"] * 10 + ["gamma"] * 5
+    index = build(tmp_path, texts, [f"d{i}" for i in range(len(texts))])
+    (hq, hc, hs, hr), run, _ = retrieval.search(index, [("1", "beta alpha")], 3, 4)
+    assert hc.tolist() == [5, 6, 7]
+    assert len(set(hs.tolist())) == 1
+    assert list(run["1"]) == ["d5", "d6", "d7", "d8"]
+
+
+def test_chunk_texts_reads_the_rows_asked_for_in_order(tmp_path):
+    path = tmp_path / "03_chunks.parquet"
+    texts = [f"text {i}" for i in range(1000)]
+    pq.write_table(pa.table({"text": texts}), path, row_group_size=64)
+    rows = np.array([999, 0, 500, 63, 64, 500])
+    assert retrieval.chunk_texts(path, rows) == [texts[r] for r in rows]
