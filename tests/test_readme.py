@@ -217,9 +217,19 @@ def sample_outputs(tmp_path_factory) -> Path:
 def scratch_copy(tmp: Path) -> Path:
     """The repository as a fresh clone would have it, beside a link to ../shared when present."""
     dest = tmp / REPO.name
-    ignore = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis",
-                                    "0*_*.parquet", "0*_*.trec", "out")
-    shutil.copytree(REPO, dest, ignore=ignore)
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=REPO, capture_output=True) if shutil.which("git") else None
+    if listed is not None and listed.returncode == 0:
+        # What a clone would hold (plus files not yet committed), never git-ignored outputs
+        # or benchmark corpora.
+        for rel in filter(None, listed.stdout.decode().split("\0")):
+            if (REPO / rel).is_file():
+                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO / rel, dest / rel)
+    else:  # an exported tree without git
+        ignore = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis",
+                                        "0*_*.parquet", "0*_*.trec", "out", "corpora")
+        shutil.copytree(REPO, dest, ignore=ignore)
     if SHARED_DATA.exists():
         (tmp / "shared").symlink_to(SHARED_DATA.parent, target_is_directory=True)
     return dest
