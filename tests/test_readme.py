@@ -403,6 +403,12 @@ def test_exercise_explain(sample_outputs, tmp_path):
         # fewer chunks, higher idf: what the README tells the learner to notice
         by_df = sorted(terms, key=lambda t: t["df"])
         assert all(a["idf"] >= b["idf"] for a, b in zip(by_df, by_df[1:]))
+    # the README's excerpt: query 1's best chunk is "Change freezes", scored by chang + freez only
+    top = r[(r.query_id == "1") & (r["rank"] == 1)].iloc[0]
+    assert top.heading.endswith("Change freezes")
+    assert {t["term"] for t in top.explain} == {"chang", "freez"}
+    terms = set(read(out, "04_terms.parquet").term)
+    assert "when" in terms and not {"is", "the"} & terms
     # and after b=0 every norm is exactly 1
     run_script("04_indexing.py", "--set", f"paths.output={out}", "--set", "indexing.b=0")
     run_script("05_retrieval.py", "--explain", "--set", f"paths.output={out}")
