@@ -42,7 +42,7 @@ from pipekit.stages import get_stage
 
 METRICS = ("nDCG@10", "AP@100", "R@100")
 DEPTH = 100  # documents evaluated per query, whatever top_k is
-COMMON = 4  # a term in more than 1/COMMON of the chunks is "common" and is looked up, not read
+DENSE_TERMS = 32  # at most this many common terms get a dense impact array (8 bytes a chunk each)
 QUERY_BATCH = 256  # queries scored per sparse product: bounds the candidate matrix's memory
 
 
@@ -89,6 +89,7 @@ class Index:
         self.doc_codes = np.asarray(docs.indices, dtype=np.int64)
         self._term_ids = None
         self._acc = None
+        self._dense: dict[int, np.ndarray] = {}
         self.note = ctx.note
         self.load_seconds = time.perf_counter() - t0
         ctx.note(f"index loaded in {self.load_seconds:.2f} s ({len(self.chunk):,} postings, "
@@ -146,20 +147,32 @@ class Index:
             total = int(df.sum())
             by_weight = np.argsort(self.max_impact[term_ids], kind="stable")
             bounds = np.cumsum(self.max_impact[term_ids][by_weight])
-            # Only the common terms are looked up: the cheapest split that usually holds.
-            n_common = int((df[by_weight] * COMMON > len(self.lengths)).sum())
-            for j in range(min(n_common, m - 1), 0, -1):  # the j lightest terms are only looked up
+            for j in range(m - 1, 0, -1):  # the j lightest terms are only looked up
                 rare = np.sort(by_weight[j:])
                 reach = int(df[rare].sum())
                 if reach < depth:
                     continue  # too few chunks to hold `depth` documents
+                if reach * 4 > total:
+                    break  # reading every posting is about as cheap
                 # Margins of 1e-9 keep float rounding (sums in another order) on the safe side.
                 bound = bounds[j - 1] * (1 + 1e-9)
                 cand, partial = self.scores(term_ids[rare])
                 _, floors = best_documents(cand, partial, self.doc_codes, depth)
                 if len(floors) < depth:
                     continue
-                alive = np.sort(cand[partial + bound >= floors[-1] * (1 - 1e-9)])
+                floor = floors[-1] * (1 - 1e-9)
+                rest = bound
+                keep = partial + rest >= floor
+                alive, part = cand[keep], partial[keep]
+                order = np.argsort(alive, kind="stable")
+                alive, part = alive[order], part[order]
+                # Resolve the heaviest common term first: it narrows the bound the most.
+                for i in range(j - 1, -1, -1):
+                    t = term_ids[by_weight[i]]
+                    part = part + self._lookup(t, alive)
+                    rest = bounds[i - 1] * (1 + 1e-9) if i else 0.0
+                    keep = part + rest >= floor
+                    alive, part = alive[keep], part[keep]
                 exact = self._lookup_scores(term_ids, alive)
                 above = exact > bound
                 if self._n_docs(alive[above]) >= depth:
@@ -178,6 +191,22 @@ class Index:
     def _postings_of(self, t) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = self.indptr[t], self.indptr[t + 1]
         return self.chunk[lo:hi], self.impact[lo:hi]
+
+    def _lookup(self, t, cand: np.ndarray) -> np.ndarray:
+        """Term t's impact in each of the sorted chunks `cand` (0 where it is absent)."""
+        dense = self._dense.get(int(t))
+        if dense is None and self.df[t] * 4 > len(self.lengths) and len(self._dense) < DENSE_TERMS:
+            # A term in over a quarter of the chunks: one array over all chunks makes each
+            # lookup a plain index instead of a binary search in a very long list.
+            ch, imp = self._postings_of(t)
+            dense = self._dense[int(t)] = np.zeros(len(self.lengths), dtype=np.float64)
+            dense[ch] = imp
+        if dense is not None:
+            return dense[cand]
+        ch, imp = self._postings_of(t)
+        pos = np.searchsorted(ch, cand)
+        np.minimum(pos, len(ch) - 1, out=pos)
+        return np.where(ch[pos] == cand, imp[pos], 0.0)
 
     def _lookup_scores(self, term_ids: np.ndarray, cand: np.ndarray) -> np.ndarray:
         """Exact scores of the sorted chunks `cand`: each term's impact found by binary search,
