@@ -147,8 +147,10 @@ def _ascii_runs(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
     run_offsets = np.zeros(len(starts) + 1, dtype=np.int32)
     np.cumsum(lengths, out=run_offsets[1:])
     runs = pa.StringArray.from_buffers(len(starts), pa.py_buffer(run_offsets), pa.py_buffer(data))
-    parent = np.searchsorted(offsets[1:] - lo, starts, side="right")
-    return runs, parent.astype(np.int64)
+    # Each text's first run, then every run labelled with its text (cheaper than searching per run).
+    first = np.searchsorted(starts, offsets - lo, side="left")
+    parent = np.repeat(np.arange(len(arr), dtype=np.int64), np.diff(first))
+    return runs, parent
 
 
 _STEMMER = None
