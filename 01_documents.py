@@ -133,4 +133,4 @@ def run(ctx) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(stage_main(1, run))
+    raise SystemExit(stage_main(1, run, preview_columns=["doc_id", "format", "status", "title", "error"]))

@@ -50,6 +50,27 @@ def iter_batches(path: Path, columns: list[str] | None = None,
         raise PipelineError(f"cannot read {path}: {exc}") from None
 
 
+def sweep_orphans(path: Path) -> None:
+    """Delete `<name>.tmp-<pid>` files left by runs that were killed (their pid is gone).
+
+    A SIGKILL gives a stage no chance to clean up; without this, every killed run of a
+    large stage would leave a big dead file beside its output for ever."""
+    for tmp in path.parent.glob(f"{path.name}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, it is someone else's
+        return True
+    return True
+
+
 class ParquetSink:
     """Write record batches to a temp file; `commit()` renames it over the target."""
 
@@ -57,6 +78,7 @@ class ParquetSink:
         self.path = Path(path)
         self.tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        sweep_orphans(self.path)
         metadata = dict(schema.metadata or {})
         metadata[META_KEY] = json.dumps(meta, sort_keys=True, default=str).encode()
         self.schema = schema.with_metadata(metadata)

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import yaml
+
 from pipekit.errors import PipelineError
 
 COLUMNS = ("doc_id", "source", "format", "text", "status", "error", "path", "title",
@@ -331,6 +333,33 @@ def _looks_binary(path: Path, sniff: int = 8192) -> bool:
 def read_text_file(data: bytes) -> dict:
     text, encoding, note = decode_text(data)
     return {"text": text, "encoding": encoding, "note": note}
+
+
+def read_markdown(data: bytes) -> dict:
+    """A text file whose YAML front matter may name its title."""
+    row = read_text_file(data)
+    row["title"] = front_matter_title(row["text"])
+    return row
+
+
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
+
+
+def front_matter_title(text: str) -> str | None:
+    """`title:` of a leading `---` YAML block; None if absent or not plain YAML.
+
+    Static-site generators keep a page's real title there, and the chunker leaves front
+    matter out of every chunk, so this is the one place it can be kept.  Malformed front
+    matter is not an error: the document is still a good document without a title."""
+    m = _FRONT_MATTER.match(text)
+    if not m:
+        return None
+    try:
+        meta = yaml.safe_load(m.group(1))
+    except yaml.YAMLError:
+        return None
+    title = meta.get("title") if isinstance(meta, dict) else None
+    return " ".join(str(title).split()) or None if isinstance(title, (str, int, float)) else None
 
 
 # ---- encodings
@@ -707,7 +736,7 @@ def describe_csv(text: str) -> str:
 
 
 _READERS = {
-    "markdown": read_text_file,
+    "markdown": read_markdown,
     "text": read_text_file,
     "pdf": read_pdf,
     "html": read_html,

@@ -675,3 +675,13 @@ def test_chunks_of_the_sample_pdf_are_on_the_pages_they_say(tmp_path, overrides)
             # a chunk that starts inside a page says which page it continues
             assert chunk["text"].startswith(f"--- page {chunk['page_start']} (cont.) ---"), chunk["chunk_id"]
     assert {c["page_start"] for c in chunks} | {c["page_end"] for c in chunks} == set(range(1, len(pages) + 1))
+
+
+def test_front_matter_title_becomes_the_document_title():
+    from pipekit.readers import front_matter_title
+
+    assert front_matter_title("---\ntitle: Operations  Handbook\nowner: x\n---\n# H\n") == "Operations Handbook"
+    assert front_matter_title("---\r\ntitle: CRLF\r\n---\r\nbody") == "CRLF"
+    assert front_matter_title("# No front matter\n---\ntitle: x\n---\n") is None
+    assert front_matter_title("---\ntitle: [unclosed\n---\n") is None  # malformed: no title, no error
+    assert front_matter_title("---\nowner: x\n---\n") is None

@@ -118,6 +118,7 @@ def test_sigkill_mid_write_leaves_the_previous_index_and_the_next_run_completes(
                            cwd=REPO, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
     assert {k1_of(meta) for _, meta in snapshot(out).values()} == {1.5}
+    assert not any(p.exists() for p in partial)  # the dead run's temp file was swept
     rest = subprocess.run([sys.executable, "run_pipeline.py", "--config", str(cfg), "--set", "indexing.k1=1.5"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert rest.returncode == 0, rest.stderr
