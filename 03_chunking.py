@@ -117,6 +117,8 @@ _HTML_STARTS = (
 # First characters after which a line might start a block.  Every other line is plain
 # paragraph text: the scanner's fast path, which is most lines of real Markdown.
 _SPECIAL_FIRST = frozenset(" \t\r#`~><=-*_+0123456789|:")
+_PARA_BREAKERS = frozenset("\t\r#`~><=-*_+01")
+_LAZY_BREAKERS = frozenset("\t\r#`~><=-*_+0123456789")
 
 PARA, FENCE, CODE, HTML, TABLE = range(5)
 
@@ -441,18 +443,84 @@ def scan_blocks(lines: list[str], first: int, markers: bool) -> tuple[list, list
     for i in range(first, n):
         s = lines[i]
         c = s[:1]
-        # Fast path: a plain line continues or starts a top-level paragraph.
-        if c and c not in special and top.child_kind is None and "|" not in s:
+        # Fast paths for the common top-level cases; anything unusual goes the long way.
+        if held:
+            pass
+        elif top.child_kind is None:
             leaf = top.leaf
             if leaf == PARA:
-                top.cur[2] = i + 1
-                continue
-            if leaf is None:
-                top._leaf(PARA, "para", i)
-                continue
-            if leaf == FENCE:
-                top.cur[2] = i + 1
-                continue
+                # Only these first characters can interrupt a paragraph (digits: only `1.`,
+                # `1)`, `01.` ...), and `|` may start a table; an indented line continues.
+                ls = s.lstrip(" ")
+                c = ls[:1]
+                if c and (len(s) - len(ls) >= 4 or (c not in _PARA_BREAKERS and "|" not in s)):
+                    if c != "\r" and c != "\t":
+                        top.cur[2] = i + 1
+                        continue
+            elif leaf is None:
+                c = s[:1]
+                if c and c not in special and "|" not in s:
+                    top._leaf(PARA, "para", i)
+                    continue
+            elif leaf == FENCE:
+                # Only a line starting (after up to 3 spaces) with the fence character can close it.
+                ls = s.lstrip(" ")
+                if ls[:1] != top.fence_char or len(s) - len(ls) > 3:
+                    if ls.strip() and not (markers and ls.startswith("--- page ")):
+                        top.cur[2] = i + 1
+                        continue
+                    if not ls.strip():
+                        continue
+            elif leaf == HTML:
+                # A raw HTML block runs to a blank line or to its end string.
+                end = top.html_end
+                if s.strip(" \t\r") and not (markers and s.startswith("--- page ")):
+                    top.cur[2] = i + 1
+                    if end is not None and end.search(s):
+                        top.leaf = None
+                        top.cur = None
+                    continue
+            elif leaf == TABLE:
+                if s[:1] == "|":
+                    top.cur[2] = i + 1
+                    continue
+            elif leaf == CODE:
+                if s.startswith("    ") and s.strip():
+                    top.cur[2] = i + 1
+                    continue
+        elif top.child_kind == "item" and not top.item_empty:
+            # Lists of one-paragraph items are most of what API docs are made of.
+            ch = top.child
+            if ch.child_kind is None and ch.leaf == PARA:
+                ls = s.lstrip(" ")
+                c = ls[:1]
+                ind = len(s) - len(ls)
+                if c and c != "\r" and c != "\t":
+                    w = top.child_indent
+                    if ind >= w:
+                        if ind - w >= 4 or (c not in _PARA_BREAKERS and "|" not in s):
+                            top.cur[2] = i + 1  # the item's paragraph goes on
+                            continue
+                    elif c not in _LAZY_BREAKERS and "|" not in s:
+                        top.cur[2] = i + 1  # a lazy continuation line
+                        continue
+                    elif (ind < 4 and c in "-*+" and ls[1:2] == " " and "|" not in s and "\t" not in s
+                          and (ls.count(c) < 3 or not _HR.match(ls))):
+                        after = ls[1:]
+                        content = after.lstrip(" ")
+                        sp = len(after) - len(content)
+                        if content and content[0] != "\r" and sp <= 4:
+                            # the next bullet item: close this one, open its sibling
+                            top.close()
+                            top.child_kind, top.child = "item", _Scanner()
+                            top.child_indent, top.item_empty = ind + 1 + sp, False
+                            if content[0] not in special and "|" not in content:
+                                top.child.leaf = PARA
+                            else:
+                                top.child.feed(_norm(content), i, None)
+                            top._open("item", i)
+                            continue
+        c = s[:1]
         s = _norm(s)
         if not s.strip(" \t"):
             top.blank(i)
@@ -479,7 +547,7 @@ def scan_blocks(lines: list[str], first: int, markers: bool) -> tuple[list, list
         nxt = _norm(lines[i + 1]) if "|" in s and i + 1 < n else None
         top.feed(s, i, nxt)
     if held:
-        blocks[held_at:held_at] = [["marker", j, j + 1, None] for j in held]
+        blocks[held_at:held_at] = [["marker", j, j + 1, None] for j in held if j >= held_rec[2]]
     return blocks, marks
 
 
@@ -488,8 +556,8 @@ def _settle(blocks, held, rec, at, top, s, i, lines) -> None:
     n = len(lines)
     nxt = _norm(lines[i + 1]) if "|" in s and i + 1 < n else None
     top.feed(s, i, nxt)
-    if rec[2] <= held[0]:  # the block ended before the markers
-        blocks[at:at] = [["marker", j, j + 1, None] for j in held]
+    outside = [j for j in held if j >= rec[2]]  # the block ended before these markers
+    blocks[at:at] = [["marker", j, j + 1, None] for j in outside]
 
 
 # --------------------------------------------------------------------------------------
@@ -573,6 +641,7 @@ class _Doc:
         self.mark_pages: list[int] = []
         self.strip_cum = [0]  # prefix sums of removed marker-line lengths (strip mode)
         self.cont_reserve = (0, 0)
+        self.by_words = settings.unit == "words"
 
     def line_end(self, j: int) -> int:
         ln = self.lines[j]
@@ -613,17 +682,29 @@ class _Doc:
         return 4 * (b - a), self.strip_cum[b] - self.strip_cum[a]
 
     def words(self, start: int, end: int) -> int:
+        if not self.by_words:
+            return 0  # sizes in chars or tokens never look at word counts
         w = len(self.text[start:end].split())
         if len(self.strip_cum) > 1:
             w -= self.stripped(start, end)[0]
         return w
 
     def size(self, words: int, start: int, end: int, extra: str = "") -> int:
-        chars = end - start - (self.stripped(start, end)[1] if len(self.strip_cum) > 1 else 0)
+        # Called for every block and candidate chunk: kept flat on purpose.
+        if self.by_words:
+            if extra:
+                words += len(extra.split())
+            return words + self.cont_reserve[0]
+        chars = end - start + self.cont_reserve[1]
+        if len(self.strip_cum) > 1:
+            chars -= self.stripped(start, end)[1]
         if extra:
-            words += len(extra.split())
             chars += len(extra)
-        return measure(words + self.cont_reserve[0], chars + self.cont_reserve[1], self.s.unit)
+        return chars if self.s.unit == "chars" else -(-chars // 4)
+
+    def reserve(self) -> int:
+        """The continuation-marker room that size() includes, in the budget unit."""
+        return measure(*self.cont_reserve, self.s.unit)
 
     def body(self, start: int, end: int) -> str:
         """The span as chunk text: with strip, marker lines inside it are left out."""
@@ -787,7 +868,8 @@ def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
                 # of their own, so a fence within max is still never cut.
                 parts = [(u.start, bs), (bs, be), (be, u.end)]
                 for k, (a, b) in reversed(list(enumerate(parts))):
-                    a, b = _lstrip_start(doc.text, a, b), _rstrip_end(doc.text, a, b)
+                    if k != 1:  # the block keeps its own start: indentation is content
+                        a, b = _lstrip_start(doc.text, a, b), _rstrip_end(doc.text, a, b)
                     if a < b:
                         # Marker parts stay "sticky" like a heading line: the page they
                         # open starts the chunk that holds the block's first piece.
@@ -803,7 +885,8 @@ def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
                 cur = []
             cur += tail
             cur_w = sum(x.words for x in cur)
-            room = target - (cur_size() if cur else 0)
+            # the room left beside the heading, counting the gap up to the block itself
+            room = target - (doc.size(cur_w, cur[0].start, doc.starts[block[1]], cur[0].prefix) if cur else 0)
             if room < max(1, target // 4):  # too little left beside the heading: start afresh
                 if cur:
                     chunks.append(cur)
@@ -830,7 +913,7 @@ def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
             new = cur_size(u.words, u.end, u.suffix)
             fits = not cur[-1].suffix and not u.prefix and (
                 new <= target
-                or (new <= mx and (all(x.heading for x in cur) or cur_size() < mn)))
+                or (new <= mx and (all(x.heading for x in cur) or cur_size() - doc.reserve() < mn)))
             if not fits:
                 chunks.append(cur)
                 cur, cur_w = [], 0
@@ -846,8 +929,9 @@ def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
         last, prev = chunks[-1], chunks[-2]
         lw = sum(x.words for x in last)
         pw = sum(x.words for x in prev)
-        if (doc.size(lw, last[0].start, last[-1].end, last[0].prefix + last[-1].suffix) < mn
-                and not prev[-1].suffix and not last[0].prefix
+        # (a runt is judged on its real size; the marker room only guards the ceiling)
+        if (doc.size(lw, last[0].start, last[-1].end, last[0].prefix + last[-1].suffix) - doc.reserve() < mn
+                # (two pieces of one cut block join back into one: the cut is simply undone)
                 and doc.size(lw + pw, prev[0].start, last[-1].end, prev[0].prefix + last[-1].suffix) <= mx):
             chunks[-2:] = [prev + last]
     return chunks

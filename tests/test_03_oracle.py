@@ -312,8 +312,11 @@ def _check_structure(text: str, chunks: list[dict], s, fm: int, original: str) -
         p_added_close = re.search(r"\n {0,3}(`{3,}|~{3,})$", p["text"]) and not real[:p["end_char"]].endswith(p["text"][-3:])
         c_added_open = not c_own.startswith(real[c["start_char"]:c["start_char"] + 1])
         merged = real[p["start_char"]:c["end_char"]]
-        added = _CONT.match(p["text"])
-        size = measure(merged, s.unit) + (measure(added.group(0), s.unit) if added else 0)
+        p_span = real[p["start_char"]:p["end_char"]]
+        if not p["text"].endswith(p_span):
+            continue  # strip mode or a fence piece: sizes are not comparable this simply
+        added = p["text"][:len(p["text"]) - len(p_span)]  # continuation marker, repeated header
+        size = measure(added + merged, s.unit)
         if size <= s.max - _reserve(real, s) and not p_added_close and not c_added_open:
             problems.append(f"chunk {k}: runt not joined to its predecessor")
     return problems
