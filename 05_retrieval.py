@@ -42,7 +42,8 @@ from pipekit.stages import get_stage
 
 METRICS = ("nDCG@10", "AP@100", "R@100")
 DEPTH = 100  # documents evaluated per query, whatever top_k is
-DENSE_TERMS = 32  # at most this many common terms get a dense impact array (8 bytes a chunk each)
+DENSE_SHARE = 16  # a term in more than 1/16 of the chunks is looked up in a dense array ...
+DENSE_TERMS = 32  # ... for at most this many terms (8 bytes a chunk each)
 QUERY_BATCH = 256  # queries scored per sparse product: bounds the candidate matrix's memory
 
 
@@ -134,10 +135,11 @@ class Index:
         scores at most `bound`, the sum of the common terms' largest impacts.  So score the
         rarer terms' chunks on those terms alone (`partial`); the depth-th best document by
         partial score, `floor`, is a lower bound of the final depth-th; a chunk with
-        partial + bound < floor cannot make it.  The few left are scored exactly (the
-        common terms looked up by binary search).  If at least `depth` documents then
-        score above `bound`, no chunk outside can beat them: that is the answer, ties and
-        all.  If not, a bigger set of rarer terms is tried, and at last every posting.
+        partial + bound < floor cannot make it.  The few left get the common terms looked
+        up, heaviest first, each dropped as soon as it cannot make it.  If at least `depth`
+        documents then score above `bound`, no chunk outside can beat them: that is the
+        answer, ties and all.  If not, a bigger set of rarer terms is tried, and at last
+        every posting.
         Zipf's law is why it pays: words like "the" are in nearly every chunk, and a query
         containing one would otherwise touch the whole corpus.
         """
@@ -173,10 +175,12 @@ class Index:
                     rest = bounds[i - 1] * (1 + 1e-9) if i else 0.0
                     keep = part + rest >= floor
                     alive, part = alive[keep], part[keep]
-                exact = self._lookup_scores(term_ids, alive)
-                above = exact > bound
+                # `part` is now each survivor's whole score: its rarer terms in query order,
+                # then the common ones heaviest first (the same sum for every chunk of this
+                # query, so equal scores stay equal).
+                above = part > bound
                 if self._n_docs(alive[above]) >= depth:
-                    return alive[above], exact[above]
+                    return alive[above], part[above]
         return self.scores(term_ids)
 
     def _n_docs(self, chunks: np.ndarray) -> int:
@@ -195,8 +199,8 @@ class Index:
     def _lookup(self, t, cand: np.ndarray) -> np.ndarray:
         """Term t's impact in each of the sorted chunks `cand` (0 where it is absent)."""
         dense = self._dense.get(int(t))
-        if dense is None and self.df[t] * 4 > len(self.lengths) and len(self._dense) < DENSE_TERMS:
-            # A term in over a quarter of the chunks: one array over all chunks makes each
+        if dense is None and self.df[t] * DENSE_SHARE > len(self.lengths) and len(self._dense) < DENSE_TERMS:
+            # A term in over 1/DENSE_SHARE of the chunks: one array over all chunks makes each
             # lookup a plain index instead of a binary search in a very long list.
             ch, imp = self._postings_of(t)
             dense = self._dense[int(t)] = np.zeros(len(self.lengths), dtype=np.float64)
@@ -207,17 +211,6 @@ class Index:
         pos = np.searchsorted(ch, cand)
         np.minimum(pos, len(ch) - 1, out=pos)
         return np.where(ch[pos] == cand, imp[pos], 0.0)
-
-    def _lookup_scores(self, term_ids: np.ndarray, cand: np.ndarray) -> np.ndarray:
-        """Exact scores of the sorted chunks `cand`: each term's impact found by binary search,
-        added in the query's order (the same sum, bit for bit, as `scores`)."""
-        total = np.zeros(len(cand), dtype=np.float64)
-        for t in term_ids:
-            ch, imp = self._postings_of(t)
-            pos = np.searchsorted(ch, cand)
-            np.minimum(pos, len(ch) - 1, out=pos)
-            total += np.where(ch[pos] == cand, imp[pos], 0.0)
-        return total
 
     def scores(self, term_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The chunks one query touches and their exact scores, in time proportional to
@@ -324,7 +317,7 @@ def best_documents(cols, vals, doc_codes, depth: int):
 
 def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: int, progress=iter):
     """Chunk hits (query#, chunk, score, rank) and the document run {qid: {doc: score}}."""
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     doc_names, doc_codes = index.doc_names, index.doc_codes
     hits_q, hits_c, hits_s, hits_r = [], [], [], []
     run: dict[str, dict[str, float]] = {}
@@ -342,9 +335,9 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
             run[queries[i][0]] = dict(zip(names, dscores.tolist()))
     cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
     out = (cat(hits_q, np.int64), cat(hits_c, np.int64), cat(hits_s, np.float64), cat(hits_r, np.int32))
-    seconds = time.perf_counter() - t0
-    index.note(f"queries answered in {seconds:.2f} s ({len(queries) / max(seconds, 1e-9):,.0f} queries/s; "
-               f"index loaded in {index.load_seconds:.2f} s before)")
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    index.note(f"queries answered in {seconds:.2f} s, {cpu:.2f} s CPU "
+               f"({len(queries) / max(seconds, 1e-9):,.0f} queries/s; index loaded in {index.load_seconds:.2f} s before)")
     return out, run, terms_of
 
 

@@ -110,8 +110,8 @@ def test_search_equals_dense_scoring(tmp_path, seed):
     words, texts, doc_ids = random_corpus(rng)
     index = build(tmp_path, texts, doc_ids)
     pruned = []
-    lookup = index._lookup_scores
-    index._lookup_scores = lambda t, cand: pruned.append(len(cand)) or lookup(t, cand)
+    lookup = index._lookup
+    index._lookup = lambda t, cand: pruned.append(len(cand)) or lookup(t, cand)
     queries = []
     for q in range(300):
         m = int(rng.integers(1, 6))
