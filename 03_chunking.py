@@ -121,6 +121,7 @@ _PARA_BREAKERS = frozenset("\t\r#`~><=-*_+01")
 _LAZY_BREAKERS = frozenset("\t\r#`~><=-*_+0123456789")
 
 PARA, FENCE, CODE, HTML, TABLE = range(5)
+_MAX_NESTING = 20  # markdown-it's own limit (options.maxNesting in the commonmark preset)
 
 
 def _indent(s: str) -> int:
@@ -198,9 +199,10 @@ class _Scanner:
     """
 
     __slots__ = ("leaf", "fence_char", "fence_len", "html_end", "child_kind", "child",
-                 "child_indent", "item_empty", "quote_empty", "out", "cur")
+                 "child_indent", "item_empty", "quote_empty", "out", "cur", "depth")
 
-    def __init__(self, out: list | None = None):
+    def __init__(self, out: list | None = None, depth: int = 0):
+        self.depth = depth
         self.leaf = None
         self.fence_char = ""
         self.fence_len = 0
@@ -276,6 +278,11 @@ class _Scanner:
     def feed(self, s: str, i: int, nxt: str | None) -> None:
         """One non-blank line `s` (tabs expanded, no line end); `nxt` is the next line when
         a table could start here (only looked at for lines containing `|`)."""
+        if self.depth >= _MAX_NESTING:
+            # markdown-it stops looking inside containers nested this deep, and so do we:
+            # without a limit `> > > ...` recursed past Python's stack and deep lists went quadratic.
+            self.leaf = PARA
+            return
         kind = self.child_kind
         if kind is not None:
             ind = _indent(s)
@@ -355,7 +362,7 @@ class _Scanner:
         elif c == ">":
             self.leaf = None
             self.child_kind = "quote"
-            self.child = _Scanner()
+            self.child = _Scanner(depth=self.depth + 1)
             self._quote_line(s, ind, i)
             self._open("quote", i)
             return
@@ -392,7 +399,7 @@ class _Scanner:
                     w = m.end() + (1 if empty or sp > 4 else sp)
                     self.leaf = None
                     self.child_kind = "item"
-                    self.child = _Scanner()
+                    self.child = _Scanner(depth=self.depth + 1)
                     self.child_indent = w
                     self.item_empty = empty
                     if not empty:
@@ -512,7 +519,7 @@ def scan_blocks(lines: list[str], first: int, markers: bool) -> tuple[list, list
                         if content and content[0] != "\r" and sp <= 4:
                             # the next bullet item: close this one, open its sibling
                             top.close()
-                            top.child_kind, top.child = "item", _Scanner()
+                            top.child_kind, top.child = "item", _Scanner(depth=1)
                             top.child_indent, top.item_empty = ind + 1 + sp, False
                             if content[0] not in special and "|" not in content:
                                 top.child.leaf = PARA
@@ -976,7 +983,14 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
     last_level = 0
     pending = None  # (start, words) of marker lines waiting for the next block
 
+    target = doc.s.target
+
     def flush():
+        first, last = sec_units[0], sec_units[-1]
+        if doc.size(sum(x.words for x in sec_units), first.start, last.end) <= target:
+            # The whole section fits: one chunk, no packing needed (most sections).
+            out.append(_emit(doc, sec_units, sec_path, not out))
+            return
         for chunk in _pack(doc, sec_units, sec_blocks):
             # A chain of headings too big for one chunk: each piece under its own heading.
             heads = [x.path for x in chunk if x.path is not None]

@@ -97,6 +97,24 @@ def oracle_headings(text: str) -> list[tuple[int, int, str, int]]:
     return out
 
 
+def fence_left_open(text: str) -> bool:
+    """Does a fence opened in `text` stay unclosed, or does it start with a stray closer?
+    (Top-level fences, CommonMark's rule: a closer uses the opener's character, at least
+    as many times.)"""
+    fence = None
+    for line in text.split("\n"):
+        m = re.match(r" {0,3}(`{3,}|~{3,})(.*?)\r?$", line)
+        if not m:
+            continue
+        run, rest = m.group(1), m.group(2)
+        if fence is None:
+            if not (run[0] == "`" and "`" in rest):
+                fence = run
+        elif run[0] == fence[0] and len(run) >= len(fence) and not rest.strip():
+            fence = None
+    return fence is not None
+
+
 def fence_comment_lines(text: str) -> set[str]:
     """`# ...` lines inside fenced or indented code, stripped: what a naive splitter
     takes for headings."""
@@ -376,7 +394,8 @@ def text_violations(source: str, texts: list[str], headings: list[list[str]] | N
     fm = front_matter_span(source) if source.startswith("---") and fmt != "csv" else 0
     for k, t in enumerate(texts):
         if fmt != "csv":
-            toks = tokens(_CONT.sub("", t, count=1))
+            # page-marker lines are layout, not content under a heading
+            toks = tokens(_MARKER.sub("", _CONT.sub("", t, count=1)))
             seen_content = False
             for tk in toks:
                 if tk.level != 0 or tk.type.endswith("_close") or tk.type == "inline":
@@ -392,7 +411,7 @@ def text_violations(source: str, texts: list[str], headings: list[list[str]] | N
                     headings and any(("# " + h).strip() in comments or h in {c.lstrip("#").strip() for c in comments}
                                      for h in headings[k] if h)):
                 v["# comment taken for a heading"] += 1
-            if len(_FENCE_LINE.findall(t)) % 2:
+            if fence_left_open(t):
                 v["unbalanced fence"] += 1
             if re.search(r"^\s*\|.*\|\s*$", t, re.M) and not any(tk.type == "table_open" for tk in toks):
                 v["table piece without header"] += 1
