@@ -24,6 +24,7 @@ analyzer settings — queries are analysed exactly as the index recorded.
 """
 from __future__ import annotations
 
+import itertools
 import textwrap
 import time
 
@@ -145,13 +146,16 @@ class Index:
         """
         m = len(term_ids)
         if m > 1:
-            df = self.df[term_ids].astype(np.int64)
-            total = int(df.sum())
-            by_weight = np.argsort(self.max_impact[term_ids], kind="stable")
-            bounds = np.cumsum(self.max_impact[term_ids][by_weight])
+            # A handful of terms: plain Python lists beat NumPy calls on tiny arrays.
+            ids = term_ids.tolist()
+            df = self.df[term_ids].tolist()
+            weight = self.max_impact[term_ids].tolist()
+            by_weight = sorted(range(m), key=weight.__getitem__)
+            bounds = list(itertools.accumulate(weight[i] for i in by_weight))
+            total = sum(df)
             for j in range(m - 1, 0, -1):  # the j lightest terms are only looked up
-                rare = np.sort(by_weight[j:])
-                reach = int(df[rare].sum())
+                rare = sorted(by_weight[j:])  # in query order
+                reach = sum(df[i] for i in rare)
                 if reach < depth:
                     continue  # too few chunks to hold `depth` documents
                 if reach * 4 > total:
@@ -163,17 +167,16 @@ class Index:
                 if len(floors) < depth:
                     continue
                 floor = floors[-1] * (1 - 1e-9)
-                rest = bound
-                keep = partial + rest >= floor
+                keep = partial >= floor - bound
                 alive, part = cand[keep], partial[keep]
-                order = np.argsort(alive, kind="stable")
-                alive, part = alive[order], part[order]
+                if len(rare) > 1:
+                    order = np.argsort(alive, kind="stable")
+                    alive, part = alive[order], part[order]
                 # Resolve the heaviest common term first: it narrows the bound the most.
                 for i in range(j - 1, -1, -1):
-                    t = term_ids[by_weight[i]]
-                    part = part + self._lookup(t, alive)
+                    part = part + self._lookup(ids[by_weight[i]], alive)
                     rest = bounds[i - 1] * (1 + 1e-9) if i else 0.0
-                    keep = part + rest >= floor
+                    keep = part >= floor - rest
                     alive, part = alive[keep], part[keep]
                 # `part` is now each survivor's whole score: its rarer terms in query order,
                 # then the common ones heaviest first (the same sum for every chunk of this
@@ -223,6 +226,8 @@ class Index:
         corpus order).  A chunk is new to the query while its score is still 0: impacts
         are always > 0 (idf > 0, tf >= 1).
         """
+        if len(term_ids) == 1:  # one term: its postings are the answer as they stand
+            return self._postings_of(term_ids[0])
         if self._acc is None:
             self._acc = np.zeros(len(self.lengths), dtype=np.float64)
         acc, parts = self._acc, []
