@@ -68,6 +68,26 @@ class Settings:
         return cls(**{k: section[k] for k in cls.__dataclass_fields__ if k in section})
 
 
+_RUN = 10  # characters per budget word in a run without whitespace
+_LONG_RUN = re.compile(r"\S{%d,}" % (_RUN + 1))
+
+
+def count_words(s: str) -> int:
+    """Words for the budget: whitespace-separated words, except that a run longer than 10
+    characters counts one word per 10.  Chinese or Japanese text, a base64 blob or a long
+    URL has no spaces; counted as one word, a whole book would fit in one chunk."""
+    n = len(s.split())
+    if len(s) > _RUN:
+        for m in _LONG_RUN.finditer(s):
+            n += (m.end() - m.start() - 1) // _RUN
+    return n
+
+
+def _units(length: int) -> int:
+    """Budget words of one run of `length` characters without whitespace."""
+    return 1 if length <= _RUN else (length + _RUN - 1) // _RUN
+
+
 def measure(words: int, chars: int, unit: str) -> int:
     """Size in the budget unit; tokens are approximated as ceil(chars / 4)."""
     if unit == "words":
@@ -512,7 +532,7 @@ def scan_blocks(lines: list[str], first: int, markers: bool) -> tuple[list, list
                         top.cur[2] = i + 1  # a lazy continuation line
                         continue
                     elif (ind < 4 and c in "-*+" and ls[1:2] == " " and "|" not in s and "\t" not in s
-                          and (ls.count(c) < 3 or not _HR.match(ls))):
+                          and (ls.count(c) < 3 or not _HR.match(_norm(ls)))):
                         after = ls[1:]
                         content = after.lstrip(" ")
                         sp = len(after) - len(content)
@@ -664,7 +684,7 @@ class _Doc:
             # Every chunk may need a `--- page N (cont.) ---` line; reserving its size up
             # front keeps "added parts count toward max" true without re-packing.
             probe = self.cont_line(max(self.mark_pages))
-            self.cont_reserve = (len(probe.split()), len(probe))
+            self.cont_reserve = (count_words(probe), len(probe))
 
     # -- pages --
     def page_at(self, pos: int) -> int | None:
@@ -691,7 +711,7 @@ class _Doc:
     def words(self, start: int, end: int) -> int:
         if not self.by_words:
             return 0  # sizes in chars or tokens never look at word counts
-        w = len(self.text[start:end].split())
+        w = count_words(self.text[start:end])
         if len(self.strip_cum) > 1:
             w -= self.stripped(start, end)[0]
         return w
@@ -700,7 +720,7 @@ class _Doc:
         # Called for every block and candidate chunk: kept flat on purpose.
         if self.by_words:
             if extra:
-                words += len(extra.split())
+                words += count_words(extra)
             return words + self.cont_reserve[0]
         chars = end - start + self.cont_reserve[1]
         if len(self.strip_cum) > 1:
@@ -735,7 +755,6 @@ class _Doc:
         """(start, end, words) of lines; a line over `cap` as runs of words; a word over
         `cap` as runs of grapheme clusters, so even text without spaces keeps the ceiling
         and no cut splits an emoji sequence or a letter from its combining accent."""
-        unit = self.s.unit
         for j in range(first_line, end_line):
             a, b = self.starts[j], self.line_end(j)
             if not self.text[a:b].strip():
@@ -749,16 +768,17 @@ class _Doc:
                 ws, we = a + m.start(), a + m.end()
                 if first_word:
                     ws, first_word = a, False  # the line's indentation stays with its first word
-                if unit == "words" or self.size(1, ws, we) <= cap:
-                    yield ws, we, 1
+                wu = _units(we - ws)
+                if self.size(wu, ws, we) <= cap:
+                    yield ws, we, wu
                     continue
                 g0 = ws
                 for g in regex.finditer(r"\X", self.text[ws:we]):
-                    ge = ws + g.end()
-                    if ge - g0 > 0 and self.size(1, g0, ge) > cap and ws + g.start() > g0:
-                        yield g0, ws + g.start(), 1
-                        g0 = ws + g.start()
-                yield g0, we, 1
+                    gs, ge = ws + g.start(), ws + g.end()
+                    if gs > g0 and self.size(_units(ge - g0), g0, ge) > cap:
+                        yield g0, gs, _units(gs - g0)
+                        g0 = gs
+                yield g0, we, _units(we - g0)
 
 
 def _pieces(doc: _Doc, atoms, cap_first: int, cap: int, prefix: str, suffix: str,
@@ -813,11 +833,11 @@ def _split_block(doc: _Doc, block, room: int) -> list[_Unit]:
         atoms = list(doc.atoms(first + 1, inner_end, max(1, cap - edge)))
         if not atoms:
             return [_Unit(doc.starts[first], doc.line_end(end - 1), doc.words(doc.starts[first], doc.line_end(end - 1)))]
-        open_a = (doc.starts[first], atoms[0][1], atoms[0][2] + len(opening.split()))
+        open_a = (doc.starts[first], atoms[0][1], atoms[0][2] + count_words(opening))
         atoms[0] = open_a
         if closed:
             la = atoms[-1]
-            atoms[-1] = (la[0], doc.line_end(end - 1), la[2] + len(lines[end - 1].split()))
+            atoms[-1] = (la[0], doc.line_end(end - 1), la[2] + count_words(lines[end - 1]))
         return _pieces(doc, atoms, max(1, cap_first), max(1, cap), prefix, suffix)
     if kind == "table" and end - first >= 3:
         header = doc.text[doc.starts[first]:doc.line_end(first + 1)] + nl
@@ -848,7 +868,7 @@ def _rstrip_end(text: str, a: int, b: int) -> int:
 
 
 def _extra_size(doc: _Doc, extra: str) -> int:
-    return measure(len(extra.split()), len(extra), doc.s.unit)
+    return measure(count_words(extra), len(extra), doc.s.unit)
 
 
 def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
@@ -899,6 +919,9 @@ def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
                     chunks.append(cur)
                 cur, cur_w, room = [], 0, target
             pieces = _split_block(doc, block, room)
+            if u.path is not None:  # a heading line longer than max: its pieces keep its path
+                for p in pieces:
+                    p.path = u.path
             if pieces and pieces[0].prefix == "fresh":  # its first line does not fit beside the heading
                 pieces[0].prefix = ""
                 chunks.append(cur)
@@ -908,6 +931,9 @@ def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
                 pieces[0].start = cur[0].start
                 pieces[0].words += cur_w
                 pieces[0].prefix = cur[0].prefix
+                paths = [x.path for x in cur if x.path is not None]
+                if paths:  # the piece now holds the heading line: it carries its path
+                    pieces[0].path = paths[-1]
                 cur, cur_w = [], 0
             for p in pieces[:-1]:
                 chunks.append([p])
@@ -981,6 +1007,7 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
     sec_path = _heading_path([], list(base))
     heading_only = False
     last_level = 0
+    before_path = prev_path = sec_path
     pending = None  # (start, words) of marker lines waiting for the next block
 
     target = doc.s.target
@@ -991,10 +1018,18 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
             # The whole section fits: one chunk, no packing needed (most sections).
             out.append(_emit(doc, sec_units, sec_path, not out))
             return
+        # Heading lines of this section (a chain), by position: a chunk without one (a page
+        # marker cut off between them) sits under the heading before it.
+        heads_at = [(doc.starts[bl[1]], x.path) for x, bl in zip(sec_units, sec_blocks) if x.path is not None]
         for chunk in _pack(doc, sec_units, sec_blocks):
             # A chain of headings too big for one chunk: each piece under its own heading.
             heads = [x.path for x in chunk if x.path is not None]
-            out.append(_emit(doc, chunk, heads[-1] if heads else sec_path, not out))
+            if heads:
+                path = heads[-1]
+            else:
+                before = [p for pos, p in heads_at if pos <= chunk[0].start]
+                path = before[-1] if before else (before_path if heads_at else sec_path)
+            out.append(_emit(doc, chunk, path, not out))
 
     for b in blocks:
         kind = b[0]
@@ -1012,6 +1047,7 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
             if title is None:  # setext: the paragraph lines above the underline
                 title = " ".join(_norm(lines[j]).strip() for j in range(b[1], b[2] - 1))
             title = plain_heading(title)
+            prev_path = sec_path
             del levels[level - 1:]
             levels.extend([""] * (level - 1 - len(levels)))
             levels.append(title)
@@ -1025,6 +1061,7 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
                     flush()
                 sec_units, sec_blocks = [u], [b]
                 heading_only = True
+                before_path = prev_path
             sec_path = u.path = _heading_path(list(levels), list(base))
             last_level = level
             continue
@@ -1146,32 +1183,32 @@ def _chunk_fixed(doc: _Doc, base: list[str]) -> list[dict]:
                 k += 1
             if k < len(skip) and skip[k][0] <= a:
                 continue
-        if s.unit != "words" and doc.size(1, a, b) > cap:
+        if doc.size(_units(b - a), a, b) > cap:
             g0 = a
             for g in regex.finditer(r"\X", text[a:b]):
-                if a + g.start() > g0 and doc.size(1, g0, a + g.end()) > cap:
-                    words.append((g0, a + g.start()))
-                    g0 = a + g.start()
+                gs, ge = a + g.start(), a + g.end()
+                if gs > g0 and doc.size(_units(ge - g0), g0, ge) > cap:
+                    words.append((g0, gs))
+                    g0 = gs
             words.append((g0, b))
         else:
             words.append((a, b))
+    cum = list(accumulate((_units(b - a) for a, b in words), initial=0))  # budget words so far
+    reserve = doc.reserve()
     out = []
     i, n = 0, len(words)
     while i < n:
         j = i
-        while j + 1 < n and doc.size(j + 2 - i, words[i][0], words[j + 1][1]) <= cap:
+        while j + 1 < n and doc.size(cum[j + 2] - cum[i], words[i][0], words[j + 1][1]) <= cap:
             j += 1
         start, end = words[i][0], words[j][1]
-        # The first window keeps the document's leading indentation of its first line.
-        out.append(_emit(doc, [_Unit(start, end, j + 1 - i)], list(base), not out))
+        out.append(_emit(doc, [_Unit(start, end, cum[j + 1] - cum[i])], list(base), not out))
         if j + 1 >= n:
             break
-        if s.unit == "words":
-            nxt = j + 1 - s.overlap
-        else:
-            nxt = j + 1
-            while nxt - 1 > i and doc.size(j + 1 - (nxt - 1), words[nxt - 1][0], end) <= s.overlap:
-                nxt -= 1
+        # The next window starts `overlap` units before this one ends (never before it starts).
+        nxt = j + 1
+        while nxt - 1 > i and doc.size(cum[j + 1] - cum[nxt - 1], words[nxt - 1][0], end) - reserve <= s.overlap:
+            nxt -= 1
         i = max(i + 1, nxt)
     for c in out:
         while c["heading_path"] and c["heading_path"][-1] == "":

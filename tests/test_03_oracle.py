@@ -136,7 +136,7 @@ def front_matter_span(text: str) -> int:
 
 
 def measure(text: str, unit: str) -> int:
-    return chunking.measure(len(text.split()), len(text), unit)
+    return chunking.measure(chunking.count_words(text), len(text), unit)
 
 
 # --------------------------------------------------------------------------------------
