@@ -211,6 +211,8 @@ class Index:
         if dense is not None:
             return dense[cand]
         ch, imp = self._postings_of(t)
+        # Same dtype on both sides, or NumPy would first copy the whole postings list to int64.
+        cand = cand.astype(ch.dtype, copy=False)
         pos = np.searchsorted(ch, cand)
         np.minimum(pos, len(ch) - 1, out=pos)
         return np.where(ch[pos] == cand, imp[pos], 0.0)
@@ -236,7 +238,7 @@ class Index:
             dense = np.bincount(np.concatenate([p[0] for p in parts]),
                                 weights=np.concatenate([p[1] for p in parts]), minlength=n)
             cols = np.flatnonzero(dense)
-            return cols, dense[cols]
+            return cols.astype(self.chunk.dtype), dense[cols]
         if self._acc is None:
             self._acc = np.zeros(len(self.lengths), dtype=np.float64)
         acc, parts = self._acc, []

@@ -1,0 +1,519 @@
+"""Speed and memory at scale: the pipeline against bm25s and rank_bm25 on one synthetic corpus.
+
+    python bench/scale.py                                   # 100k, 200k, 300k, 1M passages
+    python bench/scale.py --sizes 100000,200000             # a subset
+    python bench/scale.py --sizes 200000 --no-pipeline      # stages 04+05 only, on bench-made chunks
+
+For each size it generates (once, fixed seed, under bench/corpora/, git-ignored) a BEIR
+corpus: a Zipfian vocabulary of 200k invented words, 30–90 words a passage, a 2–5 word
+title, and 1,000 queries of 3–6 distinct terms drawn from the same Zipf law (so queries hit
+the frequent words as real ones do, which is the hard case for a sparse scorer).
+
+The invented words are lower-case letters, at least two of them, never a stopword and left
+unchanged by the Snowball stemmer: our analyzer (run with its defaults, stemmer and
+stopwords on, so its real cost is measured) and a plain split give the *same tokens*, so
+bm25s and rank_bm25 index exactly what we index.
+
+Every stage runs as its own process (`python 0N_*.py --config ...`), so its wall time
+includes start-up and imports, and its peak RSS comes from wait4() of that one process.
+Stage 05 prints its index-load time and its query phase apart; we read them from its summary.
+Each peer also runs in its own process: read the .jsonl + tokenize + index + retrieve the
+same 1,000 queries (top 10), with its phases timed inside.  bm25s runs with method lucene,
+k1 1.2, b 0.75, numpy backend and (when numba is installed) the numba backend, whose JIT
+compilation is warmed up outside the timed retrieval so the comparison does not flatter us.
+rank_bm25 (BM25Okapi) runs at 100k; a larger size runs only if the 100k time, scaled
+linearly, stays under 10 minutes.
+
+With `--no-pipeline`, stages 01–03 do not run: the bench writes `03_chunks.parquet` itself
+(one chunk per passage, what stage 03 makes of a short BEIR record) so 04 and 05 can be
+measured while the earlier stages are being changed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parents[1]
+CORPORA = REPO / "bench" / "corpora"
+SEED = 20240611
+VOCAB = 200_000
+N_QUERIES = 1000
+TOP_K = 100  # what stage 05 computes per query: 100 documents for the run file (and the top 10 chunks)
+GEN_BLOCK = 50_000  # passages generated and written at a time: the generator stays flat too
+RANK_BM25_LIMIT = 600.0  # seconds; rank_bm25 is skipped at a size whose estimate passes this
+DEFAULT_SIZES = (100_000, 200_000, 300_000, 1_000_000)
+STAGE_FILES = {1: "01_documents.py", 2: "02_preprocessing.py", 3: "03_chunking.py",
+               4: "04_indexing.py", 5: "05_retrieval.py"}
+
+
+# --- the synthetic corpus ------------------------------------------------------------------
+
+def invented_words(rng: np.random.Generator, n: int) -> list[str]:
+    """n distinct pronounceable words that the analyzer passes through unchanged."""
+    import Stemmer
+
+    sys.path.insert(0, str(REPO))
+    from pipekit.analyzer import ENGLISH_STOPWORDS
+
+    stem = Stemmer.Stemmer("english").stemWords
+    cons, vows = list("bcdfghjklmnpqrstvwxz"), list("aeiou")
+    words: list[str] = []
+    seen: set[str] = set()
+    while len(words) < n:
+        m = 4 * n
+        lengths = rng.integers(2, 6, size=m)  # syllables
+        c = rng.choice(cons, size=(m, 5))
+        v = rng.choice(vows, size=(m, 5))
+        cand = ["".join(c[i, j] + v[i, j] for j in range(lengths[i])) for i in range(m)]
+        # Words ending in a vowel are left alone by Snowball far more often; keep only the fixed points.
+        for w, s in zip(cand, stem(cand)):
+            if w == s and w not in seen and w not in ENGLISH_STOPWORDS:
+                seen.add(w)
+                words.append(w)
+                if len(words) == n:
+                    break
+    return words
+
+
+def zipf_probabilities(n: int) -> np.ndarray:
+    p = 1.0 / np.arange(1, n + 1, dtype=np.float64)
+    return p / p.sum()
+
+
+def join_words(words: pa.Array, ids: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """Texts made of words[ids], lengths[i] words each, joined by spaces (all in Arrow)."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    lists = pa.ListArray.from_arrays(pa.array(offsets), words.take(pa.array(ids)))
+    return pc.binary_join(lists, " ")
+
+
+def generate(size: int, folder: Path) -> None:
+    """corpus.jsonl + queries.jsonl in `folder`, identical for the same size and seed."""
+    stamp = folder / "generated.json"
+    want = {"size": size, "seed": SEED, "vocab": VOCAB, "queries": N_QUERIES, "version": 1}
+    if stamp.exists() and json.loads(stamp.read_text()) == want:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(SEED)
+    vocab = invented_words(rng, VOCAB)
+    rng.shuffle(vocab)  # rank is unrelated to word length
+    words = pa.array(vocab, pa.string())
+    p = zipf_probabilities(VOCAB)
+    cdf = np.cumsum(p)
+    draw = lambda k: np.minimum(np.searchsorted(cdf, rng.random(k)), VOCAB - 1)
+    with open(folder / "corpus.jsonl.tmp", "w", encoding="utf-8") as fh:
+        for start in range(0, size, GEN_BLOCK):
+            n = min(GEN_BLOCK, size - start)
+            text_len = rng.integers(30, 91, size=n)
+            title_len = rng.integers(2, 6, size=n)
+            texts = join_words(words, draw(int(text_len.sum())), text_len)
+            titles = join_words(words, draw(int(title_len.sum())), title_len)
+            ids = pa.array([f"d{i}" for i in range(start, start + n)])
+            # Only letters and spaces inside: no JSON escaping is ever needed.
+            lines = pc.binary_join_element_wise('{"_id": "', ids, '", "title": "', titles,
+                                                '", "text": "', texts, '"}', "")
+            fh.write("\n".join(lines.to_pylist()))
+            fh.write("\n")
+    os.replace(folder / "corpus.jsonl.tmp", folder / "corpus.jsonl")
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as fh:
+        for q in range(N_QUERIES):
+            m = int(rng.integers(3, 7))
+            terms: list[str] = []
+            while len(terms) < m:
+                w = vocab[int(draw(1)[0])]
+                if w not in terms:
+                    terms.append(w)
+            fh.write(json.dumps({"_id": f"q{q}", "text": " ".join(terms)}) + "\n")
+    stamp.write_text(json.dumps(want))
+    print(f"[generated {size:,} passages in {time.perf_counter() - t0:.1f} s → {folder}]", flush=True)
+
+
+def write_config(folder: Path, out: str = "out") -> Path:
+    cfg = folder / "config.yaml"
+    cfg.write_text(
+        f"paths:\n  output: {out}\n"
+        "documents:\n  input: corpus.jsonl\n"
+        "retrieval:\n  queries: queries.jsonl\n  qrels: null\n  top_k: 10\n")
+    return cfg
+
+
+def write_chunks_directly(folder: Path, out: Path) -> None:
+    """03_chunks.parquet as stage 03 makes it from a short BEIR record: one chunk per passage."""
+    out.mkdir(parents=True, exist_ok=True)
+    import pyarrow.json as pj
+
+    table = pj.read_json(folder / "corpus.jsonl")
+    n = table.num_rows
+    ids = table.column("_id")
+    title = table.column("title")
+    text = table.column("text")
+    n_words = pc.add(pc.list_value_length(pc.split_pattern(text, " ")), 0)
+    chunks = pa.table({
+        "chunk_id": pc.binary_join_element_wise(ids, pa.array(["0"] * n), "#"),
+        "doc_id": ids,
+        "ordinal": pa.array(np.zeros(n, np.int32)),
+        "heading_path": pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)), title.combine_chunks()),
+        "heading": title,
+        "path": pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string())),
+        "text": text,
+        "start_char": pa.array(np.zeros(n, np.int64)),
+        "end_char": pc.utf8_length(text).cast(pa.int64()),
+        "page_start": pa.nulls(n, pa.int32()),
+        "page_end": pa.nulls(n, pa.int32()),
+        "n_words": n_words.cast(pa.int32()),
+        "n_chars": pc.utf8_length(text).cast(pa.int32()),
+        "format": pa.array(["beir"] * n),
+    })
+    meta = {"stage": "03_chunking (bench/scale.py --no-pipeline)", "fingerprint": f"bench-{n}-{SEED}",
+            "inputs": {}, "upstream_file": None}
+    table = chunks.replace_schema_metadata({b"pipekit": json.dumps(meta).encode()})
+    pq.write_table(table, out / "03_chunks.parquet", row_group_size=64 * 1024)
+
+
+# --- measuring processes ---------------------------------------------------------------------
+
+def measure(cmd: list[str], cwd: Path, timeout: float | None = None) -> dict:
+    """Wall seconds, stdout and stderr of one child process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return {"seconds": time.perf_counter() - t0, "rss_mb": None, "timeout": True, "stdout": "", "rc": None}
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "stdout": out, "stderr": err, "rc": proc.returncode}
+
+
+WRAPPER = r"""
+import os, resource, subprocess, sys, time, json
+t0 = time.perf_counter()
+p = subprocess.Popen(sys.argv[2:], stdout=sys.stdout, stderr=sys.stderr)
+_, status, ru = os.wait4(p.pid, 0)
+print(json.dumps({"seconds": time.perf_counter() - t0, "rss_mb": ru.ru_maxrss / 1024,
+                  "rc": os.waitstatus_to_exitcode(status)}), file=open(sys.argv[1], "w"))
+"""
+
+
+def run_measured(cmd: list[str], cwd: Path, timeout: float | None = None) -> dict:
+    """Run cmd as a child of a wrapper that wait4()s it: its own time and peak RSS.
+
+    RUSAGE_CHILDREN of this process is a maximum over *all* its children so far, so it
+    cannot tell stage 04's peak from stage 05's; wait4() on the one pid can.
+    """
+    report = cwd / f".measure-{os.getpid()}.json"
+    res = measure([sys.executable, "-c", WRAPPER, str(report)] + cmd, cwd, timeout)
+    if res.get("timeout"):
+        return res
+    info = json.loads(report.read_text())
+    report.unlink()
+    res.update(info)
+    if res["rc"] != 0:
+        print(f"  ! {' '.join(cmd)} exited {res['rc']}:\n{res['stderr'][-2000:]}", file=sys.stderr)
+    return res
+
+
+def stage_cmd(n: int, cfg: Path) -> list[str]:
+    return [sys.executable, str(REPO / STAGE_FILES[n]), "--config", str(cfg)]
+
+
+def parse_05(stdout: str) -> dict:
+    load = re.search(r"index loaded in ([\d.]+) s", stdout)
+    query = re.search(r"queries answered in ([\d.]+) s, ([\d.]+) s CPU", stdout)
+    return {"load": float(load.group(1)) if load else None,
+            "query": float(query.group(1)) if query else None,
+            "query_cpu": float(query.group(2)) if query else None}
+
+
+def top1_agreement(folder: Path, peer: dict) -> tuple[int, int]:
+    """Queries among the first 20 whose best score is the same here and in bm25s (float32).
+
+    bm25s's lucene method drops BM25's constant (k1 + 1) factor, as Lucene 8+ does: the same
+    ranking, every score divided by 2.2; we multiply it back."""
+    table = pq.read_table(folder / "out" / "05_results.parquet", columns=["query_id", "rank", "score"])
+    best = {q: s for q, r, s in zip(*(table.column(c).to_pylist() for c in ("query_id", "rank", "score"))) if r == 1}
+    same = sum(1 for i, s in enumerate(peer.get("top1_score", []))
+               if abs(best.get(f"q{i}", 0.0) - s * (1.2 + 1)) <= 1e-4 * max(1.0, s))
+    return same, len(peer.get("top1_score", []))
+
+
+# --- the peers, each in its own process -----------------------------------------------------
+
+def read_beir(folder: Path) -> tuple[list[str], list[str]]:
+    with open(folder / "corpus.jsonl", encoding="utf-8") as fh:
+        docs = [json.loads(line) for line in fh]
+    texts = [d["title"] + "\n" + d["text"] for d in docs]
+    with open(folder / "queries.jsonl", encoding="utf-8") as fh:
+        queries = [json.loads(line)["text"] for line in fh]
+    return texts, queries
+
+
+def peer_bm25s(folder: Path, backend: str) -> dict:
+    import bm25s
+
+    t = {}
+    t0 = time.perf_counter()
+    texts, queries = read_beir(folder)
+    t["read"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    tokens = bm25s.tokenize(texts, stopwords=None, show_progress=False)
+    del texts
+    t["tokenize"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model = bm25s.BM25(method="lucene", k1=1.2, b=0.75, backend=backend)
+    model.index(tokens, show_progress=False)
+    t["index"] = time.perf_counter() - t0
+    q_tokens = bm25s.tokenize(queries, stopwords=None, show_progress=False, return_ids=False)
+    if backend == "numba":  # JIT compile on one query, outside the clock
+        model.retrieve(q_tokens[:1], k=TOP_K, show_progress=False)
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    docs, scores = model.retrieve(q_tokens, k=TOP_K, show_progress=False)
+    t["retrieve"] = time.perf_counter() - t0
+    t["retrieve_cpu"] = time.process_time() - cpu0
+    t["top1"] = [int(x) for x in docs[:20, 0]]
+    t["top1_score"] = [float(x) for x in scores[:20, 0]]
+    return t
+
+
+def peer_rank_bm25(folder: Path) -> dict:
+    from rank_bm25 import BM25Okapi
+
+    t = {}
+    t0 = time.perf_counter()
+    texts, queries = read_beir(folder)
+    t["read"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    tokens = [s.split() for s in texts]
+    del texts
+    t["tokenize"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model = BM25Okapi(tokens, k1=1.2, b=0.75)
+    t["index"] = time.perf_counter() - t0
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    for q in queries:
+        s = model.get_scores(q.split())
+        np.argpartition(-s, TOP_K)[:TOP_K]
+    t["retrieve"] = time.perf_counter() - t0
+    t["retrieve_cpu"] = time.process_time() - cpu0
+    return t
+
+
+PEERS = {"bm25s-numpy": lambda f: peer_bm25s(f, "numpy"),
+         "bm25s-numba": lambda f: peer_bm25s(f, "numba"),
+         "rank_bm25": peer_rank_bm25}
+
+
+def have_numba() -> bool:
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+def bench_size(size: int, args, rank_bm25_rate: list) -> dict:
+    folder = CORPORA / f"n{size}"
+    generate(size, folder)
+    cfg = write_config(folder)
+    rows: dict[str, dict] = {}
+    stages = (1, 2, 3, 4, 5) if args.pipeline else (4, 5)
+    if not args.pipeline:
+        write_chunks_directly(folder, folder / "out")
+    for n in stages:
+        res = run_measured(stage_cmd(n, cfg), folder)
+        rows[f"{n:02d}"] = res
+        if res.get("rc") != 0:
+            break
+        print(f"  {size:>9,}  stage {n:02d}  {res['seconds']:7.1f} s  {res['rss_mb']:7.0f} MB", flush=True)
+    if "05" in rows and rows["05"].get("rc") == 0:
+        rows["05"].update(parse_05(rows["05"]["stdout"]))
+    if args.peers:
+        names = ["bm25s-numpy"] + (["bm25s-numba"] if have_numba() else []) + ["rank_bm25"]
+        for name in names:
+            if name == "rank_bm25" and size > 100_000:
+                if not rank_bm25_rate or rank_bm25_rate[0] * size > args.rank_bm25_minutes * 60:
+                    rows[name] = {"skipped": True}
+                    continue
+            res = run_measured([sys.executable, str(Path(__file__).resolve()), "--peer", name,
+                                "--corpus", str(folder)], folder, timeout=3 * RANK_BM25_LIMIT)
+            if res.get("rc") == 0:
+                res.update(json.loads(res["stdout"].strip().splitlines()[-1]))
+                res["total"] = res["read"] + res["tokenize"] + res["index"] + res["retrieve"]
+                if name.startswith("bm25s") and rows.get("05", {}).get("rc") == 0:
+                    res["agree"] = top1_agreement(folder, res)
+                if name == "rank_bm25" and size <= 100_000:
+                    rank_bm25_rate[:] = [res["seconds"] / size]
+                print(f"  {size:>9,}  {name:<11} {res['seconds']:7.1f} s  {res['rss_mb']:7.0f} MB", flush=True)
+            rows[name] = res
+    if args.whole and size == max(args.sizes):
+        res = run_measured([sys.executable, str(REPO / "run_pipeline.py"), "--config", str(cfg), "--force"], folder)
+        rows["pipeline"] = res
+        print(f"  {size:>9,}  run_pipeline {res['seconds']:7.1f} s  {res['rss_mb']:7.0f} MB", flush=True)
+    return rows
+
+
+def fmt(x, spec):
+    return "—" if x is None else format(x, spec)
+
+
+def print_table(results: dict[int, dict], pipeline: bool) -> None:
+    sizes = sorted(results)
+    print("\n== bench/scale.py: per process (wall s incl. start-up, peak RSS) ==")
+    print(f"{'passages':>9}  {'what':<34} {'seconds':>8} {'µs/passage':>11} {'peak MB':>8}")
+    for size in sizes:
+        rows = results[size]
+        for key in ("01", "02", "03", "04", "05"):
+            r = rows.get(key)
+            if not r or r.get("rc") != 0:
+                continue
+            label = f"stage {key}"
+            if key == "05" and r.get("query") is not None:
+                label += f" (load {r['load']:.1f}, queries {r['query']:.2f} s)"
+            print(f"{size:>9,}  {label:<34} {r['seconds']:8.2f} {r['seconds'] / size * 1e6:11.2f} {r['rss_mb']:8.0f}")
+        if all(rows.get(k, {}).get("rc") == 0 for k in ("01", "02", "03", "04", "05")):
+            tot = sum(rows[k]["seconds"] for k in ("01", "02", "03", "04", "05"))
+            peak = max(rows[k]["rss_mb"] for k in ("01", "02", "03", "04", "05"))
+            print(f"{size:>9,}  {'pipeline 01→05 (sum of stages)':<34} {tot:8.2f} {tot / size * 1e6:11.2f} {peak:8.0f}")
+        if "pipeline" in rows and rows["pipeline"].get("rc") == 0:
+            r = rows["pipeline"]
+            print(f"{size:>9,}  {'run_pipeline.py --force':<34} {r['seconds']:8.2f} {r['seconds'] / size * 1e6:11.2f} {r['rss_mb']:8.0f}")
+        for name in ("bm25s-numpy", "bm25s-numba", "rank_bm25"):
+            r = rows.get(name)
+            if not r:
+                continue
+            if r.get("skipped"):
+                print(f"{size:>9,}  {name + ' (skipped: too slow, estimated)':<34}")
+                continue
+            if r.get("rc") != 0:
+                print(f"{size:>9,}  {name + ' (failed or timed out)':<34}")
+                continue
+            label = (f"{name} r{r['read']:.1f}+t{r['tokenize']:.1f}+i{r['index']:.1f}+q{r['retrieve']:.2f}")
+            print(f"{size:>9,}  {label:<34} {r['seconds']:8.2f} {r['seconds'] / size * 1e6:11.2f} {r['rss_mb']:8.0f}")
+            if "agree" in r:
+                print(f"{'':>9}  {'':<4}best score = ours on {r['agree'][0]}/{r['agree'][1]} queries")
+
+    print("\n== ratios (ours / peer; below 1 means we are faster or smaller) ==")
+    for size in sizes:
+        rows = results[size]
+        s4, s5 = rows.get("04", {}), rows.get("05", {})
+        if s4.get("rc") != 0 or s5.get("rc") != 0:
+            continue
+        ours = s4["seconds"] + s5["seconds"]
+        ours_mb = max(s4["rss_mb"], s5["rss_mb"])
+        for name in ("bm25s-numpy", "bm25s-numba", "rank_bm25"):
+            r = rows.get(name)
+            if not r or r.get("rc") != 0 or "total" not in r:
+                continue
+            line = (f"{size:>9,}  04+05 vs {name:<12} time {ours:7.2f} / {r['total']:7.2f} = {ours / r['total']:5.2f}"
+                    f"   peak MB {ours_mb:6.0f} / {r['rss_mb']:6.0f} = {ours_mb / r['rss_mb']:5.2f}")
+            if s5.get("query") is not None:
+                line += (f"   query phase {s5['query']:.2f} / {r['retrieve']:.2f} = {s5['query'] / r['retrieve']:5.2f}"
+                         f" (CPU {s5['query_cpu']:.2f} / {r['retrieve_cpu']:.2f} = {s5['query_cpu'] / r['retrieve_cpu']:5.2f})")
+            print(line)
+
+    if len(sizes) > 1:
+        print("\n== scaling: µs per passage per stage, max/min across sizes (target ≤ 1.5) ==")
+        for key in ("01", "02", "03", "04", "05"):
+            per = {s: results[s][key]["seconds"] / s * 1e6 for s in sizes
+                   if results[s].get(key, {}).get("rc") == 0}
+            if len(per) > 1:
+                cells = "  ".join(f"{s:,}: {v:.2f}" for s, v in per.items())
+                print(f"stage {key}: {cells}   max/min {max(per.values()) / min(per.values()):.2f}")
+        print("\n== memory: peak MB per stage by size (a streaming stage stays flat) ==")
+        for key in ("01", "02", "03", "04", "05"):
+            mb = {s: results[s][key]["rss_mb"] for s in sizes if results[s].get(key, {}).get("rc") == 0}
+            if len(mb) > 1:
+                cells = "  ".join(f"{s:,}: {v:.0f}" for s, v in mb.items())
+                lo, hi = min(mb), max(mb)
+                print(f"stage {key}: {cells}   ×{mb[hi] / mb[lo]:.2f} for ×{hi / lo:.0f} passages")
+
+
+def print_targets(results: dict[int, dict]) -> None:
+    """The issue's "must show" lines, each with the figures it rests on."""
+    print("\n== targets (issue 5) ==")
+    ok = lambda r: r is not None and r.get("rc") == 0
+    near = min(results, key=lambda s: abs(s - 200_000))
+    rows = results[near]
+    if ok(rows.get("04")) and ok(rows.get("05")):
+        ours = rows["04"]["seconds"] + rows["05"]["seconds"]
+        mb = max(rows["04"]["rss_mb"], rows["05"]["rss_mb"])
+        for name in ("bm25s-numpy", "bm25s-numba"):
+            r = rows.get(name)
+            if ok(r) and "total" in r:
+                print(f"[{'PASS' if ours <= 0.5 * r['total'] else 'FAIL'}] {near:,}: 04+05 {ours:.1f} s <= 0.5 x "
+                      f"{name} {r['total']:.1f} s  (ratio {ours / r['total']:.2f})")
+                print(f"[{'PASS' if mb < r['rss_mb'] else 'FAIL'}] {near:,}: peak {mb:.0f} MB < {name} {r['rss_mb']:.0f} MB")
+    big = max(results)
+    rows = results[big]
+    stages = [rows.get(k) for k in ("01", "02", "03", "04", "05")]
+    if all(ok(r) for r in stages):
+        tot = sum(r["seconds"] for r in stages)
+        print(f"[{'PASS' if tot < 600 else 'FAIL'}] {big:,}: pipeline 01→05 {tot:.0f} s < 600 s")
+        worst = max(r["rss_mb"] for r in stages)
+        print(f"[{'PASS' if worst < 4096 else 'FAIL'}] {big:,}: every stage's peak < 4 GB (largest {worst:.0f} MB)")
+    if ok(rows.get("pipeline")):
+        print(f"[{'PASS' if rows['pipeline']['seconds'] < 600 else 'FAIL'}] {big:,}: run_pipeline.py --force "
+              f"{rows['pipeline']['seconds']:.0f} s < 600 s")
+    r, s5 = rows.get("bm25s-numba"), rows.get("05")
+    if ok(r) and ok(s5) and s5.get("query") is not None:
+        print(f"[{'PASS' if s5['query'] <= r['retrieve'] else 'FAIL'}] {big:,}: 05 query phase {s5['query']:.2f} s "
+              f"<= bm25s-numba retrieve {r['retrieve']:.2f} s (CPU {s5['query_cpu']:.2f} vs {r['retrieve_cpu']:.2f})")
+    sizes = sorted(s for s in results if s in (100_000, 300_000, 1_000_000)) or sorted(results)
+    if len(sizes) > 1:
+        for key in ("01", "02", "03", "04", "05"):
+            per = [results[s][key]["seconds"] / s for s in sizes if ok(results[s].get(key))]
+            if len(per) == len(sizes):
+                spread = max(per) / min(per)
+                print(f"[{'PASS' if spread <= 1.5 else 'FAIL'}] stage {key}: time per passage at "
+                      f"{', '.join(f'{s:,}' for s in sizes)} within {spread:.2f}x (<= 1.5)")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
+                        help="comma-separated passage counts (default %(default)s)")
+    parser.add_argument("--no-pipeline", dest="pipeline", action="store_false",
+                        help="skip stages 01-03; write 03_chunks.parquet directly and time 04+05")
+    parser.add_argument("--no-peers", dest="peers", action="store_false", help="do not run bm25s / rank_bm25")
+    parser.add_argument("--no-whole", dest="whole", action="store_false",
+                        help="at the largest size, do not also time `run_pipeline.py --force` as one process")
+    parser.add_argument("--rank-bm25-minutes", type=float, default=RANK_BM25_LIMIT / 60,
+                        help="above 100k, run rank_bm25 only if its 100k time scaled linearly stays under this "
+                             "(default %(default)s)")
+    parser.add_argument("--peer", help=argparse.SUPPRESS)
+    parser.add_argument("--corpus", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.peer:  # the child process of one peer run: print its phase times as JSON
+        print(json.dumps(PEERS[args.peer](Path(args.corpus))))
+        return 0
+    args.sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
+    if not args.pipeline:
+        args.whole = False
+    print(f"bench/scale.py  sizes={args.sizes}  pipeline={'01-05' if args.pipeline else '04-05'}  "
+          f"peers={'on' if args.peers else 'off'}  numba={'yes' if have_numba() else 'no'}  "
+          f"cores={os.cpu_count()}", flush=True)
+    results, rate = {}, []
+    for size in sorted(args.sizes):
+        results[size] = bench_size(size, args, rate)
+    print_table(results, args.pipeline)
+    print_targets(results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
