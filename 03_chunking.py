@@ -21,6 +21,13 @@ How (strategy `heading`, the default):
    header, other blocks between lines, then words, then grapheme clusters).
 4. A runt (below `min`) at the end of a section joins its predecessor in that section.
 
+Budget units: `words` are whitespace-separated words, a run of more than 10 characters
+without whitespace counting one word per 10; `chars` are code points; `tokens` are
+ceil(chars / 4).  What a rule adds (continuation marker, repeated table or CSV header,
+re-fencing) counts toward `max`; only a single grapheme cluster, or one CSV record, may
+exceed it.  Pages: with `track`, text before the first marker belongs to the page before
+it (none if that is page 1), and the marker line itself opens its page.
+
 CSV documents (kept as CSV text by stage 01) are packed record by record, every chunk
 starting with the header row.  Strategy `fixed` ignores structure on purpose: windows of
 `target` units with `overlap`, cut at whitespace — the baseline the heading chunker is
@@ -554,15 +561,12 @@ def scan_blocks(lines: list[str], first: int, markers: bool) -> tuple[list, list
             continue
         if markers and c == "-" and s.startswith("--- page ") and _MARKER.fullmatch(s):
             marks.append((i, int(_MARKER.fullmatch(s).group(1))))
-            if top.child_kind is None and (top.leaf == FENCE or (top.leaf == HTML and top.html_end is not None)):
-                top._extend(i)  # inside a fence or raw HTML the marker line is content
-                continue
             top.blank(i)
             if top.cur is None:
                 blocks.append(["marker", i, i + 1, None])
             else:
-                # A list item or indented code may go on after the break: the marker is
-                # inside it if it does, a block of its own if it does not.
+                # A fence, raw HTML, a list item or indented code may go on after the
+                # break: the marker is inside it if it does, a block of its own if not.
                 if not held:
                     held_rec, held_at = top.cur, len(blocks)
                 held.append(i)
@@ -781,8 +785,7 @@ class _Doc:
                 yield g0, we, _units(we - g0)
 
 
-def _pieces(doc: _Doc, atoms, cap_first: int, cap: int, prefix: str, suffix: str,
-            head: tuple[int, int] | None = None) -> list[_Unit]:
+def _pieces(doc: _Doc, atoms, cap_first: int, cap: int, prefix: str, suffix: str) -> list[_Unit]:
     """Greedy runs of atoms, each run within its cap (the first may have less room)."""
     out: list[_Unit] = []
     cur_s = cur_e = -1
@@ -944,7 +947,10 @@ def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
             continue
         if cur:
             new = cur_size(u.words, u.end, u.suffix)
-            fits = not cur[-1].suffix and not u.prefix and (
+            # A heading line joins only heading lines before it (a chain), never the
+            # pieces of a heading too long to keep whole.
+            fits = not cur[-1].suffix and not u.prefix and not (
+                u.path is not None and not all(x.heading for x in cur)) and (
                 new <= target
                 or (new <= mx and (all(x.heading for x in cur) or cur_size() - doc.reserve() < mn)))
             if not fits:
@@ -1086,7 +1092,9 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
 
 def csv_records(doc: _Doc, quote: str = '"') -> list[tuple[int, int]]:
     """Line ranges [first, end) of CSV records: a quoted field may hold newlines, so a
-    record ends only at a line end outside quotes (an odd quote count flips the state)."""
+    record ends only at a line end outside quotes (an odd quote count flips the state;
+    a doubled quote inside a field counts twice and changes nothing).  Stage 01 keeps the
+    file's own text; `"` is the quote character of every dialect its sniffer reports here."""
     recs = []
     inside = False
     first = None
@@ -1116,7 +1124,6 @@ def _chunk_csv(doc: _Doc, name: str) -> list[dict]:
     h0, h1 = recs[0]
     hs, he = doc.starts[h0], doc.line_end(h1 - 1)
     header = doc.text[hs:he] + doc.nl
-    hsize_w = len(header.split())
     if len(recs) == 1:
         return [{"heading_path": [name], "text": doc.text[hs:he], "start_char": hs, "end_char": he,
                  "page_start": None, "page_end": None}]
@@ -1143,7 +1150,6 @@ def _chunk_csv(doc: _Doc, name: str) -> list[dict]:
         ps = doc.starts[recs[p[0]][0]]
         if doc.size(l[2], ls_, le, header) < s.min and doc.size(p[2] + l[2], ps, le, header) <= s.max:
             groups[-2:] = [[p[0], l[1], p[2] + l[2]]]
-    del hsize_w
     for n, (k0, k1, _w) in enumerate(groups):
         a, b = doc.starts[recs[k0][0]], doc.line_end(recs[k1][1] - 1)
         if n == 0:  # the first chunk's span starts at the header itself
@@ -1299,7 +1305,7 @@ def run(ctx) -> None:
             if len(cols["chunk_id"]) >= batch_rows:
                 sink.write(pa.RecordBatch.from_pydict(cols, schema=schema))
                 cols = {c: [] for c in COLUMNS}
-        if cols["chunk_id"] or chunks_out == 0:
+        if cols["chunk_id"]:
             sink.write(pa.RecordBatch.from_pydict(cols, schema=schema))
     ctx.note(f"{docs:,} documents → {chunks_out:,} chunks "
              f"(strategy {settings.strategy}, target {settings.target} {settings.unit}, max {settings.max})")

@@ -98,21 +98,19 @@ def oracle_headings(text: str) -> list[tuple[int, int, str, int]]:
 
 
 def fence_left_open(text: str) -> bool:
-    """Does a fence opened in `text` stay unclosed, or does it start with a stray closer?
-    (Top-level fences, CommonMark's rule: a closer uses the opener's character, at least
-    as many times.)"""
-    fence = None
-    for line in text.split("\n"):
-        m = re.match(r" {0,3}(`{3,}|~{3,})(.*?)\r?$", line)
-        if not m:
+    """Does `text` hold a top-level fence that is never closed, as markdown-it reads it?
+    (A fenced block's last line is its closing fence: the same character, at least as
+    many times, nothing else; one that runs to the end of the text was left open.)"""
+    lines = text.split("\n")
+    for tk in tokens(text):
+        if tk.type != "fence" or tk.level != 0:
             continue
-        run, rest = m.group(1), m.group(2)
-        if fence is None:
-            if not (run[0] == "`" and "`" in rest):
-                fence = run
-        elif run[0] == fence[0] and len(run) >= len(fence) and not rest.strip():
-            fence = None
-    return fence is not None
+        a, b = tk.map
+        last = lines[b - 1].strip(" \t\r") if b - 1 > a else ""
+        ch, n = tk.markup[0], len(tk.markup)
+        if not (len(last) >= n and last == ch * len(last)):
+            return True
+    return False
 
 
 def fence_comment_lines(text: str) -> set[str]:
@@ -147,7 +145,6 @@ def check_spans(text: str, chunks: list[dict], settings, fmt: str = "markdown") 
     """Every way `chunks` break SPEC rules 1, 3, 4, 5, 6, 7 on `text`; [] when none."""
     problems: list[str] = []
     s = settings
-    starts = line_starts(text)
     markers = [(m.start(), m.end(), int(m.group(1))) for m in _MARKER.finditer(text)] \
         if s.page_markers != "keep" else []
     fm = front_matter_span(text) if fmt not in ("csv",) and text.startswith("---") else 0
@@ -304,12 +301,18 @@ def _check_structure(text: str, chunks: list[dict], s, fm: int, original: str) -
             block_text = real[fa:fb]
             if measure(block_text, s.unit) <= s.max - _reserve(real, s):
                 problems.append(f"{kind} at line {f0} cut though within max")
-            for c in touching:
+            closed_src = not fence_left_open(block_text)
+            for n, c in enumerate(touching):
                 t = _CONT.sub("", c["text"], count=1)
                 if kind == "fence":
-                    inner = [m for m in _FENCE_LINE.finditer(t)]
-                    closed_src = len(_FENCE_LINE.findall(block_text)) >= 2
-                    if closed_src and len(inner) % 2:
+                    # from the fence's opening on, every piece closes what it opens (the
+                    # last piece of a fence the source never closes stays open)
+                    if c["start_char"] < fa:
+                        lead = real[c["start_char"]:fa]
+                        if s.page_markers == "strip":
+                            lead = re.sub(r"^--- page \d+ ---[ \t]*\r?\n?", "", lead, flags=re.M)
+                        t = t[len(lead):]
+                    if (closed_src or n < len(touching) - 1) and fence_left_open(t):
                         problems.append(f"fence at line {f0}: a piece is not re-fenced")
                 else:
                     header = real[fa:starts[f0 + 2]] if f0 + 2 < len(starts) else real[fa:]
