@@ -927,7 +927,8 @@ def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
                     p.path = u.path
             if pieces and pieces[0].prefix == "fresh":  # its first line does not fit beside the heading
                 pieces[0].prefix = ""
-                chunks.append(cur)
+                if cur:
+                    chunks.append(cur)
                 cur, cur_w = [], 0
             if cur and pieces:
                 # the heading line opens the block's first piece
