@@ -76,18 +76,16 @@ class Settings:
 
 
 _RUN = 10  # characters per budget word in a run without whitespace
-_LONG_RUN = re.compile(r"\S{%d,}" % (_RUN + 1))
 
 
 def count_words(s: str) -> int:
     """Words for the budget: whitespace-separated words, except that a run longer than 10
     characters counts one word per 10.  Chinese or Japanese text, a base64 blob or a long
     URL has no spaces; counted as one word, a whole book would fit in one chunk."""
-    n = len(s.split())
-    if len(s) > _RUN:
-        for m in _LONG_RUN.finditer(s):
-            n += (m.end() - m.start() - 1) // _RUN
-    return n
+    toks = s.split()
+    if not toks or max(map(len, toks)) <= _RUN:  # the usual case, decided in C
+        return len(toks)
+    return len(toks) + sum([(len(t) - 1) // _RUN for t in toks if len(t) > _RUN])
 
 
 def _units(length: int) -> int:
@@ -1021,6 +1019,14 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
 
     def flush():
         first, last = sec_units[0], sec_units[-1]
+        if doc.by_words:
+            # A word takes at least two characters with its space, so a section of up to
+            # 2 x target characters fits without counting anything.
+            if (last.end - first.start + 2) // 2 + doc.cont_reserve[0] <= target:
+                out.append(_emit(doc, sec_units, sec_path, not out))
+                return
+            for x in sec_units:
+                x.words = doc.words(x.start, x.end)
         if doc.size(sum(x.words for x in sec_units), first.start, last.end) <= target:
             # The whole section fits: one chunk, no packing needed (most sections).
             out.append(_emit(doc, sec_units, sec_path, not out))
@@ -1046,9 +1052,9 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
                 pending = (pending[0] if pending else ms, (pending[1] if pending else 0) + 4, me)
             continue
         start, end = doc.starts[b[1]], doc.line_end(b[2] - 1)
-        u = _Unit(start, end, doc.words(start, end))
+        u = _Unit(start, end, 0)  # words are counted in flush(), only when needed
         if pending:  # a page marker opens the page: it goes with what follows it
-            u.start, u.words, pending = pending[0], u.words + pending[1], None
+            u.start, pending = pending[0], None
         if kind == "heading":
             level, title = b[3]
             if title is None:  # setext: the paragraph lines above the underline
@@ -1078,7 +1084,7 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
     if pending:
         ms, w, end = pending
         if sec_units:
-            sec_units[-1].end, sec_units[-1].words = end, sec_units[-1].words + w
+            sec_units[-1].end = end
         else:
             sec_units, sec_blocks = [_Unit(ms, end, w)], [None]
     if sec_units:
