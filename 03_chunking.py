@@ -463,8 +463,9 @@ def scan_blocks(lines: list[str], first: int, markers: bool) -> tuple[list, list
     """Top-level blocks [kind, first_line, end_line, info] and page-marker lines [(i, N)].
 
     With `markers`, a page-marker line is structure, not text: it ends the open paragraph
-    like a blank line (a page break is a paragraph break for the chunker), except inside
-    a fence or a raw HTML block, whose content it is."""
+    like a blank line (a page break is a paragraph break for the chunker).  A fence, raw
+    HTML, indented code or a list item that goes on after the marker holds it; otherwise
+    the marker is a block of its own, which the packer attaches to the block after it."""
     blocks: list = []
     marks: list = []
     held: list = []  # marker lines met while a block that may continue was open
