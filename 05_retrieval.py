@@ -199,8 +199,8 @@ class Index:
         lo, hi = self.indptr[t], self.indptr[t + 1]
         return self.chunk[lo:hi], self.impact[lo:hi]
 
-    def _lookup(self, t, cand: np.ndarray) -> np.ndarray:
-        """Term t's impact in each of the sorted chunks `cand` (0 where it is absent)."""
+    def _dense_row(self, t) -> np.ndarray | None:
+        """Term t's impact in every chunk (0 where absent), if t is one of the most common."""
         dense = self._dense.get(int(t))
         if dense is None and self.df[t] * DENSE_SHARE > len(self.lengths) and len(self._dense) < DENSE_TERMS:
             # A term in over 1/DENSE_SHARE of the chunks: one array over all chunks makes each
@@ -208,6 +208,11 @@ class Index:
             ch, imp = self._postings_of(t)
             dense = self._dense[int(t)] = np.zeros(len(self.lengths), dtype=np.float64)
             dense[ch] = imp
+        return dense
+
+    def _lookup(self, t, cand: np.ndarray) -> np.ndarray:
+        """Term t's impact in each of the sorted chunks `cand` (0 where it is absent)."""
+        dense = self._dense_row(t)
         if dense is not None:
             return dense[cand]
         ch, imp = self._postings_of(t)
@@ -231,6 +236,14 @@ class Index:
         if len(term_ids) == 1:  # one term: its postings are the answer as they stand
             return self._postings_of(term_ids[0])
         n = len(self.lengths)
+        dense = [self._dense_row(t) for t in term_ids]
+        if len(dense) > 1 and all(d is not None for d in dense):
+            # Every term in a large share of the corpus: add their dense rows, in query order.
+            acc = dense[0] + dense[1]
+            for d in dense[2:]:
+                acc += d
+            cols = np.flatnonzero(acc)
+            return cols.astype(self.chunk.dtype), acc[cols]
         if int(self.df[term_ids].sum()) * 4 > n:
             # Postings rivalling the corpus in number: one bincount pass (C, adding in the
             # same term order) and a scan of its output beat five NumPy passes per posting.
@@ -338,6 +351,7 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
     hits_q, hits_c, hits_s, hits_r = [], [], [], []
     run: dict[str, dict[str, float]] = {}
     term_ids, terms_of = index.query_terms([text for _, text in queries])
+    docs_of = []
     for start in progress(range(0, len(queries), QUERY_BATCH)):
         for i in range(start, min(start + QUERY_BATCH, len(queries))):
             cols, vals = index.best_candidates(term_ids[i], top_k_n, depth)
@@ -346,9 +360,15 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
             hits_c.append(cols[order])
             hits_s.append(vals[order])
             hits_r.append(np.arange(1, len(order) + 1))
-            docs, dscores = best_documents(cols, vals, doc_codes, depth)
-            names = doc_names.take(pa.array(docs)).to_pylist() if len(docs) else []
-            run[queries[i][0]] = dict(zip(names, dscores.tolist()))
+            docs_of.append(best_documents(cols, vals, doc_codes, depth))
+    # Document names for every query at once: one Arrow take, not a thousand.
+    if docs_of:
+        names = doc_names.take(pa.array(np.concatenate([d for d, _ in docs_of]))).to_pylist()
+        scores = np.concatenate([s for _, s in docs_of]).tolist()
+    at = 0
+    for (qid, _), (docs, _) in zip(queries, docs_of):
+        run[qid] = dict(zip(names[at:at + len(docs)], scores[at:at + len(docs)]))
+        at += len(docs)
     cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
     out = (cat(hits_q, np.int64), cat(hits_c, np.int64), cat(hits_s, np.float64), cat(hits_r, np.int32))
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0

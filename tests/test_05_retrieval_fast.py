@@ -121,6 +121,8 @@ def test_search_equals_dense_scoring(tmp_path, seed):
         if q % 7 == 0:
             terms.append(terms[0])  # a repeated term counts once
         queries.append((f"q{q}", " ".join(terms)))
+    queries.append(("none", "neverseen nowhere"))  # no term the index knows: no results
+    queries.append(("common", f"{words[0]} {words[1]} {words[0]}"))  # the two commonest terms
     k, depth = 5, 12
     (hq, hc, hs, hr), run, _ = retrieval.search(index, queries, k, depth)
     assert pruned, "no query took the pruned path: the test corpus no longer exercises it"
