@@ -19,13 +19,15 @@ the query's terms and add".  What a chunk's terms are: its heading line and its 
 (a query naming a section finds passages that never repeat the section's name), plus
 its folder names counted `path_weight` times.
 
-How it stays fast (a million passages in about a minute, bench/scale.py): chunks are
-analysed a batch at a time on whole Arrow columns; a word is stemmed the first time the
-corpus shows it, never again; counting a batch is a sparse-matrix build (scipy sums
-duplicate (chunk, term) pairs in C); the term-major postings are one CSR -> CSC
-conversion, which is linear; impacts are computed and written a block of terms at a
-time.  No Python loop ever runs per token.  Memory is the postings (int32 chunk and tf,
-float64 impact), never the text: each batch's text is dropped once it is counted.
+How it stays fast (a million passages in well under a minute, bench/scale.py): chunks
+are cut into words a batch at a time on whole Arrow columns; each batch numbers its own
+distinct words and is counted against those numbers (a sparse-matrix build: scipy sums
+duplicate (chunk, word) pairs in C); only at the end is each distinct word of the corpus
+analysed once (stopwords, stem) and the counts relabelled with term ids; the term-major
+postings are one CSR -> CSC conversion, which is linear; impacts are computed and
+written a block of terms at a time.  No Python loop ever runs per token.  Memory is the
+postings (int32 chunk and tf, float64 impact), never the text: each batch's text is
+dropped once it is counted.
 
 What it deliberately does not do: compress postings, prune terms, or keep positions —
 the index stays three plain tables anyone can open in pandas.

@@ -6,15 +6,15 @@ characters; drop stopwords; stem.  It works on whole Arrow columns, in two steps
 
 1. `runs()` cuts a batch of texts into lower-cased runs.  Texts that are pure ASCII (most
    of any English corpus) are cut in numpy over the raw UTF-8 bytes, a few vector
-   comparisons over the whole batch, because pyarrow's regex
-   split costs ~20 µs a passage, the largest single cost of indexing a million passages.
-   Any other text goes through the RE2 split, whose letter and digit classes are the rule; on
+   comparisons over the whole batch, because pyarrow's regex split costs ~20 µs a
+   passage: it was the largest single cost of indexing a million passages.  Any other
+   text goes through the RE2 split, whose letter and digit classes are the rule; on
    ASCII both give the same runs (ASCII's letters and digits are exactly [A-Za-z0-9]).
 2. `terms_of_words()` applies the rest of the rule (length, stopwords, stem) to *distinct*
    words.  Every one of those steps depends on the word alone, so deciding once per
    distinct word is the same as deciding per token, and a corpus repeats its vocabulary
    endlessly: stemming the dictionary instead of the token stream is what makes
-   Snowball cheap (stage 04 goes further and remembers every word it has seen).
+   Snowball cheap (stage 04 goes further: each distinct word of the whole corpus once).
 
 The settings are recorded in the index, and stage 05 rebuilds the analyzer from that
 record, not from config.yaml: a query analysed differently from the documents would
