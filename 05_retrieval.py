@@ -9,11 +9,13 @@ Writes `05_results.parquet` (query_id, query, rank, score, chunk_id, doc_id, hea
        with qrels, `05_metrics.parquet` (nDCG@10, AP@100, R@100 per query and `all`).
 
 The idea: since stage 04 stored each posting's BM25 impact, a query's scores are a sum
-of slices.  Put the queries in a sparse matrix Q (query × term, 1 where the query has
-the term: SPEC counts each distinct query term once) and the postings in W (term ×
-chunk, impacts): Q @ W is every query's score for every chunk it touches, computed by
-scipy in C, touching only candidate chunks — never a dense pass over the corpus.  Then
-keep the top k of each row with argpartition; ties go to the chunk earlier in the corpus.
+of slices.  `Index.scores` adds the postings of a query's distinct terms (SPEC counts
+each distinct query term once) into one reused accumulator, so a query costs its
+postings, never a pass over the whole corpus.  `Index.best_candidates` is the same
+answer, found faster for queries with very common terms (MaxScore): score the rarer
+terms' chunks first, then look the common terms up only for chunks that can still reach
+the top.  Then keep the top k with argpartition; ties go to the chunk earlier in the
+corpus.
 
 Metrics are on documents: a document scores its best chunk, as a reader judges "did I
 find the right document".  They are computed by ir-measures (trec_eval's conventions)
@@ -32,7 +34,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from scipy import sparse
 
 from pipekit import io
 from pipekit.analyzer import Analyzer
@@ -45,7 +46,7 @@ METRICS = ("nDCG@10", "AP@100", "R@100")
 DEPTH = 100  # documents evaluated per query, whatever top_k is
 DENSE_SHARE = 16  # a term in more than 1/16 of the chunks is looked up in a dense array ...
 DENSE_TERMS = 32  # ... for at most this many terms (8 bytes a chunk each)
-QUERY_BATCH = 256  # queries scored per sparse product: bounds the candidate matrix's memory
+QUERY_BATCH = 256  # queries per progress-bar step
 
 
 class Index:
