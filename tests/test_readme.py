@@ -241,6 +241,22 @@ def has_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
+# What some commands must print when run in the README's order: each line is a claim the
+# README makes about that step (and the order matters: an exercise that forgot to restore
+# the defaults would make the next one rerun stages it says stay fresh).
+EXPECT = {
+    """python 01_documents.py --set 'documents.exclude=["*.csv", "web/"]'""": ["13 ok, 2 skipped"],
+    "python run_pipeline.py --status --set indexing.k1=1.5": ["why: config indexing.k1 changed: 1.2 -> 1.5"],
+    "python run_pipeline.py --set chunking.target=200": [
+        "01_documents: fresh, skipped", "02_preprocessing: fresh, skipped",
+        "03_chunking: running (config chunking.target changed: 400 -> 200)"],
+    "python run_pipeline.py --set indexing.stemmer=none": ["03_chunking: fresh, skipped"],
+    "python run_pipeline.py --set indexing.b=0": ["03_chunking: fresh, skipped"],
+    "python run_pipeline.py --set retrieval.top_k=3": ["04_indexing: fresh, skipped", "05_retrieval: running"],
+    "python 05_retrieval.py --explain": ["idf=", "norm="],
+}
+
+
 def test_bash_blocks_run_as_written(tmp_path):
     repo = scratch_copy(tmp_path)
     bin_dir = tmp_path / "bin"
@@ -276,8 +292,11 @@ def test_bash_blocks_run_as_written(tmp_path):
             proc = sh(command)
             assert proc.returncode == 0, f"{command}\nexit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr}"
             assert "Traceback" not in proc.stderr, command
+            for expected in EXPECT.get(command, []):
+                assert expected in proc.stdout, f"{command}: expected {expected!r} in\n{proc.stdout[-3000:]}"
             ran += 1
     assert ran >= 15
+    assert set(EXPECT) <= set(shell_commands(("bash",))), "EXPECT names a command the README lost"
 
 
 def test_error_examples_print_what_the_readme_shows(tmp_path):
@@ -467,3 +486,14 @@ def test_show_excerpt_matches_the_real_viewer(sample_outputs):
         if line.startswith("  ") and label != "..." and not line.startswith("   " * 3):
             assert any(l.strip().startswith(label) for l in real.splitlines()), label
     assert block.splitlines()[0] in real
+
+
+def test_lesson4_path_weight_puts_handbook_near_the_top(sample_outputs, tmp_path):
+    """Lesson 4: `handbook` is a common term because it is a folder name, not because of the texts."""
+    terms = read(sample_outputs, "04_terms.parquet").sort_values("df", ascending=False)
+    assert "handbook" in terms.term.head(5).tolist()
+    out = tmp_path / "out"
+    shutil.copytree(sample_outputs, out)
+    pipeline(out, "--set", "indexing.path_weight=0")
+    without = read(out, "04_terms.parquet").set_index("term").df
+    assert without["handbook"] < terms.set_index("term").df["handbook"] / 2
