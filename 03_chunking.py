@@ -1322,4 +1322,4 @@ def run(ctx) -> None:
 if __name__ == "__main__":
     from pipekit.cli import stage_main
 
-    raise SystemExit(stage_main(3, run))
+    raise SystemExit(stage_main(3, run, preview_columns=["chunk_id", "heading", "page_start", "page_end", "n_words", "text"]))

@@ -17,7 +17,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from pipekit.cli import add_common_args, run_stage
+from pipekit.cli import add_common_args, pipe_closed, run_stage
 from pipekit.config import load_config
 from pipekit.errors import PipelineError
 from pipekit.freshness import why_stale
@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--to", dest="last", type=int, default=5, choices=range(1, 6), metavar="N")
     parser.add_argument("--force", action="store_true", help="run every selected stage even if fresh")
     parser.add_argument("--status", action="store_true", help="print fresh/stale per stage and run nothing")
+    parser.add_argument("--explain", action="append_const", const="retrieval.explain=true", dest="overrides",
+                        help="same as --set retrieval.explain=true (stage 05 shows each score term by term)")
     args = parser.parse_args(argv)
     if args.first > args.last:
         parser.error(f"--from {args.first} comes after --to {args.last}")
@@ -96,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("run_pipeline: interrupted; outputs of finished stages are kept", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return pipe_closed()
     return 0
 
 

@@ -207,4 +207,15 @@ def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str]
     except KeyboardInterrupt:
         print(f"{stage.label}: interrupted; the previous output is unchanged", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return pipe_closed()
     return 0
+
+
+def pipe_closed() -> int:
+    """`python 05_retrieval.py | head`: the reader left; stop quietly, as `cat` would.
+
+    Without this Python prints a BrokenPipeError traceback, and another one when it
+    flushes stdout at exit; pointing stdout at /dev/null stops the second."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141  # 128 + SIGPIPE, what a shell reports for a command whose pipe closed
