@@ -102,3 +102,16 @@ def test_a_forced_rerun_gives_the_same_rows(sample_run):
     for name, table in before.items():
         assert pq.read_table(out / name).equals(table), name
     assert (out / "05_results.trec").read_text() == trec
+
+
+def test_a_closed_pipe_stops_quietly(sample_run):
+    import subprocess
+    import sys
+
+    out, _ = sample_run
+    proc = subprocess.Popen([sys.executable, "05_retrieval.py", "--set", f"paths.output={out}"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # like `| head -0`: gone before the stage prints its first line
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr
