@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
+from conftest import REPO
 from pipekit import readers
 from pipekit.errors import PipelineError
 from pipekit.readers import InputEntry, iter_beir, list_inputs, read_document
@@ -595,7 +596,7 @@ def test_summary_names_the_first_problems_and_counts_the_rest():
 
 
 def test_the_bundled_sample_reads_cleanly():
-    sample = Path(__file__).resolve().parents[1] / "data" / "sample"
+    sample = REPO / "data" / "sample"
     rows = {e.doc_id: read_document(e) for e in list_inputs(sample, [], [], False)}
     assert all(r["status"] == "ok" for r in rows.values()), {k: r["error"] for k, r in rows.items()}
     assert {r["format"] for r in rows.values()} >= {"markdown", "text", "pdf", "html", "csv"}
@@ -605,7 +606,7 @@ def test_the_bundled_sample_reads_cleanly():
 
 # --------------------------------------------------------------------------- PDF pages end to end
 
-SAMPLE_PDF = Path(__file__).resolve().parents[1] / "data" / "sample" / "field-guide.pdf"
+SAMPLE_PDF = REPO / "data" / "sample" / "field-guide.pdf"
 _MARKER_LINE = __import__("re").compile(r"--- page \d+( \(cont\.\))? ---")
 
 
@@ -633,7 +634,7 @@ def test_chunks_of_the_sample_pdf_are_on_the_pages_they_say(tmp_path, overrides)
 
     import yaml
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = REPO
     if not (repo / "03_chunking.py").exists():
         pytest.skip("needs stages 02 and 03")
     cfg = tmp_path / "config.yaml"

@@ -23,7 +23,7 @@ import yaml
 from pipekit.io import read_meta
 from pipekit.stages import get_stage
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
 OUTPUTS = get_stage(4).outputs
 
 # Runs a stage script as __main__, pausing inside the first ParquetWriter.write_table.

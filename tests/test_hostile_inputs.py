@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
 SCRIPT_MARKER = "stealTheCookiesNow"
 NESTED = Path("level one", "çà et là", "три", "4 four", "five é", "6", "sept ñ", "8 eight",
               "nine", "déjà vu", "elf", "zwölf", "trece", "14", "fifteen 十五")
