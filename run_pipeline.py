@@ -21,7 +21,7 @@ from pipekit.cli import add_common_args, pipe_closed, run_stage
 from pipekit.config import load_config
 from pipekit.errors import PipelineError
 from pipekit.freshness import why_stale
-from pipekit.io import read_meta
+from pipekit.show import human_size
 from pipekit.stages import STAGES, load_stage
 
 
@@ -47,11 +47,8 @@ def describe(path: Path) -> str:
     import pyarrow.parquet as pq
 
     rows = pq.ParquetFile(path).metadata.num_rows
-    size = path.stat().st_size
     when = datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y-%m-%d %H:%M:%S")
-    unit = next(u for u, lim in (("B", 1 << 10), ("KB", 1 << 20), ("MB", 1 << 30), ("GB", 1 << 60)) if size < lim)
-    scale = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}[unit]
-    return f"{rows:>9,} rows  {size / scale:7.1f} {unit:<2}  {when}"
+    return f"{rows:>9,} rows  {human_size(path.stat().st_size):>10}  {when}"
 
 
 def print_status(cfg: dict, steps) -> None:
