@@ -26,9 +26,11 @@ analyzer settings — queries are analysed exactly as the index recorded.
 """
 from __future__ import annotations
 
-import itertools
+import os
 import textwrap
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -44,9 +46,15 @@ from pipekit.stages import get_stage
 
 METRICS = ("nDCG@10", "AP@100", "R@100")
 DEPTH = 100  # documents evaluated per query, whatever top_k is
-DENSE_SHARE = 16  # a term in more than 1/16 of the chunks is looked up in a dense array ...
-DENSE_TERMS = 32  # ... for at most this many terms (8 bytes a chunk each)
-QUERY_BATCH = 256  # queries per progress-bar step
+DENSE_SHARE = 16  # postings covering over 1/16 of the chunks: an array over all chunks is cheaper
+DENSE_TERMS = 96  # ... kept for at most this many terms' lookups (8 bytes a chunk each)
+SMALL_QUERY = 4096  # a query with fewer postings is scored in full: pruning would not pay
+SEED_SAMPLE = 16384  # postings of one term looked at for the floor, at most
+CUT_PAYS = 8  # cut lists are looked up again: worth it only when they keep 1/8 or less
+SEARCH_COST = 16  # a binary search in a long postings list: about this many cache misses
+SAFE_UP, SAFE_DOWN = 1 + 1e-9, 1 - 1e-9  # bounds nudged so float rounding never prunes a result
+QUERY_BATCH = 64  # queries per progress-bar step and per task of a thread
+MAX_THREADS = 4  # beyond a few, threads mostly wait for each other (Python runs one at a time)
 
 
 class Index:
@@ -91,8 +99,9 @@ class Index:
         self.doc_names = docs.dictionary
         self.doc_codes = np.asarray(docs.indices, dtype=np.int64)
         self._term_ids = None
-        self._acc = None
+        self._local = threading.local()  # each thread's scratch array
         self._dense: dict[int, np.ndarray] = {}
+        self.small_query = SMALL_QUERY  # tests lower it, so their small corpora take the pruned path
         self.note = ctx.note
         self.load_seconds = time.perf_counter() - t0
         ctx.note(f"index loaded in {self.load_seconds:.2f} s ({len(self.chunk):,} postings, "
@@ -129,72 +138,103 @@ class Index:
                 known[q].append(t)
         return [np.asarray(k, dtype=np.int64) for k in known], per_query
 
-    def best_candidates(self, term_ids: np.ndarray, k: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """A set of (chunk, score) pairs holding the query's exact top `k` chunks and top
-        `depth` documents (k <= depth), found without reading most postings of its common terms.
+    def best_candidates(self, term_ids: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """A set of (chunk, score) pairs, chunks in corpus order, that holds the query's
+        exact top `depth` documents and so its top k <= depth chunks — found while reading
+        few of the postings of its common terms (MaxScore).
 
-        The bound behind it (MaxScore): a chunk containing none of the query's rarer terms
-        scores at most `bound`, the sum of the common terms' largest impacts.  So score the
-        rarer terms' chunks on those terms alone (`partial`); the depth-th best document by
-        partial score, `floor`, is a lower bound of the final depth-th; a chunk with
-        partial + bound < floor cannot make it.  The few left get the common terms looked
-        up, heaviest first, each dropped as soon as it cannot make it.  If at least `depth`
-        documents then score above `bound`, no chunk outside can beat them: that is the
-        answer, ties and all.  If not, a bigger set of rarer terms is tried, and at last
-        every posting.
-        Zipf's law is why it pays: words like "the" are in nearly every chunk, and a query
-        containing one would otherwise touch the whole corpus.
+        1. `floor`: score a few promising chunks exactly; the depth-th best document among
+           them is a lower bound of the final depth-th best.  Any chunk below it is out.
+        2. The lightest terms whose largest impacts add up to less than the floor cannot
+           lift a chunk over it on their own: a chunk that matters contains at least one
+           of the other, "heavy" terms.  So only the heavy terms' postings are read in full.
+        3. Each light term is then looked up only for the chunks still able to reach the
+           floor, heaviest first, and chunks that no longer can are dropped at each step.
+        Zipf's law is why it pays: words like "the" are in nearly every chunk and carry
+        little weight, so a query's common words end up light and are never read in full.
         """
         m = len(term_ids)
-        if m > 1:
-            # A handful of terms: plain Python lists beat NumPy calls on tiny arrays.
-            ids = term_ids.tolist()
-            df = self.df[term_ids].tolist()
-            weight = self.max_impact[term_ids].tolist()
-            by_weight = sorted(range(m), key=weight.__getitem__)
-            bounds = list(itertools.accumulate(weight[i] for i in by_weight))
-            total = sum(df)
-            for j in range(m - 1, 0, -1):  # the j lightest terms are only looked up
-                rare = sorted(by_weight[j:])  # in query order
-                reach = sum(df[i] for i in rare)
-                if reach < depth:
-                    continue  # too few chunks to hold `depth` documents
-                if reach * 4 > total:
-                    break  # reading every posting is about as cheap
-                # Margins of 1e-9 keep float rounding (sums in another order) on the safe side.
-                bound = bounds[j - 1] * (1 + 1e-9)
-                cand, partial = self.scores(term_ids[rare])
-                _, floors = best_documents(cand, partial, self.doc_codes, depth)
-                if len(floors) < depth:
-                    continue
-                floor = floors[-1] * (1 - 1e-9)
-                keep = partial >= floor - bound
-                alive, part = cand[keep], partial[keep]
-                if len(rare) > 1:
-                    order = np.argsort(alive, kind="stable")
-                    alive, part = alive[order], part[order]
-                # Resolve the heaviest common term first: it narrows the bound the most.
-                for i in range(j - 1, -1, -1):
-                    part = part + self._lookup(ids[by_weight[i]], alive)
-                    rest = bounds[i - 1] * (1 + 1e-9) if i else 0.0
-                    keep = part >= floor - rest
-                    alive, part = alive[keep], part[keep]
-                # `part` is now each survivor's whole score: its rarer terms in query order,
-                # then the common ones heaviest first (the same sum for every chunk of this
-                # query, so equal scores stay equal).
-                above = part > bound
-                if self._n_docs(alive[above]) >= depth:
-                    return alive[above], part[above]
-        return self.scores(term_ids)
+        df = self.df[term_ids].tolist()
+        if m < 2 or sum(df) <= self.small_query:  # too few postings for pruning to pay
+            return self.scores(term_ids)
+        floor = self._floor(term_ids, df, depth)
+        if floor <= 0:  # fewer than `depth` documents contain a query term: score them all
+            return self.scores(term_ids)
+        weight = self.max_impact[term_ids].tolist()
+        light, bound = [], 0.0
+        for i in sorted(range(m), key=weight.__getitem__):
+            if (bound + weight[i]) * SAFE_UP >= floor:
+                break
+            light.append(i)
+            bound += weight[i]
+        heavy = [i for i in range(m) if i not in light]  # in query order
+        need = floor - bound * SAFE_UP  # what the heavy terms alone must give a chunk
+        cand, part = self._reaching(term_ids[heavy], need)
+        ids = term_ids.tolist()
+        for i in reversed(light):  # heaviest light term first: it narrows the most
+            bound -= weight[i]
+            part = part + self._lookup(ids[i], cand)
+            keep = part >= floor - max(bound, 0.0) * SAFE_UP
+            cand, part = cand[keep], part[keep]
+        # `part` is now each chunk's whole score: heavy terms in query order, then the light
+        # ones heaviest first — the same order for every chunk, so equal scores stay equal.
+        return cand, part
 
-    def _n_docs(self, chunks: np.ndarray) -> int:
-        """Distinct documents among sorted chunk numbers."""
-        d = self.doc_codes[chunks]
-        steps = np.diff(d)
-        # A document's chunks are consecutive in corpus order, so its code changes only once.
-        if (steps >= 0).all():
-            return int(np.count_nonzero(steps)) + (len(d) > 0)
-        return len(np.unique(d))
+    def _floor(self, term_ids: np.ndarray, df: list[int], depth: int) -> float:
+        """A lower bound of the query's depth-th best document score (0 if it has fewer).
+
+        Any chunks scored exactly will do, so take the likeliest: each of the rarest terms'
+        2·depth highest-impact postings, until they cover 2·depth chunks.  A very long list
+        is sampled (every n-th posting) first: a bound from a sample is still a bound.
+        """
+        want = 2 * depth
+        parts, reach = [], 0
+        for i in sorted(range(len(df)), key=df.__getitem__):
+            ch, imp = self._postings_of(term_ids[i])
+            if len(ch) > SEED_SAMPLE:
+                step = len(ch) // SEED_SAMPLE
+                ch, imp = ch[::step], imp[::step]
+            if len(ch) > want:
+                ch = ch[np.argpartition(imp, len(imp) - want)[len(imp) - want:]]
+            parts.append(ch)
+            reach += len(ch)
+            if reach >= want:
+                break
+        cand = np.unique(np.concatenate(parts))
+        score = self._lookup(term_ids[0], cand)
+        for t in term_ids[1:]:
+            score += self._lookup(t, cand)
+        return nth_best_document(cand, score, self.doc_codes, depth) * SAFE_DOWN
+
+    def _reaching(self, term_ids: np.ndarray, need: float) -> tuple[np.ndarray, np.ndarray]:
+        """The chunks (in corpus order) whose score on these terms alone is >= need, with
+        that score — reading of each long list only the postings that could get there.
+
+        Take the terms heaviest first.  A chunk whose first term in that order is t can
+        add at most the later terms' largest impacts to t's own, so t must give it at
+        least `need - later`: a cut that skips most of a common term's postings.
+        """
+        if len(term_ids) == 1:
+            ch, imp = self._postings_of(term_ids[0])
+            keep = imp >= need
+            return ch[keep], imp[keep]
+        weight = self.max_impact[term_ids].tolist()
+        later = sum(weight)
+        parts, total = [], 0
+        for i in sorted(range(len(weight)), key=weight.__getitem__, reverse=True):
+            later -= weight[i]
+            cut = need - later * SAFE_UP
+            ch, imp = self._postings_of(term_ids[i])
+            total += len(ch)
+            parts.append(ch[imp >= cut] if cut > 0 else ch)
+        if sum(len(p) for p in parts) * CUT_PAYS > total:
+            return self.scores(term_ids, need)  # the cuts keep too much: add the lists whole
+        cand = np.unique(np.concatenate(parts))
+        score = self._lookup(term_ids[0], cand)  # in query order, as everywhere
+        for t in term_ids[1:]:
+            score += self._lookup(t, cand)
+        keep = score >= need
+        return cand[keep], score[keep]
 
     def _postings_of(self, t) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = self.indptr[t], self.indptr[t + 1]
@@ -205,7 +245,7 @@ class Index:
         dense = self._dense.get(int(t))
         if dense is None and self.df[t] * DENSE_SHARE > len(self.lengths) and len(self._dense) < DENSE_TERMS:
             # A term in over 1/DENSE_SHARE of the chunks: one array over all chunks makes each
-            # lookup a plain index instead of a binary search in a very long list.
+            # lookup a plain index instead of a search in a very long list.
             ch, imp = self._postings_of(t)
             dense = self._dense[int(t)] = np.zeros(len(self.lengths), dtype=np.float64)
             dense[ch] = imp
@@ -217,61 +257,67 @@ class Index:
         if dense is not None:
             return dense[cand]
         ch, imp = self._postings_of(t)
+        if len(cand) * SEARCH_COST > len(ch):
+            # Many chunks to look up: spreading the postings over a scratch array and
+            # reading it back is two passes over the postings, cheaper than a binary search
+            # per chunk (each a dozen cache misses in a long list).
+            scratch = self._scratch()
+            scratch[ch] = imp
+            out = scratch[cand]
+            scratch[ch] = 0.0
+            return out
         # Same dtype on both sides, or NumPy would first copy the whole postings list to int64.
         cand = cand.astype(ch.dtype, copy=False)
         pos = np.searchsorted(ch, cand)
         np.minimum(pos, len(ch) - 1, out=pos)
         return np.where(ch[pos] == cand, imp[pos], 0.0)
 
-    def scores(self, term_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The chunks one query touches and their exact scores, in time proportional to
-        the query's postings.
+    def _scratch(self) -> np.ndarray:
+        """A zeroed float64 array over all chunks, reused: whoever writes in it resets it."""
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = np.zeros(len(self.lengths), dtype=np.float64)
+        return scratch
 
-        One dense float64 array for the whole corpus, allocated once and reset after each
-        query only where that query wrote: a query costs its postings, never a pass over
-        every chunk.  Term by term in the query's order, so each chunk's score is the same
-        sum in the same order as the plain formula (equal scores stay equal, and ties keep
-        corpus order).  A chunk is new to the query while its score is still 0: impacts
-        are always > 0 (idf > 0, tf >= 1).
+    def scores(self, term_ids: np.ndarray, at_least: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """Every chunk these terms touch, in corpus order, with its exact score on them —
+        only those scoring >= at_least, if that is > 0.  Time in proportion to the postings.
+
+        Term by term in the query's order, so each chunk's score is the same sum in the
+        same order as the plain formula (equal scores stay equal, ties keep corpus order).
         """
-        if len(term_ids) == 1:  # one term: its postings are the answer as they stand
-            return self._postings_of(term_ids[0])
-        n = len(self.lengths)
-        dense = [self._dense_row(t) for t in term_ids]
-        if len(dense) > 1 and all(d is not None for d in dense):
-            # Every term in a large share of the corpus: add their dense rows, in query order.
-            acc = dense[0] + dense[1]
-            for d in dense[2:]:
-                acc += d
-            cols = np.flatnonzero(acc)
-            return cols.astype(self.chunk.dtype), acc[cols]
-        if int(self.df[term_ids].sum()) * 4 > n:
-            # Postings rivalling the corpus in number: one bincount pass (C, adding in the
-            # same term order) and a scan of its output beat five NumPy passes per posting.
-            parts = [self._postings_of(t) for t in term_ids]
+        if len(term_ids) == 0:
+            return np.zeros(0, dtype=self.chunk.dtype), np.zeros(0, dtype=np.float64)
+        parts = [self._postings_of(t) for t in term_ids]
+        if len(parts) == 1:  # one term: its postings are the answer as they stand
+            cols, vals = parts[0]
+        elif sum(len(p[0]) for p in parts) * DENSE_SHARE > len(self.lengths):
+            # Postings rivalling the corpus in number: one bincount pass in C over all of
+            # them (adding in query order) beats gathering and scattering them term by term.
             dense = np.bincount(np.concatenate([p[0] for p in parts]),
-                                weights=np.concatenate([p[1] for p in parts]), minlength=n)
-            cols = np.flatnonzero(dense)
+                                weights=np.concatenate([p[1] for p in parts]), minlength=len(self.lengths))
+            cols = np.flatnonzero(dense >= at_least if at_least > 0 else dense)
             return cols.astype(self.chunk.dtype), dense[cols]
-        if self._acc is None:
-            self._acc = np.zeros(len(self.lengths), dtype=np.float64)
-        acc, parts = self._acc, []
-        for i, t in enumerate(term_ids):
-            lo, hi = self.indptr[t], self.indptr[t + 1]
-            ch, imp = self.chunk[lo:hi], self.impact[lo:hi]
-            if i == 0:
-                acc[ch] = imp
-                parts.append(ch)
-            else:
-                cur = acc[ch]
-                parts.append(ch[cur == 0])
-                cur += imp
-                acc[ch] = cur
-        if not parts:
-            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float64)
-        cols = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        vals = acc[cols]
-        acc[cols] = 0
+        else:
+            # A reused array over all chunks, reset after each query only where it wrote:
+            # a query costs its postings, never a pass over every chunk.  A chunk is new to
+            # the query while its score is still 0: impacts are always > 0 (idf > 0, tf >= 1).
+            acc, new = self._scratch(), []
+            for i, (ch, imp) in enumerate(parts):
+                if i == 0:
+                    acc[ch] = imp
+                    new.append(ch)
+                else:
+                    cur = acc[ch]
+                    new.append(ch[cur == 0])
+                    cur += imp
+                    acc[ch] = cur
+            cols = np.sort(np.concatenate(new))
+            vals = acc[cols]
+            acc[cols] = 0.0
+        if at_least > 0:
+            keep = vals >= at_least
+            cols, vals = cols[keep], vals[keep]
         return cols, vals
 
     def explain(self, terms: list[str], chunk: int) -> list[dict]:
@@ -307,14 +353,15 @@ class Index:
         return out
 
 
-def _sorted_union(parts: list[np.ndarray]) -> np.ndarray:
-    if len(parts) == 1:
-        return parts[0]  # one term's chunks: already sorted and distinct
-    x = np.concatenate(parts)
-    x.sort()
-    keep = np.ones(len(x), dtype=bool)
-    np.not_equal(x[1:], x[:-1], out=keep[1:])
-    return x[keep]
+def nth_best_document(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, n: int) -> float:
+    """The n-th best document's score among chunks `cols` (in corpus order), 0 if fewer."""
+    if len(vals) < n:
+        return 0.0
+    docs = doc_codes[cols]
+    # A document's chunks are consecutive in corpus order: its best is a max over one run.
+    starts = np.flatnonzero(np.diff(docs, prepend=-1))
+    best = np.maximum.reduceat(vals, starts) if len(starts) < len(vals) else vals
+    return float(np.partition(best, len(best) - n)[len(best) - n]) if len(best) >= n else 0.0
 
 
 def top_k(cols: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
@@ -345,35 +392,50 @@ def best_documents(cols, vals, doc_codes, depth: int):
         m = min(len(vals), m * 4)
 
 
-def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: int, progress=iter):
-    """Chunk hits (query#, chunk, score, rank) and the document run {qid: {doc: score}}."""
+def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: int, progress=None,
+           threads: int | None = None):
+    """Chunk hits (query#, chunk, score, rank) and the document run {qid: {doc: score}}.
+
+    Queries go in batches to a pool of threads, one per core (at most MAX_THREADS): most
+    of a query's time is spent inside NumPy, which lets other threads run meanwhile.  Each
+    query's answer depends on that query alone, so the results are the same whatever the
+    number of threads (`threads=1` runs them in order, in this thread).
+    """
     t0, cpu0 = time.perf_counter(), time.process_time()
     doc_names, doc_codes = index.doc_names, index.doc_codes
-    hits_q, hits_c, hits_s, hits_r = [], [], [], []
-    run: dict[str, dict[str, float]] = {}
     term_ids, terms_of = index.query_terms([text for _, text in queries])
-    docs_of = []
-    for start in progress(range(0, len(queries), QUERY_BATCH)):
-        for i in range(start, min(start + QUERY_BATCH, len(queries))):
-            cols, vals = index.best_candidates(term_ids[i], top_k_n, depth)
+    batches = [range(s, min(s + QUERY_BATCH, len(queries))) for s in range(0, len(queries), QUERY_BATCH)]
+
+    def answer(batch: range) -> list[tuple]:
+        out = []
+        for i in batch:
+            cols, vals = index.best_candidates(term_ids[i], depth)
             order = top_k(cols, vals, top_k_n)
-            hits_q.append(np.full(len(order), i))
-            hits_c.append(cols[order])
-            hits_s.append(vals[order])
-            hits_r.append(np.arange(1, len(order) + 1))
-            docs_of.append(best_documents(cols, vals, doc_codes, depth))
+            out.append((cols[order], vals[order], *best_documents(cols, vals, doc_codes, depth)))
+        return out
+
+    workers = threads or min(os.cpu_count() or 1, MAX_THREADS, len(batches))
+    progress = progress or (lambda it, total: it)
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:  # map() hands the batches back in order
+            answers = [a for batch in progress(pool.map(answer, batches), len(batches)) for a in batch]
+    else:
+        answers = [a for batch in progress(map(answer, batches), len(batches)) for a in batch]
     # Document names for every query at once: one Arrow take, not a thousand.
-    if docs_of:
-        names = doc_names.take(pa.array(np.concatenate([d for d, _ in docs_of]))).to_pylist()
-        scores = np.concatenate([s for _, s in docs_of]).tolist()
+    run: dict[str, dict[str, float]] = {}
+    if answers:
+        names = doc_names.take(pa.array(np.concatenate([a[2] for a in answers]))).to_pylist()
+        scores = np.concatenate([a[3] for a in answers]).tolist()
     at = 0
-    for (qid, _), (docs, _) in zip(queries, docs_of):
-        run[qid] = dict(zip(names[at:at + len(docs)], scores[at:at + len(docs)]))
-        at += len(docs)
+    for (qid, _), a in zip(queries, answers):
+        run[qid] = dict(zip(names[at:at + len(a[2])], scores[at:at + len(a[2])]))
+        at += len(a[2])
     cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
-    out = (cat(hits_q, np.int64), cat(hits_c, np.int64), cat(hits_s, np.float64), cat(hits_r, np.int32))
+    out = (cat([np.full(len(a[0]), i) for i, a in enumerate(answers)], np.int64),
+           cat([a[0] for a in answers], np.int64), cat([a[1] for a in answers], np.float64),
+           cat([np.arange(1, len(a[0]) + 1) for a in answers], np.int32))
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    index.note(f"queries answered in {seconds:.2f} s, {cpu:.2f} s CPU "
+    index.note(f"queries answered in {seconds:.2f} s, {cpu:.2f} s CPU on {workers} thread{'s' * (workers > 1)} "
                f"({len(queries) / max(seconds, 1e-9):,.0f} queries/s; index loaded in {index.load_seconds:.2f} s before)")
     return out, run, terms_of
 
@@ -450,7 +512,7 @@ def run(ctx) -> None:
 
     (q, c, s, r), run_docs, terms_of = search(
         index, queries, sec["top_k"], max(DEPTH, sec["top_k"]),
-        progress=lambda it: ctx.progress(it, desc="05 scoring", unit="batch"))
+        progress=lambda it, total: ctx.progress(it, total=total, desc="05 scoring", unit="batch"))
     ch = index.chunks
     take = pa.array(c)
     results = {

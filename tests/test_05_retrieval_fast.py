@@ -109,6 +109,7 @@ def test_search_equals_dense_scoring(tmp_path, seed):
     rng = np.random.default_rng(seed)
     words, texts, doc_ids = random_corpus(rng)
     index = build(tmp_path, texts, doc_ids)
+    index.small_query = 0  # a 400-chunk corpus: prune even tiny queries, so that path is tested
     pruned = []
     lookup = index._lookup
     index._lookup = lambda t, cand: pruned.append(len(cand)) or lookup(t, cand)
