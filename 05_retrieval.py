@@ -155,7 +155,7 @@ class Index:
         """
         m = len(term_ids)
         df = self.df[term_ids].tolist()
-        if m < 2 or sum(df) <= self.small_query:  # too few postings for pruning to pay
+        if sum(df) <= self.small_query:  # too few postings for pruning to pay
             return self.scores(term_ids)
         floor = self._floor(term_ids, df, depth)
         if floor <= 0:  # fewer than `depth` documents contain a query term: score them all
@@ -171,7 +171,11 @@ class Index:
         need = floor - bound * SAFE_UP  # what the heavy terms alone must give a chunk
         cand, part = self._reaching(term_ids[heavy], need)
         ids = term_ids.tolist()
-        for i in reversed(light):  # heaviest light term first: it narrows the most
+        for j in range(len(light) - 1, -1, -1):  # heaviest light term first: it narrows the most
+            i = light[j]
+            if len(cand) > 8 * depth:
+                # Many chunks left: their best few, finished exactly, may raise the floor.
+                floor = max(floor, self._better_floor(cand, part, [ids[x] for x in light[:j + 1]], depth))
             bound -= weight[i]
             part = part + self._lookup(ids[i], cand)
             keep = part >= floor - max(bound, 0.0) * SAFE_UP
@@ -187,24 +191,41 @@ class Index:
         2·depth highest-impact postings, until they cover 2·depth chunks.  A very long list
         is sampled (every n-th posting) first: a bound from a sample is still a bound.
         """
+        by_df = sorted(range(len(df)), key=df.__getitem__)
         want = 2 * depth
-        parts, reach = [], 0
-        for i in sorted(range(len(df)), key=df.__getitem__):
-            ch, imp = self._postings_of(term_ids[i])
-            if len(ch) > SEED_SAMPLE:
-                step = len(ch) // SEED_SAMPLE
-                ch, imp = ch[::step], imp[::step]
-            if len(ch) > want:
-                ch = ch[np.argpartition(imp, len(imp) - want)[len(imp) - want:]]
-            parts.append(ch)
-            reach += len(ch)
-            if reach >= want:
+        while True:
+            parts, reach = [], 0
+            for i in by_df:
+                ch, imp = self._postings_of(term_ids[i])
+                if len(ch) > SEED_SAMPLE:
+                    step = len(ch) // SEED_SAMPLE
+                    ch, imp = ch[::step], imp[::step]
+                if len(ch) > want:
+                    ch = ch[np.argpartition(imp, len(imp) - want)[len(imp) - want:]]
+                parts.append(ch)
+                reach += len(ch)
+                if reach >= want:
+                    break
+            cand = np.unique(np.concatenate(parts))
+            score = self._lookup(term_ids[0], cand)
+            for t in term_ids[1:]:
+                score += self._lookup(t, cand)
+            floor = nth_best_document(cand, score, self.doc_codes, depth)
+            if floor > 0 or reach < want or want > sum(df):
                 break
-        cand = np.unique(np.concatenate(parts))
-        score = self._lookup(term_ids[0], cand)
-        for t in term_ids[1:]:
-            score += self._lookup(t, cand)
-        return nth_best_document(cand, score, self.doc_codes, depth) * SAFE_DOWN
+            want *= 8  # documents of many chunks: 2·depth chunks were fewer than depth documents
+        return floor * SAFE_DOWN
+
+    def _better_floor(self, cand, part, rest: list[int], depth: int) -> float:
+        """The floor from the 2·depth chunks with the best partial scores, once the terms
+        in `rest` are added to them: a much closer bound when the first one came from
+        chunks strong in one term and the best are strong in several."""
+        top = np.argpartition(part, len(part) - 2 * depth)[len(part) - 2 * depth:]
+        top.sort()
+        c, score = cand[top], part[top]
+        for t in rest:
+            score = score + self._lookup(t, c)
+        return nth_best_document(c, score, self.doc_codes, depth) * SAFE_DOWN
 
     def _reaching(self, term_ids: np.ndarray, need: float) -> tuple[np.ndarray, np.ndarray]:
         """The chunks (in corpus order) whose score on these terms alone is >= need, with
@@ -291,7 +312,7 @@ class Index:
         parts = [self._postings_of(t) for t in term_ids]
         if len(parts) == 1:  # one term: its postings are the answer as they stand
             cols, vals = parts[0]
-        elif sum(len(p[0]) for p in parts) * DENSE_SHARE > len(self.lengths):
+        elif sum(len(p[0]) for p in parts) * 4 > len(self.lengths):
             # Postings rivalling the corpus in number: one bincount pass in C over all of
             # them (adding in query order) beats gathering and scattering them term by term.
             dense = np.bincount(np.concatenate([p[0] for p in parts]),
@@ -299,22 +320,12 @@ class Index:
             cols = np.flatnonzero(dense >= at_least if at_least > 0 else dense)
             return cols.astype(self.chunk.dtype), dense[cols]
         else:
-            # A reused array over all chunks, reset after each query only where it wrote:
-            # a query costs its postings, never a pass over every chunk.  A chunk is new to
-            # the query while its score is still 0: impacts are always > 0 (idf > 0, tf >= 1).
-            acc, new = self._scratch(), []
-            for i, (ch, imp) in enumerate(parts):
-                if i == 0:
-                    acc[ch] = imp
-                    new.append(ch)
-                else:
-                    cur = acc[ch]
-                    new.append(ch[cur == 0])
-                    cur += imp
-                    acc[ch] = cur
-            cols = np.sort(np.concatenate(new))
-            vals = acc[cols]
-            acc[cols] = 0.0
+            ch = np.concatenate([p[0] for p in parts])
+            imp = np.concatenate([p[1] for p in parts])
+            order = np.argsort(ch, kind="stable")
+            ch, imp = ch[order], imp[order]
+            starts = np.flatnonzero(np.diff(ch, prepend=-1))
+            cols, vals = ch[starts], np.add.reduceat(imp, starts)
         if at_least > 0:
             keep = vals >= at_least
             cols, vals = cols[keep], vals[keep]
@@ -364,32 +375,14 @@ def nth_best_document(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray,
     return float(np.partition(best, len(best) - n)[len(best) - n]) if len(best) >= n else 0.0
 
 
-def top_k(cols: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the k best (score desc, then chunk asc), without sorting everything."""
-    if len(vals) > k:
-        part = np.argpartition(-vals, k - 1)[:k]
-        threshold = vals[part].min()
-        above = np.flatnonzero(vals > threshold)
-        # argpartition picks arbitrarily among equal scores at the cut; corpus order must win.
-        ties = np.flatnonzero(vals == threshold)
-        ties = ties[np.argsort(cols[ties], kind="stable")][: k - len(above)]
-        sel = np.concatenate([above, ties])
-    else:
-        sel = np.arange(len(vals))
-    return sel[np.lexsort((cols[sel], -vals[sel]))]
-
-
-def best_documents(cols, vals, doc_codes, depth: int):
-    """Top `depth` documents, each scored by its best chunk (ranked chunks, first per doc)."""
-    m = min(len(vals), depth * 4)
-    while True:
-        order = top_k(cols, vals, m)
-        docs = doc_codes[cols[order]]
-        _, first = np.unique(docs, return_index=True)
-        if len(first) >= depth or m >= len(vals):
-            first = np.sort(first)[:depth]
-            return docs[first], vals[order][first]
-        m = min(len(vals), m * 4)
+def rank(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, k: int, depth: int):
+    """Positions of the k best chunks (score desc, then corpus order), and the `depth`
+    best documents with their scores (a document scores its best chunk)."""
+    order = np.lexsort((cols, -vals))
+    docs = doc_codes[cols[order]]
+    _, first = np.unique(docs, return_index=True)  # each document's best chunk
+    first = np.sort(first)[:depth]
+    return order[:k], docs[first], vals[order[first]]
 
 
 def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: int, progress=None,
@@ -410,8 +403,8 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
         out = []
         for i in batch:
             cols, vals = index.best_candidates(term_ids[i], depth)
-            order = top_k(cols, vals, top_k_n)
-            out.append((cols[order], vals[order], *best_documents(cols, vals, doc_codes, depth)))
+            order, docs, doc_scores = rank(cols, vals, doc_codes, top_k_n, depth)
+            out.append((cols[order], vals[order], docs, doc_scores))
         return out
 
     workers = threads or min(os.cpu_count() or 1, MAX_THREADS, len(batches))
