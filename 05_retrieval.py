@@ -41,6 +41,7 @@ from pipekit import io
 from pipekit.analyzer import Analyzer
 from pipekit.cli import stage_main
 from pipekit.errors import PipelineError
+from pipekit.malloc import keep_freed_memory
 from pipekit.queries import load_qrels, load_queries
 from pipekit.stages import get_stage
 
@@ -495,6 +496,7 @@ def print_results(results: pa.Table, queries, max_queries: int = 8) -> None:
 
 def run(ctx) -> None:
     sec = ctx.section
+    keep_freed_memory()  # queries make many short-lived arrays: reuse their memory
     queries = load_queries(sec["queries"])
     qrels = load_qrels(sec["qrels"]) if sec["qrels"] else None  # fail before any work
     index = Index(ctx)
