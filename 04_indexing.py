@@ -93,7 +93,7 @@ class Vocabulary:
         self.dictionaries = []
         if words is None or len(words.dictionary) == 0:
             return pa.array([], pa.string()), np.zeros(0, dtype=np.int32)
-        terms = pc.dictionary_encode(pa.array(self.analyzer.terms_of_words(words.dictionary), pa.string()))
+        terms = pc.dictionary_encode(self.analyzer.terms_of_words(words.dictionary))
         # Alphabetical term ids (Arrow sorts UTF-8 bytes, which is code-point order): a sorted table reads better.
         order = np.asarray(pc.sort_indices(terms.dictionary))
         rank = np.empty(len(order) + 1, dtype=np.int32)

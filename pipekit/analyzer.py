@@ -23,6 +23,7 @@ silently match nothing.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
@@ -75,14 +76,23 @@ class Analyzer:
         order = np.argsort(parent, kind="stable")
         return pa.concat_arrays([fast, slow]).take(pa.array(order)), parent[order]
 
-    def terms_of_words(self, words) -> list[str | None]:
-        """The term each distinct word becomes, or None when the rule drops it."""
-        words = words.to_pylist() if isinstance(words, (pa.Array, pa.ChunkedArray)) else list(words)
-        stop = ENGLISH_STOPWORDS if self.stopwords == "english" else frozenset()
-        kept = [w for w in words if len(w) >= 2 and w not in stop]
-        stems = _stemmer().stemWords(kept) if self.stemmer == "english" and kept else kept
-        term_of = dict(zip(kept, stems))
-        return [term_of.get(w) for w in words]
+    def terms_of_words(self, words) -> pa.Array:
+        """The term each distinct word becomes, null where the rule drops it (Arrow strings).
+
+        Length and stopwords are Arrow kernels over the whole column; only the words kept
+        go through Python, once each, for the stemmer (a corpus's vocabulary, not its text).
+        """
+        arr = _as_string_array(words)
+        keep = pc.greater_equal(pc.utf8_length(arr), 2)
+        if self.stopwords == "english":
+            keep = pc.and_(keep, pc.invert(pc.is_in(arr, value_set=_stopword_array())))
+        keep = np.asarray(keep)
+        kept = pc.filter(arr, pa.array(keep))
+        if self.stemmer == "english" and len(kept):
+            kept = pa.array(_stemmer().stemWords(kept.to_pylist()), pa.string())
+        at = np.full(len(arr), -1, dtype=np.int64)  # each word's place among the kept ones
+        at[keep] = np.arange(len(kept))
+        return kept.take(pa.array(at, mask=at < 0))
 
     def tokens(self, texts) -> tuple[pa.Array, np.ndarray]:
         """All terms of `texts` flattened, and for each the index of the text it came from."""
@@ -90,8 +100,7 @@ class Analyzer:
         if len(runs) == 0:
             return runs, parent
         encoded = pc.dictionary_encode(runs)
-        terms = pa.array(self.terms_of_words(encoded.dictionary), pa.string())
-        flat = terms.take(encoded.indices)
+        flat = self.terms_of_words(encoded.dictionary).take(encoded.indices)
         keep = pc.is_valid(flat)
         return pc.filter(flat, keep), parent[np.asarray(keep)]
 
@@ -99,6 +108,11 @@ class Analyzer:
         """The terms of one string, in order (for queries, tests and explanations)."""
         flat, _ = self.tokens([text])
         return flat.to_pylist()
+
+
+@lru_cache(maxsize=1)
+def _stopword_array() -> pa.Array:
+    return pa.array(sorted(ENGLISH_STOPWORDS), pa.string())
 
 
 def _as_string_array(texts) -> pa.Array:
