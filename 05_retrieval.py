@@ -8,14 +8,23 @@ Writes `05_results.parquet` (query_id, query, rank, score, chunk_id, doc_id, hea
        term by term), `05_results.trec` (the document-level run in TREC format) and,
        with qrels, `05_metrics.parquet` (nDCG@10, AP@100, R@100 per query and `all`).
 
-The idea: since stage 04 stored each posting's BM25 impact, a query's scores are a sum
-of slices.  `Index.scores` adds the postings of a query's distinct terms (SPEC counts
-each distinct query term once) into one reused accumulator, so a query costs its
-postings, never a pass over the whole corpus.  `Index.best_candidates` is the same
-answer, found faster for queries with very common terms (MaxScore): score the rarer
-terms' chunks first, then look the common terms up only for chunks that can still reach
-the top.  Then keep the top k with argpartition; ties go to the chunk earlier in the
-corpus.
+The idea: since stage 04 stored each posting's BM25 impact, a query's score for a chunk
+is a sum of looked-up numbers, one per distinct query term (SPEC counts each once).
+`Index.scores` is that sum done plainly: every posting of every term.  `Index.best_candidates`
+gives the same top results while reading far fewer postings (MaxScore):
+
+1. score a few promising chunks exactly; the depth-th best document among them is a
+   floor no result can be under;
+2. the lightest terms, whose largest impacts add up to less than the floor, cannot lift
+   a chunk there on their own: only the other ("heavy") terms' postings are read;
+3. the light terms are looked up for the chunks still in the race, heaviest first,
+   dropping those that can no longer reach the floor (which rises as it goes).
+
+Zipf's law is why it pays: the words in nearly every chunk carry the least weight, so
+they end up light and are never read in full.  The k best chunks and the 100 best
+documents are then one sort of what is left; ties go to the chunk earlier in the corpus.
+Queries are answered in batches on a thread per core (NumPy lets the others run while it
+works); each answer depends on its query alone, so the results never depend on threads.
 
 Metrics are on documents: a document scores its best chunk, as a reader judges "did I
 find the right document".  They are computed by ir-measures (trec_eval's conventions)
@@ -47,8 +56,9 @@ from pipekit.stages import get_stage
 
 METRICS = ("nDCG@10", "AP@100", "R@100")
 DEPTH = 100  # documents evaluated per query, whatever top_k is
-DENSE_SHARE = 16  # postings covering over 1/16 of the chunks: an array over all chunks is cheaper
-DENSE_TERMS = 96  # ... kept for at most this many terms' lookups (8 bytes a chunk each)
+DENSE_SHARE = 16  # a term in over 1/16 of the chunks gets an array over all chunks for lookups ...
+DENSE_TERMS = 96  # ... for at most this many terms (8 bytes a chunk each)
+BINCOUNT_SHARE = 4  # lists adding up to over 1/4 of the chunks are summed into an array over all chunks
 SMALL_QUERY = 4096  # a query with fewer postings is scored in full: pruning would not pay
 SEED_SAMPLE = 16384  # postings of one term looked at for the floor, at most
 CUT_PAYS = 8  # cut lists are looked up again: worth it only when they keep 1/8 or less
@@ -265,7 +275,7 @@ class Index:
     def _dense_row(self, t) -> np.ndarray | None:
         """Term t's impact in every chunk (0 where absent), if t is one of the most common."""
         dense = self._dense.get(int(t))
-        if dense is None and self.df[t] * DENSE_SHARE > len(self.lengths) and len(self._dense) < DENSE_TERMS:
+        if dense is None and int(self.df[t]) * DENSE_SHARE > len(self.lengths) and len(self._dense) < DENSE_TERMS:
             # A term in over 1/DENSE_SHARE of the chunks: one array over all chunks makes each
             # lookup a plain index instead of a search in a very long list.
             ch, imp = self._postings_of(t)
@@ -313,7 +323,7 @@ class Index:
         parts = [self._postings_of(t) for t in term_ids]
         if len(parts) == 1:  # one term: its postings are the answer as they stand
             cols, vals = parts[0]
-        elif sum(len(p[0]) for p in parts) * 4 > len(self.lengths):
+        elif sum(len(p[0]) for p in parts) * BINCOUNT_SHARE > len(self.lengths):
             # Postings rivalling the corpus in number: one bincount pass in C over all of
             # them (adding in query order) beats gathering and scattering them term by term.
             dense = np.bincount(np.concatenate([p[0] for p in parts]),
@@ -463,11 +473,18 @@ def evaluate(qrels, run) -> pa.Table:
                      "value": pa.array(value, pa.float64())})
 
 
+def trec_field(name: str) -> str:
+    """A query or document id as one TREC field: whitespace (a file name with a space)
+    would split it, so whitespace and `%` are written %-escaped, as in a URL."""
+    return "".join("".join(f"%{b:02X}" for b in c.encode()) if c.isspace() or c == "%" else c for c in name)
+
+
 def trec_run(queries, run) -> str:
     lines = []
     for qid, _ in queries:
         ranked = sorted(run.get(qid, {}).items(), key=lambda kv: -kv[1])
-        lines += [f"{qid} Q0 {doc} {r} {s:.17g} pipekit" for r, (doc, s) in enumerate(ranked, 1)]
+        q = trec_field(qid)
+        lines += [f"{q} Q0 {trec_field(doc)} {r} {s:.17g} pipekit" for r, (doc, s) in enumerate(ranked, 1)]
     return "\n".join(lines) + ("\n" if lines else "")
 
 

@@ -121,6 +121,20 @@ def test_the_trec_run_is_document_level(indexed):
     assert all(len(f) == 6 and f[1] == "Q0" for f in q1)
 
 
+def test_ids_with_spaces_stay_one_trec_field():
+    # A file name with a space would split a TREC line into seven fields; %-escaping keeps
+    # six, and unquoting gives the id back.
+    from urllib.parse import unquote
+
+    run = {"q 1": {"notes/my file.md": 2.0, "100%.md": 1.0, "plain.md": 0.5}}
+    lines = retrieval.trec_run([("q 1", "text")], run).splitlines()
+    fields = [line.split() for line in lines]
+    assert all(len(f) == 6 for f in fields)
+    assert [unquote(f[2]) for f in fields] == ["notes/my file.md", "100%.md", "plain.md"]
+    assert {unquote(f[0]) for f in fields} == {"q 1"}
+    assert fields[2][2] == "plain.md"  # ordinary ids are written as they are
+
+
 def test_missing_index_names_the_stage_to_run(tmp_path):
     proc = run_script("05_retrieval.py", "--config", str(write_config(tmp_path)), check=False)
     assert proc.returncode == 1

@@ -1,8 +1,8 @@
 """Stage 05's fast paths give exactly what the plain formula gives.
 
-`search` scores term at a time into a reused accumulator and, for queries with common
-terms, prunes with a MaxScore bound. Both are checked here against the most direct scorer
-there is: a dense chunk × term matrix of tf, SPEC's BM25 formula over every chunk, a full
+`search` finds a floor, reads only the heavy terms' postings and looks the light ones up
+(MaxScore), on a pool of threads; each step has several ways to do its work, picked by
+thresholds.  Every way is checked here against the most direct scorer there is: a dense chunk × term matrix of tf, SPEC's BM25 formula over every chunk, a full
 sort by (score desc, chunk asc), documents scored by their best chunk. A small random
 corpus with a Zipfian vocabulary has common terms (so the pruning runs), rare ones, equal
 scores (same tf, same length: ties must keep corpus order), empty chunks and documents of
@@ -42,7 +42,7 @@ class FakeContext:
         self.notes.append(text)
 
 
-def random_corpus(rng, n_chunks=400, vocab=40):
+def random_corpus(rng, n_chunks=400, vocab=40, new_doc=0.6):
     words = [f"w{i}x" for i in range(vocab)]
     p = 1.0 / np.arange(1, vocab + 1)
     p /= p.sum()
@@ -51,7 +51,7 @@ def random_corpus(rng, n_chunks=400, vocab=40):
     for c in range(n_chunks):
         n = int(rng.integers(0, 12)) if c % 37 else 0  # some empty chunks
         texts.append(" ".join(words[i] for i in rng.choice(vocab, size=n, p=p)))
-        if rng.random() < 0.6:  # documents of one to several consecutive chunks
+        if rng.random() < new_doc:  # documents of one to several consecutive chunks
             doc += 1
         doc_ids.append(f"doc{doc}")
     return words, texts, doc_ids
@@ -104,17 +104,9 @@ def dense_reference(texts, doc_ids, query_terms, k, depth):
     return [(c, scores[c]) for c in ranked[:k]], docs[:depth]
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_search_equals_dense_scoring(tmp_path, seed):
-    rng = np.random.default_rng(seed)
-    words, texts, doc_ids = random_corpus(rng)
-    index = build(tmp_path, texts, doc_ids)
-    index.small_query = 0  # a 400-chunk corpus: prune even tiny queries, so that path is tested
-    pruned = []
-    lookup = index._lookup
-    index._lookup = lambda t, cand: pruned.append(len(cand)) or lookup(t, cand)
+def random_queries(rng, words, n=300):
     queries = []
-    for q in range(300):
+    for q in range(n):
         m = int(rng.integers(1, 6))
         terms = [words[int(i)] for i in rng.integers(0, len(words), size=m)]
         if q % 10 == 0:
@@ -124,6 +116,36 @@ def test_search_equals_dense_scoring(tmp_path, seed):
         queries.append((f"q{q}", " ".join(terms)))
     queries.append(("none", "neverseen nowhere"))  # no term the index knows: no results
     queries.append(("common", f"{words[0]} {words[1]} {words[0]}"))  # the two commonest terms
+    return queries
+
+
+# Each way of finding the answer, forced by the module's thresholds (a 400-chunk corpus
+# would otherwise take only some of them): all must give exactly the plain answer.
+WAYS = {
+    "as configured": {},
+    "binary searches only": {"SEARCH_COST": 0, "DENSE_TERMS": 0},
+    "scratch array only": {"SEARCH_COST": 10**9, "DENSE_TERMS": 0},
+    "a dense row for every term": {"DENSE_SHARE": 10**9, "DENSE_TERMS": 10**9},
+    "lists added with bincount": {"BINCOUNT_SHARE": 10**9},
+    "lists merged": {"BINCOUNT_SHARE": 0},
+    "cut lists always": {"CUT_PAYS": 0},
+    "cut lists never": {"CUT_PAYS": 10**9},
+}
+
+
+@pytest.mark.parametrize("way", WAYS)
+@pytest.mark.parametrize("seed,new_doc", [(1, 0.6), (2, 0.6), (3, 0.1)])
+def test_search_equals_dense_scoring(tmp_path, monkeypatch, seed, new_doc, way):
+    for name, value in WAYS[way].items():
+        monkeypatch.setattr(retrieval, name, value)
+    rng = np.random.default_rng(seed)
+    words, texts, doc_ids = random_corpus(rng, new_doc=new_doc)
+    index = build(tmp_path, texts, doc_ids)
+    index.small_query = 0  # a 400-chunk corpus: prune even tiny queries, so that path is tested
+    pruned = []
+    lookup = index._lookup
+    index._lookup = lambda t, cand: pruned.append(len(cand)) or lookup(t, cand)
+    queries = random_queries(rng, words)
     k, depth = 5, 12
     (hq, hc, hs, hr), run, _ = retrieval.search(index, queries, k, depth)
     assert pruned, "no query took the pruned path: the test corpus no longer exercises it"
@@ -135,6 +157,19 @@ def test_search_equals_dense_scoring(tmp_path, seed):
         assert hr[mine].tolist() == list(range(1, len(want_chunks) + 1))
         assert list(run[qid]) == [d for d, _ in want_docs], text
         np.testing.assert_allclose(list(run[qid].values()), [s for _, s in want_docs], rtol=1e-12, atol=0)
+
+
+def test_results_do_not_depend_on_the_number_of_threads(tmp_path):
+    rng = np.random.default_rng(7)
+    words, texts, doc_ids = random_corpus(rng)
+    index = build(tmp_path, texts, doc_ids)
+    index.small_query = 0
+    queries = random_queries(rng, words, n=600)  # several batches, so threads really share them
+    one, run_one, _ = retrieval.search(index, queries, 5, 12, threads=1)
+    three, run_three, _ = retrieval.search(index, queries, 5, 12, threads=3)
+    for a, b in zip(one, three):
+        assert np.array_equal(a, b)
+    assert run_one == run_three
 
 
 def test_ties_keep_corpus_order(tmp_path):
