@@ -388,8 +388,18 @@ def nth_best_document(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray,
 
 def rank(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, k: int, depth: int):
     """Positions of the k best chunks (score desc, then corpus order), and the `depth`
-    best documents with their scores (a document scores its best chunk)."""
-    order = np.lexsort((cols, -vals))
+    best documents with their scores (a document scores its best chunk); k <= depth."""
+    pick, n = np.arange(len(vals)), 4 * depth
+    while len(pick) > n:
+        # argpartition finds the n best without sorting the rest; every chunk tied with
+        # the n-th stays in, so that corpus order, not chance, settles the tie.
+        cut = vals[np.argpartition(vals, len(vals) - n)[len(vals) - n]]
+        pick = np.flatnonzero(vals >= cut)
+        if len(np.unique(doc_codes[cols[pick]])) >= depth:
+            break
+        n *= 4  # documents of many chunks: n chunks were fewer than depth documents
+        pick = np.arange(len(vals))
+    order = pick[np.lexsort((cols[pick], -vals[pick]))]
     docs = doc_codes[cols[order]]
     _, first = np.unique(docs, return_index=True)  # each document's best chunk
     first = np.sort(first)[:depth]
