@@ -331,6 +331,8 @@ class Index:
             cols = np.flatnonzero(dense >= at_least if at_least > 0 else dense)
             return cols.astype(self.chunk.dtype), dense[cols]
         else:
+            # Fewer: merge the sorted lists (a stable sort keeps a chunk's postings in query
+            # order) and add up each chunk's run of them.
             ch = np.concatenate([p[0] for p in parts])
             imp = np.concatenate([p[1] for p in parts])
             order = np.argsort(ch, kind="stable")
