@@ -160,10 +160,8 @@ def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
 
 
 def preview(path: Path, columns: list[str] | None = None, rows: int = 3, width: int = 48) -> str:
-    """The first few rows of an output, long strings shortened: what a learner looks at first.
-
-    Laid out by hand rather than by pandas: importing pandas costs half a second, which
-    every stage run alone would pay for three rows."""
+    """The first few rows of an output, long strings shortened: what a learner looks at first."""
+    import pandas as pd
     import pyarrow.parquet as pq
 
     pf = pq.ParquetFile(path)
@@ -171,18 +169,11 @@ def preview(path: Path, columns: list[str] | None = None, rows: int = 3, width: 
     batch = next(pf.iter_batches(batch_size=rows, columns=columns), None)
     if batch is None:
         return "  (no rows)"
-
-    def cell(v) -> str:
-        text = str(v).replace("\n", "⏎")
-        return text if len(text) <= width else text[: width - 1] + "…"
-
-    table = [[cell(v) for v in batch.column(c).to_pylist()] for c in columns]
-    numeric = [pa.types.is_integer(batch.schema.field(c).type) or pa.types.is_floating(batch.schema.field(c).type)
-               for c in columns]
-    widths = [max([len(c)] + [len(v) for v in col]) for c, col in zip(columns, table)]
-    line = lambda vals: "  " + " ".join(v.rjust(w) if num else v.ljust(w)
-                                        for v, w, num in zip(vals, widths, numeric)).rstrip()
-    return "\n".join([line(columns)] + [line([col[r] for col in table]) for r in range(batch.num_rows)])
+    frame = batch.to_pandas()
+    short = lambda v: (v if len(v) <= width else v[: width - 1] + "…").replace("\n", "⏎") if isinstance(v, str) else v
+    frame = frame.apply(lambda col: col.map(short))
+    with pd.option_context("display.width", 160, "display.max_columns", 8, "display.max_colwidth", width):
+        return "\n".join("  " + line for line in frame.to_string(index=False).splitlines())
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
