@@ -218,10 +218,7 @@ class Index:
                 if reach >= want:
                     break
             cand = np.unique(np.concatenate(parts))
-            score = self._lookup(term_ids[0], cand)
-            for t in term_ids[1:]:
-                score += self._lookup(t, cand)
-            floor = nth_best_document(cand, score, self.doc_codes, depth)
+            floor = nth_best_document(cand, self._looked_up(term_ids, cand), self.doc_codes, depth)
             if floor > 0 or reach < want or want > sum(df):
                 break
             want *= 8  # documents of many chunks: 2·depth chunks were fewer than depth documents
@@ -233,10 +230,8 @@ class Index:
         chunks strong in one term and the best are strong in several."""
         top = np.argpartition(part, len(part) - 2 * depth)[len(part) - 2 * depth:]
         top.sort()
-        c, score = cand[top], part[top]
-        for t in rest:
-            score = score + self._lookup(t, c)
-        return nth_best_document(c, score, self.doc_codes, depth) * SAFE_DOWN
+        c = cand[top]
+        return nth_best_document(c, self._looked_up(rest, c, part[top]), self.doc_codes, depth) * SAFE_DOWN
 
     def _reaching(self, term_ids: np.ndarray, need: float) -> tuple[np.ndarray, np.ndarray]:
         """The chunks (in corpus order) whose score on these terms alone is >= need, with
@@ -247,9 +242,7 @@ class Index:
         least `need - later`: a cut that skips most of a common term's postings.
         """
         if len(term_ids) == 1:
-            ch, imp = self._postings_of(term_ids[0])
-            keep = imp >= need
-            return ch[keep], imp[keep]
+            return self.scores(term_ids, need)
         weight = self.max_impact[term_ids].tolist()
         later = sum(weight)
         parts, total = [], 0
@@ -262,11 +255,17 @@ class Index:
         if sum(len(p) for p in parts) * CUT_PAYS > total:
             return self.scores(term_ids, need)  # the cuts keep too much: add the lists whole
         cand = np.unique(np.concatenate(parts))
-        score = self._lookup(term_ids[0], cand)  # in query order, as everywhere
-        for t in term_ids[1:]:
-            score += self._lookup(t, cand)
+        score = self._looked_up(term_ids, cand)
         keep = score >= need
         return cand[keep], score[keep]
+
+    def _looked_up(self, term_ids, cand: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+        """`start` (or 0) plus each term's impact in the sorted chunks `cand`, added in the
+        order given (query order, as everywhere, so equal scores stay equal)."""
+        score = np.zeros(len(cand)) if start is None else start
+        for t in term_ids:
+            score = score + self._lookup(t, cand)
+        return score
 
     def _postings_of(self, t) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = self.indptr[t], self.indptr[t + 1]

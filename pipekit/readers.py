@@ -359,7 +359,9 @@ def front_matter_title(text: str) -> str | None:
     except yaml.YAMLError:
         return None
     title = meta.get("title") if isinstance(meta, dict) else None
-    return " ".join(str(title).split()) or None if isinstance(title, (str, int, float)) else None
+    if not isinstance(title, (str, int, float)):
+        return None
+    return " ".join(str(title).split()) or None
 
 
 # ---- encodings
