@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import os
 import textwrap
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -62,7 +61,7 @@ BINCOUNT_SHARE = 4  # lists adding up to over 1/4 of the chunks are summed into 
 SMALL_QUERY = 4096  # a query with fewer postings is scored in full: pruning would not pay
 SEED_SAMPLE = 16384  # postings of one term looked at for the floor, at most
 CUT_PAYS = 8  # cut lists are looked up again: worth it only when they keep 1/8 or less
-SEARCH_COST = 16  # a binary search in a long postings list: about this many cache misses
+SEARCH_SWAP = 2  # searching the chunks for the postings pays once they are 2x as many
 SAFE_UP, SAFE_DOWN = 1 + 1e-9, 1 - 1e-9  # bounds nudged so float rounding never prunes a result
 QUERY_BATCH = 64  # queries per progress-bar step and per task of a thread
 MAX_THREADS = 4  # beyond a few, threads mostly wait for each other (Python runs one at a time)
@@ -110,8 +109,7 @@ class Index:
         self.doc_names = docs.dictionary
         self.doc_codes = np.asarray(docs.indices, dtype=np.int64)
         self._term_ids = None
-        self._local = threading.local()  # each thread's scratch array
-        self._dense: dict[int, np.ndarray] = {}
+        self._dense = self._dense_rows()
         self.small_query = SMALL_QUERY  # tests lower it, so their small corpora take the pruned path
         self.note = ctx.note
         self.load_seconds = time.perf_counter() - t0
@@ -185,8 +183,11 @@ class Index:
         for j in range(len(light) - 1, -1, -1):  # heaviest light term first: it narrows the most
             i = light[j]
             if len(cand) > 8 * depth:
-                # Many chunks left: their best few, finished exactly, may raise the floor.
+                # Many chunks left: their best few, finished exactly, may raise the floor,
+                # and a higher floor drops chunks before this term is looked up for them.
                 floor = max(floor, self._better_floor(cand, part, [ids[x] for x in light[:j + 1]], depth))
+                keep = part >= floor - bound * SAFE_UP
+                cand, part = cand[keep], part[keep]
             bound -= weight[i]
             part = part + self._lookup(ids[i], cand)
             keep = part >= floor - max(bound, 0.0) * SAFE_UP
@@ -271,44 +272,44 @@ class Index:
         lo, hi = self.indptr[t], self.indptr[t + 1]
         return self.chunk[lo:hi], self.impact[lo:hi]
 
-    def _dense_row(self, t) -> np.ndarray | None:
-        """Term t's impact in every chunk (0 where absent), if t is one of the most common."""
-        dense = self._dense.get(int(t))
-        if dense is None and int(self.df[t]) * DENSE_SHARE > len(self.lengths) and len(self._dense) < DENSE_TERMS:
-            # A term in over 1/DENSE_SHARE of the chunks: one array over all chunks makes each
-            # lookup a plain index instead of a search in a very long list.
+    def _dense_rows(self) -> dict[int, np.ndarray]:
+        """The commonest terms' impacts in every chunk (0 where absent), by term id.
+
+        A term in over 1/DENSE_SHARE of the chunks is looked up by nearly every query
+        that has it, in a list too long to search cheaply: one array over all chunks
+        makes each lookup a plain index.  Built here, with the index, because building
+        one costs as much as a hundred lookups, and the same rows serve every query.
+        """
+        n = len(self.lengths)
+        common = np.flatnonzero(self.df * DENSE_SHARE > n)
+        common = common[np.argsort(-self.df[common], kind="stable")[:DENSE_TERMS]]
+        dense = {}
+        for t in common.tolist():
             ch, imp = self._postings_of(t)
-            dense = self._dense[int(t)] = np.zeros(len(self.lengths), dtype=np.float64)
-            dense[ch] = imp
+            dense[t] = np.zeros(n, dtype=np.float64)
+            dense[t][ch] = imp
         return dense
 
     def _lookup(self, t, cand: np.ndarray) -> np.ndarray:
         """Term t's impact in each of the sorted chunks `cand` (0 where it is absent)."""
-        dense = self._dense_row(t)
+        dense = self._dense.get(t)
         if dense is not None:
             return dense[cand]
         ch, imp = self._postings_of(t)
-        if len(cand) * SEARCH_COST > len(ch):
-            # Many chunks to look up: spreading the postings over a scratch array and
-            # reading it back is two passes over the postings, cheaper than a binary search
-            # per chunk (each a dozen cache misses in a long list).
-            scratch = self._scratch()
-            scratch[ch] = imp
-            out = scratch[cand]
-            scratch[ch] = 0.0
-            return out
-        # Same dtype on both sides, or NumPy would first copy the whole postings list to int64.
+        # Both sorted, so search the shorter in the longer: NumPy's searchsorted starts each
+        # search where the last one ended, and the shorter side is the one looping.
+        # Same dtype on both sides, or NumPy would first copy the whole list to int64.
         cand = cand.astype(ch.dtype, copy=False)
+        if len(cand) > SEARCH_SWAP * len(ch):
+            pos = np.searchsorted(cand, ch)
+            np.minimum(pos, len(cand) - 1, out=pos)
+            hit = cand[pos] == ch
+            out = np.zeros(len(cand), dtype=np.float64)
+            out[pos[hit]] = imp[hit]
+            return out
         pos = np.searchsorted(ch, cand)
         np.minimum(pos, len(ch) - 1, out=pos)
         return np.where(ch[pos] == cand, imp[pos], 0.0)
-
-    def _scratch(self) -> np.ndarray:
-        """A zeroed float64 array over all chunks, reused: whoever writes in it resets it."""
-        scratch = getattr(self._local, "scratch", None)
-        if scratch is None:
-            scratch = self._local.scratch = np.zeros(len(self.lengths), dtype=np.float64)
-        return scratch
 
     def scores(self, term_ids: np.ndarray, at_least: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Every chunk these terms touch, in corpus order, with its exact score on them —

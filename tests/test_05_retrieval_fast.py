@@ -123,8 +123,8 @@ def random_queries(rng, words, n=300):
 # would otherwise take only some of them): all must give exactly the plain answer.
 WAYS = {
     "as configured": {},
-    "binary searches only": {"SEARCH_COST": 0, "DENSE_TERMS": 0},
-    "scratch array only": {"SEARCH_COST": 10**9, "DENSE_TERMS": 0},
+    "chunks searched in the postings": {"SEARCH_SWAP": 10**9, "DENSE_TERMS": 0},
+    "postings searched in the chunks": {"SEARCH_SWAP": 0, "DENSE_TERMS": 0},
     "a dense row for every term": {"DENSE_SHARE": 10**9, "DENSE_TERMS": 10**9},
     "lists added with bincount": {"BINCOUNT_SHARE": 10**9},
     "lists merged": {"BINCOUNT_SHARE": 0},
