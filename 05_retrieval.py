@@ -57,13 +57,13 @@ METRICS = ("nDCG@10", "AP@100", "R@100")
 DEPTH = 100  # documents evaluated per query, whatever top_k is
 DENSE_SHARE = 16  # a term in over 1/16 of the chunks gets an array over all chunks for lookups ...
 DENSE_TERMS = 96  # ... for at most this many terms (8 bytes a chunk each)
-BINCOUNT_SHARE = 4  # lists adding up to over 1/4 of the chunks are summed into an array over all chunks
+BINCOUNT_SHARE = 8  # lists adding up to over 1/8 of the chunks are summed into an array over all chunks
 SMALL_QUERY = 4096  # a query with fewer postings is scored in full: pruning would not pay
 SEED_SAMPLE = 16384  # postings of one term looked at for the floor, at most
 CUT_PAYS = 8  # cut lists are looked up again: worth it only when they keep 1/8 or less
 SEARCH_SWAP = 2  # searching the chunks for the postings pays once they are 2x as many
 SAFE_UP, SAFE_DOWN = 1 + 1e-9, 1 - 1e-9  # bounds nudged so float rounding never prunes a result
-QUERY_BATCH = 64  # queries per progress-bar step and per task of a thread
+QUERY_BATCH = 16  # queries per progress-bar step and per task of a thread (small: threads end together)
 MAX_THREADS = 4  # beyond a few, threads mostly wait for each other (Python runs one at a time)
 
 
