@@ -16,6 +16,14 @@ bm25s and rank_bm25 index exactly what we index.
 
 Every stage runs as its own process (`python 0N_*.py --config ...`), so its wall time
 includes start-up and imports, and its peak RSS comes from wait4() of that one process.
+Scaling is judged on the time each *extra* passage costs: every stage also runs once on
+a 1,000-passage corpus, and that run's wall time (interpreter, imports — pyarrow pulls in
+pandas at its first conversion — config, one row group: about a second, the same at any
+size) is taken off before dividing by the passages.  Without that, a stage that got
+faster looked *worse* at scaling, its fixed second weighing more against 100k passages.
+The plain wall time per passage is printed beside it.  Stage 05 answers a fixed 1,000
+queries, so its time per passage must fall with size; its load is judged per passage and
+its query phase on growing no faster than the corpus.
 Stage 05 prints its index-load time and its query phase apart; we read them from its summary.
 Each peer also runs in its own process: read the .jsonl + tokenize + index + retrieve the
 same 1,000 queries (top 10), with its phases timed inside.  bm25s runs with method lucene,
@@ -53,6 +61,8 @@ TOP_K = 100  # what stage 05 computes per query: 100 documents for the run file 
 GEN_BLOCK = 50_000  # passages generated and written at a time: the generator stays flat too
 RANK_BM25_LIMIT = 600.0  # seconds; rank_bm25 is skipped at a size whose estimate passes this
 DEFAULT_SIZES = (100_000, 200_000, 300_000, 1_000_000)
+START_SIZE = 1_000  # passages of the run whose times count as start-up (fixed cost)
+START_RUNS = 3  # ... run this often, keeping each stage's fastest
 STAGE_FILES = {1: "01_documents.py", 2: "02_preprocessing.py", 3: "03_chunking.py",
                4: "04_indexing.py", 5: "05_retrieval.py"}
 
@@ -376,7 +386,26 @@ def fmt(x, spec):
     return "—" if x is None else format(x, spec)
 
 
-def print_table(results: dict[int, dict], pipeline: bool) -> None:
+def marginal(run: dict, start: dict | None, size: int, key: str = "seconds") -> float | None:
+    """µs per passage beyond the start-up run's: what each extra passage costs."""
+    if start is None or start.get(key) is None or run.get(key) is None:
+        return None
+    return (run[key] - start[key]) / (size - START_SIZE) * 1e6
+
+
+def least_start_up(runs: list[dict]) -> dict[str, dict]:
+    """Per stage, the fastest of the start-up runs: the first one pays for cold files."""
+    best = {}
+    for key in ("01", "02", "03", "04", "05"):
+        good = [r[key] for r in runs if r.get(key, {}).get("rc") == 0]
+        if good:
+            best[key] = dict(min(good, key=lambda r: r["seconds"]))
+            if key == "05":
+                best[key]["load"] = min(r["load"] for r in good if r.get("load") is not None)
+    return best
+
+
+def print_table(results: dict[int, dict], pipeline: bool, start: dict[str, dict]) -> None:
     sizes = sorted(results)
     print("\n== bench/scale.py: per process (wall s incl. start-up, peak RSS) ==")
     print(f"{'passages':>9}  {'what':<34} {'seconds':>8} {'µs/passage':>11} {'peak MB':>8}")
@@ -433,17 +462,26 @@ def print_table(results: dict[int, dict], pipeline: bool) -> None:
 
     if len(sizes) > 1:
         print("\n== scaling: µs per passage per stage, max/min across sizes (target ≤ 1.5) ==")
-        for key in ("01", "02", "03", "04", "05"):
-            per = {s: results[s][key]["seconds"] / s * 1e6 for s in sizes
-                   if results[s].get(key, {}).get("rc") == 0}
-            if len(per) > 1:
-                cells = "  ".join(f"{s:,}: {v:.2f}" for s, v in per.items())
-                print(f"stage {key}: {cells}   max/min {max(per.values()) / min(per.values()):.2f}")
+        if start:
+            cells = "  ".join(f"{k} {r['seconds']:.2f}" for k, r in start.items() if r.get("rc") == 0)
+            print(f"start-up: wall s of each stage at {START_SIZE:,} passages: {cells}")
+        for what, per_passage in (("beyond start-up: (wall - start-up) / (passages - 1,000)",
+                                   lambda r, s, k: marginal(r, start.get(k), s)),
+                                  ("plain wall / passages", lambda r, s, k: r["seconds"] / s * 1e6)):
+            print(f"-- {what}")
+            for key in ("01", "02", "03", "04", "05"):
+                per = {s: per_passage(results[s][key], s, key) for s in sizes if results[s].get(key, {}).get("rc") == 0}
+                per = {s: v for s, v in per.items() if v is not None}
+                if len(per) > 1:
+                    cells = "  ".join(f"{s:,}: {v:.2f}" for s, v in per.items())
+                    print(f"stage {key}: {cells}   max/min {max(per.values()) / min(per.values()):.2f}")
         per_q = {s: results[s]["05"] for s in sizes if results[s].get("05", {}).get("query") is not None}
         if len(per_q) > 1:
-            cells = "  ".join(f"{s:,}: load {r['load'] / s * 1e6:.2f} µs/passage, {r['query'] / N_QUERIES * 1e3:.2f} ms/query"
-                              for s, r in per_q.items())
-            print(f"stage 05 split: {cells}")
+            print("-- stage 05 split: the load grows with the passages, the 1,000 queries are a fixed count")
+            for s, r in per_q.items():
+                load = marginal(r, start.get("05"), s, "load")
+                print(f"{s:>9,}: load {r['load']:.2f} s = {fmt(load, '.2f')} µs/passage beyond start-up, "
+                      f"queries {r['query'] / N_QUERIES * 1e3:.2f} ms/query")
         print("\n== memory: peak MB per stage by size (a streaming stage stays flat) ==")
         for key in ("01", "02", "03", "04", "05"):
             mb = {s: results[s][key]["rss_mb"] for s in sizes if results[s].get(key, {}).get("rc") == 0}
@@ -453,7 +491,7 @@ def print_table(results: dict[int, dict], pipeline: bool) -> None:
                 print(f"stage {key}: {cells}   ×{mb[hi] / mb[lo]:.2f} for ×{hi / lo:.0f} passages")
 
 
-def print_targets(results: dict[int, dict]) -> None:
+def print_targets(results: dict[int, dict], start: dict[str, dict]) -> None:
     """The issue's "must show" lines, each with the figures it rests on."""
     print("\n== targets (issue 5) ==")
     ok = lambda r: r is not None and r.get("rc") == 0
@@ -488,12 +526,25 @@ def print_targets(results: dict[int, dict]) -> None:
                   f"{r['retrieve_all_cores']:.2f} s; ours uses {s5.get('threads') or '?'} threads")
     sizes = sorted(s for s in results if s in (100_000, 300_000, 1_000_000)) or sorted(results)
     if len(sizes) > 1:
-        for key in ("01", "02", "03", "04", "05"):
-            per = [results[s][key]["seconds"] / s for s in sizes if ok(results[s].get(key))]
-            if len(per) == len(sizes):
-                spread = max(per) / min(per)
-                print(f"[{'PASS' if spread <= 1.5 else 'FAIL'}] stage {key}: time per passage at "
-                      f"{', '.join(f'{s:,}' for s in sizes)} within {spread:.2f}x (<= 1.5)")
+        at = ", ".join(f"{s:,}" for s in sizes)
+        spread = lambda xs: max(xs) / min(xs)
+        for key in ("01", "02", "03", "04"):
+            runs = [results[s].get(key) for s in sizes]
+            if all(ok(r) for r in runs) and ok(start.get(key)):
+                extra = spread([marginal(r, start[key], s) for r, s in zip(runs, sizes)])
+                wall = spread([r["seconds"] / s for r, s in zip(runs, sizes)])
+                print(f"[{'PASS' if extra <= 1.5 else 'FAIL'}] stage {key}: time per passage at {at} within "
+                      f"{extra:.2f}x (<= 1.5; beyond start-up; plain wall / passages {wall:.2f}x)")
+        runs = [results[s].get("05") for s in sizes]
+        if all(ok(r) and r.get("query") is not None for r in runs) and ok(start.get("05")):
+            # A fixed 1,000 queries cannot cost the same per passage at 100k and 1M: what must
+            # scale linearly is the load; the query phase must grow no faster than the corpus.
+            load = spread([marginal(r, start["05"], s, "load") for r, s in zip(runs, sizes)])
+            grow = (runs[-1]["query"] / runs[0]["query"]) / (sizes[-1] / sizes[0])
+            print(f"[{'PASS' if load <= 1.5 else 'FAIL'}] stage 05: index load per passage at {at} within "
+                  f"{load:.2f}x (<= 1.5; beyond start-up)")
+            print(f"[{'PASS' if grow <= 1 else 'FAIL'}] stage 05: query phase {runs[0]['query']:.2f} s -> "
+                  f"{runs[-1]['query']:.2f} s for {sizes[-1] / sizes[0]:.0f}x the passages: {grow:.2f} of linear (<= 1)")
 
 
 def main(argv=None) -> int:
@@ -520,11 +571,14 @@ def main(argv=None) -> int:
     print(f"bench/scale.py  sizes={args.sizes}  pipeline={'01-05' if args.pipeline else '04-05'}  "
           f"peers={'on' if args.peers else 'off'}  numba={'yes' if have_numba() else 'no'}  "
           f"cores={os.cpu_count()}", flush=True)
-    results, rate = {}, []
+    results, rate, start = {}, [], {}
+    if len(args.sizes) > 1:  # the start-up runs: each stage's fixed cost, taken off for scaling
+        quick = argparse.Namespace(**{**vars(args), "peers": False, "whole": False})
+        start = least_start_up([bench_size(START_SIZE, quick, rate) for _ in range(START_RUNS)])
     for size in sorted(args.sizes):
         results[size] = bench_size(size, args, rate)
-    print_table(results, args.pipeline)
-    print_targets(results)
+    print_table(results, args.pipeline, start)
+    print_targets(results, start)
     return 0
 
 
