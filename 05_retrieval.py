@@ -339,8 +339,7 @@ class Index:
             imp = np.concatenate([p[1] for p in parts])
             order = np.argsort(ch, kind="stable")
             ch, imp = ch[order], imp[order]
-            first = np.ones(len(ch), dtype=bool)  # where each chunk's run starts
-            np.not_equal(ch[1:], ch[:-1], out=first[1:])
+            first = run_starts(ch)
             cols, vals = ch[first], np.bincount(np.cumsum(first) - 1, weights=imp)
         if at_least > 0:
             keep = vals >= at_least
@@ -380,13 +379,21 @@ class Index:
         return out
 
 
+def run_starts(values: np.ndarray) -> np.ndarray:
+    """True where a run of equal values begins in a sorted array (np.diff with prepend,
+    but in one ufunc call: this runs a few times per query)."""
+    first = np.ones(len(values), dtype=bool)
+    np.not_equal(values[1:], values[:-1], out=first[1:])
+    return first
+
+
 def nth_best_document(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, n: int) -> float:
     """The n-th best document's score among chunks `cols` (in corpus order), 0 if fewer."""
     if len(vals) < n:
         return 0.0
     docs = doc_codes[cols]
     # A document's chunks are consecutive in corpus order: its best is a max over one run.
-    starts = np.flatnonzero(np.diff(docs, prepend=-1))
+    starts = np.flatnonzero(run_starts(docs))
     best = np.maximum.reduceat(vals, starts) if len(starts) < len(vals) else vals
     return float(np.partition(best, len(best) - n)[len(best) - n]) if len(best) >= n else 0.0
 
