@@ -282,13 +282,17 @@ class Index:
         """
         n = len(self.lengths)
         common = np.flatnonzero(self.df * DENSE_SHARE > n)
-        common = common[np.argsort(-self.df[common], kind="stable")[:DENSE_TERMS]]
-        dense = {}
-        for t in common.tolist():
+        common = common[np.argsort(-self.df[common], kind="stable")[:DENSE_TERMS]].tolist()
+
+        def row(t: int) -> np.ndarray:
             ch, imp = self._postings_of(t)
-            dense[t] = np.zeros(n, dtype=np.float64)
-            dense[t][ch] = imp
-        return dense
+            out = np.zeros(n, dtype=np.float64)
+            out[ch] = imp
+            return out
+
+        # A row is mostly page faults and a scatter, both outside the GIL: one per core.
+        with ThreadPoolExecutor(min(os.cpu_count() or 1, MAX_THREADS)) as pool:
+            return dict(zip(common, pool.map(row, common)))
 
     def _lookup(self, t, cand: np.ndarray) -> np.ndarray:
         """Term t's impact in each of the sorted chunks `cand` (0 where it is absent)."""
@@ -371,11 +375,17 @@ class Index:
             raise PipelineError(f"{path}: {pf.metadata.num_rows:,} postings where 04_terms.parquet's df "
                                 f"adds up to {n:,}: rerun `python 04_indexing.py`")
         out = np.empty(int(n), dtype=dtype)
-        at = 0
-        for g in range(pf.num_row_groups):
-            for piece in pf.read_row_group(g, columns=[name]).column(0).chunks:
+        starts = np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
+
+        def fill(g: int) -> None:
+            at = int(starts[g])  # each thread its own reader: a ParquetFile is not shared
+            for piece in pq.ParquetFile(path).read_row_group(g, columns=[name]).column(0).chunks:
                 out[at:at + len(piece)] = piece.to_numpy()
                 at += len(piece)
+
+        # Row groups decode and copy outside the GIL: one thread per core fills its share.
+        with ThreadPoolExecutor(min(os.cpu_count() or 1, MAX_THREADS)) as pool:
+            list(pool.map(fill, range(pf.num_row_groups)))
         return out
 
 
