@@ -16,14 +16,13 @@ bm25s and rank_bm25 index exactly what we index.
 
 Every stage runs as its own process (`python 0N_*.py --config ...`), so its wall time
 includes start-up and imports, and its peak RSS comes from wait4() of that one process.
-Scaling is judged on the time each *extra* passage costs: every stage also runs once on
-a 1,000-passage corpus, and that run's wall time (interpreter, imports — pyarrow pulls in
-pandas at its first conversion — config, one row group: about a second, the same at any
-size) is taken off before dividing by the passages.  Without that, a stage that got
-faster looked *worse* at scaling, its fixed second weighing more against 100k passages.
-The plain wall time per passage is printed beside it.  Stage 05 answers a fixed 1,000
-queries, so its time per passage must fall with size; its load is judged per passage and
-its query phase on growing no faster than the corpus.
+Scaling is judged on wall time per passage, at 100k, 300k and 1M.  Each stage also runs
+three times on 1,000 passages; its fastest wall time there (interpreter, imports — pyarrow
+pulls in pandas at its first conversion — config: about a second at any size) is printed
+as start-up, with the time per passage beyond it, to show what is fixed and what grows.
+Stage 05 answers a fixed 1,000 queries over a vocabulary that is 200k terms at every
+size, so its time per passage must fall with size: it is judged on its load and its query
+phase each growing no faster than the corpus.
 Stage 05 prints its index-load time and its query phase apart; we read them from its summary.
 Each peer also runs in its own process: read the .jsonl + tokenize + index + retrieve the
 same 1,000 queries (top 10), with its phases timed inside.  bm25s runs with method lucene,
@@ -530,21 +529,26 @@ def print_targets(results: dict[int, dict], start: dict[str, dict]) -> None:
         spread = lambda xs: max(xs) / min(xs)
         for key in ("01", "02", "03", "04"):
             runs = [results[s].get(key) for s in sizes]
-            if all(ok(r) for r in runs) and ok(start.get(key)):
-                extra = spread([marginal(r, start[key], s) for r, s in zip(runs, sizes)])
+            if all(ok(r) for r in runs):
                 wall = spread([r["seconds"] / s for r, s in zip(runs, sizes)])
-                print(f"[{'PASS' if extra <= 1.5 else 'FAIL'}] stage {key}: time per passage at {at} within "
-                      f"{extra:.2f}x (<= 1.5; beyond start-up; plain wall / passages {wall:.2f}x)")
+                extra = (f"; beyond start-up {spread([marginal(r, start[key], s) for r, s in zip(runs, sizes)]):.2f}x"
+                         if ok(start.get(key)) else "")
+                print(f"[{'PASS' if wall <= 1.5 else 'FAIL'}] stage {key}: time per passage at {at} within "
+                      f"{wall:.2f}x (<= 1.5; wall / passages{extra})")
         runs = [results[s].get("05") for s in sizes]
-        if all(ok(r) and r.get("query") is not None for r in runs) and ok(start.get("05")):
-            # A fixed 1,000 queries cannot cost the same per passage at 100k and 1M: what must
-            # scale linearly is the load; the query phase must grow no faster than the corpus.
-            load = spread([marginal(r, start["05"], s, "load") for r, s in zip(runs, sizes)])
-            grow = (runs[-1]["query"] / runs[0]["query"]) / (sizes[-1] / sizes[0])
-            print(f"[{'PASS' if load <= 1.5 else 'FAIL'}] stage 05: index load per passage at {at} within "
-                  f"{load:.2f}x (<= 1.5; beyond start-up)")
-            print(f"[{'PASS' if grow <= 1 else 'FAIL'}] stage 05: query phase {runs[0]['query']:.2f} s -> "
-                  f"{runs[-1]['query']:.2f} s for {sizes[-1] / sizes[0]:.0f}x the passages: {grow:.2f} of linear (<= 1)")
+        if all(ok(r) and r.get("query") is not None for r in runs):
+            # A fixed 1,000 queries, and here a vocabulary of 200k terms at every size, cannot
+            # cost the same per passage at 100k and 1M: stage 05's time per passage falls.
+            # What must hold is that neither its load nor its query phase grows faster
+            # than the corpus.
+            ratio = sizes[-1] / sizes[0]
+            per = spread([r["seconds"] / s for r, s in zip(runs, sizes)])
+            for phase, what in (("load", "index load"), ("query", "query phase")):
+                grow = runs[-1][phase] / runs[0][phase]
+                print(f"[{'PASS' if grow <= ratio else 'FAIL'}] stage 05: {what} {runs[0][phase]:.2f} s -> "
+                      f"{runs[-1][phase]:.2f} s for {ratio:.0f}x the passages (x{grow:.1f}: no faster than linear)")
+            print(f"[info] stage 05: time per passage falls {per:.2f}x from {sizes[0]:,} to {sizes[-1]:,} "
+                  f"(sublinear, so the 1.5x line cannot hold for it)")
 
 
 def main(argv=None) -> int:
