@@ -291,7 +291,7 @@ class Index:
             return out
 
         # A row is mostly page faults and a scatter, both outside the GIL: one per core.
-        with ThreadPoolExecutor(min(os.cpu_count() or 1, MAX_THREADS)) as pool:
+        with ThreadPoolExecutor(cores()) as pool:
             return dict(zip(common, pool.map(row, common)))
 
     def _lookup(self, t, cand: np.ndarray) -> np.ndarray:
@@ -300,8 +300,8 @@ class Index:
         if dense is not None:
             return dense[cand]
         ch, imp = self._postings_of(t)
-        # Both sorted, so search the shorter in the longer: NumPy's searchsorted starts each
-        # search where the last one ended, and the shorter side is the one looping.
+        # Both sorted, so search the fewer in the more (the one searched for is the loop):
+        # NumPy's searchsorted starts each search where the last one ended.
         # Same dtype on both sides, or NumPy would first copy the whole list to int64.
         cand = cand.astype(ch.dtype, copy=False)
         if len(cand) > SEARCH_SWAP * len(ch):
@@ -378,15 +378,21 @@ class Index:
         starts = np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
 
         def fill(g: int) -> None:
-            at = int(starts[g])  # each thread its own reader: a ParquetFile is not shared
-            for piece in pq.ParquetFile(path).read_row_group(g, columns=[name]).column(0).chunks:
+            at = int(starts[g])
+            reader = pq.ParquetFile(path)  # one per task: a ParquetFile is not shared across threads
+            for piece in reader.read_row_group(g, columns=[name]).column(0).chunks:
                 out[at:at + len(piece)] = piece.to_numpy()
                 at += len(piece)
 
         # Row groups decode and copy outside the GIL: one thread per core fills its share.
-        with ThreadPoolExecutor(min(os.cpu_count() or 1, MAX_THREADS)) as pool:
+        with ThreadPoolExecutor(cores()) as pool:
             list(pool.map(fill, range(pf.num_row_groups)))
         return out
+
+
+def cores() -> int:
+    """Threads for work that NumPy and Arrow do outside the GIL: one per core, a few at most."""
+    return min(os.cpu_count() or 1, MAX_THREADS)
 
 
 def run_starts(values: np.ndarray) -> np.ndarray:
@@ -450,7 +456,7 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
             out.append((cols[order], vals[order], docs, doc_scores))
         return out
 
-    workers = threads or min(os.cpu_count() or 1, MAX_THREADS, len(batches))
+    workers = threads or min(cores(), len(batches))
     progress = progress or (lambda it, total: it)
     if workers > 1:
         with ThreadPoolExecutor(workers) as pool:  # map() hands the batches back in order
