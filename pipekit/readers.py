@@ -26,6 +26,7 @@ import json
 import os
 import re
 import stat
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -635,9 +636,13 @@ def read_html(data: bytes) -> dict:
 
 
 def html_to_markdown(html: str) -> tuple[str, str | None]:
-    from bs4 import BeautifulSoup, Comment
+    from bs4 import BeautifulSoup, Comment, MarkupResemblesLocatorWarning
 
-    soup = BeautifulSoup(html, "html.parser")
+    with warnings.catch_warnings():
+        # A page whose whole text looks like a URL or a file name is still a page: bs4's
+        # "did you mean to open this?" warning only confused the stage's output.
+        warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
+        soup = BeautifulSoup(html, "html.parser")
     title = None
     if soup.title is not None:
         title = " ".join(soup.title.get_text().split()) or None

@@ -426,6 +426,12 @@ def test_html_without_a_closing_head_keeps_its_body(tmp_path):
     assert "SCRIPT-TEXT" not in row["text"] and "T\n" not in row["text"]
 
 
+def test_html_that_looks_like_a_url_is_read_without_a_warning(tmp_path, recwarn):
+    row = read_one(write(tmp_path / "link.html", "https://example.com/manual.pdf"))
+    assert row["status"] == "ok" and row["text"] == "https://example.com/manual.pdf\n"
+    assert not [w for w in recwarn if "looks more like" in str(w.message)]
+
+
 def test_html_images_become_their_alt_text(tmp_path):
     page = ('<p>Before <img src="data:image/png;base64,' + "QUFB" * 5000 + '" alt="the  pump diagram"> after '
             '<img src="x.png"></p>')
