@@ -375,7 +375,7 @@ class Index:
             raise PipelineError(f"{path}: {pf.metadata.num_rows:,} postings where 04_terms.parquet's df "
                                 f"adds up to {n:,}: rerun `python 04_indexing.py`")
         out = np.empty(int(n), dtype=dtype)
-        starts = np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
+        starts = row_group_starts(pf)
 
         def fill(g: int) -> None:
             at = int(starts[g])
@@ -388,6 +388,11 @@ class Index:
         with ThreadPoolExecutor(cores()) as pool:
             list(pool.map(fill, range(pf.num_row_groups)))
         return out
+
+
+def row_group_starts(pf: pq.ParquetFile) -> np.ndarray:
+    """Row number where each row group of a Parquet file starts, then the row count."""
+    return np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
 
 
 def cores() -> int:
@@ -486,7 +491,7 @@ def chunk_texts(path, rows: np.ndarray) -> list[str]:
     """Texts of the given 03_chunks rows, reading only the row groups that hold them,
     one at a time (results spread over a million chunks touch every group)."""
     pf = pq.ParquetFile(path)
-    bounds = np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
+    bounds = row_group_starts(pf)
     rows = np.asarray(rows, dtype=np.int64)
     group_of = np.searchsorted(bounds, rows, side="right") - 1
     out: list[str | None] = [None] * len(rows)

@@ -576,7 +576,7 @@ def main(argv=None) -> int:
           f"peers={'on' if args.peers else 'off'}  numba={'yes' if have_numba() else 'no'}  "
           f"cores={os.cpu_count()}", flush=True)
     results, rate, start = {}, [], {}
-    if len(args.sizes) > 1:  # the start-up runs: each stage's fixed cost, taken off for scaling
+    if len(args.sizes) > 1:  # the start-up runs: each stage's fixed cost, printed beside scaling
         quick = argparse.Namespace(**{**vars(args), "peers": False, "whole": False})
         start = least_start_up([bench_size(START_SIZE, quick, rate) for _ in range(START_RUNS)])
     for size in sorted(args.sizes):

@@ -2,8 +2,9 @@
 
 `search` finds a floor, reads only the heavy terms' postings and looks the light ones up
 (MaxScore), on a pool of threads; each step has several ways to do its work, picked by
-thresholds.  Every way is checked here against the most direct scorer there is: a dense chunk × term matrix of tf, SPEC's BM25 formula over every chunk, a full
-sort by (score desc, chunk asc), documents scored by their best chunk. A small random
+thresholds.  Every way is checked here against the most direct scorer there is: a dense
+chunk × term matrix of tf, SPEC's BM25 formula over every chunk, a full sort by (score
+desc, chunk asc), documents scored by their best chunk. A small random
 corpus with a Zipfian vocabulary has common terms (so the pruning runs), rare ones, equal
 scores (same tf, same length: ties must keep corpus order), empty chunks and documents of
 several chunks.
