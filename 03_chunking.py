@@ -792,7 +792,7 @@ def _pieces(doc: _Doc, atoms, cap_first: int, cap: int, prefix: str, suffix: str
     limit = cap_first
     fresh = False
     for a, b, w in atoms:
-        if not out and cur_s < 0 and cap_first < cap and doc.size(w, a, b) > cap_first:
+        if not out and cur_s < 0 and doc.size(w, a, b) > cap_first:
             limit, fresh = cap, True  # not even one line fits the room left: start afresh
         if cur_s >= 0 and doc.size(cur_w + w, cur_s, b) > limit:
             out.append(_Unit(cur_s, cur_e, cur_w))
@@ -843,16 +843,21 @@ def _split_block(doc: _Doc, block, room: int) -> list[_Unit]:
         return _pieces(doc, atoms, max(1, cap_first), max(1, cap), prefix, suffix)
     if kind == "table" and end - first >= 3:
         header = doc.text[doc.starts[first]:doc.line_end(first + 1)] + nl
-        cap = target - _extra_size(doc, header)
         head_end = doc.line_end(first + 1)
-        atoms = list(doc.atoms(first + 2, end, max(1, cap)))
-        hw = doc.words(doc.starts[first], head_end)
-        atoms[0] = (doc.starts[first], atoms[0][1], atoms[0][2] + hw)
-        reserve = measure(*doc.cont_reserve, doc.s.unit)
-        if _extra_size(doc, header) + reserve <= target // 2:
+        # The header repeats whenever it fits in max beside any one row (SPEC rule 3); a
+        # rule "header within target/2" left a 31-word header at target 40 / max 60 in 1
+        # piece of 15.  Pieces still pack to target; a row too big for that beside the
+        # header makes its piece larger, never over max.
+        rows = [(doc.starts[j], doc.line_end(j)) for j in range(first + 2, end)]
+        rows = [(doc.words(a, b), a, b) for a, b in rows]
+        if max(doc.size(w, a, b, header) for w, a, b in rows) <= doc.s.max:
+            cap = max(target - _extra_size(doc, header), max(doc.size(*r) for r in rows))
+            atoms = list(doc.atoms(first + 2, end, cap))
+            hw = doc.words(doc.starts[first], head_end)
+            atoms[0] = (doc.starts[first], atoms[0][1], atoms[0][2] + hw)
             return _pieces(doc, atoms, max(1, room), cap, header, "")
-        # Header rows taking over half the budget would crowd out the rows they label:
-        # such a table is cut between lines like any other block.
+        # A row that does not fit beside the header: the table is cut between lines like
+        # any other block.
     return _pieces(doc, doc.atoms(first, end, max(1, target)), max(1, room), max(1, target), "", "")
 
 
@@ -935,7 +940,10 @@ def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
                 pieces[0].words += cur_w
                 pieces[0].prefix = cur[0].prefix
                 paths = [x.path for x in cur if x.path is not None]
-                if paths:  # the piece now holds the heading line: it carries its path
+                # The piece now holds the heading lines: it carries the last one's path, unless
+                # it is itself the first piece of a (too long) heading, the last of the chain
+                # — labelling that with the outer heading's path broke rule 1.
+                if paths and pieces[0].path is None:
                     pieces[0].path = paths[-1]
                 cur, cur_w = [], 0
             for p in pieces[:-1]:

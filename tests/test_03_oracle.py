@@ -315,9 +315,14 @@ def _check_structure(text: str, chunks: list[dict], s, fm: int, original: str) -
                     if (closed_src or n < len(touching) - 1) and fence_left_open(t):
                         problems.append(f"fence at line {f0}: a piece is not re-fenced")
                 else:
+                    # SPEC rule 3 as written: the header and delimiter repeat in every piece
+                    # whenever they fit in max beside a row — any row, since every row must
+                    # go in some piece (the continuation-marker room counted, as for all sizes).
                     header = real[fa:starts[f0 + 2]] if f0 + 2 < len(starts) else real[fa:]
-                    if measure(header, s.unit) + _reserve(real, s) > s.target // 2 or f1 - f0 < 3:
-                        continue  # no row fits beside a header this big: cut by lines
+                    rows = [real[starts[j]:starts[j + 1] - 1 if j + 1 < len(starts) else len(real)].rstrip("\r")
+                            for j in range(f0 + 2, f1)]
+                    if not rows or max(measure(header + r, s.unit) for r in rows) + _reserve(real, s) > s.max:
+                        continue  # a row does not fit beside the header: cut by lines
                     if not any(tk.type == "table_open" for tk in tokens(t)):
                         problems.append(f"table at line {f0}: a piece without its header")
     # Rule 5: a runt joins its predecessor when both sit in the same section and fit

@@ -10,12 +10,18 @@ from __future__ import annotations
 import csv
 import io
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from pipekit.stages import load_stage
 from test_03_oracle import check_spans, oracle_blocks
 
 chunking = load_stage(3)
+
+
+def examples(ci: int) -> int:
+    """This test's example count: `ci` under the CI profile (max_examples 100, derandomized:
+    the same examples every run), scaled up by the "search" profile (tests/conftest.py)."""
+    return ci * settings.default.max_examples // 100
 
 WORDS = ["alpha", "beta", "gamma", "delta", "install", "config", "page", "the", "of", "x",
          "café", "naïve", "e\u0301t\u00e9", "👩\u200d👩\u200d👧", "🇫🇷", "a\u200bb", "tab\there",
@@ -171,7 +177,7 @@ def our_blocks(text: str):
 
 # -- Rule 2: the scanner finds the blocks markdown-it finds ---------------------------------
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400))
 @given(markdown_doc())
 def test_scanner_finds_the_blocks_markdown_it_finds(text):
     assert our_blocks(text) == oracle_blocks(text)
@@ -179,21 +185,21 @@ def test_scanner_finds_the_blocks_markdown_it_finds(text):
 
 # -- Rules 1, 3, 4, 5, 6, 7 together on 500 generated documents ------------------------------
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(500))
 @given(markdown_doc(markers=True), budget())
 def test_heading_chunks_keep_every_rule(text, s):
     chunks = chunking.chunk_document(text, settings=s)
     assert check_spans(text, chunks, s) == []
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150))
 @given(markdown_doc(markers=True), budget(strategy="fixed"))
 def test_fixed_windows_keep_spans_pages_and_ceiling(text, s):
     chunks = chunking.chunk_document(text, settings=s)
     assert check_spans(text, chunks, s) == []
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150))
 @given(markdown_doc(markers=False), budget())
 def test_text_without_markers_chunks_the_same_in_every_page_mode(text, s):
     outs = [chunking.chunk_document(text, settings=chunking.Settings(**{**s.__dict__, "page_markers": m}))
@@ -222,7 +228,7 @@ def csv_doc(draw):
     return buf.getvalue()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150))
 @given(csv_doc(), budget())
 def test_csv_chunks_start_with_the_header_and_keep_records_whole(text, s):
     chunks = chunking.chunk_document(text, fmt="csv", settings=s, name="data.csv")

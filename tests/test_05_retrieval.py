@@ -1,5 +1,6 @@
 """Stage 05: queries in, ranked chunks out — ties, zeros, explanations, metrics, bad files."""
 import math
+import re
 
 import ir_measures
 import pyarrow as pa
@@ -88,6 +89,49 @@ def test_explanations_sum_to_the_score(indexed):
         for e in r["explain"]:
             expect = e["idf"] * e["tf"] * 2.2 / (e["tf"] + 1.2 * e["norm"])
             assert e["contribution"] == pytest.approx(expect, rel=1e-12)
+
+
+def spec_bm25(docs: list[list[str]], query: list[str], k1: float, b: float) -> list[float]:
+    """SPEC's formula written out term by term, nothing shared with stages 04 and 05."""
+    n, avgdl = len(docs), sum(map(len, docs)) / len(docs)
+    scores = []
+    for d in docs:
+        total = 0.0
+        for t in set(query):
+            df = sum(t in other for other in docs)
+            tf = d.count(t)
+            if tf:
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                total += query.count(t) * idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avgdl))
+        scores.append(total)
+    return scores
+
+
+def test_scores_follow_the_configured_k1_and_b(tmp_path):
+    # k1 = 2 and b = 0.5 through the real scripts: a stage that ignored indexing.k1, or
+    # hard-coded 1.2 anywhere in the formula, gives other scores (checked below).
+    (tmp_path / "out").mkdir()
+    chunks_file(tmp_path / "out")
+    queries = ["undo the rollback", "release notes health", "health endpoint check"]  # each term once: k1 is under test, not qtf
+    cfg = write_config(tmp_path, indexing={"stemmer": "none", "stopwords": "none", "k1": 2.0, "b": 0.5},
+                       retrieval={"queries": queries, "qrels": None, "top_k": 10})
+    run_script("04_indexing.py", "--config", str(cfg))
+    run_script("05_retrieval.py", "--config", str(cfg))
+    res = pq.read_table(tmp_path / "out" / "05_results.parquet").to_pandas()
+
+    def analyze(s):  # SPEC's analyzer with stemmer and stopwords off
+        return [w.lower() for w in re.findall(r"[^\W_]+", s) if len(w) >= 2]
+
+    docs = [analyze(h) + analyze(t) for _, h, t in TEXTS]  # the heading line, then the text
+    ids = [f"{d}#{i}" for i, (d, _, _) in enumerate(TEXTS)]
+    for qid, q in enumerate(queries, 1):
+        want = spec_bm25(docs, analyze(q), k1=2.0, b=0.5)
+        other = spec_bm25(docs, analyze(q), k1=1.2, b=0.5)
+        assert max(abs(w - o) for w, o in zip(want, other)) > 1e-3  # k1 matters for this query
+        ranked = sorted((i for i in range(len(docs)) if want[i] > 0), key=lambda i: (-want[i], i))
+        got = res[res.query_id == str(qid)]
+        assert list(got.chunk_id) == [ids[i] for i in ranked]
+        assert list(got.score) == pytest.approx([want[i] for i in ranked], rel=1e-9)
 
 
 def test_printed_table_names_document_heading_and_pages(indexed):

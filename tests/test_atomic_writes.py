@@ -136,3 +136,50 @@ def test_ctrl_c_mid_write_removes_the_temp_file_and_keeps_the_previous_index(ind
     assert temp_files(out) == []  # an interrupted stage cleans up after itself
     after = snapshot(out)
     assert all(after[n][0].equals(before[n][0]) and after[n][1] == before[n][1] for n in OUTPUTS)
+
+
+# Runs stage 05 as __main__, pausing when it starts the metrics: by then it has written its
+# TREC run (05_results.trec) and not yet finished.
+PAUSING_05 = r"""
+import os, runpy, sys, time
+import ir_measures
+
+def pause(*args, **kwargs):
+    open(os.environ["PAUSE_FLAG"], "w").close()
+    time.sleep(600)
+
+ir_measures.iter_calc = pause
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_sigkill_after_the_trec_run_is_written_leaves_the_previous_one(indexed, tmp_path):
+    cfg, out = indexed
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("1 0 report.txt 1\n")
+    first = subprocess.run([sys.executable, "05_retrieval.py", "--config", str(cfg), "--set", f"retrieval.qrels={qrels}"],
+                           cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    trec = (out / "05_results.trec").read_bytes()
+    assert trec.count(b"\n") > 1
+
+    flag = tmp_path / "paused"
+    proc = subprocess.Popen([sys.executable, "-c", PAUSING_05, "05_retrieval.py", "--config", str(cfg),
+                             "--set", f"retrieval.qrels={qrels}", "--set", "retrieval.queries=[on-call rotation]"],
+                            cwd=REPO, env={**os.environ, "PAUSE_FLAG": str(flag)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not flag.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"stage 05 ended before its metrics: {proc.communicate()[1]}")
+        assert time.monotonic() < deadline, "stage 05 never reached its metrics"
+        time.sleep(0.02)
+    # The new run (another query) is written, beside the output, not over it ...
+    pending = [p for p in temp_files(out) if p.name.startswith("05_results.trec")]
+    assert len(pending) == 1 and pending[0].read_bytes() != trec
+    assert (out / "05_results.trec").read_bytes() == trec
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    # ... and a killed run leaves the previous one whole.
+    assert (out / "05_results.trec").read_bytes() == trec
