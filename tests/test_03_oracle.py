@@ -366,7 +366,9 @@ def _reserve(text: str, s) -> int:
     pages = [int(m.group(1)) for m in _MARKER.finditer(text)]
     if not pages:
         return 0
-    probe = f"--- page {max(pages)} (cont.) ---\n"
+    first_nl = text.find("\n")
+    nl = "\r\n" if first_nl > 0 and text[first_nl - 1] == "\r" else "\n"  # the line end it writes
+    probe = f"--- page {max(pages)} (cont.) ---{nl}"
     return measure(probe, s.unit)
 
 
