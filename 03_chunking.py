@@ -972,15 +972,26 @@ def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
     if cur:
         chunks.append(cur)
     # Rule 5: a runt joins its predecessor, but only under the same heading (this section).
-    if len(chunks) >= 2:
-        last, prev = chunks[-1], chunks[-2]
+    # A heading's text ends at the section's end and where a deeper heading of the chain
+    # opens a chunk (a heading too long for one chunk leaves pieces before it): a runt at
+    # either end joins.  A runt holding a heading line joins only heading lines, as in
+    # packing — joined to the last piece of a long heading it put that text before a
+    # heading inside one chunk (rule 1).
+    def holds_heading(chunk):
+        return any(x.heading and x.path is not None for x in chunk)
+
+    for k in range(len(chunks) - 1, 0, -1):
+        last, prev = chunks[k], chunks[k - 1]
+        if k + 1 < len(chunks) and not holds_heading(chunks[k + 1]):
+            continue
         lw = sum(x.words for x in last)
         pw = sum(x.words for x in prev)
         # (a runt is judged on its real size; the marker room only guards the ceiling)
         if (doc.size(lw, last[0].start, last[-1].end, last[0].prefix + last[-1].suffix) - doc.reserve() < mn
                 # (two pieces of one cut block join back into one: the cut is simply undone)
-                and doc.size(lw + pw, prev[0].start, last[-1].end, prev[0].prefix + last[-1].suffix) <= mx):
-            chunks[-2:] = [prev + last]
+                and doc.size(lw + pw, prev[0].start, last[-1].end, prev[0].prefix + last[-1].suffix) <= mx
+                and (all(x.heading for x in prev) or not holds_heading(last))):
+            chunks[k - 1:k + 1] = [prev + last]
     return chunks
 
 

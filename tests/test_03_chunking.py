@@ -254,6 +254,29 @@ def test_a_runt_joins_its_predecessor_under_the_same_heading():
     assert [c["text"] for c in out] == [f"# A\n\n{para(97)}", f"{para(99)}\n\ntail words"]
 
 
+def test_a_runt_heading_does_not_join_the_last_piece_of_a_longer_heading():
+    # Found by the property search: "## Install" (a runt) joined the last piece of the
+    # 150-word heading before it, so one heading's text sat before another in a chunk.
+    for text in (f"# {para(150)}\n## Install\n\n# Usage\n", f"{para(150)}\n===\nInstall\n---\nUsage\n---\n"):
+        for mode in ("track", "strip"):
+            s = S(target=87, max=130, min=3, page_markers=mode)
+            out = chunking.chunk_document(text, settings=s)
+            assert out[-3]["text"].endswith("word149") or out[-3]["text"].endswith("word149\n===")
+            assert [c["heading_path"][-1] for c in out[-2:]] == ["Install", "Usage"]
+            assert check_spans(text, out, s) == []
+
+
+def test_a_runt_before_a_deeper_heading_joins_its_predecessor():
+    # The "===" underline of a heading too long for one chunk is a runt at the end of that
+    # heading's text: it joins the piece before it even though the section goes on with
+    # a deeper heading ("##", itself a runt that must stay apart).
+    text = f"{para(150)}\n===\n## Next\n"
+    s = S(target=60, max=90, min=10)
+    out = chunking.chunk_document(text, settings=s)
+    assert out[-2]["text"].endswith("word148 word149\n===") and out[-1]["text"] == "## Next"
+    assert check_spans(text, out, s) == []
+
+
 def test_a_runt_does_not_cross_a_heading():
     text = f"# A\n\n{para(90)}\n\n# B\n\ntail words\n"
     out = chunks(text, target=100, max=200, min=20)
