@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 
 from hypothesis import given, settings, strategies as st
 
@@ -173,6 +174,14 @@ def our_blocks(text: str):
     first = chunking.front_matter_end(lines)
     blocks, _ = chunking.scan_blocks(lines, first, markers=False)
     return [(OURS_TO_ORACLE[b[0]], b[1], b[2]) for b in blocks]
+
+
+def test_ci_draws_the_same_examples_every_run():
+    # Unseeded, the heading-rules test failed about one CI run in twenty on unchanged code.
+    # Under the CI profile the examples are fixed, so a red build means the code changed.
+    if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci":
+        assert settings.default.derandomize and settings.default.database is None
+        assert settings.default.max_examples == 100  # examples() scales from this
 
 
 # -- Rule 2: the scanner finds the blocks markdown-it finds ---------------------------------
