@@ -19,7 +19,7 @@ How (strategy `heading`, the default):
 3. Blocks (paragraphs, list items, quotes, tables, fences ...) are packed greedily up to
    `target`; a block larger than `max` is cut (fences re-fenced, tables repeat their
    header, other blocks between lines, then words, then grapheme clusters).
-4. A runt (below `min`) at the end of a section joins its predecessor in that section.
+4. A runt (below `min`) at the end of a heading's text joins its predecessor in that section.
 
 Budget units: `words` are whitespace-separated words, a run of more than 10 characters
 without whitespace counting one word per 10; `chars` are code points; `tokens` are

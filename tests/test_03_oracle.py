@@ -476,3 +476,18 @@ def test_span_checks_catch_a_lost_character_and_a_straddle():
     lost[1]["start_char"] += 1
     lost[1]["text"] = lost[1]["text"][1:]
     assert any("not in any chunk" in p for p in check_spans(text, lost, s))
+
+
+def test_span_checks_want_the_table_header_in_every_piece_when_a_row_fits_beside_it():
+    # SPEC rule 3 as written: a 31-word header over target/2 still repeats, since header,
+    # delimiter and one row fit in max 60.  Pieces cut between lines without it are caught.
+    s = chunking.Settings(target=40, max=60, min=0)
+    header = "| " + " ".join(f"h{i}" for i in range(28)) + " |\n|---|\n"
+    text = header + "\n".join(f"| row {i} |" for i in range(40)) + "\n"
+    starts = line_starts(text)
+    cuts = [0, 8, 18, 28, 38, 42]  # line numbers: pieces of a few rows, no header repeated
+    by_lines = [{"heading_path": [], "text": text[starts[a]:starts[b] - 1], "start_char": starts[a],
+                 "end_char": starts[b] - 1, "page_start": None, "page_end": None}
+                for a, b in zip(cuts, cuts[1:])]
+    assert "table at line 0: a piece without its header" in check_spans(text, by_lines, s)
+    assert check_spans(text, chunking.chunk_document(text, settings=s), s) == []
