@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import yaml
 
 from pipekit.errors import PipelineError
+from pipekit.markdown_blocks import front_matter_title
 
 COLUMNS = ("doc_id", "source", "format", "text", "status", "error", "path", "title",
            "encoding", "page_labels", "note", "n_bytes")
@@ -341,28 +341,6 @@ def read_markdown(data: bytes) -> dict:
     row = read_text_file(data)
     row["title"] = front_matter_title(row["text"])
     return row
-
-
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
-
-
-def front_matter_title(text: str) -> str | None:
-    """`title:` of a leading `---` YAML block; None if absent or not plain YAML.
-
-    Static-site generators keep a page's real title there, and the chunker leaves front
-    matter out of every chunk, so this is the one place it can be kept.  Malformed front
-    matter is not an error: the document is still a good document without a title."""
-    m = _FRONT_MATTER.match(text)
-    if not m:
-        return None
-    try:
-        meta = yaml.safe_load(m.group(1))
-    except yaml.YAMLError:
-        return None
-    title = meta.get("title") if isinstance(meta, dict) else None
-    if not isinstance(title, (str, int, float)):
-        return None
-    return " ".join(str(title).split()) or None
 
 
 # ---- encodings

@@ -12,6 +12,7 @@ import io
 
 from hypothesis import given, settings, strategies as st
 
+from pipekit import markdown_blocks
 from pipekit.stages import load_stage
 from test_03_oracle import check_spans, oracle_blocks
 
@@ -170,8 +171,8 @@ OURS_TO_ORACLE = {"heading": "heading", "para": "para", "fence": "fence", "code"
 
 def our_blocks(text: str):
     lines = text.split("\n")
-    first = chunking.front_matter_end(lines)
-    blocks, _ = chunking.scan_blocks(lines, first, markers=False)
+    first = markdown_blocks.front_matter_end(lines)
+    blocks, _ = markdown_blocks.scan_blocks(lines, first, markers=False)
     return [(OURS_TO_ORACLE[b[0]], b[1], b[2]) for b in blocks]
 
 
