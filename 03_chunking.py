@@ -51,6 +51,7 @@ from typing import Iterable, Mapping
 import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
 
 from pipekit.markdown_blocks import FENCE_OPEN, MARKER, front_matter_end, front_matter_title, norm, scan_blocks
+from pipekit.structure import csv_records, place_outline, plain_blocks
 
 
 # --------------------------------------------------------------------------------------
@@ -522,16 +523,34 @@ def _emit(doc: _Doc, chunk: list[_Unit], path: list[str], first_chunk: bool) -> 
             "page_start": page_start, "page_end": page_end}
 
 
-def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
-    lines = doc.lines
-    first = front_matter_end(lines)
-    blocks, marks = scan_blocks(lines, first, doc.s.page_markers != "keep")
+def _blocks(doc: _Doc, fmt: str, base: list[str], outline) -> list:
+    """The document's top-level blocks, by its format's own structure (SPEC rule 9)."""
+    markers = doc.s.page_markers != "keep"
+    if fmt in ("text", "pdf"):  # no heading syntax: paragraphs, and a PDF's outline
+        blocks, marks = plain_blocks(doc.lines, markers)
+        if fmt == "pdf" and outline:
+            blocks = place_outline(doc.lines, blocks, outline)
+        doc.set_markers(marks)
+        return blocks
+    first = front_matter_end(doc.lines)
+    blocks, marks = scan_blocks(doc.lines, first, markers)
     doc.set_markers(marks)
+    if not first:
+        return blocks
+    # Front matter is text the user wrote (rule 9): it gets a chunk of its own.  The title
+    # it gives heads that chunk and what follows, until the document's own level-1
+    # heading (if any) takes over, as it would as the page's `<h1>` on the built site.
+    title = None if base else front_matter_title(doc.text)
+    return [["heading", 0, first, (1, title)] if title else ["front", 0, first, None]] + blocks
+
+
+def _chunk_blocks(doc: _Doc, base: list[str], blocks: list) -> list[dict]:
+    lines = doc.lines
     track = doc.s.page_markers == "track"
     out: list[dict] = []
-    levels: list[str] = []
     sec_units: list[_Unit] = []
     sec_blocks: list = []
+    levels: list[str] = []
     sec_path = _heading_path([], list(base))
     heading_only = False
     last_level = 0
@@ -573,6 +592,20 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
             if track:
                 ms, me = doc.starts[b[1]], doc.line_end(b[1])
                 pending = (pending[0] if pending else ms, (pending[1] if pending else 0) + 4, me)
+            continue
+        if b[1] == b[2]:  # a PDF outline entry whose title its page does not print
+            level, title = b[3]
+            del levels[level - 1:]
+            levels.extend([""] * (level - 1 - len(levels)))
+            levels.append(plain_heading(title))
+            path = _heading_path(list(levels), list(base))
+            if sec_units and heading_only and level > last_level:
+                sec_units[-1].path = path  # a chain, as for heading lines: the deeper path
+            else:
+                if sec_units:
+                    flush()
+                sec_units, sec_blocks, heading_only, before_path = [], [], False, sec_path
+            sec_path, last_level = path, level
             continue
         start, end = doc.starts[b[1]], doc.line_end(b[2] - 1)
         u = _Unit(start, end, 0)  # words are counted in flush(), only when needed
@@ -620,34 +653,11 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
 # --------------------------------------------------------------------------------------
 
 
-def csv_records(doc: _Doc, quote: str = '"') -> list[tuple[int, int]]:
-    """Line ranges [first, end) of CSV records: a quoted field may hold newlines, so a
-    record ends only at a line end outside quotes (an odd quote count flips the state;
-    a doubled quote inside a field counts twice and changes nothing).  Stage 01 keeps the
-    file's own text; `"` is the quote character of every dialect its sniffer reports here."""
-    recs = []
-    inside = False
-    first = None
-    for j, ln in enumerate(doc.lines):
-        if first is None:
-            if not inside and not ln.strip():
-                continue
-            first = j
-        if ln.count(quote) % 2:
-            inside = not inside
-        if not inside:
-            recs.append((first, j + 1))
-            first = None
-    if first is not None:
-        recs.append((first, len(doc.lines)))
-    return recs
-
-
 def _chunk_csv(doc: _Doc, name: str) -> list[dict]:
     """CSV: every chunk starts with the header row and holds whole records.  CSVs have no
     blank lines or headings to cut at, so the budget is the only thing that ends a chunk;
     a single record larger than `max` stays whole (cutting it would leave broken CSV)."""
-    recs = csv_records(doc)
+    recs = csv_records(doc.lines)
     if not recs:
         return []
     s = doc.s
@@ -758,11 +768,14 @@ def _chunk_fixed(doc: _Doc, base: list[str]) -> list[dict]:
 
 
 def chunk_document(text: str, *, fmt: str = "markdown", title: str | None = None,
-                   settings: Settings = Settings(), name: str | None = None) -> list[dict]:
+                   settings: Settings = Settings(), name: str | None = None,
+                   outline: list[dict] | None = None) -> list[dict]:
     """Chunks of one stage-02 document: dicts with heading_path, text, start_char,
     end_char, page_start, page_end (ordinals, ids and sizes are the caller's).
 
     fmt "csv": records packed under the header ([name, "rows a–b"] headings);
+    fmt "text" and "pdf": paragraphs, no heading syntax; a PDF's `outline`
+    ({level, title, page} entries, from stage 01) gives its headings;
     fmt "beir": heading paths start with the record's title; anything else: Markdown."""
     if not text or not text.strip():
         return []  # an empty document gives no chunks and no error
@@ -772,7 +785,7 @@ def chunk_document(text: str, *, fmt: str = "markdown", title: str | None = None
         return _chunk_csv(doc, name or title or "")
     if settings.strategy == "fixed":
         return _chunk_fixed(doc, base)
-    return _chunk_markdown(doc, base)
+    return _chunk_blocks(doc, base, _blocks(doc, fmt, base, outline))
 
 
 def finish(chunks: list[dict], doc_id: str) -> list[dict]:
@@ -817,7 +830,7 @@ def run(ctx) -> None:
     docs = chunks_out = 0
 
     def rows_in():
-        for batch in ctx.iter_upstream(columns=["doc_id", "format", "path", "title", "text"]):
+        for batch in ctx.iter_upstream(columns=["doc_id", "format", "path", "title", "text", "outline"]):
             yield from batch.to_pylist()
 
     with ctx.sink("03_chunks.parquet", schema) as sink:
@@ -826,7 +839,7 @@ def run(ctx) -> None:
             doc_id = row["doc_id"]
             chunks = chunk_document(row["text"] or "", fmt=row["format"] or "markdown",
                                     title=row["title"], settings=settings,
-                                    name=PurePosixPath(doc_id).name)
+                                    name=PurePosixPath(doc_id).name, outline=row["outline"])
             for c in finish(chunks, doc_id):
                 c["doc_id"], c["path"], c["format"] = doc_id, row["path"] or [], row["format"]
                 for k in COLUMNS:

@@ -11,7 +11,7 @@ read it, or given a row that says why not.  This module is that promise in code:
   *does* stop the run (a corpus with a broken line is a broken corpus, not one bad file).
 
 Formats: Markdown and plain text as decoded; PDF per page through PDFium with a
-`--- page N ---` line before each page; HTML converted to Markdown so that stage 03's
+`--- page N ---` line before each page, and its outline (bookmarks) in `outline`; HTML converted to Markdown so that stage 03's
 heading, list, table and code rules apply; CSV kept as its original lines (stage 03
 cuts between records and must give exact spans into the text, so we never re-serialise).
 """
@@ -34,9 +34,10 @@ from typing import Iterator
 
 from pipekit.errors import PipelineError
 from pipekit.markdown_blocks import front_matter_title
+from pipekit.pages import read_outline
 
 COLUMNS = ("doc_id", "source", "format", "text", "status", "error", "path", "title",
-           "encoding", "page_labels", "note", "n_bytes")
+           "encoding", "page_labels", "note", "n_bytes", "outline")
 
 FORMATS = {
     ".md": "markdown", ".markdown": "markdown",
@@ -493,6 +494,7 @@ def read_pdf(data: bytes) -> dict:
                 empty.append(index + 1)
         labels = [pdf.get_page_label(i) for i in range(len(pdf))]
         title = (pdf.get_metadata_value("Title") or "").strip() or None
+        outline = read_outline(pdf)  # the PDF's own headings, for stage 03's heading_path
     finally:
         pdf.close()
     notes = [f"{len(pages)} page{'s' if len(pages) != 1 else ''}"]
@@ -507,8 +509,10 @@ def read_pdf(data: bytes) -> dict:
         if empty:
             notes.append(f"no text on page{'s' if len(empty) > 1 else ''} {_ranges(empty)}")
         text = "".join(f"--- page {n} ---\n{_ends_line(t)}" for n, t in enumerate(pages, 1))
+    if outline:
+        notes.append(f"outline of {len(outline)} entr{'ies' if len(outline) != 1 else 'y'}")
     return {"text": text, "title": title, "note": "; ".join(notes),
-            "page_labels": labels if any(labels) else None}
+            "page_labels": labels if any(labels) else None, "outline": outline}
 
 
 def _page_text(pdf, index: int) -> str:
