@@ -20,19 +20,18 @@ from __future__ import annotations
 import codecs
 import csv
 import errno
-import functools
 import io
 import json
 import os
 import re
 import stat
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 
 from pipekit.errors import PipelineError
+from pipekit.html_markdown import html_to_markdown
 from pipekit.markdown_blocks import front_matter_title
 from pipekit.pages import read_outline
 
@@ -596,16 +595,10 @@ def _ranges(numbers: list[int]) -> str:
 # ---- HTML
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
-# Elements whose text is not the document: code, styling, site navigation, embeds, and
-# the <title> (already taken for the title column).  Not <head> as a whole: html.parser
-# builds no implied structure, so in a page whose </head> is missing the whole body sits
-# inside <head>, and dropping it dropped the document.
-_DROP_TAGS = ("script", "style", "noscript", "template", "nav", "iframe", "object",
-              "embed", "svg", "canvas", "title", "meta", "link")
 
 
 def read_html(data: bytes) -> dict:
-    """HTML converted to Markdown; `<title>` becomes the title."""
+    """HTML converted to Markdown (pipekit/html_markdown.py); `<title>` becomes the title."""
     declared = _META_CHARSET.search(data[:4096])
     text, encoding, note = decode_text(data, declared.group(1).decode("ascii") if declared else None)
     try:
@@ -615,60 +608,6 @@ def read_html(data: bytes) -> dict:
     except Exception as exc:  # noqa: BLE001 — a parser bug on one page must not stop the folder
         raise Unreadable(f"HTML could not be converted ({type(exc).__name__}: {exc})") from None
     return {"text": markdown, "title": title, "encoding": encoding, "note": note}
-
-
-def html_to_markdown(html: str) -> tuple[str, str | None]:
-    from bs4 import BeautifulSoup, Comment, MarkupResemblesLocatorWarning
-
-    with warnings.catch_warnings():
-        # A page whose whole text looks like a URL or a file name is still a page: bs4's
-        # "did you mean to open this?" warning only confused the stage's output.
-        warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
-        soup = BeautifulSoup(html, "html.parser")
-    title = None
-    if soup.title is not None:
-        title = " ".join(soup.title.get_text().split()) or None
-    for tag in soup.find_all(_DROP_TAGS):
-        tag.decompose()
-    for tag in soup.find_all(attrs={"role": "navigation"}):
-        tag.decompose()
-    for comment in soup.find_all(string=lambda s: isinstance(s, Comment)):
-        comment.extract()
-    markdown = _converter().convert_soup(soup)
-    return re.sub(r"\n{3,}", "\n\n", markdown).strip() + "\n", title
-
-
-@functools.lru_cache(maxsize=1)
-def _converter():
-    import markdownify
-
-    class Converter(markdownify.MarkdownConverter):
-        # A `|` inside a cell would split it into two columns.
-        def convert_td(self, el, text, parent_tags):
-            return super().convert_td(el, text.replace("|", r"\|"), parent_tags)
-
-        def convert_th(self, el, text, parent_tags):
-            return super().convert_th(el, text.replace("|", r"\|"), parent_tags)
-
-        # An image is its alt text: its address is not searchable content, and a saved
-        # page's inline `data:` images are tens of kilobytes of base64 in one "word".
-        def convert_img(self, el, text, parent_tags):
-            return " ".join((el.get("alt") or "").split())
-
-        # A paragraph that begins "# 5 reasons" must not become a heading in stage 03.
-        def escape(self, text, parent_tags):
-            return markdownify.re_escape_misc_hashes.sub(r"\1\\\2", super().escape(text, parent_tags))
-
-    return Converter(heading_style="atx", bullets="-", table_infer_header=True,
-                     escape_underscores=False, code_language_callback=_code_language)
-
-
-def _code_language(el) -> str | None:
-    for node in (el, el.find("code")):
-        for cls in (node.get("class") or []) if node is not None else []:
-            if cls.startswith(("language-", "lang-")):
-                return cls.split("-", 1)[1]
-    return None
 
 
 # ---- CSV
