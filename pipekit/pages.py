@@ -10,8 +10,10 @@ Two things a reader of a PDF sees that its text layer does not say:
   top or bottom of most pages.  Left in, a running header ("Shared MIME-info Database")
   sat in 70 % of one manual's chunks, matching every query that names the manual, and
   bare page numbers were indexed as terms.  They are recognised by repetition, not by
-  position alone: a line is furniture when (with its digits ignored, so "Page 3 of 9"
-  and "Page 4 of 9" are one line) it is among the first or last lines of most pages.
+  position alone: a line is furniture when it is among the first or last lines of more
+  than half of the pages, counting "Page 3 of 9" on page 3 and "Page 4 of 9" on page 4
+  as one line (a number that runs with the page), and any page number printed at the
+  very top or bottom of a page as one.
 
 Deliberately not done: furniture in documents of one or two pages (nothing repeats
 enough to tell it from content), or in the middle of a page (a repeated line there is
@@ -58,36 +60,50 @@ _MIN_PAGES = 3       # fewer pages than this: nothing repeats enough to be sure
 _SHARE = 0.5         # a line is furniture when it is at an edge of more than half the pages
 
 
-def _key(line: str) -> str:
-    """Furniture identity of a line: its digits (page numbers, dates) ignored."""
+def _keys(line: str, page: int, outer: bool) -> tuple[str, ...]:
+    """What a line at a page edge may repeat as: its own words, and, when a number in it
+    runs with the page (page 4 says 4 or 5, page 5 says 5 or 6), its words with that
+    number masked, the offset kept ("Page 3 of 9" on page 3 and "Page 4 of 9" on page 4
+    are one line; "Body of report 1998" on every page is not masked).  The outermost
+    line of a page that starts or ends with such a number is a page-numbered line
+    whatever its words (texinfo's "Chapter 2: Handling 3" changes with each chapter)."""
     s = " ".join(line.split())
-    if _ROMAN.fullmatch(s):
-        return "#"  # a bare roman page number: front matter is numbered i, ii, iii ...
-    return _DIGITS.sub("#", s)
+    out = [s]
+    if outer and (s.isdigit() or _ROMAN.fullmatch(s)):
+        out.append("#bare")  # a bare page number, roman in the front matter (i, ii) or not
+    if outer:
+        words = s.split()
+        out += [f"#at{int(w) - page:+d}" for w in {words[0], words[-1]} if w.isdigit() and len(w) <= 5]
+    for m in _DIGITS.finditer(s):
+        if len(m.group()) <= 5:
+            offset = int(m.group()) - page
+            out.append(f"{s[:m.start()]}#{offset:+d}#{s[m.end():]}")
+    return tuple(out)
 
 
 def strip_furniture(text: str) -> tuple[str, int]:
     """`text` (stage-02 text, pages after `--- page N ---` lines) without the lines that
-    repeat at the top or bottom of most pages, and how many lines went.  A bare page
-    number at a page edge goes too, repeated or not in wording (its key is "#")."""
+    repeat at the top or bottom of most pages, and how many lines went."""
     lines = text.split("\n")
     marks = [i for i, ln in enumerate(lines) if ln.startswith("--- page ") and _MARKER_LINE.match(ln)]
     if len(marks) < _MIN_PAGES:
         return text, 0
-    edges: list[list[int]] = []  # per page: line numbers at its top and bottom edge
+    edges: list[list[tuple[int, tuple[str, ...]]]] = []  # per page: (line, keys) at its edges
     for k, m in enumerate(marks):
         end = marks[k + 1] if k + 1 < len(marks) else len(lines)
         body = [i for i in range(m + 1, end) if lines[i].strip()]
         if body:
-            edges.append(sorted(set(body[:_EDGE] + body[-_EDGE:])))
+            outer = (body[0], body[-1])
+            edges.append([(i, _keys(lines[i], k + 1, i in outer))
+                          for i in sorted(set(body[:_EDGE] + body[-_EDGE:]))])
     if len(edges) < _MIN_PAGES:
         return text, 0
     pages_with: dict[str, int] = {}
     for page in edges:
-        for key in {_key(lines[i]) for i in page}:
+        for key in {key for _, keys in page for key in keys}:
             pages_with[key] = pages_with.get(key, 0) + 1
     furniture = {k for k, n in pages_with.items() if n > _SHARE * len(edges)}
     if not furniture:
         return text, 0
-    drop = {i for page in edges for i in page if _key(lines[i]) in furniture}
+    drop = {i for page in edges for i, keys in page if furniture.intersection(keys)}
     return "\n".join(ln for i, ln in enumerate(lines) if i not in drop), len(drop)
