@@ -42,7 +42,7 @@ _NAV_ROLES = ("navigation", "banner", "contentinfo", "complementary", "search")
 # class or id words that documentation generators (Sphinx, Doxygen, MkDocs, Javadoc,
 # GNU texinfo) give their navigation: matched as whole words of the attribute.
 NAV_CLASSES = re.compile(
-    r"(?:^|[\s_-])(?:sphinxsidebar|sidebar|sidenav|navbar|breadcrumbs?|related|"
+    r"(?:^|[\s_-])(?:sphinxsidebar|sidebar|sidenav|nav|navbar|navigation|breadcrumbs?|related|"
     r"skip-?links?|topbar|footer)(?:$|[\s_-])", re.I)
 _SECTIONING = ("article", "main", "section")
 _LAYOUT_CONTENT = ("h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "dl", "pre", "blockquote", "table")
