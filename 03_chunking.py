@@ -2,20 +2,20 @@
 
 A chunk is the unit BM25 ranks and the unit a citation points at, so its boundaries
 decide whether an answer can be checked.  This stage reads `02_preprocessed.parquet`
-(doc_id, format, path, title, text) and writes `03_chunks.parquet`, one row per chunk:
-chunk_id `<doc_id>#<ordinal>`, heading_path / heading, the chunk text, the exact span
-`[start_char, end_char)` of the stage-02 text it came from, the pages it covers, and its
-size in words and characters.
+(doc_id, format, path, title, text, outline) and writes `03_chunks.parquet`, one row per
+chunk: chunk_id `<doc_id>#<ordinal>`, heading_path / heading, the chunk text, the exact
+span `[start_char, end_char)` of the stage-02 text it came from, the pages it covers,
+and its size in words and characters.
 
 How (strategy `heading`, the default):
 
-1. A *line scanner* finds the Markdown block structure the way a CommonMark reader
-   (markdown-it-py, our test oracle) does: ATX and setext headings, fenced and indented
-   code, block quotes, list items, HTML blocks, GFM tables, YAML front matter.  It is a
-   scanner and not a parser call because markdown-it-py's block parser is ~30x slower,
-   and chunking needs only where top-level blocks start and end.
-2. Each top-level heading opens a section; its heading line opens the section's first
-   chunk.  A heading directly followed by a deeper one stays with it.
+1. Blocks and their headings come in, each format read by its own structure (SPEC rule 9;
+   the readers live in pipekit/): Markdown and converted HTML by CommonMark syntax
+   (pipekit.markdown_blocks, checked against markdown-it-py), a PDF by its outline and
+   plain text as paragraphs without any heading syntax (pipekit.structure).  YAML front
+   matter is a block too: text the user wrote, under the title it gives.
+2. Each heading opens a section; its heading line opens the section's first chunk.  A
+   heading directly followed by a deeper one stays with it.
 3. Blocks (paragraphs, list items, quotes, tables, fences ...) are packed greedily up to
    `target`; a block larger than `max` is cut (fences re-fenced, tables repeat their
    header, other blocks between lines, then words, then grapheme clusters).
@@ -35,9 +35,8 @@ compared against.
 
 Deliberately not done here: no text is rewritten (chunk text is the source span plus only
 what the rules add, so CRLF, tabs, indentation and zero-width characters survive), no
-tokenising or stemming (stage 04), no title extraction from front matter for the title
-column (that is a document property; this stage only keeps front matter out of chunks).
-The YAML front matter span is not covered by any chunk: it is metadata, not content.
+tokenising or stemming (stage 04), no guessing of headings a format does not state (a
+PDF without an outline keeps page-only citations; a `#` line in a .txt file is text).
 """
 from __future__ import annotations
 
