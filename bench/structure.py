@@ -56,7 +56,8 @@ def mine(name: str):
 
 
 def norm(s: str) -> str:
-    return " ".join(s.replace("¶", "").split()).casefold()
+    """Heading text compared without spacing (HTML puts spaces around inline code: `a , b`)."""
+    return "".join(s.replace("¶", "").split()).casefold()
 
 
 def chunk(st2, st3, text: str, fmt: str, outline=None) -> tuple[str, list[dict], int]:

@@ -17,6 +17,8 @@ during the conversion:
 * Headings that are links, or that carry a permalink (Sphinx's `¶`, a `#` anchor):
   `## [Install](/install)` puts the address into the heading path.  Links inside a
   heading become their text; permalink symbols go.
+* Text that looks like markup: `<script>` in a manual's prose (`&lt;script&gt;` in the
+  HTML) is escaped, or it would open a raw HTML block that swallows the rest of the page.
 * Navigation: `<nav>`, ARIA navigation / banner / contentinfo / complementary regions,
   `<aside>`, a page-level `<header>` or `<footer>` (one inside `<article>`, `<main>` or
   `<section>` is the article's own and stays), and the sidebars, related-links bars and
@@ -48,6 +50,7 @@ _SECTIONING = ("article", "main", "section")
 _LAYOUT_CONTENT = ("h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "dl", "pre", "blockquote", "table")
 _PERMALINK = re.compile(r"[\s¶§#🔗]*")
 _BACKTICKS = re.compile(r"`+")
+_TAG_LIKE = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def is_navigation(tag) -> bool:
@@ -135,9 +138,13 @@ def _converter():
         def convert_img(self, el, text, parent_tags):
             return " ".join((el.get("alt") or "").split())
 
-        # A paragraph that begins "# 5 reasons" must not become a heading in stage 03.
+        # A paragraph that begins "# 5 reasons" must not become a heading in stage 03, and
+        # text that reads like a tag (a manual's "<script>" or "<tool>", written &lt;...
+        # in the HTML) must not become raw HTML: a `<script>` line opened an HTML block
+        # that ran to the end of a page and took 9 of its section headings with it.
         def escape(self, text, parent_tags):
-            return markdownify.re_escape_misc_hashes.sub(r"\1\\\2", super().escape(text, parent_tags))
+            text = markdownify.re_escape_misc_hashes.sub(r"\1\\\2", super().escape(text, parent_tags))
+            return _TAG_LIKE.sub(r"\\<", text) if "<" in text else text
 
         # The fence is longer than any backtick run in the code, or the code closes it.
         def convert_pre(self, el, text, parent_tags):

@@ -85,3 +85,12 @@ def test_the_converted_page_chunks_with_every_heading_in_a_path():
     reached = {h for c in out for h in c["heading_path"]}
     assert reached >= set(CONTENT_HEADINGS)
     assert not any(fence_left_open(c["text"]) for c in out)
+
+
+def test_text_that_reads_like_a_tag_does_not_open_an_html_block():
+    # Python's manual writes "<script>" in prose (as &lt;script&gt;): left raw, it opened an
+    # HTML block that ran to the end of the page and swallowed every heading after it.
+    md, _ = html_to_markdown("<dl><dt>&lt;script&gt;</dt><dd>Run a script.</dd></dl>"
+                             "<h2>Generic options</h2><p>a &lt; b</p><h2>Environment</h2>")
+    assert [h[2] for h in oracle_headings(md)] == ["Generic options", "Environment"]
+    assert not any(t.type == "html_block" for t in MD.parse(md)) and "a < b" in md
