@@ -169,7 +169,7 @@ def _make_pdf(path):
             self.set_font("helvetica", "", 8)
             self.cell(0, 5, f"Page {self.page_no()}", align="C")
 
-    pdf = Doc(format="A5")
+    pdf = Doc(format="A4")
     sections = [("Introduction", 0, "The station moves water uphill. " * 12),
                 ("Starting the pumps", 1, "Open the inlet valve before the motor. " * 10),
                 ("Configuration file", 0, "# update-mime-database command. DO NOT EDIT!\n"
