@@ -45,10 +45,11 @@ import re
 from itertools import accumulate
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Iterable, Mapping
+from typing import Mapping
 
 import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
 
+from pipekit.doctext import DocText, count_words, measure, run_units
 from pipekit.markdown_blocks import FENCE_OPEN, MARKER, front_matter_end, front_matter_title, norm, scan_blocks
 from pipekit.structure import csv_records, place_outline, plain_blocks
 
@@ -75,33 +76,6 @@ class Settings:
         """From config section `chunking`.  pipekit.config has already checked every key
         alone and together (min <= target <= max; for fixed, 0 <= overlap < target)."""
         return cls(**{k: section[k] for k in cls.__dataclass_fields__ if k in section})
-
-
-_RUN = 10  # characters per budget word in a run without whitespace
-
-
-def count_words(s: str) -> int:
-    """Words for the budget: whitespace-separated words, except that a run longer than 10
-    characters counts one word per 10.  Chinese or Japanese text, a base64 blob or a long
-    URL has no spaces; counted as one word, a whole book would fit in one chunk."""
-    toks = s.split()
-    if not toks or max(map(len, toks)) <= _RUN:  # the usual case, decided in C
-        return len(toks)
-    return len(toks) + sum([(len(t) - 1) // _RUN for t in toks if len(t) > _RUN])
-
-
-def _units(length: int) -> int:
-    """Budget words of one run of `length` characters without whitespace."""
-    return 1 if length <= _RUN else (length + _RUN - 1) // _RUN
-
-
-def measure(words: int, chars: int, unit: str) -> int:
-    """Size in the budget unit; tokens are approximated as ceil(chars / 4)."""
-    if unit == "words":
-        return words
-    if unit == "chars":
-        return chars
-    return -(-chars // 4)
 
 
 # --------------------------------------------------------------------------------------
@@ -170,135 +144,8 @@ class _Unit:
         self.path = None  # a heading unit's heading_path
 
 
-class _Doc:
-    """One document's text with its line table, page markers and budget helpers."""
 
-    def __init__(self, text: str, settings: Settings, lines: list[str] | None = None):
-        self.text = text
-        self.s = settings
-        self.lines = lines if lines is not None else text.split("\n")
-        # Offsets of line starts, computed in C (this runs over every line of the corpus).
-        self.starts = list(accumulate(map((1).__add__, map(len, self.lines)), initial=0))
-        first_nl = text.find("\n")
-        self.nl = "\r\n" if first_nl > 0 and text[first_nl - 1] == "\r" else "\n"
-        self.mark_starts: list[int] = []
-        self.mark_pages: list[int] = []
-        self.strip_cum = [0]  # prefix sums of removed marker-line lengths (strip mode)
-        self.cont_reserve = (0, 0)
-        self.by_words = settings.unit == "words"
-
-    def line_end(self, j: int) -> int:
-        ln = self.lines[j]
-        return self.starts[j] + len(ln) - (1 if ln.endswith("\r") else 0)
-
-    def set_markers(self, marks: list) -> None:
-        for i, page in marks:
-            self.mark_starts.append(self.starts[i])
-            self.mark_pages.append(page)
-            if self.s.page_markers == "strip":
-                self.strip_cum.append(self.strip_cum[-1] + (self.starts[i + 1] - self.starts[i]))
-        if marks and self.s.page_markers == "track":
-            # Every chunk may need a `--- page N (cont.) ---` line; reserving its size up
-            # front keeps "added parts count toward max" true without re-packing.
-            probe = self.cont_line(max(self.mark_pages))
-            self.cont_reserve = (count_words(probe), len(probe))
-
-    # -- pages --
-    def page_at(self, pos: int) -> int | None:
-        if not self.mark_starts:
-            return None
-        k = bisect.bisect_right(self.mark_starts, pos) - 1
-        if k >= 0:
-            return self.mark_pages[k]
-        first = self.mark_pages[0]
-        return first - 1 if first > 1 else None  # text before the first marker
-
-    def cont_line(self, page: int) -> str:
-        return f"--- page {page} (cont.) ---{self.nl}"
-
-    # -- sizes --
-    def stripped(self, start: int, end: int) -> tuple[int, int]:
-        """(words, chars) of marker lines removed from [start, end) in strip mode."""
-        if len(self.strip_cum) == 1:
-            return 0, 0
-        a = bisect.bisect_left(self.mark_starts, start)
-        b = bisect.bisect_left(self.mark_starts, end)
-        return 4 * (b - a), self.strip_cum[b] - self.strip_cum[a]
-
-    def words(self, start: int, end: int) -> int:
-        if not self.by_words:
-            return 0  # sizes in chars or tokens never look at word counts
-        w = count_words(self.text[start:end])
-        if len(self.strip_cum) > 1:
-            w -= self.stripped(start, end)[0]
-        return w
-
-    def size(self, words: int, start: int, end: int, extra: str = "") -> int:
-        # Called for every block and candidate chunk: kept flat on purpose.
-        if self.by_words:
-            if extra:
-                words += count_words(extra)
-            return words + self.cont_reserve[0]
-        chars = end - start + self.cont_reserve[1]
-        if len(self.strip_cum) > 1:
-            chars -= self.stripped(start, end)[1]
-        if extra:
-            chars += len(extra)
-        return chars if self.s.unit == "chars" else -(-chars // 4)
-
-    def reserve(self) -> int:
-        """The continuation-marker room that size() includes, in the budget unit."""
-        return measure(*self.cont_reserve, self.s.unit)
-
-    def body(self, start: int, end: int) -> str:
-        """The span as chunk text: with strip, marker lines inside it are left out."""
-        if len(self.strip_cum) == 1:
-            return self.text[start:end]
-        a = bisect.bisect_left(self.mark_starts, start)
-        b = bisect.bisect_left(self.mark_starts, end)
-        if a == b:
-            return self.text[start:end]
-        parts, pos = [], start
-        for k in range(a, b):
-            ms = self.mark_starts[k]
-            parts.append(self.text[pos:ms])
-            nl = self.text.find("\n", ms)
-            pos = min(end, nl + 1 if nl >= 0 else end)
-        parts.append(self.text[pos:end])
-        return "".join(parts)
-
-    # -- cutting an oversized region into atoms no larger than cap --
-    def atoms(self, first_line: int, end_line: int, cap: int) -> Iterable[tuple[int, int, int]]:
-        """(start, end, words) of lines; a line over `cap` as runs of words; a word over
-        `cap` as runs of grapheme clusters, so even text without spaces keeps the ceiling
-        and no cut splits an emoji sequence or a letter from its combining accent."""
-        for j in range(first_line, end_line):
-            a, b = self.starts[j], self.line_end(j)
-            if not self.text[a:b].strip():
-                continue
-            w = self.words(a, b)
-            if self.size(w, a, b) <= cap:
-                yield a, b, w
-                continue
-            first_word = True
-            for m in re.finditer(r"\S+", self.text[a:b]):
-                ws, we = a + m.start(), a + m.end()
-                if first_word:
-                    ws, first_word = a, False  # the line's indentation stays with its first word
-                wu = _units(we - ws)
-                if self.size(wu, ws, we) <= cap:
-                    yield ws, we, wu
-                    continue
-                g0 = ws
-                for g in regex.finditer(r"\X", self.text[ws:we]):
-                    gs, ge = ws + g.start(), ws + g.end()
-                    if gs > g0 and self.size(_units(ge - g0), g0, ge) > cap:
-                        yield g0, gs, _units(gs - g0)
-                        g0 = gs
-                yield g0, we, _units(we - g0)
-
-
-def _pieces(doc: _Doc, atoms, cap_first: int, cap: int, prefix: str, suffix: str) -> list[_Unit]:
+def _pieces(doc: DocText, atoms, cap_first: int, cap: int, prefix: str, suffix: str) -> list[_Unit]:
     """Greedy runs of atoms, each run within its cap (the first may have less room)."""
     out: list[_Unit] = []
     cur_s = cur_e = -1
@@ -326,7 +173,7 @@ def _pieces(doc: _Doc, atoms, cap_first: int, cap: int, prefix: str, suffix: str
     return out
 
 
-def _split_block(doc: _Doc, block, room: int) -> list[_Unit]:
+def _split_block(doc: DocText, block, room: int) -> list[_Unit]:
     """Cut a block larger than max.  A fence is cut between lines and every piece is
     re-fenced with the same fence and info string; a table between rows, every piece
     repeating the header and delimiter rows; anything else between lines."""
@@ -388,11 +235,11 @@ def _rstrip_end(text: str, a: int, b: int) -> int:
     return b
 
 
-def _extra_size(doc: _Doc, extra: str) -> int:
+def _extra_size(doc: DocText, extra: str) -> int:
     return measure(count_words(extra), len(extra), doc.s.unit)
 
 
-def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
+def _pack(doc: DocText, units: list, blocks_of: list) -> list[list[_Unit]]:
     """Greedy packing of one section's units into chunks (lists of units)."""
     s = doc.s
     target, mx, mn = s.target, s.max, s.min
@@ -505,7 +352,7 @@ def _heading_path(levels: list[str], base: list[str]) -> list[str]:
     return path
 
 
-def _emit(doc: _Doc, chunk: list[_Unit], path: list[str], first_chunk: bool) -> dict:
+def _emit(doc: DocText, chunk: list[_Unit], path: list[str], first_chunk: bool) -> dict:
     start, end = chunk[0].start, chunk[-1].end
     prefix = chunk[0].prefix
     page_start = page_end = None
@@ -522,7 +369,7 @@ def _emit(doc: _Doc, chunk: list[_Unit], path: list[str], first_chunk: bool) -> 
             "page_start": page_start, "page_end": page_end}
 
 
-def _blocks(doc: _Doc, fmt: str, base: list[str], outline) -> list:
+def _blocks(doc: DocText, fmt: str, base: list[str], outline) -> list:
     """The document's top-level blocks, by its format's own structure (SPEC rule 9)."""
     markers = doc.s.page_markers != "keep"
     if fmt in ("text", "pdf"):  # no heading syntax: paragraphs, and a PDF's outline
@@ -543,7 +390,7 @@ def _blocks(doc: _Doc, fmt: str, base: list[str], outline) -> list:
     return [["heading", 0, first, (1, title)] if title else ["front", 0, first, None]] + blocks
 
 
-def _chunk_blocks(doc: _Doc, base: list[str], blocks: list) -> list[dict]:
+def _chunk_blocks(doc: DocText, base: list[str], blocks: list) -> list[dict]:
     lines = doc.lines
     track = doc.s.page_markers == "track"
     out: list[dict] = []
@@ -652,7 +499,7 @@ def _chunk_blocks(doc: _Doc, base: list[str], blocks: list) -> list[dict]:
 # --------------------------------------------------------------------------------------
 
 
-def _chunk_csv(doc: _Doc, name: str) -> list[dict]:
+def _chunk_csv(doc: DocText, name: str) -> list[dict]:
     """CSV: every chunk starts with the header row and holds whole records.  CSVs have no
     blank lines or headings to cut at, so the budget is the only thing that ends a chunk;
     a single record larger than `max` stays whole (cutting it would leave broken CSV)."""
@@ -705,7 +552,7 @@ def _chunk_csv(doc: _Doc, name: str) -> list[dict]:
 # --------------------------------------------------------------------------------------
 
 
-def _chunk_fixed(doc: _Doc, base: list[str]) -> list[dict]:
+def _chunk_fixed(doc: DocText, base: list[str]) -> list[dict]:
     """Windows of `target` units with `overlap`, cut at whitespace: structure ignored on
     purpose (the baseline), but spans, pages and the ceiling hold as for `heading`."""
     s = doc.s
@@ -728,17 +575,17 @@ def _chunk_fixed(doc: _Doc, base: list[str]) -> list[dict]:
                 k += 1
             if k < len(skip) and skip[k][0] <= a:
                 continue
-        if doc.size(_units(b - a), a, b) > cap:
+        if doc.size(run_units(b - a), a, b) > cap:
             g0 = a
             for g in regex.finditer(r"\X", text[a:b]):
                 gs, ge = a + g.start(), a + g.end()
-                if gs > g0 and doc.size(_units(ge - g0), g0, ge) > cap:
+                if gs > g0 and doc.size(run_units(ge - g0), g0, ge) > cap:
                     words.append((g0, gs))
                     g0 = gs
             words.append((g0, b))
         else:
             words.append((a, b))
-    cum = list(accumulate((_units(b - a) for a, b in words), initial=0))  # budget words so far
+    cum = list(accumulate((run_units(b - a) for a, b in words), initial=0))  # budget words so far
     reserve = doc.reserve()
     out = []
     i, n = 0, len(words)
@@ -778,7 +625,7 @@ def chunk_document(text: str, *, fmt: str = "markdown", title: str | None = None
     fmt "beir": heading paths start with the record's title; anything else: Markdown."""
     if not text or not text.strip():
         return []  # an empty document gives no chunks and no error
-    doc = _Doc(text, settings)
+    doc = DocText(text, settings)
     base = [title or ""] if fmt == "beir" else []
     if fmt == "csv" and settings.strategy == "heading":
         return _chunk_csv(doc, name or title or "")

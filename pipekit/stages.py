@@ -41,7 +41,7 @@ STAGES: tuple[Stage, ...] = (
     Stage(2, "preprocessing", "02_preprocessing.py", "preprocessing", ("02_preprocessed.parquet",),
           ("02_preprocessing.py", "pipekit/pages.py")),
     Stage(3, "chunking", "03_chunking.py", "chunking", ("03_chunks.parquet",),
-          ("03_chunking.py", "pipekit/markdown_blocks.py", "pipekit/structure.py")),
+          ("03_chunking.py", "pipekit/doctext.py", "pipekit/markdown_blocks.py", "pipekit/structure.py")),
     Stage(4, "indexing", "04_indexing.py", "indexing",
           ("04_chunks.parquet", "04_terms.parquet", "04_postings.parquet"),
           ("04_indexing.py", "pipekit/analyzer.py")),
