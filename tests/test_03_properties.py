@@ -236,3 +236,13 @@ def test_csv_chunks_start_with_the_header_and_keep_records_whole(text, s):
     assert check_spans(text, chunks, s, fmt="csv") == []
     for c in chunks[1:] if len(chunks) > 1 else chunks:
         assert c["heading_path"][0] == "data.csv"
+
+
+# -- Rule 9: the same generated text read as plain text has no headings, and keeps rules 4-7 ---
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(markdown_doc(markers=True), budget())
+def test_plain_text_chunks_have_no_headings_and_keep_every_rule(text, s):
+    chunks = chunking.chunk_document(text, fmt="text", settings=s)
+    assert all(c["heading_path"] == [] for c in chunks)
+    assert check_spans(text, chunks, s, fmt="text") == []

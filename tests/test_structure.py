@@ -101,6 +101,19 @@ def test_outline_headings_reach_heading_paths_and_keep_every_rule():
     assert check_spans(PAGED[:PAGED.index("--- page 3 ---")], early, s, fmt="pdf", headings=heads) == []
 
 
+@pytest.mark.parametrize("mode", ["track", "strip", "keep"])
+@pytest.mark.parametrize("unit,target", [("words", 25), ("chars", 150), ("tokens", 40)])
+def test_outline_chunks_keep_spans_pages_and_ceilings_in_every_mode(mode, unit, target):
+    s = S(target=target, max=target * 2, min=target // 5, unit=unit, page_markers=mode)
+    out = chunking.chunk_document(PAGED, fmt="pdf", outline=OUTLINE, settings=s)
+    lines = PAGED.split("\n")
+    heads = [(lines.index("1. Overview"), 1, "Overview", lines.index("1. Overview") + 1),
+             (lines.index("1.1 Scope of"), 2, "1.1 Scope of this manual", lines.index("1.1 Scope of") + 2),
+             (lines.index("DETAILS"), 1, "2 Details", lines.index("DETAILS") + 1),
+             (lines.index("--- page 3 ---") + 1, 1, "Appendix", lines.index("--- page 3 ---") + 1)]
+    assert check_spans(PAGED, out, s, fmt="pdf", headings=heads) == []
+
+
 def test_a_pdf_without_an_outline_keeps_page_only_citations():
     out = chunking.chunk_document(PAGED, fmt="pdf", settings=S(target=25, max=40, min=0))
     assert all(c["heading_path"] == [] for c in out) and {c["page_start"] for c in out} == {1, 2, 3}
