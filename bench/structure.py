@@ -6,7 +6,8 @@ installed on this machine, through stages 01 -> 02 -> 03 as the pipeline runs th
 
 Inputs (Debian documentation packages; `apt-get install -y python3-doc git-doc camlidl-doc
 docbook-xsl-doc-pdf shared-mime-info libtasn1-doc`): every PDF (also `.pdf.gz`) under
-/usr/share/doc, and the HTML pages of the Python and Git manuals.
+/usr/share/doc, and every HTML page under /usr/share/doc and /usr/share/gtk-doc (the Python
+and Git manuals, Node.js's API docs, Valgrind's and libxslt's table-layout pages ...).
 
 Figures:
   PDF   outline entries (with a page) whose title reaches some chunk's heading_path;
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
-HTML_ROOTS = ["/usr/share/doc/python3.11-doc/html", "/usr/share/doc/git-doc"]
+HTML_ROOTS = ["/usr/share/doc", "/usr/share/gtk-doc"]
 PDF_ROOT = Path("/usr/share/doc")
 VERBOSE = "-v" in sys.argv
 
@@ -129,7 +130,14 @@ def bench_html(readers, st2, st3, limit: int) -> None:
     sys.path.insert(0, str(HERE / "tests"))
     from test_03_oracle import fence_left_open
 
-    files = [p for root in HTML_ROOTS for p in sorted(Path(root).rglob("*.html"))][:limit]
+    files, seen = [], set()
+    for root in HTML_ROOTS:
+        for p in sorted(Path(root).rglob("*.html")):
+            real = p.resolve()
+            if real not in seen and p.is_file():  # python3.11-doc links to python3.11's pages
+                seen.add(real)
+                files.append(p)
+    files = files[:limit]
     if not files:
         print("HTML: no pages found (apt-get install -y python3-doc git-doc)")
         return
