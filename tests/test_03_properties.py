@@ -240,7 +240,7 @@ def test_csv_chunks_start_with_the_header_and_keep_records_whole(text, s):
 
 # -- Rule 9: the same generated text read as plain text has no headings, and keeps rules 4-7 ---
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(150))
 @given(markdown_doc(markers=True), budget())
 def test_plain_text_chunks_have_no_headings_and_keep_every_rule(text, s):
     chunks = chunking.chunk_document(text, fmt="text", settings=s)
