@@ -345,6 +345,14 @@ def _pack(doc: DocText, units: list, blocks_of: list) -> list[list[_Unit]]:
     return chunks
 
 
+def _open_level(levels: list[str], level: int, title: str, base: list[str]) -> list[str]:
+    """A heading of `level` closes the deeper ones and replaces its own: the new path."""
+    del levels[level - 1:]
+    levels.extend([""] * (level - 1 - len(levels)))
+    levels.append(title)
+    return _heading_path(list(levels), list(base))
+
+
 def _heading_path(levels: list[str], base: list[str]) -> list[str]:
     path = base + levels
     while path and path[-1] == "":
@@ -441,10 +449,7 @@ def _chunk_blocks(doc: DocText, base: list[str], blocks: list) -> list[dict]:
             continue
         if b[1] == b[2]:  # a PDF outline entry whose title its page does not print
             level, title = b[3]
-            del levels[level - 1:]
-            levels.extend([""] * (level - 1 - len(levels)))
-            levels.append(plain_heading(title))
-            path = _heading_path(list(levels), list(base))
+            path = _open_level(levels, level, plain_heading(title), base)
             if sec_units and heading_only and level > last_level:
                 sec_units[-1].path = path  # a chain, as for heading lines: the deeper path
             else:
@@ -461,11 +466,8 @@ def _chunk_blocks(doc: DocText, base: list[str], blocks: list) -> list[dict]:
             level, title = b[3]
             if title is None:  # setext: the paragraph lines above the underline
                 title = " ".join(norm(lines[j]).strip() for j in range(b[1], b[2] - 1))
-            title = plain_heading(title)
             prev_path = sec_path
-            del levels[level - 1:]
-            levels.extend([""] * (level - 1 - len(levels)))
-            levels.append(title)
+            path = _open_level(levels, level, plain_heading(title), base)
             u.heading = True
             if sec_units and heading_only and level > last_level:
                 # "# Guide" directly followed by "## Install": one section, the deeper path.
@@ -477,7 +479,7 @@ def _chunk_blocks(doc: DocText, base: list[str], blocks: list) -> list[dict]:
                 sec_units, sec_blocks = [u], [b]
                 heading_only = True
                 before_path = prev_path
-            sec_path = u.path = _heading_path(list(levels), list(base))
+            sec_path = u.path = path
             last_level = level
             continue
         sec_units.append(u)
