@@ -120,6 +120,9 @@ def heading_texts(html: str, nav_aware: bool) -> list[str]:
     for h in soup.find_all(("h1", "h2", "h3")):
         if any(p.name in _DROP_TAGS or is_navigation(p) for p in h.parents if p.name):
             continue
+        for a in h.find_all("a"):  # a permalink (`#`, `¶`) is decoration, not the heading
+            if nav._PERMALINK.fullmatch(a.get_text()):
+                a.decompose()
         text = norm(h.get_text(" "))
         if text:
             out.append(text)
