@@ -18,7 +18,9 @@ during the conversion:
   `## [Install](/install)` puts the address into the heading path.  Links inside a
   heading become their text; permalink symbols go.
 * Text that looks like markup: `<script>` in a manual's prose (`&lt;script&gt;` in the
-  HTML) is escaped, or it would open a raw HTML block that swallows the rest of the page.
+  HTML) is escaped, or it would open a raw HTML block that swallows the rest of the page;
+  so is a run of `~~~` or ``` in prose (a plain-text underline in Valgrind's NEWS page),
+  or it would open a fence.
 * Navigation: `<nav>`, ARIA navigation / banner / contentinfo / complementary regions,
   `<aside>`, a page-level `<header>` or `<footer>` (one inside `<article>`, `<main>` or
   `<section>` is the article's own and stays), and the sidebars, related-links bars and
@@ -51,6 +53,7 @@ _LAYOUT_CONTENT = ("h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "dl", "pre", 
 _PERMALINK = re.compile(r"[\s¶§#🔗]*")
 _BACKTICKS = re.compile(r"`+")
 _TAG_LIKE = re.compile(r"<(?=[A-Za-z/!?])")
+_FENCE_LIKE = re.compile(r"(?<![~`])([~`])(?=\1\1)")
 
 
 def is_navigation(tag) -> bool:
@@ -144,6 +147,8 @@ def _converter():
         # that ran to the end of a page and took 9 of its section headings with it.
         def escape(self, text, parent_tags):
             text = markdownify.re_escape_misc_hashes.sub(r"\1\\\2", super().escape(text, parent_tags))
+            if "~~~" in text or "```" in text:  # a line of ~~~ in prose would open a fence
+                text = _FENCE_LIKE.sub(r"\\\1", text)
             return _TAG_LIKE.sub(r"\\<", text) if "<" in text else text
 
         # The fence is longer than any backtick run in the code, or the code closes it.

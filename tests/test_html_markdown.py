@@ -94,3 +94,12 @@ def test_text_that_reads_like_a_tag_does_not_open_an_html_block():
                              "<h2>Generic options</h2><p>a &lt; b</p><h2>Environment</h2>")
     assert [h[2] for h in oracle_headings(md)] == ["Generic options", "Environment"]
     assert not any(t.type == "html_block" for t in MD.parse(md)) and "a < b" in md
+
+
+def test_a_line_of_tildes_in_prose_does_not_open_a_fence():
+    # Valgrind's NEWS page underlines titles with ~~~ inside a <p>: read as a fence opener,
+    # it turned the rest of the page into code.
+    md, _ = html_to_markdown("<p>Release 3.4<br/>~~~~~~~~~~~<br/>Faster.</p><h2>Next</h2>"
+                             "<pre>a ~~~ b</pre>")
+    assert not fence_left_open(md) and [h[2] for h in oracle_headings(md)] == ["Next"]
+    assert "~~~~~~~~~~~" in MD.render(md) and "a ~~~ b" in md
