@@ -29,7 +29,7 @@ exceed it.  Pages: with `track`, text before the first marker belongs to the pag
 it (none if that is page 1), and the marker line itself opens its page.
 
 CSV documents (kept as CSV text by stage 01) are packed record by record, every chunk
-starting with the header row.  Strategy `fixed` ignores structure on purpose: windows of
+starting with the header row (pipekit.csv_chunks).  Strategy `fixed` ignores structure on purpose: windows of
 `target` units with `overlap`, cut at whitespace — the baseline the heading chunker is
 compared against.
 
@@ -51,7 +51,8 @@ import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
 
 from pipekit.doctext import DocText, count_words, measure, run_units
 from pipekit.markdown_blocks import FENCE_OPEN, MARKER, front_matter_end, front_matter_title, norm, scan_blocks
-from pipekit.structure import csv_records, place_outline, plain_blocks
+from pipekit.csv_chunks import chunk_csv
+from pipekit.structure import place_outline, plain_blocks
 
 
 # --------------------------------------------------------------------------------------
@@ -497,59 +498,6 @@ def _chunk_blocks(doc: DocText, base: list[str], blocks: list) -> list[dict]:
 
 
 # --------------------------------------------------------------------------------------
-# CSV
-# --------------------------------------------------------------------------------------
-
-
-def _chunk_csv(doc: DocText, name: str) -> list[dict]:
-    """CSV: every chunk starts with the header row and holds whole records.  CSVs have no
-    blank lines or headings to cut at, so the budget is the only thing that ends a chunk;
-    a single record larger than `max` stays whole (cutting it would leave broken CSV)."""
-    recs = csv_records(doc.lines)
-    if not recs:
-        return []
-    s = doc.s
-    h0, h1 = recs[0]
-    hs, he = doc.starts[h0], doc.line_end(h1 - 1)
-    header = doc.text[hs:he] + doc.nl
-    if len(recs) == 1:
-        return [{"heading_path": [name], "text": doc.text[hs:he], "start_char": hs, "end_char": he,
-                 "page_start": None, "page_end": None}]
-    out = []
-    groups: list[list[int]] = []  # [first_rec, last_rec, words]
-    cur = None
-    for k in range(1, len(recs)):
-        a, b = doc.starts[recs[k][0]], doc.line_end(recs[k][1] - 1)
-        w = doc.words(a, b)
-        if cur is not None:
-            cs = doc.starts[recs[cur[0]][0]]
-            new = doc.size(cur[2] + w, cs, b, header)
-            if new > s.target and not (new <= s.max and doc.size(cur[2], cs, doc.line_end(recs[cur[1]][1] - 1), header) < s.min):
-                groups.append(cur)
-                cur = None
-        if cur is None:
-            cur = [k, k, w]
-        else:
-            cur[1], cur[2] = k, cur[2] + w
-    groups.append(cur)
-    if len(groups) >= 2:  # the last group a runt: join its predecessor if the budget allows
-        p, l = groups[-2], groups[-1]
-        ls_, le = doc.starts[recs[l[0]][0]], doc.line_end(recs[l[1]][1] - 1)
-        ps = doc.starts[recs[p[0]][0]]
-        if doc.size(l[2], ls_, le, header) < s.min and doc.size(p[2] + l[2], ps, le, header) <= s.max:
-            groups[-2:] = [[p[0], l[1], p[2] + l[2]]]
-    for n, (k0, k1, _w) in enumerate(groups):
-        a, b = doc.starts[recs[k0][0]], doc.line_end(recs[k1][1] - 1)
-        if n == 0:  # the first chunk's span starts at the header itself
-            a, text = hs, doc.text[hs:b]
-        else:
-            text = header + doc.text[a:b]
-        out.append({"heading_path": [name, f"rows {k0}–{k1}"], "text": text,
-                    "start_char": a, "end_char": b, "page_start": None, "page_end": None})
-    return out
-
-
-# --------------------------------------------------------------------------------------
 # Fixed windows
 # --------------------------------------------------------------------------------------
 
@@ -630,7 +578,7 @@ def chunk_document(text: str, *, fmt: str = "markdown", title: str | None = None
     doc = DocText(text, settings)
     base = [title or ""] if fmt == "beir" else []
     if fmt == "csv" and settings.strategy == "heading":
-        return _chunk_csv(doc, name or title or "")
+        return chunk_csv(doc, name or title or "")
     if settings.strategy == "fixed":
         return _chunk_fixed(doc, base)
     return _chunk_blocks(doc, base, _blocks(doc, fmt, base, outline))

@@ -1,10 +1,11 @@
-"""The structure of documents that have no Markdown syntax: plain text, PDF, CSV.
+"""The structure of documents that have no Markdown syntax: plain text and PDF.
 
 Stage 03 chunks every format the same way: a list of top-level blocks
 `[kind, first_line, end_line, info]` (end exclusive) comes in, sections open at the
 "heading" blocks, and the blocks are packed into chunks.  pipekit.markdown_blocks finds
 those blocks in Markdown (and HTML, which stage 01 converts to Markdown); this module
-finds them where the structure is not written as syntax (SPEC rule 9):
+finds them where the structure is not written as syntax (SPEC rule 9; CSV, whose
+structure is records, has pipekit.csv_chunks):
 
 * `plain_blocks`: plain text and PDF text are paragraphs separated by blank lines, and
   nothing else.  A line starting with `#` there is text: a `# install the tool first`
@@ -13,7 +14,6 @@ finds them where the structure is not written as syntax (SPEC rule 9):
   headings are.  Each entry is placed on its page — at the line that holds its title
   when the page shows it, else where the page (or the entry before it) starts — and
   becomes a heading block there.
-* `csv_records`: the line ranges of CSV records, so a chunk never cuts one.
 
 Deliberately not done: guessing headings from font sizes or short lines in a PDF without
 an outline (a wrong guess puts a chunk under a heading the document does not have; such a
@@ -25,7 +25,7 @@ import re
 
 from pipekit.markdown_blocks import MARKER
 
-__all__ = ["plain_blocks", "place_outline", "csv_records", "title_key"]
+__all__ = ["plain_blocks", "place_outline", "title_key"]
 
 
 def plain_blocks(lines: list[str], markers: bool) -> tuple[list, list]:
@@ -150,26 +150,3 @@ def _insert_headings(blocks: list, cuts: list) -> list:
     for a, e, level, title in cuts[k:]:
         out.append(["heading", a, e, (level, title)])
     return out
-
-
-def csv_records(lines: list[str], quote: str = '"') -> list[tuple[int, int]]:
-    """Line ranges [first, end) of CSV records: a quoted field may hold newlines, so a
-    record ends only at a line end outside quotes (an odd quote count flips the state;
-    a doubled quote inside a field counts twice and changes nothing).  Stage 01 keeps the
-    file's own text; `"` is the quote character of every dialect its sniffer reports here."""
-    recs = []
-    inside = False
-    first = None
-    for j, ln in enumerate(lines):
-        if first is None:
-            if not inside and not ln.strip():
-                continue
-            first = j
-        if ln.count(quote) % 2:
-            inside = not inside
-        if not inside:
-            recs.append((first, j + 1))
-            first = None
-    if first is not None:
-        recs.append((first, len(lines)))
-    return recs

@@ -14,7 +14,8 @@ import pytest
 from conftest import run_script, write_config
 from pipekit.pages import read_outline, strip_furniture
 from pipekit.stages import load_stage
-from pipekit.structure import csv_records, place_outline, plain_blocks, title_key
+from pipekit.csv_chunks import csv_records
+from pipekit.structure import place_outline, plain_blocks, title_key
 from test_03_oracle import check_spans
 
 chunking = load_stage(3)
