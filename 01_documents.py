@@ -5,7 +5,8 @@ Reads  `documents.input`: a folder (walked recursively, in sorted order), one fi
        `documents.exclude` are glob patterns on paths relative to the input;
        `documents.hidden` decides whether dot-files and dot-folders are read.
 Writes `01_documents.parquet`: doc_id, source, format, text, status, error, path, title,
-       encoding, page_labels, note, n_bytes — one row per file (per record for BEIR).
+       encoding, page_labels, note, n_bytes, outline — one row per file (per record
+       for BEIR).
 
 What a row says:
 - `status` is `ok` (text holds the document), `error` (it could not be read: `error`
@@ -17,7 +18,9 @@ What a row says:
   cost the other thousands.
 - `format` is markdown, text, pdf, html, csv or beir; for a skipped file, its extension.
 - PDFs get a `--- page N ---` line before each page (N physical, from 1), so stage 03
-  can tell every chunk its pages; the PDF's own page labels go to `page_labels`.
+  can tell every chunk its pages; the PDF's own page labels go to `page_labels`, and
+  its outline (bookmarks: level, title, page) to `outline`, from which stage 03 takes
+  the chunks' headings.
 - HTML arrives as Markdown, so headings, lists, tables and code keep their structure.
 - CSV keeps its original text: stage 03 cuts between its records and must be able to
   point at exact character spans.  A malformed CSV (ragged rows, an unclosed quote) is
@@ -28,7 +31,7 @@ What a row says:
 
 What it deliberately does not do: clean the text (stage 02 normalises line ends, Unicode
 and control characters, so every format is cleaned by the same rules), guess structure
-that is not marked up (a PDF's headings stay plain lines), run OCR, or follow links out
+that is not marked up (a PDF without an outline has no headings), run OCR, or follow links out
 of HTML.  A malformed BEIR line does stop the stage, with file, line and problem: a
 corpus with a broken record is a broken corpus, not one unreadable document.
 
@@ -43,6 +46,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 
 from pipekit.cli import stage_main
+from pipekit.pages import OUTLINE_TYPE
 from pipekit.readers import COLUMNS, iter_beir, list_inputs, read_document
 
 SCHEMA = pa.schema([
@@ -58,6 +62,7 @@ SCHEMA = pa.schema([
     ("page_labels", pa.list_(pa.string())),
     ("note", pa.string()),
     ("n_bytes", pa.int64()),
+    ("outline", OUTLINE_TYPE),
 ])
 assert tuple(SCHEMA.names) == COLUMNS
 

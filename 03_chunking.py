@@ -2,20 +2,20 @@
 
 A chunk is the unit BM25 ranks and the unit a citation points at, so its boundaries
 decide whether an answer can be checked.  This stage reads `02_preprocessed.parquet`
-(doc_id, format, path, title, text) and writes `03_chunks.parquet`, one row per chunk:
-chunk_id `<doc_id>#<ordinal>`, heading_path / heading, the chunk text, the exact span
-`[start_char, end_char)` of the stage-02 text it came from, the pages it covers, and its
-size in words and characters.
+(doc_id, format, path, title, text, outline) and writes `03_chunks.parquet`, one row per
+chunk: chunk_id `<doc_id>#<ordinal>`, heading_path / heading, the chunk text, the exact
+span `[start_char, end_char)` of the stage-02 text it came from, the pages it covers,
+and its size in words and characters.
 
 How (strategy `heading`, the default):
 
-1. A *line scanner* finds the Markdown block structure the way a CommonMark reader
-   (markdown-it-py, our test oracle) does: ATX and setext headings, fenced and indented
-   code, block quotes, list items, HTML blocks, GFM tables, YAML front matter.  It is a
-   scanner and not a parser call because markdown-it-py's block parser is ~30x slower,
-   and chunking needs only where top-level blocks start and end.
-2. Each top-level heading opens a section; its heading line opens the section's first
-   chunk.  A heading directly followed by a deeper one stays with it.
+1. Blocks and their headings come in, each format read by its own structure (SPEC rule 9;
+   the readers live in pipekit/): Markdown and converted HTML by CommonMark syntax
+   (pipekit.markdown_blocks, checked against markdown-it-py), a PDF by its outline and
+   plain text as paragraphs without any heading syntax (pipekit.structure).  YAML front
+   matter is a block too: text the user wrote, under the title it gives.
+2. Each heading opens a section; its heading line opens the section's first chunk.  A
+   heading directly followed by a deeper one stays with it.
 3. Blocks (paragraphs, list items, quotes, tables, fences ...) are packed greedily up to
    `target`; a block larger than `max` is cut (fences re-fenced, tables repeat their
    header, other blocks between lines, then words, then grapheme clusters).
@@ -29,15 +29,14 @@ exceed it.  Pages: with `track`, text before the first marker belongs to the pag
 it (none if that is page 1), and the marker line itself opens its page.
 
 CSV documents (kept as CSV text by stage 01) are packed record by record, every chunk
-starting with the header row.  Strategy `fixed` ignores structure on purpose: windows of
+starting with the header row (pipekit.csv_chunks).  Strategy `fixed` ignores structure on purpose: windows of
 `target` units with `overlap`, cut at whitespace — the baseline the heading chunker is
 compared against.
 
 Deliberately not done here: no text is rewritten (chunk text is the source span plus only
 what the rules add, so CRLF, tabs, indentation and zero-width characters survive), no
-tokenising or stemming (stage 04), no title extraction from front matter for the title
-column (that is a document property; this stage only keeps front matter out of chunks).
-The YAML front matter span is not covered by any chunk: it is metadata, not content.
+tokenising or stemming (stage 04), no guessing of headings a format does not state (a
+PDF without an outline keeps page-only citations; a `#` line in a .txt file is text).
 """
 from __future__ import annotations
 
@@ -46,9 +45,14 @@ import re
 from itertools import accumulate
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Iterable, Mapping
+from typing import Mapping
 
 import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
+
+from pipekit.doctext import DocText, count_words, measure, run_units
+from pipekit.markdown_blocks import FENCE_OPEN, MARKER, front_matter_end, front_matter_title, norm, scan_blocks
+from pipekit.csv_chunks import chunk_csv
+from pipekit.structure import place_outline, plain_blocks
 
 
 # --------------------------------------------------------------------------------------
@@ -73,521 +77,6 @@ class Settings:
         """From config section `chunking`.  pipekit.config has already checked every key
         alone and together (min <= target <= max; for fixed, 0 <= overlap < target)."""
         return cls(**{k: section[k] for k in cls.__dataclass_fields__ if k in section})
-
-
-_RUN = 10  # characters per budget word in a run without whitespace
-
-
-def count_words(s: str) -> int:
-    """Words for the budget: whitespace-separated words, except that a run longer than 10
-    characters counts one word per 10.  Chinese or Japanese text, a base64 blob or a long
-    URL has no spaces; counted as one word, a whole book would fit in one chunk."""
-    toks = s.split()
-    if not toks or max(map(len, toks)) <= _RUN:  # the usual case, decided in C
-        return len(toks)
-    return len(toks) + sum([(len(t) - 1) // _RUN for t in toks if len(t) > _RUN])
-
-
-def _units(length: int) -> int:
-    """Budget words of one run of `length` characters without whitespace."""
-    return 1 if length <= _RUN else (length + _RUN - 1) // _RUN
-
-
-def measure(words: int, chars: int, unit: str) -> int:
-    """Size in the budget unit; tokens are approximated as ceil(chars / 4)."""
-    if unit == "words":
-        return words
-    if unit == "chars":
-        return chars
-    return -(-chars // 4)
-
-
-# --------------------------------------------------------------------------------------
-# Line patterns (CommonMark / markdown-it-py block starts)
-# --------------------------------------------------------------------------------------
-
-# `--- page N ---` on its own line: stage 01 writes it before every PDF page, stage 02
-# makes it from form feeds.  It is not Markdown (markdown-it reads it as a paragraph line).
-_MARKER = re.compile(r"--- page (\d+) ---[ \t]*")
-# ATX: 1-6 `#` then a space, tab or the line end — `#include` or `#hashtag` is not a heading.
-_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_ATX_CLOSE = re.compile(r"(?:^|[ \t]+)#+$")
-_FENCE_OPEN = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)$")
-_SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
-_HR = re.compile(r" {0,3}([-*_])[ \t]*(?:\1[ \t]*){2,}$")
-_LIST = re.compile(r" {0,3}(?:([-+*])|(\d{1,9})[.)])(?=[ \t]|$)")
-_DELIM_ROW = re.compile(r" {0,3}[-:|][-:| \t]*$")
-_DELIM_CELL = re.compile(r":?-+:?")
-
-_HTML_BLOCK_NAMES = (
-    "address|article|aside|base|basefont|blockquote|body|caption|center|col|colgroup|dd|"
-    "details|dialog|dir|div|dl|dt|fieldset|figcaption|figure|footer|form|frame|frameset|"
-    "h1|h2|h3|h4|h5|h6|head|header|hr|html|iframe|legend|li|link|main|menu|menuitem|nav|"
-    "noframes|ol|optgroup|option|p|param|search|section|summary|table|tbody|td|tfoot|th|"
-    "thead|title|tr|track|ul")
-_ATTR = (r"(?:\s+[a-zA-Z_:][a-zA-Z0-9:._-]*(?:\s*=\s*(?:[^\"'=<>`\x00-\x20]+|'[^']*'|\"[^\"]*\"))?)")
-# (start, end-of-block pattern or None for "ends at a blank line", can interrupt a paragraph)
-_HTML_STARTS = (
-    (re.compile(r"<(?:script|pre|style|textarea)(?=\s|>|$)", re.I),
-     re.compile(r"</(?:script|pre|style|textarea)>", re.I), True),
-    (re.compile(r"<!--"), re.compile(r"-->"), True),
-    (re.compile(r"<\?"), re.compile(r"\?>"), True),
-    (re.compile(r"<![A-Za-z]"), re.compile(r">"), True),
-    (re.compile(r"<!\[CDATA\["), re.compile(r"\]\]>"), True),
-    (re.compile(r"</?(?:" + _HTML_BLOCK_NAMES + r")(?=\s|/?>|$)", re.I), None, True),
-    (re.compile(r"(?:<[A-Za-z][A-Za-z0-9-]*" + _ATTR + r"*\s*/?>|</[A-Za-z][A-Za-z0-9-]*\s*>)\s*$"),
-     None, False),
-)
-
-# First characters after which a line might start a block.  Every other line is plain
-# paragraph text: the scanner's fast path, which is most lines of real Markdown.
-_SPECIAL_FIRST = frozenset(" \t\r#`~><=-*_+0123456789|:")
-_PARA_BREAKERS = frozenset("\t\r#`~><=-*_+01")
-_LAZY_BREAKERS = frozenset("\t\r#`~><=-*_+0123456789")
-
-PARA, FENCE, CODE, HTML, TABLE = range(5)
-_MAX_NESTING = 20  # markdown-it's own limit (options.maxNesting in the commonmark preset)
-
-
-def _indent(s: str) -> int:
-    return len(s) - len(s.lstrip(" "))
-
-
-def _html_start(s: str):
-    for start, end, interrupts in _HTML_STARTS:
-        if start.match(s):
-            return end, interrupts
-    return None
-
-
-def _table_cells(row: str) -> int:
-    """Cells of a table row as markdown-it counts them (escaped `\\|` is not a divider)."""
-    cells = re.split(r"(?<!\\)\|", row.strip(" \t"))
-    if cells and cells[0].strip() == "":
-        cells.pop(0)
-    if cells and cells[-1].strip() == "":
-        cells.pop()
-    return len(cells)
-
-
-def _table_start(header: str, delim: str) -> bool:
-    """A GFM table starts where a line with `|` is followed by a delimiter row with the same
-    number of cells (markdown-it's rule, which is also why `| A |` over `---` is a table)."""
-    if _indent(header) >= 4 or not _DELIM_ROW.match(delim):
-        return False
-    d = delim.strip(" \t")
-    if len(d) < 2 or (d[0] == "-" and d[1] in " \t"):  # `- x` is a list item, not a delimiter
-        return False
-    parts = d.split("|")
-    n = 0
-    for k, part in enumerate(parts):
-        part = part.strip(" \t")
-        if not part:
-            if k in (0, len(parts) - 1):
-                continue
-            return False
-        if not _DELIM_CELL.fullmatch(part):
-            return False
-        n += 1
-    return n > 0 and n == _table_cells(header)
-
-
-def _interrupts(s: str) -> bool:
-    """Does line `s` start a block that ends a lazy continuation (markdown-it's terminator
-    list for block quotes and lists: fence, quote, rule, list item, HTML 1-6, ATX)?"""
-    ind = _indent(s)
-    if ind >= 4:
-        return False
-    c = s[ind]
-    if c == "#":
-        return _ATX.match(s) is not None
-    if c in "`~":
-        m = _FENCE_OPEN.match(s)
-        return m is not None and not (m.group(2)[0] == "`" and "`" in m.group(3))
-    if c == ">":
-        return True
-    if c == "<":
-        h = _html_start(s[ind:])
-        return h is not None and h[1]
-    if c in "-*_" and _HR.match(s):
-        return True
-    return (c in "-*+" or "0" <= c <= "9") and _LIST.match(s) is not None
-
-
-class _Scanner:
-    """CommonMark block structure at one nesting level, fed one line at a time.
-
-    The top level (out is a list) records its blocks as [kind, first_line, end_line, info];
-    nested levels (inside a list item) only keep state, because only top-level blocks
-    become chunk units — but a nested open paragraph decides whether an unindented line
-    is a lazy continuation of the item or ends it.
-    """
-
-    __slots__ = ("leaf", "fence_char", "fence_len", "html_end", "child_kind", "child",
-                 "child_indent", "item_empty", "quote_empty", "out", "cur", "depth")
-
-    def __init__(self, out: list | None = None, depth: int = 0):
-        self.depth = depth
-        self.leaf = None
-        self.fence_char = ""
-        self.fence_len = 0
-        self.html_end = None
-        self.child_kind = None  # "quote" or "item"
-        self.child: _Scanner | None = None
-        self.child_indent = 0
-        self.item_empty = False
-        self.quote_empty = False
-        self.out = out
-        self.cur = None
-
-    # -- recording (top level only) --
-    def _open(self, kind: str, i: int, info=None) -> None:
-        if self.out is not None:
-            self.cur = [kind, i, i + 1, info]
-            self.out.append(self.cur)
-
-    def _extend(self, i: int) -> None:
-        if self.cur is not None:
-            self.cur[2] = i + 1
-
-    def _single(self, kind: str, i: int, info=None) -> None:
-        self.leaf = None
-        self._open(kind, i, info)
-        self.cur = None
-
-    def _leaf(self, leaf: int, kind: str, i: int) -> None:
-        self.leaf = leaf
-        self._open(kind, i)
-
-    def lazy_ok(self) -> bool:
-        """Would an unindented plain line continue this level's innermost paragraph?"""
-        if self.child_kind == "item":
-            return self.child.lazy_ok()
-        if self.child_kind == "quote":
-            return not self.quote_empty and self.child.lazy_ok()
-        return self.leaf == PARA
-
-    def close(self) -> None:
-        self.child_kind = self.child = None
-        self.leaf = None
-        self.cur = None
-
-    def blank(self, i: int) -> None:
-        kind = self.child_kind
-        if kind == "item":
-            if not self.item_empty:
-                self.child.blank(i)
-                return
-            # An item that starts with an empty line and is followed by another ends there.
-            self.close()
-            return
-        if kind == "quote":  # a blank line ends a block quote (`>` alone does not)
-            self.close()
-            return
-        leaf = self.leaf
-        if leaf == FENCE or leaf == CODE or (leaf == HTML and self.html_end is not None):
-            return  # these continue across blank lines; the span ends at their last non-blank line
-        self.leaf = None
-        self.cur = None
-
-    def _quote_line(self, s: str, ind: int, i: int) -> None:
-        rest = s[ind + 1:]
-        if rest[:1] == " ":
-            rest = rest[1:]
-        self.quote_empty = rest.strip(" \t") == ""
-        if self.quote_empty:
-            self.child.blank(i)
-        else:
-            self.child.feed(rest, i, None)
-
-    def feed(self, s: str, i: int, nxt: str | None) -> None:
-        """One non-blank line `s` (tabs expanded, no line end); `nxt` is the next line when
-        a table could start here (only looked at for lines containing `|`)."""
-        if self.depth >= _MAX_NESTING:
-            # markdown-it stops looking inside containers nested this deep, and so do we:
-            # without a limit `> > > ...` recursed past Python's stack and deep lists went quadratic.
-            self.leaf = PARA
-            return
-        kind = self.child_kind
-        if kind is not None:
-            ind = _indent(s)
-            if kind == "item":
-                w = self.child_indent
-                if ind >= w:
-                    self.item_empty = False
-                    self.child.feed(s[w:], i, None)
-                    self._extend(i)
-                    return
-                if not self.item_empty and self.child.lazy_ok() and not _interrupts(s):
-                    self._extend(i)
-                    return
-            else:
-                if ind < 4 and s[ind] == ">":
-                    self._quote_line(s, ind, i)
-                    self._extend(i)
-                    return
-                # A lazy line continues a paragraph inside the quote, and nothing else.
-                if not self.quote_empty and self.child.lazy_ok() and not _interrupts(s):
-                    self._extend(i)
-                    return
-            self.close()
-        leaf = self.leaf
-        if leaf is not None and leaf != PARA:
-            if leaf == FENCE:
-                m = _FENCE_OPEN.match(s)
-                self._extend(i)
-                if (m and m.group(2)[0] == self.fence_char and len(m.group(2)) >= self.fence_len
-                        and m.group(3).strip(" \t") == ""):
-                    self.leaf = None  # a closing fence: same character, at least as long
-                    if self.cur is not None:
-                        self.cur[3] = "closed"
-                    self.cur = None
-                return
-            if leaf == HTML:
-                self._extend(i)
-                if self.html_end is not None and self.html_end.search(s):
-                    self.leaf = None
-                    self.cur = None
-                return
-            if leaf == CODE:
-                if _indent(s) >= 4:
-                    self._extend(i)
-                    return
-            elif leaf == TABLE:
-                if _indent(s) < 4 and not _interrupts(s):
-                    self._extend(i)  # any other non-blank line is a row, pipes or not
-                    return
-            self.leaf = None
-            self.cur = None
-        para = self.leaf == PARA
-        ind = _indent(s)
-        if ind >= 4:
-            if para:  # indented code cannot interrupt a paragraph
-                self._extend(i)
-            else:
-                self._leaf(CODE, "code", i)
-            return
-        if nxt is not None and "|" in s and _table_start(s, nxt):
-            self._leaf(TABLE, "table", i)
-            return
-        c = s[ind]
-        if c == "#":
-            m = _ATX.match(s)
-            if m:
-                title = _ATX_CLOSE.sub("", m.group(2) or "").strip(" \t")
-                self._single("heading", i, (len(m.group(1)), title))
-                return
-        elif c == "`" or c == "~":
-            m = _FENCE_OPEN.match(s)
-            if m and not (c == "`" and "`" in m.group(3)):
-                self.leaf = FENCE
-                self.fence_char, self.fence_len = c, len(m.group(2))
-                self._open("fence", i)
-                return
-        elif c == ">":
-            self.leaf = None
-            self.child_kind = "quote"
-            self.child = _Scanner(depth=self.depth + 1)
-            self._quote_line(s, ind, i)
-            self._open("quote", i)
-            return
-        elif c == "<":
-            h = _html_start(s[ind:])
-            if h is not None and (h[1] or not para):
-                self.leaf = HTML
-                self.html_end = h[0]
-                self._open("html", i)
-                if h[0] is not None and h[0].search(s[ind:]):
-                    self.leaf = None
-                    self.cur = None
-                return
-        if para and (c == "=" or c == "-") and _SETEXT.match(s):
-            # A setext underline turns the whole open paragraph into a heading.
-            if self.cur is not None:
-                self.cur[0] = "heading"
-                self.cur[3] = (1 if c == "=" else 2, None)
-                self.cur[2] = i + 1
-            self.leaf = None
-            self.cur = None
-            return
-        if c in "-*_" and _HR.match(s):
-            self._single("hr", i)
-            return
-        if c in "-*+" or "0" <= c <= "9":
-            m = _LIST.match(s)
-            if m:
-                after = s[m.end():]
-                empty = after.strip(" \t") == ""
-                # Only a non-empty bullet or an ordered item starting at 1 interrupts a paragraph.
-                if not (para and (empty or (m.group(2) is not None and int(m.group(2)) != 1))):
-                    sp = _indent(after)
-                    w = m.end() + (1 if empty or sp > 4 else sp)
-                    self.leaf = None
-                    self.child_kind = "item"
-                    self.child = _Scanner(depth=self.depth + 1)
-                    self.child_indent = w
-                    self.item_empty = empty
-                    if not empty:
-                        self.child.feed(s[w:], i, None)
-                    self._open("item", i)
-                    return
-        if para:
-            self._extend(i)
-        else:
-            self._leaf(PARA, "para", i)
-
-
-def _norm(line: str) -> str:
-    if line.endswith("\r"):
-        line = line[:-1]
-    if "\t" in line:
-        line = line.expandtabs(4)
-    return line
-
-
-def front_matter_end(lines: list[str]) -> int:
-    """Number of lines of YAML front matter at the top (`---` ... `---` or `...`), or 0.
-
-    Front matter is metadata, not prose: without this, markdown-it reads its closing `---`
-    as a setext underline and the last YAML line becomes a bogus heading."""
-    if not lines or _norm(lines[0]).rstrip(" \t") != "---":
-        return 0
-    for j in range(1, len(lines)):
-        s = _norm(lines[j]).rstrip(" \t")
-        if s == "..." or (len(s) >= 3 and s == "-" * len(s)):
-            return j + 1
-    return 0
-
-
-def scan_blocks(lines: list[str], first: int, markers: bool) -> tuple[list, list]:
-    """Top-level blocks [kind, first_line, end_line, info] and page-marker lines [(i, N)].
-
-    With `markers`, a page-marker line is structure, not text: it ends the open paragraph
-    like a blank line (a page break is a paragraph break for the chunker).  A fence, raw
-    HTML, indented code or a list item that goes on after the marker holds it; otherwise
-    the marker is a block of its own, which the packer attaches to the block after it."""
-    blocks: list = []
-    marks: list = []
-    held: list = []  # marker lines met while a block that may continue was open
-    held_rec = held_at = None
-    top = _Scanner(blocks)
-    n = len(lines)
-    special = _SPECIAL_FIRST
-    for i in range(first, n):
-        s = lines[i]
-        c = s[:1]
-        # Fast paths for the common top-level cases; anything unusual goes the long way.
-        if held:
-            pass
-        elif top.child_kind is None:
-            leaf = top.leaf
-            if leaf == PARA:
-                # Only these first characters can interrupt a paragraph (digits: only `1.`,
-                # `1)`, `01.` ...), and `|` may start a table; an indented line continues.
-                ls = s.lstrip(" ")
-                c = ls[:1]
-                if c and (len(s) - len(ls) >= 4 or (c not in _PARA_BREAKERS and "|" not in s)):
-                    if c != "\r" and c != "\t":
-                        top.cur[2] = i + 1
-                        continue
-            elif leaf is None:
-                c = s[:1]
-                if c and c not in special and "|" not in s:
-                    top._leaf(PARA, "para", i)
-                    continue
-            elif leaf == FENCE:
-                # Only a line starting (after up to 3 spaces) with the fence character can close it.
-                ls = s.lstrip(" ")
-                if ls[:1] != top.fence_char or len(s) - len(ls) > 3:
-                    if ls.strip() and not (markers and ls.startswith("--- page ")):
-                        top.cur[2] = i + 1
-                        continue
-                    if not ls.strip():
-                        continue
-            elif leaf == HTML:
-                # A raw HTML block runs to a blank line or to its end string.
-                end = top.html_end
-                if s.strip(" \t\r") and not (markers and s.startswith("--- page ")):
-                    top.cur[2] = i + 1
-                    if end is not None and end.search(s):
-                        top.leaf = None
-                        top.cur = None
-                    continue
-            elif leaf == TABLE:
-                if s[:1] == "|":
-                    top.cur[2] = i + 1
-                    continue
-            elif leaf == CODE:
-                if s.startswith("    ") and s.strip():
-                    top.cur[2] = i + 1
-                    continue
-        elif top.child_kind == "item" and not top.item_empty:
-            # Lists of one-paragraph items are most of what API docs are made of.
-            ch = top.child
-            if ch.child_kind is None and ch.leaf == PARA:
-                ls = s.lstrip(" ")
-                c = ls[:1]
-                ind = len(s) - len(ls)
-                if c and c != "\r" and c != "\t":
-                    w = top.child_indent
-                    if ind >= w:
-                        if ind - w >= 4 or (c not in _PARA_BREAKERS and "|" not in s):
-                            top.cur[2] = i + 1  # the item's paragraph goes on
-                            continue
-                    elif c not in _LAZY_BREAKERS and "|" not in s:
-                        top.cur[2] = i + 1  # a lazy continuation line
-                        continue
-                    elif (ind < 4 and c in "-*+" and ls[1:2] == " " and "|" not in s and "\t" not in s
-                          and (ls.count(c) < 3 or not _HR.match(_norm(ls)))):
-                        after = ls[1:]
-                        content = after.lstrip(" ")
-                        sp = len(after) - len(content)
-                        if content and content[0] != "\r" and sp <= 4:
-                            # the next bullet item: close this one, open its sibling
-                            top.close()
-                            top.child_kind, top.child = "item", _Scanner(depth=1)
-                            top.child_indent, top.item_empty = ind + 1 + sp, False
-                            if content[0] not in special and "|" not in content:
-                                top.child.leaf = PARA
-                            else:
-                                top.child.feed(_norm(content), i, None)
-                            top._open("item", i)
-                            continue
-        c = s[:1]
-        s = _norm(s)
-        if not s.strip(" \t"):
-            top.blank(i)
-            continue
-        if markers and c == "-" and s.startswith("--- page ") and _MARKER.fullmatch(s):
-            marks.append((i, int(_MARKER.fullmatch(s).group(1))))
-            top.blank(i)
-            if top.cur is None:
-                blocks.append(["marker", i, i + 1, None])
-            else:
-                # A fence, raw HTML, a list item or indented code may go on after the
-                # break: the marker is inside it if it does, a block of its own if not.
-                if not held:
-                    held_rec, held_at = top.cur, len(blocks)
-                held.append(i)
-            continue
-        if held:
-            _settle(blocks, held, held_rec, held_at, top, s, i, lines)
-            held = []
-            continue
-        nxt = _norm(lines[i + 1]) if "|" in s and i + 1 < n else None
-        top.feed(s, i, nxt)
-    if held:
-        blocks[held_at:held_at] = [["marker", j, j + 1, None] for j in held if j >= held_rec[2]]
-    return blocks, marks
-
-
-def _settle(blocks, held, rec, at, top, s, i, lines) -> None:
-    """Feed line i, then place the held marker lines inside `rec` or as their own blocks."""
-    n = len(lines)
-    nxt = _norm(lines[i + 1]) if "|" in s and i + 1 < n else None
-    top.feed(s, i, nxt)
-    outside = [j for j in held if j >= rec[2]]  # the block ended before these markers
-    blocks[at:at] = [["marker", j, j + 1, None] for j in outside]
 
 
 # --------------------------------------------------------------------------------------
@@ -656,135 +145,8 @@ class _Unit:
         self.path = None  # a heading unit's heading_path
 
 
-class _Doc:
-    """One document's text with its line table, page markers and budget helpers."""
 
-    def __init__(self, text: str, settings: Settings, lines: list[str] | None = None):
-        self.text = text
-        self.s = settings
-        self.lines = lines if lines is not None else text.split("\n")
-        # Offsets of line starts, computed in C (this runs over every line of the corpus).
-        self.starts = list(accumulate(map((1).__add__, map(len, self.lines)), initial=0))
-        first_nl = text.find("\n")
-        self.nl = "\r\n" if first_nl > 0 and text[first_nl - 1] == "\r" else "\n"
-        self.mark_starts: list[int] = []
-        self.mark_pages: list[int] = []
-        self.strip_cum = [0]  # prefix sums of removed marker-line lengths (strip mode)
-        self.cont_reserve = (0, 0)
-        self.by_words = settings.unit == "words"
-
-    def line_end(self, j: int) -> int:
-        ln = self.lines[j]
-        return self.starts[j] + len(ln) - (1 if ln.endswith("\r") else 0)
-
-    def set_markers(self, marks: list) -> None:
-        for i, page in marks:
-            self.mark_starts.append(self.starts[i])
-            self.mark_pages.append(page)
-            if self.s.page_markers == "strip":
-                self.strip_cum.append(self.strip_cum[-1] + (self.starts[i + 1] - self.starts[i]))
-        if marks and self.s.page_markers == "track":
-            # Every chunk may need a `--- page N (cont.) ---` line; reserving its size up
-            # front keeps "added parts count toward max" true without re-packing.
-            probe = self.cont_line(max(self.mark_pages))
-            self.cont_reserve = (count_words(probe), len(probe))
-
-    # -- pages --
-    def page_at(self, pos: int) -> int | None:
-        if not self.mark_starts:
-            return None
-        k = bisect.bisect_right(self.mark_starts, pos) - 1
-        if k >= 0:
-            return self.mark_pages[k]
-        first = self.mark_pages[0]
-        return first - 1 if first > 1 else None  # text before the first marker
-
-    def cont_line(self, page: int) -> str:
-        return f"--- page {page} (cont.) ---{self.nl}"
-
-    # -- sizes --
-    def stripped(self, start: int, end: int) -> tuple[int, int]:
-        """(words, chars) of marker lines removed from [start, end) in strip mode."""
-        if len(self.strip_cum) == 1:
-            return 0, 0
-        a = bisect.bisect_left(self.mark_starts, start)
-        b = bisect.bisect_left(self.mark_starts, end)
-        return 4 * (b - a), self.strip_cum[b] - self.strip_cum[a]
-
-    def words(self, start: int, end: int) -> int:
-        if not self.by_words:
-            return 0  # sizes in chars or tokens never look at word counts
-        w = count_words(self.text[start:end])
-        if len(self.strip_cum) > 1:
-            w -= self.stripped(start, end)[0]
-        return w
-
-    def size(self, words: int, start: int, end: int, extra: str = "") -> int:
-        # Called for every block and candidate chunk: kept flat on purpose.
-        if self.by_words:
-            if extra:
-                words += count_words(extra)
-            return words + self.cont_reserve[0]
-        chars = end - start + self.cont_reserve[1]
-        if len(self.strip_cum) > 1:
-            chars -= self.stripped(start, end)[1]
-        if extra:
-            chars += len(extra)
-        return chars if self.s.unit == "chars" else -(-chars // 4)
-
-    def reserve(self) -> int:
-        """The continuation-marker room that size() includes, in the budget unit."""
-        return measure(*self.cont_reserve, self.s.unit)
-
-    def body(self, start: int, end: int) -> str:
-        """The span as chunk text: with strip, marker lines inside it are left out."""
-        if len(self.strip_cum) == 1:
-            return self.text[start:end]
-        a = bisect.bisect_left(self.mark_starts, start)
-        b = bisect.bisect_left(self.mark_starts, end)
-        if a == b:
-            return self.text[start:end]
-        parts, pos = [], start
-        for k in range(a, b):
-            ms = self.mark_starts[k]
-            parts.append(self.text[pos:ms])
-            nl = self.text.find("\n", ms)
-            pos = min(end, nl + 1 if nl >= 0 else end)
-        parts.append(self.text[pos:end])
-        return "".join(parts)
-
-    # -- cutting an oversized region into atoms no larger than cap --
-    def atoms(self, first_line: int, end_line: int, cap: int) -> Iterable[tuple[int, int, int]]:
-        """(start, end, words) of lines; a line over `cap` as runs of words; a word over
-        `cap` as runs of grapheme clusters, so even text without spaces keeps the ceiling
-        and no cut splits an emoji sequence or a letter from its combining accent."""
-        for j in range(first_line, end_line):
-            a, b = self.starts[j], self.line_end(j)
-            if not self.text[a:b].strip():
-                continue
-            w = self.words(a, b)
-            if self.size(w, a, b) <= cap:
-                yield a, b, w
-                continue
-            first_word = True
-            for m in re.finditer(r"\S+", self.text[a:b]):
-                ws, we = a + m.start(), a + m.end()
-                if first_word:
-                    ws, first_word = a, False  # the line's indentation stays with its first word
-                wu = _units(we - ws)
-                if self.size(wu, ws, we) <= cap:
-                    yield ws, we, wu
-                    continue
-                g0 = ws
-                for g in regex.finditer(r"\X", self.text[ws:we]):
-                    gs, ge = ws + g.start(), ws + g.end()
-                    if gs > g0 and self.size(_units(ge - g0), g0, ge) > cap:
-                        yield g0, gs, _units(gs - g0)
-                        g0 = gs
-                yield g0, we, _units(we - g0)
-
-
-def _pieces(doc: _Doc, atoms, cap_first: int, cap: int, prefix: str, suffix: str) -> list[_Unit]:
+def _pieces(doc: DocText, atoms, cap_first: int, cap: int, prefix: str, suffix: str) -> list[_Unit]:
     """Greedy runs of atoms, each run within its cap (the first may have less room)."""
     out: list[_Unit] = []
     cur_s = cur_e = -1
@@ -812,7 +174,7 @@ def _pieces(doc: _Doc, atoms, cap_first: int, cap: int, prefix: str, suffix: str
     return out
 
 
-def _split_block(doc: _Doc, block, room: int) -> list[_Unit]:
+def _split_block(doc: DocText, block, room: int) -> list[_Unit]:
     """Cut a block larger than max.  A fence is cut between lines and every piece is
     re-fenced with the same fence and info string; a table between rows, every piece
     repeating the header and delimiter rows; anything else between lines."""
@@ -822,7 +184,7 @@ def _split_block(doc: _Doc, block, room: int) -> list[_Unit]:
     lines = doc.lines
     if kind == "fence" and end - first >= 2:
         opening = lines[first].rstrip("\r")
-        m = _FENCE_OPEN.match(_norm(lines[first]))
+        m = FENCE_OPEN.match(norm(lines[first]))
         closed = block[3] == "closed"
         fence = m.group(1) + m.group(2)
         prefix, suffix = opening + nl, nl + fence
@@ -874,11 +236,11 @@ def _rstrip_end(text: str, a: int, b: int) -> int:
     return b
 
 
-def _extra_size(doc: _Doc, extra: str) -> int:
+def _extra_size(doc: DocText, extra: str) -> int:
     return measure(count_words(extra), len(extra), doc.s.unit)
 
 
-def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
+def _pack(doc: DocText, units: list, blocks_of: list) -> list[list[_Unit]]:
     """Greedy packing of one section's units into chunks (lists of units)."""
     s = doc.s
     target, mx, mn = s.target, s.max, s.min
@@ -995,6 +357,14 @@ def _pack(doc: _Doc, units: list, blocks_of: list) -> list[list[_Unit]]:
     return chunks
 
 
+def _open_level(levels: list[str], level: int, title: str, base: list[str]) -> list[str]:
+    """A heading of `level` closes the deeper ones and replaces its own: the new path."""
+    del levels[level - 1:]
+    levels.extend([""] * (level - 1 - len(levels)))
+    levels.append(title)
+    return _heading_path(list(levels), list(base))
+
+
 def _heading_path(levels: list[str], base: list[str]) -> list[str]:
     path = base + levels
     while path and path[-1] == "":
@@ -1002,7 +372,7 @@ def _heading_path(levels: list[str], base: list[str]) -> list[str]:
     return path
 
 
-def _emit(doc: _Doc, chunk: list[_Unit], path: list[str], first_chunk: bool) -> dict:
+def _emit(doc: DocText, chunk: list[_Unit], path: list[str], first_chunk: bool) -> dict:
     start, end = chunk[0].start, chunk[-1].end
     prefix = chunk[0].prefix
     page_start = page_end = None
@@ -1019,16 +389,34 @@ def _emit(doc: _Doc, chunk: list[_Unit], path: list[str], first_chunk: bool) -> 
             "page_start": page_start, "page_end": page_end}
 
 
-def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
-    lines = doc.lines
-    first = front_matter_end(lines)
-    blocks, marks = scan_blocks(lines, first, doc.s.page_markers != "keep")
+def _blocks(doc: DocText, fmt: str, base: list[str], outline) -> list:
+    """The document's top-level blocks, by its format's own structure (SPEC rule 9)."""
+    markers = doc.s.page_markers != "keep"
+    if fmt in ("text", "pdf"):  # no heading syntax: paragraphs, and a PDF's outline
+        blocks, marks = plain_blocks(doc.lines, markers)
+        if fmt == "pdf" and outline:
+            blocks = place_outline(doc.lines, blocks, outline)
+        doc.set_markers(marks)
+        return blocks
+    first = front_matter_end(doc.lines)
+    blocks, marks = scan_blocks(doc.lines, first, markers)
     doc.set_markers(marks)
+    if not first:
+        return blocks
+    # Front matter is text the user wrote (rule 9): it gets a chunk of its own.  The title
+    # it gives heads that chunk and what follows, until the document's own level-1
+    # heading (if any) takes over, as it would as the page's `<h1>` on the built site.
+    title = None if base else front_matter_title(doc.text)
+    return [["heading", 0, first, (1, title)] if title else ["front", 0, first, None]] + blocks
+
+
+def _chunk_blocks(doc: DocText, base: list[str], blocks: list) -> list[dict]:
+    lines = doc.lines
     track = doc.s.page_markers == "track"
     out: list[dict] = []
-    levels: list[str] = []
     sec_units: list[_Unit] = []
     sec_blocks: list = []
+    levels: list[str] = []
     sec_path = _heading_path([], list(base))
     heading_only = False
     last_level = 0
@@ -1071,6 +459,17 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
                 ms, me = doc.starts[b[1]], doc.line_end(b[1])
                 pending = (pending[0] if pending else ms, (pending[1] if pending else 0) + 4, me)
             continue
+        if b[1] == b[2]:  # a PDF outline entry whose title its page does not print
+            level, title = b[3]
+            path = _open_level(levels, level, plain_heading(title), base)
+            if sec_units and heading_only and level > last_level:
+                sec_units[-1].path = path  # a chain, as for heading lines: the deeper path
+            else:
+                if sec_units:
+                    flush()
+                sec_units, sec_blocks, heading_only, before_path = [], [], False, sec_path
+            sec_path, last_level = path, level
+            continue
         start, end = doc.starts[b[1]], doc.line_end(b[2] - 1)
         u = _Unit(start, end, 0)  # words are counted in flush(), only when needed
         if pending:  # a page marker opens the page: it goes with what follows it
@@ -1078,12 +477,9 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
         if kind == "heading":
             level, title = b[3]
             if title is None:  # setext: the paragraph lines above the underline
-                title = " ".join(_norm(lines[j]).strip() for j in range(b[1], b[2] - 1))
-            title = plain_heading(title)
+                title = " ".join(norm(lines[j]).strip() for j in range(b[1], b[2] - 1))
             prev_path = sec_path
-            del levels[level - 1:]
-            levels.extend([""] * (level - 1 - len(levels)))
-            levels.append(title)
+            path = _open_level(levels, level, plain_heading(title), base)
             u.heading = True
             if sec_units and heading_only and level > last_level:
                 # "# Guide" directly followed by "## Install": one section, the deeper path.
@@ -1095,7 +491,7 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
                 sec_units, sec_blocks = [u], [b]
                 heading_only = True
                 before_path = prev_path
-            sec_path = u.path = _heading_path(list(levels), list(base))
+            sec_path = u.path = path
             last_level = level
             continue
         sec_units.append(u)
@@ -1113,95 +509,19 @@ def _chunk_markdown(doc: _Doc, base: list[str]) -> list[dict]:
 
 
 # --------------------------------------------------------------------------------------
-# CSV
-# --------------------------------------------------------------------------------------
-
-
-def csv_records(doc: _Doc, quote: str = '"') -> list[tuple[int, int]]:
-    """Line ranges [first, end) of CSV records: a quoted field may hold newlines, so a
-    record ends only at a line end outside quotes (an odd quote count flips the state;
-    a doubled quote inside a field counts twice and changes nothing).  Stage 01 keeps the
-    file's own text; `"` is the quote character of every dialect its sniffer reports here."""
-    recs = []
-    inside = False
-    first = None
-    for j, ln in enumerate(doc.lines):
-        if first is None:
-            if not inside and not ln.strip():
-                continue
-            first = j
-        if ln.count(quote) % 2:
-            inside = not inside
-        if not inside:
-            recs.append((first, j + 1))
-            first = None
-    if first is not None:
-        recs.append((first, len(doc.lines)))
-    return recs
-
-
-def _chunk_csv(doc: _Doc, name: str) -> list[dict]:
-    """CSV: every chunk starts with the header row and holds whole records.  CSVs have no
-    blank lines or headings to cut at, so the budget is the only thing that ends a chunk;
-    a single record larger than `max` stays whole (cutting it would leave broken CSV)."""
-    recs = csv_records(doc)
-    if not recs:
-        return []
-    s = doc.s
-    h0, h1 = recs[0]
-    hs, he = doc.starts[h0], doc.line_end(h1 - 1)
-    header = doc.text[hs:he] + doc.nl
-    if len(recs) == 1:
-        return [{"heading_path": [name], "text": doc.text[hs:he], "start_char": hs, "end_char": he,
-                 "page_start": None, "page_end": None}]
-    out = []
-    groups: list[list[int]] = []  # [first_rec, last_rec, words]
-    cur = None
-    for k in range(1, len(recs)):
-        a, b = doc.starts[recs[k][0]], doc.line_end(recs[k][1] - 1)
-        w = doc.words(a, b)
-        if cur is not None:
-            cs = doc.starts[recs[cur[0]][0]]
-            new = doc.size(cur[2] + w, cs, b, header)
-            if new > s.target and not (new <= s.max and doc.size(cur[2], cs, doc.line_end(recs[cur[1]][1] - 1), header) < s.min):
-                groups.append(cur)
-                cur = None
-        if cur is None:
-            cur = [k, k, w]
-        else:
-            cur[1], cur[2] = k, cur[2] + w
-    groups.append(cur)
-    if len(groups) >= 2:  # the last group a runt: join its predecessor if the budget allows
-        p, l = groups[-2], groups[-1]
-        ls_, le = doc.starts[recs[l[0]][0]], doc.line_end(recs[l[1]][1] - 1)
-        ps = doc.starts[recs[p[0]][0]]
-        if doc.size(l[2], ls_, le, header) < s.min and doc.size(p[2] + l[2], ps, le, header) <= s.max:
-            groups[-2:] = [[p[0], l[1], p[2] + l[2]]]
-    for n, (k0, k1, _w) in enumerate(groups):
-        a, b = doc.starts[recs[k0][0]], doc.line_end(recs[k1][1] - 1)
-        if n == 0:  # the first chunk's span starts at the header itself
-            a, text = hs, doc.text[hs:b]
-        else:
-            text = header + doc.text[a:b]
-        out.append({"heading_path": [name, f"rows {k0}–{k1}"], "text": text,
-                    "start_char": a, "end_char": b, "page_start": None, "page_end": None})
-    return out
-
-
-# --------------------------------------------------------------------------------------
 # Fixed windows
 # --------------------------------------------------------------------------------------
 
 
-def _chunk_fixed(doc: _Doc, base: list[str]) -> list[dict]:
+def _chunk_fixed(doc: DocText, base: list[str]) -> list[dict]:
     """Windows of `target` units with `overlap`, cut at whitespace: structure ignored on
     purpose (the baseline), but spans, pages and the ceiling hold as for `heading`."""
     s = doc.s
     marks = []
     if s.page_markers != "keep":
         for i, ln in enumerate(doc.lines):
-            if ln.startswith("--- page ") and _MARKER.fullmatch(_norm(ln)):
-                marks.append((i, int(_MARKER.fullmatch(_norm(ln)).group(1))))
+            if ln.startswith("--- page ") and MARKER.fullmatch(norm(ln)):
+                marks.append((i, int(MARKER.fullmatch(norm(ln)).group(1))))
         doc.set_markers(marks)
     cap = s.target
     words: list[tuple[int, int]] = []
@@ -1216,17 +536,17 @@ def _chunk_fixed(doc: _Doc, base: list[str]) -> list[dict]:
                 k += 1
             if k < len(skip) and skip[k][0] <= a:
                 continue
-        if doc.size(_units(b - a), a, b) > cap:
+        if doc.size(run_units(b - a), a, b) > cap:
             g0 = a
             for g in regex.finditer(r"\X", text[a:b]):
                 gs, ge = a + g.start(), a + g.end()
-                if gs > g0 and doc.size(_units(ge - g0), g0, ge) > cap:
+                if gs > g0 and doc.size(run_units(ge - g0), g0, ge) > cap:
                     words.append((g0, gs))
                     g0 = gs
             words.append((g0, b))
         else:
             words.append((a, b))
-    cum = list(accumulate((_units(b - a) for a, b in words), initial=0))  # budget words so far
+    cum = list(accumulate((run_units(b - a) for a, b in words), initial=0))  # budget words so far
     reserve = doc.reserve()
     out = []
     i, n = 0, len(words)
@@ -1255,21 +575,24 @@ def _chunk_fixed(doc: _Doc, base: list[str]) -> list[dict]:
 
 
 def chunk_document(text: str, *, fmt: str = "markdown", title: str | None = None,
-                   settings: Settings = Settings(), name: str | None = None) -> list[dict]:
+                   settings: Settings = Settings(), name: str | None = None,
+                   outline: list[dict] | None = None) -> list[dict]:
     """Chunks of one stage-02 document: dicts with heading_path, text, start_char,
     end_char, page_start, page_end (ordinals, ids and sizes are the caller's).
 
     fmt "csv": records packed under the header ([name, "rows a–b"] headings);
+    fmt "text" and "pdf": paragraphs, no heading syntax; a PDF's `outline`
+    ({level, title, page} entries, from stage 01) gives its headings;
     fmt "beir": heading paths start with the record's title; anything else: Markdown."""
     if not text or not text.strip():
         return []  # an empty document gives no chunks and no error
-    doc = _Doc(text, settings)
+    doc = DocText(text, settings)
     base = [title or ""] if fmt == "beir" else []
     if fmt == "csv" and settings.strategy == "heading":
-        return _chunk_csv(doc, name or title or "")
+        return chunk_csv(doc, name or title or "")
     if settings.strategy == "fixed":
         return _chunk_fixed(doc, base)
-    return _chunk_markdown(doc, base)
+    return _chunk_blocks(doc, base, _blocks(doc, fmt, base, outline))
 
 
 def finish(chunks: list[dict], doc_id: str) -> list[dict]:
@@ -1314,7 +637,7 @@ def run(ctx) -> None:
     docs = chunks_out = 0
 
     def rows_in():
-        for batch in ctx.iter_upstream(columns=["doc_id", "format", "path", "title", "text"]):
+        for batch in ctx.iter_upstream(columns=["doc_id", "format", "path", "title", "text", "outline"]):
             yield from batch.to_pylist()
 
     with ctx.sink("03_chunks.parquet", schema) as sink:
@@ -1323,7 +646,7 @@ def run(ctx) -> None:
             doc_id = row["doc_id"]
             chunks = chunk_document(row["text"] or "", fmt=row["format"] or "markdown",
                                     title=row["title"], settings=settings,
-                                    name=PurePosixPath(doc_id).name)
+                                    name=PurePosixPath(doc_id).name, outline=row["outline"])
             for c in finish(chunks, doc_id):
                 c["doc_id"], c["path"], c["format"] = doc_id, row["path"] or [], row["format"]
                 for k in COLUMNS:

@@ -93,6 +93,34 @@ def make_ours():
     return run
 
 
+def make_baseline(repo: Path):
+    """Stage 03 of another checkout (`--baseline PATH`), to compare a change in one run."""
+    import importlib.util
+
+    def make():
+        saved = {k: v for k, v in sys.modules.items() if k == "pipekit" or k.startswith("pipekit.")}
+        for k in saved:
+            del sys.modules[k]
+        sys.path.insert(0, str(repo))
+        try:
+            spec = importlib.util.spec_from_file_location("baseline_03", repo / "03_chunking.py")
+            ch = importlib.util.module_from_spec(spec)
+            sys.modules["baseline_03"] = ch
+            spec.loader.exec_module(ch)
+        finally:
+            sys.path.pop(0)
+            for k in [k for k in sys.modules if k == "pipekit" or k.startswith("pipekit.")]:
+                sys.modules[f"baseline_{k}"] = sys.modules.pop(k)
+            sys.modules.update(saved)
+        s = ch.Settings(target=TARGET_CHARS, max=MAX_CHARS, min=100, unit="chars")
+
+        def run(text, fmt="markdown"):
+            out = ch.chunk_document(text, fmt=fmt, settings=s, name="fixture.csv")
+            return [c["text"] for c in out], [c["heading_path"] for c in out]
+        return run
+    return make
+
+
 def make_langchain():
     from langchain_text_splitters import (Language, MarkdownHeaderTextSplitter,
                                           RecursiveCharacterTextSplitter)
@@ -161,7 +189,11 @@ def main() -> None:
     ap.add_argument("--build", action="store_true")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--only", default=None, help="run only chunkers whose name contains this")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="also time stage 03 of this other checkout (before/after a change)")
     args = ap.parse_args()
+    if args.baseline:
+        PEERS[f"baseline ours ({args.baseline})"] = make_baseline(args.baseline.resolve())
     if args.build:
         build()
         return

@@ -11,7 +11,7 @@ read it, or given a row that says why not.  This module is that promise in code:
   *does* stop the run (a corpus with a broken line is a broken corpus, not one bad file).
 
 Formats: Markdown and plain text as decoded; PDF per page through PDFium with a
-`--- page N ---` line before each page; HTML converted to Markdown so that stage 03's
+`--- page N ---` line before each page, and its outline (bookmarks) in `outline`; HTML converted to Markdown so that stage 03's
 heading, list, table and code rules apply; CSV kept as its original lines (stage 03
 cuts between records and must give exact spans into the text, so we never re-serialise).
 """
@@ -20,23 +20,23 @@ from __future__ import annotations
 import codecs
 import csv
 import errno
-import functools
 import io
 import json
 import os
 import re
 import stat
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import yaml
 
 from pipekit.errors import PipelineError
+from pipekit.html_markdown import html_to_markdown
+from pipekit.markdown_blocks import front_matter_title
+from pipekit.pages import read_outline
 
 COLUMNS = ("doc_id", "source", "format", "text", "status", "error", "path", "title",
-           "encoding", "page_labels", "note", "n_bytes")
+           "encoding", "page_labels", "note", "n_bytes", "outline")
 
 FORMATS = {
     ".md": "markdown", ".markdown": "markdown",
@@ -343,28 +343,6 @@ def read_markdown(data: bytes) -> dict:
     return row
 
 
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
-
-
-def front_matter_title(text: str) -> str | None:
-    """`title:` of a leading `---` YAML block; None if absent or not plain YAML.
-
-    Static-site generators keep a page's real title there, and the chunker leaves front
-    matter out of every chunk, so this is the one place it can be kept.  Malformed front
-    matter is not an error: the document is still a good document without a title."""
-    m = _FRONT_MATTER.match(text)
-    if not m:
-        return None
-    try:
-        meta = yaml.safe_load(m.group(1))
-    except yaml.YAMLError:
-        return None
-    title = meta.get("title") if isinstance(meta, dict) else None
-    if not isinstance(title, (str, int, float)):
-        return None
-    return " ".join(str(title).split()) or None
-
-
 # ---- encodings
 
 _BOMS = (  # UTF-32 first: its little-endian BOM begins with UTF-16's
@@ -515,6 +493,7 @@ def read_pdf(data: bytes) -> dict:
                 empty.append(index + 1)
         labels = [pdf.get_page_label(i) for i in range(len(pdf))]
         title = (pdf.get_metadata_value("Title") or "").strip() or None
+        outline = read_outline(pdf)  # the PDF's own headings, for stage 03's heading_path
     finally:
         pdf.close()
     notes = [f"{len(pages)} page{'s' if len(pages) != 1 else ''}"]
@@ -529,8 +508,10 @@ def read_pdf(data: bytes) -> dict:
         if empty:
             notes.append(f"no text on page{'s' if len(empty) > 1 else ''} {_ranges(empty)}")
         text = "".join(f"--- page {n} ---\n{_ends_line(t)}" for n, t in enumerate(pages, 1))
+    if outline:
+        notes.append(f"outline of {len(outline)} entr{'ies' if len(outline) != 1 else 'y'}")
     return {"text": text, "title": title, "note": "; ".join(notes),
-            "page_labels": labels if any(labels) else None}
+            "page_labels": labels if any(labels) else None, "outline": outline}
 
 
 def _page_text(pdf, index: int) -> str:
@@ -614,16 +595,10 @@ def _ranges(numbers: list[int]) -> str:
 # ---- HTML
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
-# Elements whose text is not the document: code, styling, site navigation, embeds, and
-# the <title> (already taken for the title column).  Not <head> as a whole: html.parser
-# builds no implied structure, so in a page whose </head> is missing the whole body sits
-# inside <head>, and dropping it dropped the document.
-_DROP_TAGS = ("script", "style", "noscript", "template", "nav", "iframe", "object",
-              "embed", "svg", "canvas", "title", "meta", "link")
 
 
 def read_html(data: bytes) -> dict:
-    """HTML converted to Markdown; `<title>` becomes the title."""
+    """HTML converted to Markdown (pipekit/html_markdown.py); `<title>` becomes the title."""
     declared = _META_CHARSET.search(data[:4096])
     text, encoding, note = decode_text(data, declared.group(1).decode("ascii") if declared else None)
     try:
@@ -633,60 +608,6 @@ def read_html(data: bytes) -> dict:
     except Exception as exc:  # noqa: BLE001 — a parser bug on one page must not stop the folder
         raise Unreadable(f"HTML could not be converted ({type(exc).__name__}: {exc})") from None
     return {"text": markdown, "title": title, "encoding": encoding, "note": note}
-
-
-def html_to_markdown(html: str) -> tuple[str, str | None]:
-    from bs4 import BeautifulSoup, Comment, MarkupResemblesLocatorWarning
-
-    with warnings.catch_warnings():
-        # A page whose whole text looks like a URL or a file name is still a page: bs4's
-        # "did you mean to open this?" warning only confused the stage's output.
-        warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
-        soup = BeautifulSoup(html, "html.parser")
-    title = None
-    if soup.title is not None:
-        title = " ".join(soup.title.get_text().split()) or None
-    for tag in soup.find_all(_DROP_TAGS):
-        tag.decompose()
-    for tag in soup.find_all(attrs={"role": "navigation"}):
-        tag.decompose()
-    for comment in soup.find_all(string=lambda s: isinstance(s, Comment)):
-        comment.extract()
-    markdown = _converter().convert_soup(soup)
-    return re.sub(r"\n{3,}", "\n\n", markdown).strip() + "\n", title
-
-
-@functools.lru_cache(maxsize=1)
-def _converter():
-    import markdownify
-
-    class Converter(markdownify.MarkdownConverter):
-        # A `|` inside a cell would split it into two columns.
-        def convert_td(self, el, text, parent_tags):
-            return super().convert_td(el, text.replace("|", r"\|"), parent_tags)
-
-        def convert_th(self, el, text, parent_tags):
-            return super().convert_th(el, text.replace("|", r"\|"), parent_tags)
-
-        # An image is its alt text: its address is not searchable content, and a saved
-        # page's inline `data:` images are tens of kilobytes of base64 in one "word".
-        def convert_img(self, el, text, parent_tags):
-            return " ".join((el.get("alt") or "").split())
-
-        # A paragraph that begins "# 5 reasons" must not become a heading in stage 03.
-        def escape(self, text, parent_tags):
-            return markdownify.re_escape_misc_hashes.sub(r"\1\\\2", super().escape(text, parent_tags))
-
-    return Converter(heading_style="atx", bullets="-", table_infer_header=True,
-                     escape_underscores=False, code_language_callback=_code_language)
-
-
-def _code_language(el) -> str | None:
-    for node in (el, el.find("code")):
-        for cls in (node.get("class") or []) if node is not None else []:
-            if cls.startswith(("language-", "lang-")):
-                return cls.split("-", 1)[1]
-    return None
 
 
 # ---- CSV

@@ -36,11 +36,13 @@ class Stage:
 
 STAGES: tuple[Stage, ...] = (
     Stage(1, "documents", "01_documents.py", "documents", ("01_documents.parquet",),
-          ("01_documents.py", "pipekit/readers.py")),
+          ("01_documents.py", "pipekit/readers.py", "pipekit/markdown_blocks.py", "pipekit/pages.py",
+           "pipekit/html_markdown.py")),
     Stage(2, "preprocessing", "02_preprocessing.py", "preprocessing", ("02_preprocessed.parquet",),
-          ("02_preprocessing.py",)),
+          ("02_preprocessing.py", "pipekit/pages.py")),
     Stage(3, "chunking", "03_chunking.py", "chunking", ("03_chunks.parquet",),
-          ("03_chunking.py",)),
+          ("03_chunking.py", "pipekit/csv_chunks.py", "pipekit/doctext.py", "pipekit/markdown_blocks.py",
+           "pipekit/structure.py")),
     Stage(4, "indexing", "04_indexing.py", "indexing",
           ("04_chunks.parquet", "04_terms.parquet", "04_postings.parquet"),
           ("04_indexing.py", "pipekit/analyzer.py")),

@@ -5,7 +5,9 @@ words so that it can be committed and so that tests know what each page says.  T
 source text has one page per form-feed-separated block; each block becomes exactly one
 PDF page (the script stops if a block overflows its page, since the page tests rely on
 that mapping).  A short line standing alone as a paragraph, without a full stop, is set
-as a heading.
+as a heading and gets an outline entry (a bookmark), which stage 03 turns into the
+chunks' heading_path.  Every page after the cover has a running header, and every page
+a page number at the bottom: the furniture stage 02 removes.
 
 The PDF is deterministic: a fixed creation date, so regenerating it with the same fpdf2
 version gives the same bytes and the pipeline sees no change.  It carries a Title in
@@ -30,6 +32,7 @@ SOURCE = REPO / "scripts" / "sample_pdf.txt"
 TARGET = REPO / "data" / "sample" / "field-guide.pdf"
 CREATED = datetime(2026, 1, 15, 9, 0, tzinfo=timezone.utc)
 AUTHOR = "Harbor Lane Operations"
+RUNNING_HEADER = "Harbor Lane Operations - on-call pocket guide"
 
 
 def pages_of(text: str) -> list[list[str]]:
@@ -45,8 +48,24 @@ def is_heading(paragraph: str) -> bool:
     return len(paragraph) <= 60 and not paragraph.endswith((".", ":", ",", ";", "?", "!"))
 
 
+class _Guide(FPDF):
+    """Pages after the cover carry a running header and every page a page number: the
+    page furniture stage 02 must recognise and leave out of the text."""
+
+    def header(self):
+        if self.page_no() > 1:
+            self.set_font("helvetica", "I", 9)
+            self.cell(0, 6, RUNNING_HEADER, align="R")
+            self.ln(10)
+
+    def footer(self):
+        self.set_y(-15)
+        self.set_font("helvetica", "", 9)
+        self.cell(0, 8, str(self.page_no()), align="C")
+
+
 def render(pages: list[list[str]], title: str) -> FPDF:
-    pdf = FPDF(format="A4")
+    pdf = _Guide(format="A4")
     pdf.set_creation_date(CREATED)
     pdf.set_title(title)
     pdf.set_author(AUTHOR)
@@ -61,6 +80,9 @@ def render(pages: list[list[str]], title: str) -> FPDF:
         for i, paragraph in enumerate(paragraphs):
             if is_heading(paragraph):
                 size = 18 if number == 1 and i == 0 else 14
+                # each heading is an outline entry (a bookmark): the title at the top
+                # level, the sections below it
+                pdf.start_section(paragraph, level=0 if size == 18 else 1)
                 pdf.set_font("helvetica", "B", size)
                 pdf.multi_cell(0, size * 0.5, paragraph)
                 pdf.ln(2)

@@ -608,6 +608,11 @@ def test_the_bundled_sample_reads_cleanly():
     assert {r["format"] for r in rows.values()} >= {"markdown", "text", "pdf", "html", "csv"}
     pdf = rows["field-guide.pdf"]
     assert pdf["title"] == "Lighthouse On-Call Field Guide" and pdf["page_labels"] == ["i", "1", "2", "3", "4"]
+    # its outline (bookmarks), from which stage 03 takes the heading trail
+    assert [(e["level"], e["title"], e["page"]) for e in pdf["outline"]] == [
+        (1, "Lighthouse On-Call Field Guide", 1), (2, "Reading the dashboards", 2),
+        (2, "The first fifteen minutes", 3), (2, "Alarms you will meet", 4), (2, "Handing over", 5)]
+    assert rows["handbook/operations/runbooks/queue-backlog.md"]["title"] == "Runbook for the QueueBacklog alarm"
 
 
 # --------------------------------------------------------------------------- PDF pages end to end

@@ -118,12 +118,30 @@ def test_headings_inside_quotes_lists_and_html_are_not_sections():
     assert [c["heading_path"] for c in out] == [[], ["Real"]]
 
 
-def test_front_matter_is_not_chunk_text_and_not_a_heading():
-    text = "---\ntitle: Guide\nlayout: page\n---\n# Body\n\ntext\n"
-    out = chunks(text)
-    assert out[0]["text"] == "# Body\n\ntext"
-    assert out[0]["start_char"] == text.index("# Body")
-    assert check_spans(text, out, S()) == []
+def test_front_matter_is_covered_by_a_chunk_under_its_title_and_is_not_a_heading():
+    # SPEC rule 9: front matter is text the user wrote; without a `# ` heading of its own
+    # the page's title (from front matter) opens every heading path.
+    text = "---\ntitle: Guide\nlayout: page\n---\nIntro line.\n\n## Install\n\ntext\n"
+    out = chunks(text, target=6, max=20, min=0)
+    assert out[0]["text"] == "---\ntitle: Guide\nlayout: page\n---\nIntro line." and out[0]["start_char"] == 0
+    assert [c["heading_path"] for c in out] == [["Guide"], ["Guide", "Install"]]
+    assert check_spans(text, out, S(target=6, max=20, min=0)) == []
+
+
+def test_front_matter_title_gives_way_to_the_documents_own_h1():
+    text = "---\ntitle: Guide page\n---\n# Guide\n\ntext\n\n## Sub\n\nmore\n"
+    out = chunks(text, target=5, max=10, min=0)
+    assert [c["heading_path"] for c in out] == [["Guide page"], ["Guide"], ["Guide", "Sub"]]
+    assert out[0]["text"] == "---\ntitle: Guide page\n---"
+    assert check_spans(text, out, S(target=5, max=10, min=0)) == []
+
+
+def test_front_matter_without_a_title_is_an_untitled_chunk():
+    text = "---\nlayout: page\nsummary: One-line description of the page.\n---\n# Body\n\ntext\n"
+    out = chunks(text, target=8, max=20, min=0)
+    assert out[0]["heading_path"] == [] and "One-line description" in out[0]["text"]
+    assert [c["heading_path"] for c in out[1:]] == [["Body"]]
+    assert check_spans(text, out, S(target=8, max=20, min=0)) == []
 
 
 # -- Rule 3: fences, tables, CSV ---------------------------------------------------------------
@@ -437,7 +455,7 @@ def test_the_stage_writes_chunks_whose_spans_point_into_the_stage_02_text(tmp_pa
         assert all(r["n_chars"] == len(r["text"]) and r["n_words"] == len(r["text"].split()) for r in rs)
         fmt = docs[doc_id]["format"]
         s = S(target=60, max=100, min=10)
-        assert check_spans(docs[doc_id]["text"], rs, s, fmt="csv" if fmt == "csv" else "markdown") == []
+        assert check_spans(docs[doc_id]["text"], rs, s, fmt=fmt) == []
     assert any(r["page_start"] is not None for r in rows)
 
 

@@ -133,6 +133,24 @@ def front_matter_span(text: str) -> int:
     return 0
 
 
+def front_matter_heading(text: str) -> tuple[int, int, str, int] | None:
+    """SPEC rule 9 and the title: front matter whose YAML has a plain `title:` heads the
+    document like a level-1 heading on its lines, (0, 1, title, end_line); else None."""
+    import yaml
+
+    for t in tokens(text):
+        if t.type == "front_matter":
+            try:
+                meta = yaml.safe_load(t.content)
+            except yaml.YAMLError:
+                return None
+            title = meta.get("title") if isinstance(meta, dict) else None
+            if isinstance(title, bool) or not isinstance(title, (str, int, float)) or not str(title).split():
+                return None
+            return (0, 1, " ".join(str(title).split()), t.map[1])
+    return None
+
+
 def measure(text: str, unit: str) -> int:
     return chunking.measure(chunking.count_words(text), len(text), unit)
 
@@ -141,8 +159,13 @@ def measure(text: str, unit: str) -> int:
 # Span-based checks for our chunks (exact rules 1-8)
 # --------------------------------------------------------------------------------------
 
-def check_spans(text: str, chunks: list[dict], settings, fmt: str = "markdown") -> list[str]:
-    """Every way `chunks` break SPEC rules 1, 3, 4, 5, 6, 7 on `text`; [] when none."""
+def check_spans(text: str, chunks: list[dict], settings, fmt: str = "markdown",
+                headings: list[tuple[int, int, str, int]] | None = None) -> list[str]:
+    """Every way `chunks` break SPEC rules 1, 3, 4, 5, 6, 7 on `text`; [] when none.
+
+    fmt "text" and "pdf" have no heading syntax (rule 9): their headings are `headings`
+    ((first_line, level, title, end_line), a PDF's outline as the test placed it), none
+    by default, and markdown-it is not asked."""
     problems: list[str] = []
     s = settings
     markers = [(m.start(), m.end(), int(m.group(1))) for m in _MARKER.finditer(text)] \
@@ -150,7 +173,7 @@ def check_spans(text: str, chunks: list[dict], settings, fmt: str = "markdown") 
     fm = front_matter_span(text) if fmt not in ("csv",) and text.startswith("---") else 0
     # Rule 6: spans in order, not overlapping (fixed: overlapping allowed), text = span + additions
     prev_end = prev_start = -1
-    reach = fm  # everything before `reach` is covered (or exempt)
+    reach = 0  # everything before `reach` is covered (or exempt); front matter too (rule 9)
     for k, c in enumerate(chunks):
         a, b = c["start_char"], c["end_char"]
         if not (0 <= a < b <= len(text)):
@@ -217,7 +240,9 @@ def check_spans(text: str, chunks: list[dict], settings, fmt: str = "markdown") 
         # With track/strip a marker line is a page break, which ends a paragraph like a
         # blank line: the oracle reads the text with marker lines blanked (offsets kept).
         seen = text if s.page_markers == "keep" else _MARKER.sub(lambda m: " " * len(m.group(0)), text)
-        problems += _check_structure(seen, chunks, s, fm, text)
+        plain = fmt in ("text", "pdf")
+        problems += _check_structure(seen, chunks, s, 0 if plain else fm, text,
+                                     headings=(headings or []) if plain else None)
     if fmt == "csv" and s.strategy == "heading":
         problems += _check_csv(text, chunks)
     return problems
@@ -252,12 +277,17 @@ def _csv_rows(body: str, header: bool) -> int:
     return len(rows) - (1 if header else 0)
 
 
-def _check_structure(text: str, chunks: list[dict], s, fm: int, original: str) -> list[str]:
-    """Rules 1, 2, 3 (fences and tables) and 5 against markdown-it's reading of `text`."""
+def _check_structure(text: str, chunks: list[dict], s, fm: int, original: str,
+                     headings: list | None = None) -> list[str]:
+    """Rules 1, 2, 3 (fences and tables) and 5 against markdown-it's reading of `text`
+    (or, for text without heading syntax, against the given headings)."""
     problems = []
     real = original
     starts = line_starts(text)
-    heads = oracle_headings(text)
+    heads = oracle_headings(text) if headings is None else list(headings)
+    if fm:
+        virtual = front_matter_heading(original)
+        heads = ([virtual] if virtual else []) + heads
     head_pos = [starts[h[0]] for h in heads]
     # expected heading path at each heading
     paths, levels = [], []
@@ -269,7 +299,7 @@ def _check_structure(text: str, chunks: list[dict], s, fm: int, original: str) -
         while p and p[-1] == "":
             p.pop()
         paths.append(p)
-    blocks = oracle_blocks(text)
+    blocks = oracle_blocks(text) if headings is None else []
     for k, c in enumerate(chunks):
         a, b = c["start_char"], c["end_char"]
         # Rule 1: headings inside the span only at its start (a chain of headings)
@@ -401,7 +431,6 @@ def text_violations(source: str, texts: list[str], headings: list[list[str]] | N
     v: Counter = Counter({name: 0 for name in VIOLATIONS})
     comments = fence_comment_lines(source) if fmt != "csv" else set()
     csv_header = source.split("\n", 1)[0].rstrip("\r") if fmt == "csv" else None
-    fm = front_matter_span(source) if source.startswith("---") and fmt != "csv" else 0
     for k, t in enumerate(texts):
         if fmt != "csv":
             # page-marker lines are layout, not content under a heading
@@ -432,7 +461,7 @@ def text_violations(source: str, texts: list[str], headings: list[list[str]] | N
             v["cut inside a grapheme cluster"] += 1
         if measure(t, unit) > max_size and len(t.split()) > 1 and not (fmt == "csv" and _csv_rows(t, True) <= 1):
             v["over budget"] += 1
-    src = Counter(ch for ch in source[fm:] if not ch.isspace())
+    src = Counter(ch for ch in source if not ch.isspace())  # front matter too (rule 9)
     got = Counter(ch for t in texts for ch in t if not ch.isspace())
     v["chars lost"] = sum((src - got).values())
     return v

@@ -13,6 +13,7 @@ import os
 
 from hypothesis import given, settings, strategies as st
 
+from pipekit import markdown_blocks
 from pipekit.stages import load_stage
 from test_03_oracle import check_spans, oracle_blocks
 
@@ -171,8 +172,8 @@ OURS_TO_ORACLE = {"heading": "heading", "para": "para", "fence": "fence", "code"
 
 def our_blocks(text: str):
     lines = text.split("\n")
-    first = chunking.front_matter_end(lines)
-    blocks, _ = chunking.scan_blocks(lines, first, markers=False)
+    first = markdown_blocks.front_matter_end(lines)
+    blocks, _ = markdown_blocks.scan_blocks(lines, first, markers=False)
     return [(OURS_TO_ORACLE[b[0]], b[1], b[2]) for b in blocks]
 
 
@@ -244,3 +245,13 @@ def test_csv_chunks_start_with_the_header_and_keep_records_whole(text, s):
     assert check_spans(text, chunks, s, fmt="csv") == []
     for c in chunks[1:] if len(chunks) > 1 else chunks:
         assert c["heading_path"][0] == "data.csv"
+
+
+# -- Rule 9: the same generated text read as plain text has no headings, and keeps rules 4-7 ---
+
+@settings(max_examples=examples(150))
+@given(markdown_doc(markers=True), budget())
+def test_plain_text_chunks_have_no_headings_and_keep_every_rule(text, s):
+    chunks = chunking.chunk_document(text, fmt="text", settings=s)
+    assert all(c["heading_path"] == [] for c in chunks)
+    assert check_spans(text, chunks, s, fmt="text") == []

@@ -1,0 +1,184 @@
+"""One document's text as stage 03 measures it: lines, offsets, pages and budget sizes.
+
+The chunker decides every cut by asking two questions about a span of the stage-02 text:
+how big is it in the budget unit, and which page is it on?  `DocText` answers both for one
+document, in one place, so that the chunking code reads as decisions and not arithmetic:
+
+* the line table (`lines`, `starts`, `line_end`) the block readers' line numbers refer to;
+* page markers (`set_markers`, `page_at`, `cont_line`): with `track`, every chunk may
+  need a `--- page N (cont.) ---` line, whose size is reserved up front (`cont_reserve`)
+  so that "what a rule adds counts toward max" holds without re-packing; with `strip`,
+  marker lines are left out of sizes and of chunk text (`body`);
+* sizes (`words`, `size`, `reserve`) in `words`, `chars` or `tokens` (ceil(chars / 4));
+* `atoms`: an oversized region cut into lines, a line over the cap into runs of words, a
+  word over the cap into runs of grapheme clusters, so even text without spaces keeps
+  the ceiling and no cut splits an emoji sequence or a letter from its accent.
+
+Budget words (`count_words`) are whitespace-separated words, except that a run longer than
+10 characters counts one word per 10: Chinese or Japanese text, a base64 blob or a long
+URL has no spaces, and counted as one word a whole book would fit in one chunk.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+from itertools import accumulate
+from typing import Iterable
+
+import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
+
+__all__ = ["DocText", "count_words", "measure", "run_units"]
+
+_RUN = 10  # characters per budget word in a run without whitespace
+
+
+def count_words(s: str) -> int:
+    """Words for the budget: whitespace-separated words, except that a run longer than 10
+    characters counts one word per 10.  Chinese or Japanese text, a base64 blob or a long
+    URL has no spaces; counted as one word, a whole book would fit in one chunk."""
+    toks = s.split()
+    if not toks or max(map(len, toks)) <= _RUN:  # the usual case, decided in C
+        return len(toks)
+    return len(toks) + sum([(len(t) - 1) // _RUN for t in toks if len(t) > _RUN])
+
+
+def run_units(length: int) -> int:
+    """Budget words of one run of `length` characters without whitespace."""
+    return 1 if length <= _RUN else (length + _RUN - 1) // _RUN
+
+
+def measure(words: int, chars: int, unit: str) -> int:
+    """Size in the budget unit; tokens are approximated as ceil(chars / 4)."""
+    if unit == "words":
+        return words
+    if unit == "chars":
+        return chars
+    return -(-chars // 4)
+
+
+class DocText:
+    """One document's text with its line table, page markers and budget helpers."""
+
+    def __init__(self, text: str, settings, lines: list[str] | None = None):
+        self.text = text
+        self.s = settings
+        self.lines = lines if lines is not None else text.split("\n")
+        # Offsets of line starts, computed in C (this runs over every line of the corpus).
+        self.starts = list(accumulate(map((1).__add__, map(len, self.lines)), initial=0))
+        first_nl = text.find("\n")
+        self.nl = "\r\n" if first_nl > 0 and text[first_nl - 1] == "\r" else "\n"
+        self.mark_starts: list[int] = []
+        self.mark_pages: list[int] = []
+        self.strip_cum = [0]  # prefix sums of removed marker-line lengths (strip mode)
+        self.cont_reserve = (0, 0)
+        self.by_words = settings.unit == "words"
+
+    def line_end(self, j: int) -> int:
+        ln = self.lines[j]
+        return self.starts[j] + len(ln) - (1 if ln.endswith("\r") else 0)
+
+    def set_markers(self, marks: list) -> None:
+        for i, page in marks:
+            self.mark_starts.append(self.starts[i])
+            self.mark_pages.append(page)
+            if self.s.page_markers == "strip":
+                self.strip_cum.append(self.strip_cum[-1] + (self.starts[i + 1] - self.starts[i]))
+        if marks and self.s.page_markers == "track":
+            # Every chunk may need a `--- page N (cont.) ---` line; reserving its size up
+            # front keeps "added parts count toward max" true without re-packing.
+            probe = self.cont_line(max(self.mark_pages))
+            self.cont_reserve = (count_words(probe), len(probe))
+
+    # -- pages --
+    def page_at(self, pos: int) -> int | None:
+        if not self.mark_starts:
+            return None
+        k = bisect.bisect_right(self.mark_starts, pos) - 1
+        if k >= 0:
+            return self.mark_pages[k]
+        first = self.mark_pages[0]
+        return first - 1 if first > 1 else None  # text before the first marker
+
+    def cont_line(self, page: int) -> str:
+        return f"--- page {page} (cont.) ---{self.nl}"
+
+    # -- sizes --
+    def stripped(self, start: int, end: int) -> tuple[int, int]:
+        """(words, chars) of marker lines removed from [start, end) in strip mode."""
+        if len(self.strip_cum) == 1:
+            return 0, 0
+        a = bisect.bisect_left(self.mark_starts, start)
+        b = bisect.bisect_left(self.mark_starts, end)
+        return 4 * (b - a), self.strip_cum[b] - self.strip_cum[a]
+
+    def words(self, start: int, end: int) -> int:
+        if not self.by_words:
+            return 0  # sizes in chars or tokens never look at word counts
+        w = count_words(self.text[start:end])
+        if len(self.strip_cum) > 1:
+            w -= self.stripped(start, end)[0]
+        return w
+
+    def size(self, words: int, start: int, end: int, extra: str = "") -> int:
+        # Called for every block and candidate chunk: kept flat on purpose.
+        if self.by_words:
+            if extra:
+                words += count_words(extra)
+            return words + self.cont_reserve[0]
+        chars = end - start + self.cont_reserve[1]
+        if len(self.strip_cum) > 1:
+            chars -= self.stripped(start, end)[1]
+        if extra:
+            chars += len(extra)
+        return chars if self.s.unit == "chars" else -(-chars // 4)
+
+    def reserve(self) -> int:
+        """The continuation-marker room that size() includes, in the budget unit."""
+        return measure(*self.cont_reserve, self.s.unit)
+
+    def body(self, start: int, end: int) -> str:
+        """The span as chunk text: with strip, marker lines inside it are left out."""
+        if len(self.strip_cum) == 1:
+            return self.text[start:end]
+        a = bisect.bisect_left(self.mark_starts, start)
+        b = bisect.bisect_left(self.mark_starts, end)
+        if a == b:
+            return self.text[start:end]
+        parts, pos = [], start
+        for k in range(a, b):
+            ms = self.mark_starts[k]
+            parts.append(self.text[pos:ms])
+            nl = self.text.find("\n", ms)
+            pos = min(end, nl + 1 if nl >= 0 else end)
+        parts.append(self.text[pos:end])
+        return "".join(parts)
+
+    # -- cutting an oversized region into atoms no larger than cap --
+    def atoms(self, first_line: int, end_line: int, cap: int) -> Iterable[tuple[int, int, int]]:
+        """(start, end, words) of lines; a line over `cap` as runs of words; a word over
+        `cap` as runs of grapheme clusters, so even text without spaces keeps the ceiling
+        and no cut splits an emoji sequence or a letter from its combining accent."""
+        for j in range(first_line, end_line):
+            a, b = self.starts[j], self.line_end(j)
+            if not self.text[a:b].strip():
+                continue
+            w = self.words(a, b)
+            if self.size(w, a, b) <= cap:
+                yield a, b, w
+                continue
+            first_word = True
+            for m in re.finditer(r"\S+", self.text[a:b]):
+                ws, we = a + m.start(), a + m.end()
+                if first_word:
+                    ws, first_word = a, False  # the line's indentation stays with its first word
+                wu = run_units(we - ws)
+                if self.size(wu, ws, we) <= cap:
+                    yield ws, we, wu
+                    continue
+                g0 = ws
+                for g in regex.finditer(r"\X", self.text[ws:we]):
+                    gs, ge = ws + g.start(), ws + g.end()
+                    if gs > g0 and self.size(run_units(ge - g0), g0, ge) > cap:
+                        yield g0, gs, run_units(gs - g0)
+                        g0 = gs
+                yield g0, we, run_units(we - g0)

@@ -1,0 +1,105 @@
+"""HTML to Markdown that stays valid (pipekit/html_markdown.py): markdown-it-py reads the
+converted text back, and every heading of the page outside its navigation must come back
+as a heading, every code block as one closed fence."""
+from __future__ import annotations
+
+from markdown_it import MarkdownIt
+
+from pipekit.html_markdown import html_to_markdown
+from pipekit.stages import load_stage
+from test_03_oracle import check_spans, fence_left_open, oracle_headings
+
+chunking = load_stage(3)
+MD = MarkdownIt("commonmark").enable("table")
+
+LAYOUT_PAGE = """<html><head><title>Old manual</title></head><body>
+<div class="related"><ul><li><a href="index.html">index</a></li><li><a href="next.html">next</a></li></ul></div>
+<div class="sphinxsidebar"><h3>Quick search</h3><h3>This page</h3></div>
+<table width="100%" border="0"><tr>
+<td valign="top" class="nav-left"><a href="a.html">Other page</a></td>
+<td valign="top">
+  <h1>The <a href="#top">Reference</a></h1>
+  <p>Intro text.</p>
+  <h2><a href="/install">Installing</a></h2>
+  <ul><li>step one</li><li>step two</li></ul>
+  <h2 id="fences">Writing fences<a class="headerlink" href="#fences">¶</a></h2>
+  <pre><code class="language-markdown">Open a block with ```python
+and close it with ```, or use ```` for four.
+# not a heading
+</code></pre>
+  <h3>After the code</h3>
+  <p>Text after the code is text.</p>
+  <table><tr><th>key</th><th>value</th></tr><tr><td>a|b</td><td>2</td></tr></table>
+</td></tr></table>
+<a href="/x"><h2>Wrapped in a link</h2></a>
+<article><header><h2>Article heading</h2></header><p>Article body.</p></article>
+<aside><h3>Related posts</h3></aside>
+<footer><h3>Site footer</h3></footer>
+</body></html>"""
+
+CONTENT_HEADINGS = ["The Reference", "Installing", "Writing fences", "After the code",
+                    "Wrapped in a link", "Article heading"]
+
+
+def converted():
+    return html_to_markdown(LAYOUT_PAGE)
+
+
+def test_layout_tables_are_unwrapped_and_headings_come_back_as_headings():
+    md, title = converted()
+    assert title == "Old manual"
+    assert [h[2] for h in oracle_headings(md)] == CONTENT_HEADINGS
+    assert "- step one" in md  # the list inside the layout cell is a list again
+
+
+def test_a_data_table_inside_a_layout_table_stays_a_table():
+    md, _ = converted()
+    assert "| key | value |" in md and r"a\|b" in md
+    assert any(t.type == "table_open" for t in MD.parse(md))
+
+
+def test_code_with_backticks_gets_a_longer_fence_and_closes():
+    md, _ = converted()
+    fences = [t for t in MD.parse(md) if t.type == "fence"]
+    assert len(fences) == 1 and fences[0].markup == "`````" and fences[0].info == "markdown"
+    assert "use ```` for four" in fences[0].content and "# not a heading" in fences[0].content
+    assert not fence_left_open(md)
+
+
+def test_navigation_stays_out():
+    md, _ = converted()
+    for gone in ("Quick search", "This page", "Other page", "index", "Related posts", "Site footer"):
+        assert gone not in md
+
+
+def test_headings_are_plain_text_without_links_or_permalinks():
+    md, _ = converted()
+    assert "## Installing" in md and "](/install)" not in md and "¶" not in md
+
+
+def test_the_converted_page_chunks_with_every_heading_in_a_path():
+    md, _ = converted()
+    s = chunking.Settings(target=12, max=30, min=0)
+    out = chunking.chunk_document(md, fmt="html", settings=s)
+    assert check_spans(md, out, s) == []
+    reached = {h for c in out for h in c["heading_path"]}
+    assert reached >= set(CONTENT_HEADINGS)
+    assert not any(fence_left_open(c["text"]) for c in out)
+
+
+def test_text_that_reads_like_a_tag_does_not_open_an_html_block():
+    # Python's manual writes "<script>" in prose (as &lt;script&gt;): left raw, it opened an
+    # HTML block that ran to the end of the page and swallowed every heading after it.
+    md, _ = html_to_markdown("<dl><dt>&lt;script&gt;</dt><dd>Run a script.</dd></dl>"
+                             "<h2>Generic options</h2><p>a &lt; b</p><h2>Environment</h2>")
+    assert [h[2] for h in oracle_headings(md)] == ["Generic options", "Environment"]
+    assert not any(t.type == "html_block" for t in MD.parse(md)) and "a < b" in md
+
+
+def test_a_line_of_tildes_in_prose_does_not_open_a_fence():
+    # Valgrind's NEWS page underlines titles with ~~~ inside a <p>: read as a fence opener,
+    # it turned the rest of the page into code.
+    md, _ = html_to_markdown("<p>Release 3.4<br/>~~~~~~~~~~~<br/>Faster.</p><h2>Next</h2>"
+                             "<pre>a ~~~ b</pre>")
+    assert not fence_left_open(md) and [h[2] for h in oracle_headings(md)] == ["Next"]
+    assert "~~~~~~~~~~~" in MD.render(md) and "a ~~~ b" in md
