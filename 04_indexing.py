@@ -45,14 +45,21 @@ from pipekit.cli import stage_main
 BATCH = 8192  # chunks analysed together: big enough that Arrow kernels dominate, small enough to stay flat
 
 
-def indexed_runs(analyzer: Analyzer, batch: pa.RecordBatch) -> tuple[pa.Array, np.ndarray]:
+def indexed_runs(analyzer: Analyzer, batch: pa.RecordBatch,
+                 heading_weight: int = 1) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     """What the analyzer sees for each chunk: its heading line, then its text (as runs, with
-    the chunk each came from; cut separately, which spares copying every text once more)."""
+    the chunk each came from and how many times it counts; cut separately, which spares
+    copying every text once more).  A heading run counts `heading_weight` times: a chunk's
+    heading names its subject in a few words, which its text need not repeat."""
     words, rows = analyzer.runs(batch.column("text"))
+    weights = np.ones(len(words), dtype=np.int32)
+    if heading_weight == 0:
+        return words, rows, weights
     h_words, h_rows = analyzer.runs(batch.column("heading"))
     if len(h_words) == 0:
-        return words, rows
-    return pa.concat_arrays([words, h_words]), np.concatenate([rows, h_rows])
+        return words, rows, weights
+    return (pa.concat_arrays([words, h_words]), np.concatenate([rows, h_rows]),
+            np.concatenate([weights, np.full(len(h_rows), heading_weight, dtype=np.int32)]))
 
 
 def path_tokens(analyzer: Analyzer, paths: pa.Array) -> tuple[pa.Array, np.ndarray]:
@@ -104,11 +111,14 @@ class Vocabulary:
         return terms.dictionary.take(pa.array(order)), term_of_word[np.asarray(words.indices)]
 
 
-def count_batch(vocab: Vocabulary, batch: pa.RecordBatch, path_weight: int):
-    """Word counts of one batch of chunks: rows are chunks, columns local word ids (CSR)."""
+def count_batch(vocab: Vocabulary, batch: pa.RecordBatch, path_weight: int, heading_weight: int = 1):
+    """Word counts of one batch of chunks: rows are chunks, columns local word ids (CSR).
+
+    A heading or path word adds its weight, not 1, to its count: the chunk's length is the
+    sum of its counts, so the weights lengthen the chunk too, as repeating the words would
+    (BM25F's way of weighting a field; the length normalisation then stays consistent)."""
     analyzer = vocab.analyzer
-    words, rows = indexed_runs(analyzer, batch)
-    weights = np.ones(len(words), dtype=np.int32)
+    words, rows, weights = indexed_runs(analyzer, batch, heading_weight)
     if path_weight > 0 and "path" in batch.schema.names:
         p_words, p_rows = path_tokens(analyzer, batch.column("path"))
         if len(p_words):
@@ -151,20 +161,23 @@ def impacts(idf_t: np.ndarray, tf: np.ndarray, norm_c: np.ndarray, k1: float) ->
     return idf_t * tfv * (k1 + 1) / (tfv + norm_c)
 
 
-def build_index(batches, analyzer: Analyzer, k1: float, b: float, path_weight: int, progress=iter):
+def build_index(batches, analyzer: Analyzer, k1: float, b: float, path_weight: int, progress=iter,
+                heading_weight: int = 1):
     """All of stage 04 without the I/O: chunk batches in, the three tables out."""
-    terms, blocks, chunks, stats = build_index_blocks(batches, analyzer, k1, b, path_weight, progress)
+    terms, blocks, chunks, stats = build_index_blocks(batches, analyzer, k1, b, path_weight, progress,
+                                                      heading_weight)
     postings = pa.concat_tables([POSTINGS_SCHEMA.empty_table(), *blocks])
     return terms, postings, chunks, stats
 
 
-def build_index_blocks(batches, analyzer: Analyzer, k1: float, b: float, path_weight: int, progress=iter):
+def build_index_blocks(batches, analyzer: Analyzer, k1: float, b: float, path_weight: int, progress=iter,
+                       heading_weight: int = 1):
     """`build_index` with the postings as an iterator of tables, one block of terms each,
     so the float64 impacts of a million chunks never sit in memory all at once."""
     vocab = Vocabulary(analyzer)
     indices, data, row_nnz, meta_cols = [], [], [], []
     for batch in progress(batches):
-        ids, counts, nnz = count_batch(vocab, batch, path_weight)
+        ids, counts, nnz = count_batch(vocab, batch, path_weight, heading_weight)
         indices.append(ids)
         data.append(counts)
         row_nnz.append(nnz)
@@ -242,7 +255,8 @@ def build_index_blocks(batches, analyzer: Analyzer, k1: float, b: float, path_we
         "length": pa.array(lengths.astype(np.int32)),
     })
     stats = {"N": n, "avgdl": avgdl, "k1": k1, "b": b, "n_terms": n_terms,
-             "n_postings": int(nnz), "analyzer": analyzer.settings(), "path_weight": path_weight}
+             "n_postings": int(nnz), "analyzer": analyzer.settings(), "path_weight": path_weight,
+             "heading_weight": heading_weight}
     return term_table, posting_blocks(), chunk_table, stats
 
 
@@ -258,7 +272,8 @@ def run(ctx) -> None:
     n_batches = -(-ctx.upstream_rows // BATCH)
     terms, postings, chunks, stats = build_index_blocks(
         batches, analyzer, sec["k1"], sec["b"], sec["path_weight"],
-        progress=lambda it: ctx.progress(it, total=n_batches, desc="04 indexing", unit="batch"))
+        progress=lambda it: ctx.progress(it, total=n_batches, desc="04 indexing", unit="batch"),
+        heading_weight=sec["heading_weight"])
     meta = {"corpus": stats}
     ctx.write_table("04_chunks.parquet", chunks, meta)
     ctx.write_table("04_terms.parquet", terms, meta)
@@ -266,7 +281,8 @@ def run(ctx) -> None:
         for block in postings:
             sink.write(block)
     ctx.note(f"N={stats['N']:,} chunks, {stats['n_terms']:,} terms, {stats['n_postings']:,} postings, "
-             f"avgdl={stats['avgdl']:.1f}, k1={stats['k1']}, b={stats['b']}, analyzer={stats['analyzer']}")
+             f"avgdl={stats['avgdl']:.1f}, k1={stats['k1']}, b={stats['b']}, heading_weight={stats['heading_weight']}, "
+             f"analyzer={stats['analyzer']}")
 
 
 if __name__ == "__main__":

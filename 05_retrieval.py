@@ -39,11 +39,13 @@ import os
 import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from scipy import sparse
 
 from pipekit import io
 from pipekit.analyzer import Analyzer
@@ -96,6 +98,7 @@ class Index:
         self.chunk = self._read_column(self._postings_path, "chunk", np.int32, self.indptr[-1])
         self.impact = self._read_column(self._postings_path, "impact", np.float64, self.indptr[-1])
         self._tf = None
+        self._forward = None
         # Each term's largest impact: the most it can add to any chunk's score (for pruning).
         self.max_impact = np.zeros(len(self.df), dtype=np.float64)
         has = self.df > 0
@@ -128,29 +131,30 @@ class Index:
             self._term_ids = {t: i for i, t in enumerate(self.terms.to_pylist())}
         return self._term_ids
 
-    def query_terms(self, texts: list[str]) -> tuple[list[np.ndarray], list[list[str]]]:
-        """Per query: the ids of its distinct analysed terms the index knows (in query
-        order), and all its distinct analysed terms."""
+    def query_terms(self, texts: list[str]) -> list["QueryTerms"]:
+        """Each query as scored: its distinct analysed terms the index knows (in query
+        order), each weighted by qtf, how many times the query says it (SPEC; Lucene,
+        Anserini and bm25s count a repeated term each time: "flow ... flow" asks for flow
+        twice as hard)."""
         flat, parent = self.analyzer.tokens(texts)
         ids = pc.index_in(flat, value_set=self.terms)  # one hash lookup per query term, in C
         ids = np.asarray(pc.fill_null(ids, -1), dtype=np.int64)
-        words = flat.to_pylist()
-        per_query: list[list[str]] = [[] for _ in texts]
-        known: list[list[int]] = [[] for _ in texts]
-        seen = set()
-        for q, w, t in zip(parent.tolist(), words, ids.tolist()):  # a few terms per query: cheap
-            if (q, w) in seen:
-                continue
-            seen.add((q, w))
-            per_query[q].append(w)
+        qtf: list[dict[str, int]] = [{} for _ in texts]
+        known: list[dict[int, int]] = [{} for _ in texts]
+        for q, w, t in zip(parent.tolist(), flat.to_pylist(), ids.tolist()):  # a few terms per query: cheap
+            qtf[q][w] = qtf[q].get(w, 0) + 1  # dicts keep first-seen order: query order
             if t >= 0:
-                known[q].append(t)
-        return [np.asarray(k, dtype=np.int64) for k in known], per_query
+                known[q][t] = known[q].get(t, 0) + 1
+        return [QueryTerms(np.fromiter(k, dtype=np.int64, count=len(k)),
+                           np.fromiter(k.values(), dtype=np.float64, count=len(k)), f)
+                for k, f in zip(known, qtf)]
 
-    def best_candidates(self, term_ids: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    def best_candidates(self, term_ids: np.ndarray, depth: int,
+                        weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """A set of (chunk, score) pairs, chunks in corpus order, that holds the query's
         exact top `depth` documents and so its top k <= depth chunks — found while reading
-        few of the postings of its common terms (MaxScore).
+        few of the postings of its common terms (MaxScore).  The score is Σ weight·impact
+        over the terms (weights: qtf, or the expanded query's; None: all 1).
 
         1. `floor`: score a few promising chunks exactly; the depth-th best document among
            them is a lower bound of the final depth-th best.  Any chunk below it is out.
@@ -163,13 +167,15 @@ class Index:
         little weight, so a query's common words end up light and are never read in full.
         """
         m = len(term_ids)
+        w = np.ones(m) if weights is None else np.asarray(weights, dtype=np.float64)
         df = self.df[term_ids].tolist()
         if sum(df) <= self.small_query:  # too few postings for pruning to pay
-            return self.scores(term_ids)
-        floor = self._floor(term_ids, df, depth)
+            return self.scores(term_ids, weights=w)
+        floor = self._floor(term_ids, w, df, depth)
         if floor <= 0:  # fewer than `depth` documents contain a query term: score them all
-            return self.scores(term_ids)
-        weight = self.max_impact[term_ids].tolist()
+            return self.scores(term_ids, weights=w)
+        # A term's bound is its largest impact times its weight in the query.
+        weight = (self.max_impact[term_ids] * w).tolist()
         light, bound = [], 0.0
         for i in sorted(range(m), key=weight.__getitem__):
             if (bound + weight[i]) * SAFE_UP >= floor:
@@ -178,25 +184,27 @@ class Index:
             bound += weight[i]
         heavy = [i for i in range(m) if i not in light]  # in query order
         need = floor - bound * SAFE_UP  # what the heavy terms alone must give a chunk
-        cand, part = self._reaching(term_ids[heavy], need)
-        ids = term_ids.tolist()
+        cand, part = self._reaching(term_ids[heavy], w[heavy], need)
+        ids, wl = term_ids.tolist(), w.tolist()
         for j in range(len(light) - 1, -1, -1):  # heaviest light term first: it narrows the most
             i = light[j]
             if len(cand) > 8 * depth:
                 # Many chunks left: their best few, finished exactly, may raise the floor,
                 # and a higher floor drops chunks before this term is looked up for them.
-                floor = max(floor, self._better_floor(cand, part, [ids[x] for x in light[:j + 1]], depth))
+                rest = light[:j + 1]
+                floor = max(floor, self._better_floor(cand, part, [ids[x] for x in rest],
+                                                      [wl[x] for x in rest], depth))
                 keep = part >= floor - bound * SAFE_UP
                 cand, part = cand[keep], part[keep]
             bound -= weight[i]
-            part = part + self._lookup(ids[i], cand)
+            part = part + self._lookup(ids[i], cand, wl[i])
             keep = part >= floor - max(bound, 0.0) * SAFE_UP
             cand, part = cand[keep], part[keep]
         # `part` is now each chunk's whole score: heavy terms in query order, then the light
         # ones heaviest first — the same order for every chunk, so equal scores stay equal.
         return cand, part
 
-    def _floor(self, term_ids: np.ndarray, df: list[int], depth: int) -> float:
+    def _floor(self, term_ids: np.ndarray, w: np.ndarray, df: list[int], depth: int) -> float:
         """A lower bound of the query's depth-th best document score (0 if it has fewer).
 
         Any chunks scored exactly will do, so take the likeliest: each of the rarest terms'
@@ -219,22 +227,22 @@ class Index:
                 if reach >= want:
                     break
             cand = np.unique(np.concatenate(parts))
-            floor = nth_best_document(cand, self._looked_up(term_ids, cand), self.doc_codes, depth)
+            floor = nth_best_document(cand, self._looked_up(term_ids, w, cand), self.doc_codes, depth)
             if floor > 0 or reach < want or want > sum(df):
                 break
             want *= 8  # documents of many chunks: 2·depth chunks were fewer than depth documents
         return floor * SAFE_DOWN
 
-    def _better_floor(self, cand, part, rest: list[int], depth: int) -> float:
+    def _better_floor(self, cand, part, rest: list[int], rest_w: list[float], depth: int) -> float:
         """The floor from the 2·depth chunks with the best partial scores, once the terms
         in `rest` are added to them: a much closer bound when the first one came from
         chunks strong in one term and the best are strong in several."""
         top = np.argpartition(part, len(part) - 2 * depth)[len(part) - 2 * depth:]
         top.sort()
         c = cand[top]
-        return nth_best_document(c, self._looked_up(rest, c, part[top]), self.doc_codes, depth) * SAFE_DOWN
+        return nth_best_document(c, self._looked_up(rest, rest_w, c, part[top]), self.doc_codes, depth) * SAFE_DOWN
 
-    def _reaching(self, term_ids: np.ndarray, need: float) -> tuple[np.ndarray, np.ndarray]:
+    def _reaching(self, term_ids: np.ndarray, w: np.ndarray, need: float) -> tuple[np.ndarray, np.ndarray]:
         """The chunks (in corpus order) whose score on these terms alone is >= need, with
         that score — reading of each long list only the postings that could get there.
 
@@ -243,29 +251,31 @@ class Index:
         least `need - later`: a cut that skips most of a common term's postings.
         """
         if len(term_ids) == 1:
-            return self.scores(term_ids, need)
-        weight = self.max_impact[term_ids].tolist()
+            return self.scores(term_ids, need, weights=w)
+        weight = (self.max_impact[term_ids] * w).tolist()
         later = sum(weight)
         parts, total = [], 0
         for i in sorted(range(len(weight)), key=weight.__getitem__, reverse=True):
             later -= weight[i]
-            cut = need - later * SAFE_UP
+            # On the unweighted impacts (no pass to multiply the list), a hair lower: the
+            # exact scores below decide, the cut only has to keep every chunk that could pass.
+            cut = (need - later * SAFE_UP) / w[i] * SAFE_DOWN
             ch, imp = self._postings_of(term_ids[i])
             total += len(ch)
             parts.append(ch[imp >= cut] if cut > 0 else ch)
         if sum(len(p) for p in parts) * CUT_PAYS > total:
-            return self.scores(term_ids, need)  # the cuts keep too much: add the lists whole
+            return self.scores(term_ids, need, weights=w)  # the cuts keep too much: add the lists whole
         cand = np.unique(np.concatenate(parts))
-        score = self._looked_up(term_ids, cand)
+        score = self._looked_up(term_ids, w, cand)
         keep = score >= need
         return cand[keep], score[keep]
 
-    def _looked_up(self, term_ids, cand: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
-        """`start` (or 0) plus each term's impact in the sorted chunks `cand`, added in the
-        order given (query order, as everywhere, so equal scores stay equal)."""
+    def _looked_up(self, term_ids, w, cand: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+        """`start` (or 0) plus each term's weighted impact in the sorted chunks `cand`, added
+        in the order given (query order, as everywhere, so equal scores stay equal)."""
         score = np.zeros(len(cand)) if start is None else start
-        for t in term_ids:
-            score = score + self._lookup(t, cand)
+        for t, wt in zip(term_ids, w):
+            score = score + self._lookup(t, cand, wt)
         return score
 
     def _postings_of(self, t) -> tuple[np.ndarray, np.ndarray]:
@@ -294,8 +304,12 @@ class Index:
         with ThreadPoolExecutor(cores()) as pool:
             return dict(zip(common, pool.map(row, common)))
 
-    def _lookup(self, t, cand: np.ndarray) -> np.ndarray:
-        """Term t's impact in each of the sorted chunks `cand` (0 where it is absent)."""
+    def _lookup(self, t, cand: np.ndarray, w: float = 1.0) -> np.ndarray:
+        """Term t's impact times w in each of the sorted chunks `cand` (0 where it is absent)."""
+        out = self._unweighted_lookup(t, cand)
+        return out if w == 1.0 else out * w  # qtf 1, the usual case, costs no pass
+
+    def _unweighted_lookup(self, t, cand: np.ndarray) -> np.ndarray:
         dense = self._dense.get(t)
         if dense is not None:
             return dense[cand]
@@ -315,16 +329,19 @@ class Index:
         np.minimum(pos, len(ch) - 1, out=pos)
         return np.where(ch[pos] == cand, imp[pos], 0.0)
 
-    def scores(self, term_ids: np.ndarray, at_least: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-        """Every chunk these terms touch, in corpus order, with its exact score on them —
-        only those scoring >= at_least, if that is > 0.  Time in proportion to the postings.
+    def scores(self, term_ids: np.ndarray, at_least: float = 0.0,
+               weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Every chunk these terms touch, in corpus order, with its exact score on them
+        (Σ weight·impact; weights None: all 1) — only those scoring >= at_least, if that
+        is > 0.  Time in proportion to the postings.
 
         Term by term in the query's order, so each chunk's score is the same sum in the
         same order as the plain formula (equal scores stay equal, ties keep corpus order).
         """
         if len(term_ids) == 0:
             return np.zeros(0, dtype=self.chunk.dtype), np.zeros(0, dtype=np.float64)
-        parts = [self._postings_of(t) for t in term_ids]
+        w = [1.0] * len(term_ids) if weights is None else np.asarray(weights, dtype=np.float64).tolist()
+        parts = [(ch, imp if wt == 1.0 else imp * wt) for (ch, imp), wt in zip(map(self._postings_of, term_ids), w)]
         if len(parts) == 1:  # one term: its postings are the answer as they stand
             cols, vals = parts[0]
         elif sum(len(p[0]) for p in parts) * BINCOUNT_SHARE > len(self.lengths):
@@ -350,22 +367,81 @@ class Index:
             cols, vals = cols[keep], vals[keep]
         return cols, vals
 
-    def explain(self, terms: list[str], chunk: int) -> list[dict]:
-        """Each query term's share of a chunk's score; the shares add up to the score."""
+    @property
+    def forward(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The postings chunk by chunk (indptr, term ids, tf), for feedback, which needs a
+        chunk's terms: one linear CSC -> CSR pass, on first use (never without feedback)."""
+        if self._forward is None:
+            shape = (len(self.lengths), max(len(self.df), 1))
+            m = sparse.csc_matrix((self.tf, self.chunk, self.indptr), shape=shape).tocsr()
+            self._forward = (m.indptr, m.indices, m.data)
+        return self._forward
+
+    def expand(self, q: "QueryTerms", fb: "Feedback") -> "QueryTerms":
+        """RM3 pseudo-relevance feedback: the query, plus the words its best chunks use.
+
+        1. First pass: the query's `fb.docs` best chunks and their scores.
+        2. Relevance model: P(t|R) = Σ_c P(c|q)·tf(t,c)/|c|, with P(c|q) each chunk's score
+           over the scores' sum — a term weighs what it weighs in those chunks, the best
+           chunk the most.
+        3. Its `fb.terms` heaviest terms (ties: term order), renormalised to sum 1.
+        4. weight(t) = λ·qtf(t) + (1 − λ)·|q|·P(t|R), λ = `fb.query_weight`, |q| = Σ qtf.
+           That is RM3's interpolation of the query model qtf/|q| with P(t|R), times |q|:
+           a constant factor, which keeps scores on the plain formula's scale.
+        A query whose first pass finds nothing comes back as it was.
+        """
+        if len(q.ids) == 0:
+            return q
+        cols, vals = self.best_candidates(q.ids, fb.docs, q.weights)
+        if len(cols) == 0:
+            return q
+        order, _, _ = rank(cols, vals, self.doc_codes, fb.docs, fb.docs)
+        top, score = cols[order], vals[order]
+        indptr, term_of, tf = self.forward
+        lo, hi = indptr[top], indptr[top + 1]
+        at = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())])
+        share = np.repeat(score / score.sum() / self.lengths[top], hi - lo) * tf[at]
+        terms, which = np.unique(term_of[at], return_inverse=True)
+        model = np.bincount(which, weights=share)
+        keep = np.lexsort((terms, -model))[:fb.terms]
+        terms, model = terms[keep], model[keep] / model[keep].sum()
+        lam, size = fb.query_weight, float(q.weights.sum())
+        weight = dict(zip(q.ids.tolist(), (lam * q.weights).tolist()))  # query order first
+        added = dict(zip(terms.tolist(), ((1 - lam) * size * model).tolist()))
+        for t, a in added.items():
+            weight[t] = weight.get(t, 0.0) + a
+        ids = [t for t, v in weight.items() if v > 0]  # λ = 0 can zero an original term
+        return QueryTerms(np.asarray(ids, dtype=np.int64), np.asarray([weight[t] for t in ids]), q.qtf,
+                          np.asarray([added.get(t, 0.0) for t in ids]))
+
+    def added_terms(self, q: "QueryTerms") -> list[tuple[str, float]]:
+        """The terms feedback added to a query (the text never says them), heaviest first."""
+        if q.from_feedback is None:
+            return []
+        names = self.terms.take(pa.array(q.ids)).to_pylist()
+        new = [(t, w) for t, w in zip(names, q.weights.tolist()) if q.qtf.get(t, 0) == 0]
+        return sorted(new, key=lambda tw: -tw[1])
+
+    def explain(self, q: "QueryTerms", chunk: int) -> list[dict]:
+        """Each query term's share of a chunk's score (weight · impact); the shares add up
+        to the score.  `qtf` is how often the query says the term (0: feedback added it),
+        `weight` its multiplier, `feedback` the part of the weight feedback gave it."""
         k1, b, avgdl = self.stats["k1"], self.stats["b"], self.stats["avgdl"]
+        names = self.terms
+        fb = q.from_feedback if q.from_feedback is not None else np.zeros(len(q.ids))
         out = []
-        for term in sorted(set(terms), key=lambda t: self.term_ids.get(t, -1)):
-            t = self.term_ids.get(term)
-            if t is None:
-                continue
+        for i in np.argsort(q.ids, kind="stable").tolist():  # term ids are alphabetical
+            t = int(q.ids[i])
             lo, hi = self.indptr[t], self.indptr[t + 1]
             pos = lo + np.searchsorted(self.chunk[lo:hi], chunk)
             if pos >= hi or self.chunk[pos] != chunk:
                 continue
-            tf = float(self.tf[pos])
+            term = names[t].as_py()
+            weight = float(q.weights[i])
             norm = 1 - b + b * float(self.lengths[chunk]) / avgdl
-            out.append({"term": term, "tf": int(tf), "df": int(self.df[t]), "idf": float(self.idf[t]),
-                        "norm": norm, "contribution": float(self.impact[pos])})
+            out.append({"term": term, "qtf": q.qtf.get(term, 0), "weight": weight, "tf": int(self.tf[pos]),
+                        "df": int(self.df[t]), "idf": float(self.idf[t]), "norm": norm,
+                        "contribution": weight * float(self.impact[pos]), "feedback": float(fb[i])})
         return out
 
     @staticmethod
@@ -388,6 +464,27 @@ class Index:
         with ThreadPoolExecutor(cores()) as pool:
             list(pool.map(fill, range(pf.num_row_groups)))
         return out
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """A query as it is scored: score(c) = Σ weights[i] · impact(ids[i], c).
+
+    Without feedback each weight is qtf(t,q) and this is SPEC's plain formula.  With
+    feedback the weights are the expanded query's and terms the text never said may join
+    (`Index.expand`)."""
+    ids: np.ndarray  # int64 term ids the index knows: the text's in query order, then feedback's
+    weights: np.ndarray  # float64 multiplier of each term's impact
+    qtf: dict  # every analysed term of the text (known to the index or not) -> times it occurs
+    from_feedback: np.ndarray | None = None  # the part of each weight feedback gave (None: no feedback)
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """RM3's settings (`retrieval.feedback: rm3` and the `feedback_*` keys)."""
+    docs: int = 5  # first-pass chunks the relevance model is built from
+    terms: int = 50  # its heaviest terms kept
+    query_weight: float = 0.7  # λ: the original query's share of the interpolation
 
 
 def row_group_starts(pf: pq.ParquetFile) -> np.ndarray:
@@ -440,8 +537,9 @@ def rank(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, k: int, dept
 
 
 def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: int, progress=None,
-           threads: int | None = None):
-    """Chunk hits (query#, chunk, score, rank) and the document run {qid: {doc: score}}.
+           threads: int | None = None, feedback: Feedback | None = None):
+    """Chunk hits (query#, chunk, score, rank), the document run {qid: {doc: score}}, and
+    each query as it was scored (`QueryTerms`: with `feedback`, the expanded query).
 
     Queries go in batches to a pool of threads, one per core (at most MAX_THREADS): most
     of a query's time is spent inside NumPy, which lets other threads run meanwhile.  Each
@@ -450,13 +548,17 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
     """
     t0, cpu0 = time.perf_counter(), time.process_time()
     doc_names, doc_codes = index.doc_names, index.doc_codes
-    term_ids, terms_of = index.query_terms([text for _, text in queries])
+    scored = index.query_terms([text for _, text in queries])
+    if feedback is not None:
+        index.forward  # built here, once: the threads below only read it
     batches = [range(s, min(s + QUERY_BATCH, len(queries))) for s in range(0, len(queries), QUERY_BATCH)]
 
     def answer(batch: range) -> list[tuple]:
         out = []
         for i in batch:
-            cols, vals = index.best_candidates(term_ids[i], depth)
+            if feedback is not None:  # a second query, answered like the first
+                scored[i] = index.expand(scored[i], feedback)
+            cols, vals = index.best_candidates(scored[i].ids, depth, scored[i].weights)
             order, docs, doc_scores = rank(cols, vals, doc_codes, top_k_n, depth)
             out.append((cols[order], vals[order], docs, doc_scores))
         return out
@@ -482,9 +584,10 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
            cat([a[0] for a in answers], np.int64), cat([a[1] for a in answers], np.float64),
            cat([np.arange(1, len(a[0]) + 1) for a in answers], np.int32))
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    index.note(f"queries answered in {seconds:.2f} s, {cpu:.2f} s CPU on {workers} thread{'s' * (workers > 1)} "
+    passes = " (two passes each: rm3 feedback)" if feedback is not None else ""
+    index.note(f"queries answered{passes} in {seconds:.2f} s, {cpu:.2f} s CPU on {workers} thread{'s' * (workers > 1)} "
                f"({len(queries) / max(seconds, 1e-9):,.0f} queries/s; index loaded in {index.load_seconds:.2f} s before)")
-    return out, run, terms_of
+    return out, run, scored
 
 
 def chunk_texts(path, rows: np.ndarray) -> list[str]:
@@ -531,13 +634,19 @@ def trec_run(queries, run) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def print_results(results: pa.Table, queries, max_queries: int = 8) -> None:
+def print_results(results: pa.Table, queries, added=None, max_queries: int = 8) -> None:
+    """The first queries' best five results (with their explanations, if any), and with
+    feedback the terms it added to each query (`added`: per query [(term, weight)])."""
     rows = results.to_pylist()
     by_q: dict[str, list[dict]] = {}
     for r in rows:
         by_q.setdefault(r["query_id"], []).append(r)
-    for qid, text in queries[:max_queries]:
+    for n, (qid, text) in enumerate(queries[:max_queries]):
         print(f"\n[{qid}] {text}")
+        if added is not None:
+            new = added[n]
+            print("    feedback added: " + (", ".join(f"{t} {w:.3f}" for t, w in new[:8]) if new else "nothing")
+                  + (f" … and {len(new) - 8} more" if len(new) > 8 else ""))
         hits = by_q.get(qid, [])
         if not hits:
             print("    (no chunk contains any of its terms)")
@@ -548,10 +657,25 @@ def print_results(results: pa.Table, queries, max_queries: int = 8) -> None:
             snippet = textwrap.shorten(" ".join(r["text"].split()), 90, placeholder=" …")
             print(f"  {r['rank']:>2}. {r['score']:7.3f}  {where}\n              {snippet}")
             for e in r.get("explain") or []:
-                print(f"              {e['term']:<14} tf={e['tf']:<3} df={e['df']:<6} idf={e['idf']:.3f} "
-                      f"norm={e['norm']:.3f} → {e['contribution']:.3f}")
+                # The query side: qtf, and with feedback the weight (a term feedback added has qtf=0).
+                weight = f" w={e['weight']:.3f}" if e["weight"] != e["qtf"] else ""
+                print(f"              {e['term']:<14} qtf={e['qtf']}{weight} tf={e['tf']:<3} df={e['df']:<6} "
+                      f"idf={e['idf']:.3f} norm={e['norm']:.3f} → {e['contribution']:.3f}")
     if len(queries) > max_queries:
         print(f"\n… and {len(queries) - max_queries} more queries in 05_results.parquet")
+
+
+def feedback_of(sec: dict) -> Feedback | None:
+    """The feedback settings of config's `retrieval` section (None: the plain formula)."""
+    if sec["feedback"] == "none":
+        return None
+    return Feedback(sec["feedback_docs"], sec["feedback_terms"], sec["feedback_query_weight"])
+
+
+EXPLAIN_TYPE = pa.list_(pa.struct([
+    ("term", pa.string()), ("qtf", pa.int32()), ("weight", pa.float64()), ("tf", pa.int32()),
+    ("df", pa.int32()), ("idf", pa.float64()), ("norm", pa.float64()), ("contribution", pa.float64()),
+    ("feedback", pa.float64())]))
 
 
 def run(ctx) -> None:
@@ -565,9 +689,11 @@ def run(ctx) -> None:
         raise PipelineError("03_chunks.parquet changed since the index was built: run `python 04_indexing.py`")
     ctx.upstream_rows = len(queries)
 
-    (q, c, s, r), run_docs, terms_of = search(
+    feedback = feedback_of(sec)
+    (q, c, s, r), run_docs, scored = search(
         index, queries, sec["top_k"], max(DEPTH, sec["top_k"]),
-        progress=lambda it, total: ctx.progress(it, total=total, desc="05 scoring", unit="batch"))
+        progress=lambda it, total: ctx.progress(it, total=total, desc="05 scoring", unit="batch"),
+        feedback=feedback)
     ch = index.chunks
     take = pa.array(c)
     results = {
@@ -583,7 +709,8 @@ def run(ctx) -> None:
         "text": pa.array(chunk_texts(chunks_03, c), pa.string()),
     }
     if sec["explain"]:
-        results["explain"] = pa.array([index.explain(terms_of[qi], int(ci)) for qi, ci in zip(q, c)])
+        results["explain"] = pa.array([index.explain(scored[qi], int(ci)) for qi, ci in zip(q, c)],
+                                      EXPLAIN_TYPE)
     table = pa.table(results)
     ctx.write_table("05_results.parquet", table, {"index": index.meta["fingerprint"]})
     ctx.write_text("05_results.trec", trec_run(queries, run_docs))
@@ -598,7 +725,8 @@ def run(ctx) -> None:
     answered = len(np.unique(q))
     ctx.note(f"{len(queries)} queries, {answered} with results, {len(table)} result rows (top_k={sec['top_k']})")
     if not ctx.quiet:
-        print_results(table, queries)
+        added = [index.added_terms(x) for x in scored[:8]] if feedback is not None else None
+        print_results(table, queries, added)
 
 
 if __name__ == "__main__":

@@ -64,6 +64,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "stemmer": Key("english", "choice", "english or none", ("english", "none")),
         "stopwords": Key("english", "choice", "english or none", ("english", "none")),
         "path_weight": Key(1, "int", "a whole number >= 0", check=lambda v: v >= 0),
+        "heading_weight": Key(1, "int", "a whole number >= 0", check=lambda v: v >= 0),
     },
     "retrieval": {
         "queries": Key("data/queries.txt", "queries",
@@ -71,6 +72,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "qrels": Key(None, "optional_path", "a TREC or BEIR .tsv qrels file, or null"),
         "top_k": Key(10, "int", "a whole number > 0", check=lambda v: v > 0),
         "explain": Key(False, "bool", "true or false"),
+        "feedback": Key("none", "choice", "none or rm3", ("none", "rm3")),
+        "feedback_docs": Key(5, "int", "a whole number > 0", check=lambda v: v > 0),
+        "feedback_terms": Key(50, "int", "a whole number > 0", check=lambda v: v > 0),
+        "feedback_query_weight": Key(0.7, "number", "a number from 0 to 1", check=lambda v: 0 <= v <= 1),
     },
 }
 
