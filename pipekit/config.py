@@ -64,7 +64,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "stemmer": Key("english", "choice", "english or none", ("english", "none")),
         "stopwords": Key("english", "choice", "english or none", ("english", "none")),
         "path_weight": Key(1, "int", "a whole number >= 0", check=lambda v: v >= 0),
-        "heading_weight": Key(1, "int", "a whole number >= 0", check=lambda v: v >= 0),
+        "heading_weight": Key(3, "int", "a whole number >= 0", check=lambda v: v >= 0),
     },
     "retrieval": {
         "queries": Key("data/queries.txt", "queries",

@@ -78,8 +78,8 @@ def build(tmp_path, texts, doc_ids):
     return retrieval.Index(FakeContext(tmp_path))
 
 
-def dense_reference(texts, doc_ids, query_terms, k, depth):
-    """SPEC's BM25 over every chunk, from scratch: [(chunk, score)] top k, [(doc, score)] top depth."""
+def dense_matrix(texts):
+    """The corpus as a dense chunk × term matrix of tf, and each cell's SPEC BM25 weight."""
     vocab = sorted({w for t in texts for w in t.split()})
     col = {w: i for i, w in enumerate(vocab)}
     tf = np.zeros((len(texts), len(vocab)))
@@ -91,11 +91,31 @@ def dense_reference(texts, doc_ids, query_terms, k, depth):
     df = (tf > 0).sum(axis=0)
     idf = np.log1p((n - df + 0.5) / (df + 0.5))
     norm = K1 * (1 - B + B * lengths / avgdl)
-    scores = np.zeros(n)
-    for w in dict.fromkeys(query_terms):  # each distinct term once, in query order
+    bm25 = np.where(tf > 0, idf * tf * (K1 + 1) / (tf + norm[:, None]), 0.0)
+    return vocab, col, tf, lengths, bm25
+
+
+def dense_reference(matrix, doc_ids, query_terms, k, depth, feedback=None):
+    """SPEC's BM25 over every chunk, from scratch: [(chunk, score)] top k, [(doc, score)] top depth.
+    With `feedback` (docs, terms, λ): RM3 written out from its definition, then the same."""
+    vocab, col, tf, lengths, bm25 = matrix
+    n = len(lengths)
+    weight = {}
+    for w in query_terms:  # qtf: a repeated term counts each time
         if w in col:
-            f = tf[:, col[w]]
-            scores = scores + np.where(f > 0, idf[col[w]] * f * (K1 + 1) / (f + norm), 0.0)
+            weight[w] = weight.get(w, 0) + 1.0
+    scores = sum((bm25[:, col[w]] * x for w, x in weight.items()), np.zeros(n))
+    if feedback is not None and weight:
+        fb_docs, fb_terms, lam = feedback
+        top = sorted((c for c in range(n) if scores[c] > 0), key=lambda c: (-scores[c], c))[:fb_docs]
+        p_c = scores[top] / scores[top].sum()
+        model = sum(p * tf[c] / lengths[c] for p, c in zip(p_c, top))  # P(t|R), over the vocabulary
+        kept = sorted((t for t in range(len(vocab)) if model[t] > 0), key=lambda t: (-model[t], t))[:fb_terms]
+        size = sum(weight.values())
+        expanded = {w: lam * x for w, x in weight.items()}
+        for t in kept:
+            expanded[vocab[t]] = expanded.get(vocab[t], 0.0) + (1 - lam) * size * model[t] / model[kept].sum()
+        scores = sum((bm25[:, col[w]] * x for w, x in expanded.items()), np.zeros(n))
     ranked = sorted((c for c in range(n) if scores[c] > 0), key=lambda c: (-scores[c], c))
     docs, seen = [], set()
     for c in ranked:  # a document's place is its best chunk's
@@ -113,7 +133,9 @@ def random_queries(rng, words, n=300):
         if q % 10 == 0:
             terms.append("neverseen")
         if q % 7 == 0:
-            terms.append(terms[0])  # a repeated term counts once
+            terms.append(terms[0])  # a repeated term counts twice (qtf)
+        if q % 11 == 0:
+            terms += [terms[-1]] * 3
         queries.append((f"q{q}", " ".join(terms)))
     queries.append(("none", "neverseen nowhere"))  # no term the index knows: no results
     queries.append(("common", f"{words[0]} {words[1]} {words[0]}"))  # the two commonest terms
@@ -134,9 +156,14 @@ WAYS = {
 }
 
 
+RM3 = retrieval.Feedback(docs=4, terms=6, query_weight=0.6)
+
+
+# Feedback's second query, with its fractional weights, goes through every way too (one corpus).
 @pytest.mark.parametrize("way", WAYS)
-@pytest.mark.parametrize("seed,new_doc", [(1, 0.6), (2, 0.6), (3, 0.1)])
-def test_search_equals_dense_scoring(tmp_path, monkeypatch, seed, new_doc, way):
+@pytest.mark.parametrize("seed,new_doc,fb", [(1, 0.6, None), (2, 0.6, None), (3, 0.1, None), (4, 0.4, RM3)],
+                         ids=["seed1", "seed2", "seed3-long-docs", "seed4-rm3"])
+def test_search_equals_dense_scoring(tmp_path, monkeypatch, seed, new_doc, fb, way):
     for name, value in WAYS[way].items():
         monkeypatch.setattr(retrieval, name, value)
     rng = np.random.default_rng(seed)
@@ -145,13 +172,15 @@ def test_search_equals_dense_scoring(tmp_path, monkeypatch, seed, new_doc, way):
     index.small_query = 0  # a 400-chunk corpus: prune even tiny queries, so that path is tested
     pruned = []
     lookup = index._lookup
-    index._lookup = lambda t, cand: pruned.append(len(cand)) or lookup(t, cand)
+    index._lookup = lambda t, cand, w=1.0: pruned.append(len(cand)) or lookup(t, cand, w)
     queries = random_queries(rng, words)
     k, depth = 5, 12
-    (hq, hc, hs, hr), run, _ = retrieval.search(index, queries, k, depth)
+    (hq, hc, hs, hr), run, _ = retrieval.search(index, queries, k, depth, feedback=fb)
     assert pruned, "no query took the pruned path: the test corpus no longer exercises it"
+    matrix = dense_matrix(texts)
     for i, (qid, text) in enumerate(queries):
-        want_chunks, want_docs = dense_reference(texts, doc_ids, text.split(), k, depth)
+        want_chunks, want_docs = dense_reference(matrix, doc_ids, text.split(), k, depth,
+                                                 fb and (fb.docs, fb.terms, fb.query_weight))
         mine = hq == i
         assert hc[mine].tolist() == [c for c, _ in want_chunks], text
         np.testing.assert_allclose(hs[mine], [s for _, s in want_chunks], rtol=1e-12, atol=0)
