@@ -82,3 +82,27 @@ def test_vocabulary_grows_across_batches():
     terms, postings, chunk_table, stats = indexing.build_index(batches, a, 1.2, 0.75, 1)
     assert terms.column("term").to_pylist() == ["one", "three", "two"]
     assert stats["N"] == 2 and terms.column("df").to_pylist() == [1, 1, 2]
+
+
+def test_heading_terms_count_heading_weight_times_in_tf_and_length():
+    batch = chunks("rollback the deploy", "deploy deploy", headings=["Rollback now", ""])
+    tf1, _, _, table1, stats1 = build(batch)
+    tf3, _, _, table3, stats3 = build(batch, heading_weight=3)
+    assert tf1[("rollback", 0)] == 2 and tf3[("rollback", 0)] == 4  # 3 from the heading, 1 from the text
+    assert tf1[("now", 0)] == 1 and tf3[("now", 0)] == 3
+    assert tf3[("deploy", 0)] == 1 and tf3[("deploy", 1)] == 2  # text terms are untouched
+    assert table1.column("length").to_pylist() == [5, 2]
+    assert table3.column("length").to_pylist() == [3 + 2 * 3, 2]  # the length counts the weight too
+    assert stats3["avgdl"] == pytest.approx(11 / 2) and stats3["heading_weight"] == 3
+    tf0, _, _, table0, _ = build(batch, heading_weight=0)  # 0 leaves the heading out
+    assert ("now", 0) not in tf0 and table0.column("length").to_pylist() == [3, 2]
+
+
+def test_heading_weight_is_the_same_as_writing_the_heading_out_that_many_times():
+    texts = ["alpha beta beta", "beta gamma", "gamma delta alpha"]
+    headings = ["Alpha", "", "Delta gamma"]
+    weighted = build(chunks(*texts, headings=headings), heading_weight=3)
+    written = build(chunks(*[" ".join([h] * 3 + [t]) for h, t in zip(headings, texts)]))
+    assert weighted[0] == written[0]
+    assert weighted[2].column("impact").to_pylist() == pytest.approx(written[2].column("impact").to_pylist(),
+                                                                     rel=1e-12)

@@ -87,6 +87,7 @@ def test_explanations_sum_to_the_score(indexed):
         assert r["explain"], r
         assert sum(e["contribution"] for e in r["explain"]) == pytest.approx(r["score"], abs=1e-9, rel=0)
         for e in r["explain"]:
+            assert e["weight"] == e["qtf"] == 1 and e["feedback"] == 0  # no term repeated, no feedback
             expect = e["idf"] * e["tf"] * 2.2 / (e["tf"] + 1.2 * e["norm"])
             assert e["contribution"] == pytest.approx(expect, rel=1e-12)
 
@@ -113,7 +114,8 @@ def test_scores_follow_the_configured_k1_and_b(tmp_path):
     (tmp_path / "out").mkdir()
     chunks_file(tmp_path / "out")
     queries = ["undo the rollback", "release notes health", "health endpoint check"]  # each term once: k1 is under test, not qtf
-    cfg = write_config(tmp_path, indexing={"stemmer": "none", "stopwords": "none", "k1": 2.0, "b": 0.5},
+    cfg = write_config(tmp_path, indexing={"stemmer": "none", "stopwords": "none", "k1": 2.0, "b": 0.5,
+                                                 "heading_weight": 1},  # the plain formula
                        retrieval={"queries": queries, "qrels": None, "top_k": 10})
     run_script("04_indexing.py", "--config", str(cfg))
     run_script("05_retrieval.py", "--config", str(cfg))
@@ -132,6 +134,80 @@ def test_scores_follow_the_configured_k1_and_b(tmp_path):
         got = res[res.query_id == str(qid)]
         assert list(got.chunk_id) == [ids[i] for i in ranked]
         assert list(got.score) == pytest.approx([want[i] for i in ranked], rel=1e-9)
+
+
+def feedback_run(tmp_path, queries, *sets):
+    (tmp_path / "out").mkdir(exist_ok=True)
+    chunks_file(tmp_path / "out")
+    cfg = write_config(tmp_path, indexing={"stemmer": "none", "stopwords": "english"},
+                       retrieval={"queries": queries, "top_k": 6, "explain": True})
+    sets = [a for s in sets for a in ("--set", s)]
+    run_script("04_indexing.py", "--config", str(cfg), *sets)
+    proc = run_script("05_retrieval.py", "--config", str(cfg), *sets)
+    return pq.read_table(tmp_path / "out" / "05_results.parquet").to_pylist(), proc
+
+
+def test_a_repeated_query_term_counts_each_time(tmp_path):
+    once, _ = feedback_run(tmp_path, ["health undo"])
+    twice, proc = feedback_run(tmp_path, ["health undo health"])
+    once = {r["chunk_id"]: r for r in once}
+    assert set(once) == {r["chunk_id"] for r in twice}
+    for b in twice:
+        a = once[b["chunk_id"]]
+        ea, eb = ({e["term"]: e for e in r["explain"]} for r in (a, b))
+        if "health" not in eb:
+            continue
+        assert eb["health"]["qtf"] == 2 and eb["health"]["weight"] == 2
+        assert eb["health"]["contribution"] == pytest.approx(2 * ea["health"]["contribution"], rel=1e-12)
+        assert b["score"] == pytest.approx(sum(e["contribution"] for e in b["explain"]), rel=1e-12)
+    assert "health         qtf=2 tf=1" in proc.stdout  # the printed explanation says qtf
+
+
+def test_feedback_adds_terms_of_the_best_results_and_explains_them(tmp_path):
+    # "rollback" alone finds a#0 only; its text says "undo" and "release", and feedback
+    # follows them to chunks that never say "rollback" (a#1 through "undo", c/d through "release").
+    plain, _ = feedback_run(tmp_path, ["rollback"], "indexing.heading_weight=1")
+    assert [r["chunk_id"] for r in plain] == ["a#0", "a#1"]  # a#1 by its heading "Rollback › Checks"
+    fed, proc = feedback_run(tmp_path, ["rollback"], "indexing.heading_weight=1", "retrieval.feedback=rm3",
+                             "retrieval.feedback_docs=1", "retrieval.feedback_query_weight=0.5")
+    assert [r["chunk_id"] for r in fed][:2] == ["a#0", "a#1"]
+    assert {"c#3", "d#4"} <= {r["chunk_id"] for r in fed}
+    added = {}
+    for r in fed:
+        assert r["score"] == pytest.approx(sum(e["contribution"] for e in r["explain"]), abs=1e-9, rel=0)
+        for e in r["explain"]:
+            if e["qtf"] == 0:  # a term feedback added: all its weight is feedback's
+                assert e["weight"] == e["feedback"] > 0
+                added[e["term"]] = e["weight"]
+            else:
+                assert e["term"] == "rollback" and e["weight"] == pytest.approx(0.5 + e["feedback"])
+    # One feedback chunk (a#0, 5 terms with its heading: rollback x2, undo, release, script):
+    # P(t|R) = tf/|c|, times (1 - λ)·|q| = 0.5.
+    assert added["release"] == pytest.approx(0.5 * 1 / 5) and added["undo"] == pytest.approx(0.5 * 1 / 5)
+    assert "feedback added: " in proc.stdout and "release 0.100" in proc.stdout
+
+
+def test_a_corpus_smaller_than_top_k_returns_fewer_results(tmp_path):
+    import json
+
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    corpus = tmp_path / "corpus.jsonl"
+    with corpus.open("w") as f:
+        for i in range(82):
+            f.write(json.dumps({"_id": f"d{i}", "title": words[i % 8], "text": " ".join(words[: 1 + i % 7])}) + "\n")
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\n1\td3\t1\n2\td5\t1\n")
+    for feedback in ("none", "rm3"):
+        cfg = write_config(tmp_path, documents={"input": str(corpus)},
+                           retrieval={"queries": ["alpha gamma", "zeta theta"], "qrels": str(qrels), "top_k": 100,
+                                      "feedback": feedback, "feedback_docs": 200})
+        run_script("run_pipeline.py", "--config", str(cfg))
+        res = pq.read_table(tmp_path / "out" / "05_results.parquet").to_pandas()
+        assert len(res[res.query_id == "1"]) == 82  # every chunk has "alpha": all of them, no more
+        # "zeta theta" is in fewer chunks; feedback from all 82 may reach every one, never more.
+        assert 0 < len(res[res.query_id == "2"]) < 82 if feedback == "none" else len(res) == 2 * 82
+        metrics = pq.read_table(tmp_path / "out" / "05_metrics.parquet").to_pandas()
+        assert set(metrics.query_id) == {"1", "2", "all"}
 
 
 def test_printed_table_names_document_heading_and_pages(indexed):
@@ -236,3 +312,15 @@ def test_queries_use_the_analyzer_the_index_recorded(tmp_path):
     run_script("05_retrieval.py", "--config", str(cfg2), "--set", "indexing.stemmer=english")
     res = pq.read_table(tmp_path / "out" / "05_results.parquet").to_pandas()
     assert set(res.chunk_id) == {"a#0", "c#3", "d#4"}
+
+
+def test_bad_feedback_settings_name_the_key_and_what_it_accepts(tmp_path):
+    from pipekit.config import load_config
+    from pipekit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"retrieval\.feedback must be none or rm3; got 'bm25'"):
+        load_config(write_config(tmp_path), ["retrieval.feedback=bm25"])
+    with pytest.raises(ConfigError, match=r"retrieval\.feedback_query_weight must be a number from 0 to 1"):
+        load_config(write_config(tmp_path), ["retrieval.feedback_query_weight=1.5"])
+    with pytest.raises(ConfigError, match=r"indexing\.heading_weight must be a whole number >= 0"):
+        load_config(write_config(tmp_path), ["indexing.heading_weight=1.5"])
