@@ -9,7 +9,8 @@ Writes `05_results.parquet` (query_id, query, rank, score, chunk_id, doc_id, hea
        with qrels, `05_metrics.parquet` (nDCG@10, AP@100, R@100 per query and `all`).
 
 The idea: since stage 04 stored each posting's BM25 impact, a query's score for a chunk
-is a sum of looked-up numbers, one per distinct query term (SPEC counts each once).
+is a sum of looked-up numbers, one per distinct query term, each times qtf, how often
+the query says it (SPEC; `QueryTerms` holds a query's term ids and these weights).
 `Index.scores` is that sum done plainly: every posting of every term.  `Index.best_candidates`
 gives the same top results while reading far fewer postings (MaxScore):
 
@@ -21,8 +22,10 @@ gives the same top results while reading far fewer postings (MaxScore):
    dropping those that can no longer reach the floor (which rises as it goes).
 
 Zipf's law is why it pays: the words in nearly every chunk carry the least weight, so
-they end up light and are never read in full.  The k best chunks and the 100 best
-documents are then one sort of what is left; ties go to the chunk earlier in the corpus.
+they end up light and are never read in full.  A query weight (qtf) only scales a term's
+impacts and its bound, so the pruning holds for any positive weights.  The k best chunks
+and the 100 best documents are then one sort of what is left; ties go to the chunk
+earlier in the corpus.
 Queries are answered in batches on a thread per core (NumPy lets the others run while it
 works); each answer depends on its query alone, so the results never depend on threads.
 
@@ -30,8 +33,17 @@ Metrics are on documents: a document scores its best chunk, as a reader judges "
 find the right document".  They are computed by ir-measures (trec_eval's conventions)
 at depth 100 whatever `top_k` is, so changing top_k never changes the metrics.
 
-What it deliberately does not do: re-rank, expand queries, or read config.yaml's
-analyzer settings — queries are analysed exactly as the index recorded.
+With `retrieval.feedback: rm3`, each query is answered twice (`Index.expand`): its best
+few chunks give a relevance model, whose heaviest terms join the query with small weights
+(pseudo-relevance feedback, RM3), and the expanded query is scored like any other.
+
+Public pieces (other tools reuse them): `Index(ctx)`, `Index.query_terms(texts)` ->
+[QueryTerms], `Index.expand(q, Feedback)`, `Index.best_candidates(ids, depth, weights)`,
+`Index.scores(ids, at_least, weights)`, `Index.explain(q, chunk)`, `rank(...)`, and
+`search(index, queries, top_k, depth, feedback=...)` which does all of it for a list.
+
+What it deliberately does not do: re-rank, expand queries unless asked, or read
+config.yaml's analyzer settings — queries are analysed exactly as the index recorded.
 """
 from __future__ import annotations
 
