@@ -56,7 +56,6 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from scipy import sparse
 
 from pipekit import io
@@ -64,7 +63,7 @@ from pipekit.analyzer import Analyzer
 from pipekit.cli import stage_main
 from pipekit.errors import PipelineError
 from pipekit.malloc import keep_freed_memory
-from pipekit.queries import load_qrels, load_queries
+from pipekit.queries import load_qrels, load_queries, trec_run
 from pipekit.stages import get_stage
 
 METRICS = ("nDCG@10", "AP@100", "R@100")
@@ -107,8 +106,8 @@ class Index:
         self.indptr = np.zeros(len(self.df) + 1, dtype=np.int64)
         np.cumsum(self.df, out=self.indptr[1:])
         self._postings_path = ctx.path("04_postings.parquet")
-        self.chunk = self._read_column(self._postings_path, "chunk", np.int32, self.indptr[-1])
-        self.impact = self._read_column(self._postings_path, "impact", np.float64, self.indptr[-1])
+        self.chunk = self._read_column("chunk", np.int32)
+        self.impact = self._read_column("impact", np.float64)
         self._tf = None
         self._forward = None
         # Each term's largest impact: the most it can add to any chunk's score (for pruning).
@@ -123,7 +122,6 @@ class Index:
         docs = pc.dictionary_encode(self.chunks.column("doc_id").combine_chunks())
         self.doc_names = docs.dictionary
         self.doc_codes = np.asarray(docs.indices, dtype=np.int64)
-        self._term_ids = None
         self._dense = self._dense_rows()
         self.small_query = SMALL_QUERY  # tests lower it, so their small corpora take the pruned path
         self.note = ctx.note
@@ -134,14 +132,15 @@ class Index:
     @property
     def tf(self) -> np.ndarray:
         if self._tf is None:
-            self._tf = self._read_column(self._postings_path, "tf", np.int32, self.indptr[-1])
+            self._tf = self._read_column("tf", np.int32)
         return self._tf
 
-    @property
-    def term_ids(self) -> dict[str, int]:
-        if self._term_ids is None:
-            self._term_ids = {t: i for i, t in enumerate(self.terms.to_pylist())}
-        return self._term_ids
+    def _read_column(self, name: str, dtype) -> np.ndarray:
+        n = int(self.indptr[-1])
+        if io.row_count(self._postings_path) != n:
+            raise PipelineError(f"{self._postings_path}: {io.row_count(self._postings_path):,} postings where "
+                                f"04_terms.parquet's df adds up to {n:,}: rerun `python 04_indexing.py`")
+        return io.read_column(self._postings_path, name, dtype, n, cores())
 
     def query_terms(self, texts: list[str]) -> list["QueryTerms"]:
         """Each query as scored: its distinct analysed terms the index knows (in query
@@ -456,27 +455,6 @@ class Index:
                         "contribution": weight * float(self.impact[pos]), "feedback": float(fb[i])})
         return out
 
-    @staticmethod
-    def _read_column(path, name: str, dtype, n: int) -> np.ndarray:
-        pf = pq.ParquetFile(path)
-        if pf.metadata.num_rows != n:
-            raise PipelineError(f"{path}: {pf.metadata.num_rows:,} postings where 04_terms.parquet's df "
-                                f"adds up to {n:,}: rerun `python 04_indexing.py`")
-        out = np.empty(int(n), dtype=dtype)
-        starts = row_group_starts(pf)
-
-        def fill(g: int) -> None:
-            at = int(starts[g])
-            reader = pq.ParquetFile(path)  # one per task: a ParquetFile is not shared across threads
-            for piece in reader.read_row_group(g, columns=[name]).column(0).chunks:
-                out[at:at + len(piece)] = piece.to_numpy()
-                at += len(piece)
-
-        # Row groups decode and copy outside the GIL: one thread per core fills its share.
-        with ThreadPoolExecutor(cores()) as pool:
-            list(pool.map(fill, range(pf.num_row_groups)))
-        return out
-
 
 @dataclass(frozen=True)
 class QueryTerms:
@@ -497,11 +475,6 @@ class Feedback:
     docs: int = 5  # first-pass chunks the relevance model is built from
     terms: int = 50  # its heaviest terms kept
     query_weight: float = 0.7  # λ: the original query's share of the interpolation
-
-
-def row_group_starts(pf: pq.ParquetFile) -> np.ndarray:
-    """Row number where each row group of a Parquet file starts, then the row count."""
-    return np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
 
 
 def cores() -> int:
@@ -603,19 +576,8 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
 
 
 def chunk_texts(path, rows: np.ndarray) -> list[str]:
-    """Texts of the given 03_chunks rows, reading only the row groups that hold them,
-    one at a time (results spread over a million chunks touch every group)."""
-    pf = pq.ParquetFile(path)
-    bounds = row_group_starts(pf)
-    rows = np.asarray(rows, dtype=np.int64)
-    group_of = np.searchsorted(bounds, rows, side="right") - 1
-    out: list[str | None] = [None] * len(rows)
-    for g in np.unique(group_of):
-        at = np.flatnonzero(group_of == g)
-        texts = pf.read_row_group(int(g), columns=["text"]).column("text")
-        for i, t in zip(at.tolist(), texts.take(pa.array(rows[at] - bounds[g])).to_pylist()):
-            out[i] = t
-    return out
+    """Texts of the given 03_chunks rows (only the row groups that hold them are read)."""
+    return io.take_rows(path, "text", rows)
 
 
 def evaluate(qrels, run) -> pa.Table:
@@ -629,21 +591,6 @@ def evaluate(qrels, run) -> pa.Table:
     qid, metric, value = zip(*rows) if rows else ((), (), ())
     return pa.table({"query_id": pa.array(qid, pa.string()), "metric": pa.array(metric, pa.string()),
                      "value": pa.array(value, pa.float64())})
-
-
-def trec_field(name: str) -> str:
-    """A query or document id as one TREC field: whitespace (a file name with a space)
-    would split it, so whitespace and `%` are written %-escaped, as in a URL."""
-    return "".join("".join(f"%{b:02X}" for b in c.encode()) if c.isspace() or c == "%" else c for c in name)
-
-
-def trec_run(queries, run) -> str:
-    lines = []
-    for qid, _ in queries:
-        ranked = sorted(run.get(qid, {}).items(), key=lambda kv: -kv[1])
-        q = trec_field(qid)
-        lines += [f"{q} Q0 {trec_field(doc)} {r} {s:.17g} pipekit" for r, (doc, s) in enumerate(ranked, 1)]
-    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def print_results(results: pa.Table, queries, added=None, max_queries: int = 8) -> None:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -124,3 +126,48 @@ class ParquetSink:
         finally:
             self._writer = None
             self.tmp.unlink(missing_ok=True)
+
+
+def row_count(path: Path) -> int:
+    return pq.ParquetFile(path).metadata.num_rows
+
+
+def row_group_starts(pf: pq.ParquetFile) -> np.ndarray:
+    """Row number where each row group of a Parquet file starts, then the row count."""
+    return np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
+
+
+def read_column(path: Path, name: str, dtype, n: int, threads: int = 1) -> np.ndarray:
+    """One numeric column of n rows into one preallocated NumPy array, a row group at a
+    time on `threads` threads: loading never holds the Arrow table and its copy at once."""
+    pf = pq.ParquetFile(path)
+    out = np.empty(int(n), dtype=dtype)
+    starts = row_group_starts(pf)
+
+    def fill(g: int) -> None:
+        at = int(starts[g])
+        reader = pq.ParquetFile(path)  # one per task: a ParquetFile is not shared across threads
+        for piece in reader.read_row_group(g, columns=[name]).column(0).chunks:
+            out[at:at + len(piece)] = piece.to_numpy()
+            at += len(piece)
+
+    # Row groups decode and copy outside the GIL: one thread per core fills its share.
+    with ThreadPoolExecutor(max(threads, 1)) as pool:
+        list(pool.map(fill, range(pf.num_row_groups)))
+    return out
+
+
+def take_rows(path: Path, column: str, rows) -> list:
+    """Values of one column at the given row numbers, in that order, reading only the row
+    groups that hold them, one at a time (rows spread over a million touch every group)."""
+    pf = pq.ParquetFile(path)
+    bounds = row_group_starts(pf)
+    rows = np.asarray(rows, dtype=np.int64)
+    group_of = np.searchsorted(bounds, rows, side="right") - 1
+    out: list = [None] * len(rows)
+    for g in np.unique(group_of):
+        at = np.flatnonzero(group_of == g)
+        values = pf.read_row_group(int(g), columns=[column]).column(column)
+        for i, v in zip(at.tolist(), values.take(pa.array(rows[at] - bounds[g])).to_pylist()):
+            out[i] = v
+    return out

@@ -6,6 +6,8 @@ inline YAML list in config.yaml (strings, or `{id, text}` mappings).
 Qrels: TREC (`qid 0 docid rel`, whitespace-separated) or BEIR `.tsv`
 (`query-id<TAB>corpus-id<TAB>score` with a header row).
 
+And writing: `trec_run` gives a run in TREC format (what trec_eval and ir-measures read).
+
 A malformed file stops stage 05 before it writes anything, naming file, line and
 problem: a judgement file that half-loads gives metrics that look plausible and are wrong.
 """
@@ -107,3 +109,20 @@ def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     if not qrels:
         raise PipelineError(f"{path}: no judgements")
     return qrels
+
+
+def trec_field(name: str) -> str:
+    """A query or document id as one TREC field: whitespace (a file name with a space)
+    would split it, so whitespace and `%` are written %-escaped, as in a URL."""
+    return "".join("".join(f"%{b:02X}" for b in c.encode()) if c.isspace() or c == "%" else c for c in name)
+
+
+def trec_run(queries, run: dict) -> str:
+    """A run {qid: {doc: score}} in TREC run format, queries in the given order, each
+    query's documents best first (what trec_eval and ir-measures read)."""
+    lines = []
+    for qid, _ in queries:
+        ranked = sorted(run.get(qid, {}).items(), key=lambda kv: -kv[1])
+        q = trec_field(qid)
+        lines += [f"{q} Q0 {trec_field(doc)} {r} {s:.17g} pipekit" for r, (doc, s) in enumerate(ranked, 1)]
+    return "\n".join(lines) + ("\n" if lines else "")
