@@ -23,9 +23,10 @@ names counted `path_weight` times.  A weight counts in tf *and* in the length |c
 the words were written out that many times (BM25F's field weighting), so the formula
 above holds as written over those counts; `heading_weight: 1` is the plain formula.
 
-The counting is per batch and pure (`count_batch`: a batch in, its sparse counts out,
-against batch-local word ids); one global step (`build_index_blocks` after the loop) maps
-words to terms and sums: the split a map/reduce engine needs.
+The counting is per batch (`count_batch`: a batch in, its sparse counts out, against
+batch-local word ids; the Vocabulary only keeps each batch's dictionary), and one global
+step (`build_index_blocks` after the loop) maps words to terms and sums: the split a
+map/reduce engine needs.
 
 How it stays fast (a million passages in well under a minute, bench/scale.py): chunks
 are cut into words a batch at a time on whole Arrow columns; each batch numbers its own
