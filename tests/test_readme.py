@@ -436,7 +436,7 @@ def test_exercise_explain(sample_outputs, tmp_path):
     assert norms == {1.0}
 
 
-FEEDBACK_DRIFT_QUERY = "8"  # "what to do when CertExpirySoon fires at night"
+FEEDBACK_DRIFT_QUERY = "3"  # "which port does the result queue listen on"
 
 
 def test_exercise_feedback(sample_outputs, tmp_path):
@@ -444,6 +444,7 @@ def test_exercise_feedback(sample_outputs, tmp_path):
     shutil.copytree(sample_outputs, out)
     pipeline(out)  # (a no-op unless the code changed since the fixture ran)
     default = read(out, "05_metrics.parquet")
+    first = read(out, "05_results.parquet")
     proc = pipeline(out, "--set", "retrieval.feedback=rm3")
     for s in STAGES[:4]:
         assert f"{s.label}: fresh, skipped" in proc.stdout
@@ -452,13 +453,15 @@ def test_exercise_feedback(sample_outputs, tmp_path):
     nd = lambda m: dict(zip(m[m.metric == "nDCG@10"].query_id, m[m.metric == "nDCG@10"].value))
     rec = lambda m: dict(zip(m[m.metric == "R@100"].query_id, m[m.metric == "R@100"].value))
     assert nd(fed)["all"] < nd(default)["all"]  # the sample drifts ...
-    assert nd(fed)[FEEDBACK_DRIFT_QUERY] < nd(default)[FEEDBACK_DRIFT_QUERY] - 0.1  # ... query 8 most
+    drops = {q: nd(default)[q] - v for q, v in nd(fed).items() if q != "all"}
+    assert max(drops, key=drops.get) == FEEDBACK_DRIFT_QUERY  # ... query 3 most
     assert rec(fed)["all"] >= rec(default)["all"]  # ... while recall holds
     run_script("05_retrieval.py", "--explain", "--set", f"paths.output={out}", "--set", "retrieval.feedback=rm3")
     r = read(out, "05_results.parquet")
-    q8 = r[(r.query_id == FEEDBACK_DRIFT_QUERY) & (r["rank"] == 1)].iloc[0]
-    added = {t["term"] for t in q8.explain if t["qtf"] == 0}
-    assert {"incid", "respons"} & added  # the words of the incident-response pages it drifted to
+    top = lambda res: res[(res.query_id == FEEDBACK_DRIFT_QUERY) & (res["rank"] == 1)].iloc[0]
+    assert top(first).doc_id.endswith("about-lighthouse.md")  # its answer, first without feedback ...
+    assert top(r).doc_id.endswith("queue-backlog.md")  # ... overtaken by the runbook
+    assert any(t["qtf"] == 0 for t in top(r).explain)  # with the help of words feedback added
     for score, terms in zip(r.score, r.explain):
         assert abs(sum(t["contribution"] for t in terms) - score) < 1e-9
     pipeline(out)
