@@ -29,9 +29,9 @@ exceed it.  Pages: with `track`, text before the first marker belongs to the pag
 it (none if that is page 1), and the marker line itself opens its page.
 
 CSV documents (kept as CSV text by stage 01) are packed record by record, every chunk
-starting with the header row (pipekit.csv_chunks).  Strategy `fixed` ignores structure on purpose: windows of
-`target` units with `overlap`, cut at whitespace — the baseline the heading chunker is
-compared against.
+starting with the header row (pipekit.csv_chunks).  Strategy `fixed` ignores structure on
+purpose: windows of `target` units with `overlap`, cut at whitespace — the baseline the
+heading chunker is compared against.
 
 Deliberately not done here: no text is rewritten (chunk text is the source span plus only
 what the rules add, so CRLF, tabs, indentation and zero-width characters survive), no
@@ -49,9 +49,9 @@ from typing import Mapping
 
 import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
 
+from pipekit.csv_chunks import chunk_csv
 from pipekit.doctext import DocText, count_words, measure, run_units
 from pipekit.markdown_blocks import FENCE_OPEN, MARKER, front_matter_end, front_matter_title, norm, scan_blocks
-from pipekit.csv_chunks import chunk_csv
 from pipekit.structure import place_outline, plain_blocks
 
 
