@@ -72,6 +72,13 @@ def k1_of(meta: dict) -> float:
     return meta["inputs"]["config"]["indexing.k1"]
 
 
+def default_sigint() -> None:
+    """Ctrl-C reaches the stage as it would from a terminal: a suite started in the
+    background (`pytest ... &` in a script) inherits SIGINT ignored, and a Python that
+    starts with SIGINT ignored never raises KeyboardInterrupt — the test then hung."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_paused(cfg: Path, tmp_path: Path, *overrides: str) -> subprocess.Popen:
     """Start stage 04 and return once it is inside its first write."""
     flag = tmp_path / "paused"
@@ -79,7 +86,8 @@ def start_paused(cfg: Path, tmp_path: Path, *overrides: str) -> subprocess.Popen
     for o in overrides:
         args += ["--set", o]
     proc = subprocess.Popen(args, cwd=REPO, env={**os.environ, "PAUSE_FLAG": str(flag)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
     while not flag.exists():
         if proc.poll() is not None:
