@@ -53,6 +53,7 @@ from pipekit.csv_chunks import chunk_csv
 from pipekit.doctext import DocText, count_words, measure, run_units
 from pipekit.markdown_blocks import FENCE_OPEN, MARKER, front_matter_end, front_matter_title, norm, scan_blocks
 from pipekit.structure import place_outline, plain_blocks
+from pipekit.headings import plain_heading  # a heading's text as a CommonMark reader shows it
 
 
 # --------------------------------------------------------------------------------------
@@ -77,56 +78,6 @@ class Settings:
         """From config section `chunking`.  pipekit.config has already checked every key
         alone and together (min <= target <= max; for fixed, 0 <= overlap < target)."""
         return cls(**{k: section[k] for k in cls.__dataclass_fields__ if k in section})
-
-
-# --------------------------------------------------------------------------------------
-# Headings as plain text
-# --------------------------------------------------------------------------------------
-
-_CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.S)
-_IMAGE_OR_LINK = re.compile(r"!?\[((?:[^\[\]\\]|\\.)*)\](?:\((?:[^()\\]|\\.)*\)|\[[^\]]*\])?")
-_AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^<>\s]*|[^<>\s@]+@[^<>\s@]+)>")
-_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
-_EMPHASIS = re.compile(r"(\*\*|__|\*|_|~~)(?=\S)(.+?)(?<=\S)\1")
-_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
-_ENTITY = re.compile(r"&(?:#\d{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
-_HEADING_MAX = 256
-
-
-def plain_heading(raw: str) -> str:
-    """A heading's text as a reader sees it: markup removed, link text kept, whitespace
-    collapsed, at most 256 characters — heading_path is shown to people and indexed."""
-    s = raw
-    if any(ch in s for ch in "`*_[]<>\\&~!"):
-        spans: list[str] = []
-
-        def keep(m):  # code spans are literal: protect them from the emphasis rules
-            spans.append(m.group(2).strip(" ") if m.group(2).strip(" ") else m.group(2))
-            return f"\x00{len(spans) - 1}\x00"
-
-        s = _CODE_SPAN.sub(keep, s)
-        s = _AUTOLINK.sub(r"\1", s)
-        s = _TAG.sub("", s)
-        for _ in range(3):
-            s2 = _IMAGE_OR_LINK.sub(r"\1", s)
-            if s2 == s:
-                break
-            s = s2
-        for _ in range(3):
-            s2 = _EMPHASIS.sub(r"\2", s)
-            if s2 == s:
-                break
-            s = s2
-        s = _ESCAPE.sub(r"\1", s)
-        if "&" in s:
-            import html
-
-            s = _ENTITY.sub(lambda m: html.unescape(m.group(0)), s)
-        s = re.sub("\x00(\\d+)\x00", lambda m: spans[int(m.group(1))], s)
-    s = " ".join(s.split())
-    if len(s) > _HEADING_MAX:
-        s = s[: _HEADING_MAX - 1].rstrip() + "…"
-    return s
 
 
 # --------------------------------------------------------------------------------------
