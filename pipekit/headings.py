@@ -51,13 +51,18 @@ _READ_MAX = 4000    # raw characters read (see the module docstring)
 _ATTR_ITEM = r"""(?:[#.][^\s{}"'=]+|[A-Za-z_:][\w:.-]*=(?:"[^"]*"|'[^']*'|[^\s{}"']+))"""
 _ATTR_LIST = re.compile(
     r"(?:^|[ \t]+)\{:?[ \t]*" + _ATTR_ITEM + r"(?:[ \t]+" + _ATTR_ITEM + r")*[ \t]*\}[ \t]*$")
+_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
 
 
 def strip_attribute_list(raw: str) -> str:
-    """`Title { #id .class key=val }` -> `Title`; anything else unchanged."""
+    """`Title { #id .class key=val }` -> `Title`; anything else unchanged.
+
+    Python-Markdown also lets the list follow a closing sequence (`## Name ## {: #name }`,
+    as its attr_list documentation shows and MkDocs sites write): those `#`s go too."""
     if "{" not in raw:
         return raw
-    return _ATTR_LIST.sub("", raw)
+    stripped = _ATTR_LIST.sub("", raw)
+    return _CLOSING_HASHES.sub("", stripped) if stripped != raw else raw
 
 
 # --------------------------------------------------------------------------------------

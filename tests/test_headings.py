@@ -81,6 +81,11 @@ def test_each_inline_rule_matches_commonmark(raw, text):
     ("Install {#install .unnumbered lang=en}", "Install"),             # Pandoc
     ('Options { data-toc-label="Opts" }', "Options"),
     ("`use_directory_urls` { #use_directory_urls }", "use_directory_urls"),
+    ("Name (*required*) ## {: #name }", "Name (required)"),           # after closing hashes
+    ("A hash style header ### {: #hash }", "A hash style header"),
+    ("Learn C# {: #c }", "Learn C#"),               # `#` inside the text is not a closing sequence
+    ("`markdown.markdown(text [, **kwargs])` { #markdown data-toc-label='markdown.markdown' }",
+     "markdown.markdown(text [, **kwargs])"),
     ("Format {name}", "Format {name}"),             # a bare word is text (format strings, sets)
     ("Sets {a, b}", "Sets {a, b}"),
     (r"Escaped \{#id}", "Escaped {#id}"),
