@@ -117,14 +117,19 @@ _IMAGE_DATA = re.compile(r"data:image/(?:gif|png|jpeg|webp);", re.I)
 
 def _safe_link(url: str) -> bool:
     """Script and file URLs are not links at all (the text stays literal), as in
-    markdown-it; `data:` only for images."""
+    markdown-it; of `data:` URLs only images' are."""
     url = url.strip().lower()
     return not _BAD_SCHEME.match(url) or bool(_IMAGE_DATA.match(url))
 
 
 def _unescape(s: str) -> str:
+    """A link destination's escapes and entities decoded (`java&#115;cript:` is a script)."""
     s = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", s)
-    return re.sub(r"&#?[A-Za-z0-9]+;", lambda m: (_entity_at(m.group(0), 0, len(m.group(0))) or (m.group(0),))[0], s)
+
+    def entity(m):
+        got = _entity_at(m.group(0), 0, len(m.group(0)))
+        return got[0] if got else m.group(0)
+    return re.sub(r"&#?[A-Za-z0-9]+;", entity, s)
 
 
 def _destination(s: str, i: int, end: int) -> tuple[str, int] | None:
