@@ -120,8 +120,11 @@ class _Cleaned:
     """Where the cleaned slices go: the last two rules (blank runs, the ends of the
     document) need what came before, so they are applied here, across slices."""
 
-    def __init__(self):
-        self.out = pa.BufferOutputStream()
+    def __init__(self, capacity: int):
+        # One buffer of about the input's size, written in place: a growing stream
+        # (pa.BufferOutputStream) copied itself on every doubling, 1.8x the text at the end.
+        self.buf = np.empty(capacity, dtype=np.uint8)
+        self.size = 0
         self.held = 0            # newlines at the end of what was written, not yet written
         self.started = False     # nothing written yet: leading newlines are dropped
         self.content = False     # anything but whitespace written (else the text is "")
@@ -134,16 +137,25 @@ class _Cleaned:
         if not core:
             return
         if self.started:
-            self.out.write(b"\n" * self.held)
-        self.out.write(core.encode("utf-8"))
+            self.write(b"\n" * self.held)
+        self.write(core.encode("utf-8"))
         self.started, self.held = True, len(body) - len(core)
         self.content = self.content or bool(core.strip())
+
+    def write(self, data: bytes) -> None:
+        end = self.size + len(data)
+        if end > len(self.buf):  # grown past the input (NFKC): rare, so by half
+            grown = np.empty(max(end, len(self.buf) * 3 // 2), dtype=np.uint8)
+            grown[:self.size] = self.buf[:self.size]
+            self.buf = grown
+        self.buf[self.size:end] = np.frombuffer(data, dtype=np.uint8)
+        self.size = end
 
     def finish(self) -> pa.Buffer:
         if not self.content:
             return pa.py_buffer(b"")
-        self.out.write(b"\n")
-        return self.out.getvalue()
+        self.write(b"\n")
+        return pa.py_buffer(self.buf[:self.size])
 
 
 def clean_large(data: np.ndarray, unicode_form: str = "NFC", size: int = SLICE) -> pa.Buffer:
