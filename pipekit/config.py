@@ -47,8 +47,10 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "exclude": Key([], "globs", "a list of glob patterns"),
         "hidden": Key(False, "bool", "true or false"),
         "follow_links": Key(False, "bool", "true or false"),
-        "max_bytes": Key("512 MB", "bytes", "a size in bytes > 0: a whole number or one like 256 MB, 1.5 GB, 512 MiB",
-                         check=lambda v: v > 0),
+        # At most 1 GiB: a text is one Arrow string (2 GB at most, and decoding legacy
+        # encodings can double it), and each stage needs up to ~8x the largest document.
+        "max_bytes": Key("512 MB", "bytes", "a size from 1 byte to 1 GiB: a whole number of bytes "
+                         "or one like 256 MB, 1.5 GB, 512 MiB", check=lambda v: 0 < v <= 2**30),
     },
     "preprocessing": {
         "unicode_form": Key("NFC", "choice", "NFC, NFKC or none", ("NFC", "NFKC", "none")),
