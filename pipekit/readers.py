@@ -48,6 +48,11 @@ FORMATS = {
 
 _HIDDEN_HINT = "set documents.hidden: true to read it"
 
+# documents.max_bytes is set for the stages' ~8x a document's size.  Converting HTML
+# builds a tree of Python objects, ~60x the page's size (a 10 MB page peaked at 600 MB),
+# so an HTML file counts that many times more against the limit.
+_SIZE_WEIGHT = {"html": 8}
+
 
 @dataclass
 class InputEntry:
@@ -292,8 +297,8 @@ def _file_entry(path: Path, doc_id: str, folders: list[str], st: os.stat_result,
     elif ext and ext not in FORMATS:
         entry.skip = f"format {ext!r} is not supported (readable: {', '.join(sorted(FORMATS))})"
         entry.reason = "unknown format"
-    elif max_bytes is not None and st.st_size > max_bytes:
-        entry.skip, entry.reason = too_large(st.st_size, max_bytes), "too large"
+    elif max_bytes is not None and st.st_size > max_bytes // _SIZE_WEIGHT.get(entry.format, 1):
+        entry.skip, entry.reason = too_large(st.st_size, max_bytes, entry.format), "too large"
     elif not ext:
         # README, LICENSE, TODO, Makefile: extensionless files are usually text worth
         # reading.  read_document looks at the content before claiming it.
@@ -302,10 +307,15 @@ def _file_entry(path: Path, doc_id: str, folders: list[str], st: os.stat_result,
     return entry
 
 
-def too_large(size: int, max_bytes: int) -> str:
+def too_large(size: int, max_bytes: int, fmt: str = "") -> str:
     """The skip reason of a file over the limit: its size, the limit, and the key to raise."""
-    return (f"{_human(size)} ({size:,} bytes) is larger than documents.max_bytes ({_human(max_bytes)}): "
-            "not read, so that one document cannot exhaust memory; raise documents.max_bytes to read it")
+    weight = _SIZE_WEIGHT.get(fmt, 1)
+    limit = f"documents.max_bytes ({_human(max_bytes)})"
+    if weight > 1:
+        limit = (f"documents.max_bytes / {weight} ({_human(max_bytes // weight)}; converting "
+                 f"{fmt.upper()} takes ~{8 * weight}x its size in memory)")
+    return (f"{_human(size)} ({size:,} bytes) is larger than {limit}: not read, so that one "
+            "document cannot exhaust memory; raise documents.max_bytes to read it")
 
 
 def _human(n: int) -> str:
@@ -439,10 +449,11 @@ def read_document(entry: InputEntry) -> dict:
         if entry.guessed and _looks_binary(entry.path):
             row.update(status="skipped", format="", error="no file extension and the content is not text")
             return row
-        data = _read_capped(entry.path, entry.max_bytes)
+        cap = None if entry.max_bytes is None else entry.max_bytes // _SIZE_WEIGHT.get(entry.format, 1)
+        data = _read_capped(entry.path, cap)
         if data is None:  # it grew past the limit after the walk measured it
             size = entry.path.stat().st_size
-            row.update(status="skipped", error=too_large(size, entry.max_bytes), n_bytes=size)
+            row.update(status="skipped", error=too_large(size, entry.max_bytes, entry.format), n_bytes=size)
             return row
         row["n_bytes"] = len(data)
         row.update(_READERS[entry.format](data))

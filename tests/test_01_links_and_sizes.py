@@ -190,3 +190,14 @@ def test_stage01_summary_counts_links_and_skips_by_reason(tmp_path):
     assert "1 read through a symlink inside documents.input" in out
     assert ("skipped: 2 outside documents.input (symlink not followed), 1 larger than documents.max_bytes, "
             "2 hidden, 1 of an unknown format, 1 a second name for a file already read (symlink)") in out
+
+
+def test_html_counts_eight_times_against_max_bytes_because_converting_it_takes_that_much_more(tmp_path):
+    docs = tmp_path / "docs"
+    write(docs / "page.html", "<p>" + "word " * 40 + "</p>")   # 207 bytes
+    write(docs / "notes.md", "word " * 41)                      # 205 bytes
+    rows = rows_of(docs, max_bytes=1000)
+    assert rows["notes.md"]["status"] == "ok"
+    assert rows["page.html"]["status"] == "skipped"
+    assert "documents.max_bytes / 8" in rows["page.html"]["error"] and "raise documents.max_bytes" in rows["page.html"]["error"]
+    assert rows_of(docs, max_bytes=8 * 207)["page.html"]["status"] == "ok"
