@@ -151,7 +151,7 @@ class Tally:
             counts += " (" + ", ".join(f"{n:,} {f}" for f, n in sorted(self.formats.items())) + ")"
         out = [counts or "no input files"]
         if self.linked:
-            out.append(f"{self.linked:,} read through a symlink inside documents.input")
+            out.append(f"{self.linked:,} read through a symlink (the file itself or a folder above it)")
         if self.reasons:
             out.append("skipped: " + ", ".join(f"{self.reasons[r]:,} {text}" for r, text in SKIP_REASONS.items()
                                                if self.reasons[r]))
