@@ -4,7 +4,9 @@ Stage 01 promises that every input file is accounted for: read as a careful pers
 read it, or given a row that says why not.  This module is that promise in code:
 
 * `list_inputs` walks `documents.input` (sorted, deterministic, no hangs on symlink
-  loops) and decides, before anything is opened, which files are skipped and why;
+  loops, never out of the folder through a symlink unless `documents.follow_links`, each
+  file once however many links lead to it) and decides, before anything is opened, which
+  files are skipped and why (hidden, excluded, unknown format, over `documents.max_bytes`);
 * `read_document` turns one listed file into a row of the stage-01 columns, never
   raising for a bad file: the problem becomes `status="error"` and a one-line message;
 * `iter_beir` yields one row per record of a BEIR `corpus.jsonl`, where a malformed line
@@ -104,7 +106,7 @@ def list_inputs(root: Path, include: list[str] = (), exclude: list[str] = (),
     saying "hidden folder, not read" accounts for all of them without burying the
     real documents.  The same holds for folders matched by `documents.exclude`.
 
-    Symlinks: one whose target lies inside the root is read, once (see `_walk`); one that
+    Symlinks: one whose target lies inside the root is read, once (see `_Walk`); one that
     leads out of it is a `skipped` row naming its target unless `follow_links`.  A file
     larger than `max_bytes` is a `skipped` row naming its size and the key.
     """
