@@ -9,9 +9,7 @@ import random
 import pyarrow.parquet as pq
 
 from conftest import run_script, write_config
-from pipekit.stages import load_stage
-
-chunking = load_stage(3)
+from pipekit import doctext as chunking
 
 
 def test_words_of_a_long_span_counted_by_pieces_equal_the_whole_count(monkeypatch):
