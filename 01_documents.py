@@ -4,6 +4,8 @@ Reads  `documents.input`: a folder (walked recursively, in sorted order), one fi
        BEIR corpus `.jsonl` (`_id`, `title`, `text` per line).  `documents.include` and
        `documents.exclude` are glob patterns on paths relative to the input;
        `documents.hidden` decides whether dot-files and dot-folders are read.
+       Nothing outside the input is read unless `documents.follow_links` says so, and no
+       file larger than `documents.max_bytes` is read at all.
 Writes `01_documents.parquet`: doc_id, source, format, text, status, error, path, title,
        encoding, page_labels, note, n_bytes, outline — one row per file (per record
        for BEIR).
@@ -13,7 +15,8 @@ What a row says:
   names the problem — binary, undecodable, encrypted or corrupt PDF, permission denied)
   or `skipped` (deliberately not read: `error` says why — unsupported format, hidden,
   excluded, a symlink loop, a dangling link, a named pipe, an extensionless file that
-  is not text).  A hidden or excluded *folder* is one skipped row, not entered.  A bad
+  is not text, a symlink leading out of the input, a file over `documents.max_bytes`,
+  a second name for a file already read).  A hidden or excluded *folder* is one skipped row, not entered.  A bad
   file never stops the run, because one broken file in a folder of thousands must not
   cost the other thousands.
 - `format` is markdown, text, pdf, html, csv or beir; for a skipped file, its extension.
@@ -26,6 +29,15 @@ What a row says:
   point at exact character spans.  A malformed CSV (ragged rows, an unclosed quote) is
   still `ok` — its text is readable — with the problem in `note`.
 - Files without an extension (README, LICENSE) are read as plain text if they are text.
+- Symlinks: a link whose target lies inside the input is read, once — a file reached by
+  two names is one document (read under its own name, the link's name noted); one that
+  leads outside is a `skipped` row naming its target, because a search index is shared
+  and pasted into prompts, and a link to `/etc` or a home folder must not widen what it
+  holds without the user asking (`documents.follow_links: true`).
+- `documents.max_bytes`: one 5 GB log would take the machine down in stages 02–04, so a
+  larger file is a `skipped` row naming its size and the key to raise, never a crash.
+- The summary counts how many files were read through symlinks and, by reason, how many
+  were skipped (outside, too large, hidden, unknown format, ...).
 - `encoding` is the codec the bytes were decoded with; `note` holds what a careful
   reader would mention (a detected encoding, a PDF without a text layer, a ragged CSV).
 
@@ -47,7 +59,7 @@ import pyarrow as pa
 
 from pipekit.cli import stage_main
 from pipekit.pages import OUTLINE_TYPE
-from pipekit.readers import COLUMNS, iter_beir, list_inputs, read_document
+from pipekit.readers import COLUMNS, SKIP_REASONS, iter_beir, list_inputs, read_document
 
 SCHEMA = pa.schema([
     ("doc_id", pa.string()),
@@ -73,15 +85,19 @@ BATCH_CHARS = 32 * 1024 * 1024
 PROBLEMS_SHOWN = 10
 
 
-def document_rows(section: dict, progress=lambda it, **kw: it) -> Iterator[dict]:
-    """Every stage-01 row for the configured input, in order."""
+def document_rows(section: dict, progress=lambda it, **kw: it, tally: "Tally | None" = None) -> Iterator[dict]:
+    """Every stage-01 row for the configured input, in order (counted in `tally` if given)."""
     entries = list_inputs(Path(section["input"]), section["include"], section["exclude"],
-                          section["hidden"])
+                          section["hidden"], section["follow_links"], section["max_bytes"])
     if len(entries) == 1 and entries[0].format == "beir":
-        yield from progress(iter_beir(entries[0].path), desc="01 reading BEIR corpus", unit="doc")
+        yield from progress(iter_beir(entries[0].path, section["max_bytes"]),
+                            desc="01 reading BEIR corpus", unit="doc")
         return
     for entry in progress(entries, total=len(entries), desc="01 reading", unit="file"):
-        yield read_document(entry)
+        row = read_document(entry)
+        if tally is not None:
+            tally.walked(entry, row)
+        yield row
 
 
 def batches(rows: Iterable[dict], max_rows: int = BATCH_ROWS,
@@ -102,12 +118,16 @@ class Tally:
     """Counts by status and format, and the first problems by name, for the summary.
 
     Kept apart from the rows so that a corpus of millions of records costs a few
-    counters here, not a second copy of its doc_ids.
+    counters here, not a second copy of its doc_ids.  What the walk decided is counted
+    too: how many files came through symlinks, and why files were skipped (a user who
+    finds a document missing from the results looks here first).
     """
 
     def __init__(self, shown: int = PROBLEMS_SHOWN):
         self.statuses: Counter = Counter()
         self.formats: Counter = Counter()
+        self.reasons: Counter = Counter()
+        self.linked = 0
         self.problems: list[str] = []
         self.shown = shown
 
@@ -118,19 +138,32 @@ class Tally:
         elif len(self.problems) < self.shown:
             self.problems.append(f"{row['status']:7} {row['doc_id']}: {row['error']}")
 
+    def walked(self, entry, row: dict) -> None:
+        if row["status"] == "ok" and entry.via_link:
+            self.linked += 1
+        if row["status"] == "skipped":
+            # An extensionless file that turned out not to be text is of an unknown format.
+            self.reasons[entry.reason or ("unknown format" if entry.guessed else "too large")] += 1
+
     def lines(self) -> list[str]:
         counts = ", ".join(f"{self.statuses[s]:,} {s}" for s in ("ok", "error", "skipped") if self.statuses[s])
         if self.formats:
             counts += " (" + ", ".join(f"{n:,} {f}" for f, n in sorted(self.formats.items())) + ")"
+        out = [counts or "no input files"]
+        if self.linked:
+            out.append(f"{self.linked:,} read through a symlink (the file itself or a folder above it)")
+        if self.reasons:
+            out.append("skipped: " + ", ".join(f"{self.reasons[r]:,} {text}" for r, text in SKIP_REASONS.items()
+                                               if self.reasons[r]))
         hidden = self.statuses["error"] + self.statuses["skipped"] - len(self.problems)
         more = [f"... and {hidden:,} more: status != 'ok' in 01_documents.parquet"] if hidden > 0 else []
-        return [counts or "no input files"] + self.problems + more
+        return out + self.problems + more
 
 
 def run(ctx) -> None:
     tally = Tally()
     with ctx.sink("01_documents.parquet", SCHEMA) as out:
-        for batch in batches(document_rows(ctx.section, ctx.progress)):
+        for batch in batches(document_rows(ctx.section, ctx.progress, tally)):
             out.write(pa.Table.from_pylist(batch, schema=SCHEMA))
             for row in batch:
                 tally.add(row)

@@ -602,10 +602,12 @@ def run(ctx) -> None:
                 c["doc_id"], c["path"], c["format"] = doc_id, row["path"] or [], row["format"]
                 for k in COLUMNS:
                     cols[k].append(c[k])
+                # Checked per chunk, not per document: a 400 MB log is 150,000 chunks, and
+                # one batch of them all was one more copy of the whole document.
+                if len(cols["chunk_id"]) >= batch_rows:
+                    sink.write(pa.RecordBatch.from_pydict(cols, schema=schema))
+                    cols = {c: [] for c in COLUMNS}
             chunks_out += len(chunks)
-            if len(cols["chunk_id"]) >= batch_rows:
-                sink.write(pa.RecordBatch.from_pydict(cols, schema=schema))
-                cols = {c: [] for c in COLUMNS}
         if cols["chunk_id"]:
             sink.write(pa.RecordBatch.from_pydict(cols, schema=schema))
     ctx.note(f"{docs:,} documents → {chunks_out:,} chunks "

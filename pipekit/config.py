@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -30,7 +31,7 @@ DEFAULT_CONFIG = REPO_ROOT / "config.yaml"
 @dataclass(frozen=True)
 class Key:
     default: Any
-    kind: str  # str | path | optional_path | int | number | bool | choice | globs | queries
+    kind: str  # str | path | optional_path | int | number | bytes | bool | choice | globs | queries
     accepts: str  # what the error message says the key accepts
     choices: tuple = ()
     check: Callable[[Any], bool] | None = field(default=None, compare=False)
@@ -45,6 +46,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "include": Key([], "globs", "a list of glob patterns (empty: every file)"),
         "exclude": Key([], "globs", "a list of glob patterns"),
         "hidden": Key(False, "bool", "true or false"),
+        "follow_links": Key(False, "bool", "true or false"),
+        # At most 1 GiB: a text is one Arrow string (2 GB at most, and decoding legacy
+        # encodings can double it), and each stage needs up to ~8x the largest document.
+        "max_bytes": Key("512 MB", "bytes", "a size from 1 byte to 1 GiB: a whole number of bytes "
+                         "or one like 256 MB, 1.5 GB, 512 MiB", check=lambda v: 0 < v <= 2**30),
     },
     "preprocessing": {
         "unicode_form": Key("NFC", "choice", "NFC, NFKC or none", ("NFC", "NFKC", "none")),
@@ -102,6 +108,10 @@ def _coerce(name: str, key: Key, value: Any, base: Path) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
             raise bad
         value = int(value)
+    elif kind == "bytes":
+        value = parse_size(value)
+        if value is None:
+            raise bad
     elif kind == "number":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise bad
@@ -132,6 +142,22 @@ def _coerce(name: str, key: Key, value: Any, base: Path) -> Any:
     if key.check is not None and not key.check(value):
         raise bad
     return value
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*", re.I)
+
+
+def parse_size(value: Any) -> int | None:
+    """`268435456`, `256 MB`, `1.5GB`, `512 MiB` -> bytes (MB = 10^6, MiB = 2^20); None if not a size."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value) if math.isfinite(value) and value == int(value) else None
+    m = _SIZE.fullmatch(value) if isinstance(value, str) else None
+    if not m or (m.group(3) and not m.group(2)):
+        return None
+    power = " kmgt".index(m.group(2).lower() or " ")
+    return int(float(m.group(1)) * (1024 if m.group(3) else 1000) ** power)
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:

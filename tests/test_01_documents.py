@@ -101,12 +101,13 @@ def test_symlink_loops_and_dangling_links_are_skipped_rows(tmp_path):
     os.symlink("l2", tmp_path / "l1")                  # link chain that never ends
     os.symlink("l1", tmp_path / "l2")
     write(tmp_path / "real" / "r.md", "real")
-    os.symlink("real", tmp_path / "alias")             # a link to a folder is followed
+    os.symlink("real", tmp_path / "alias")             # a link to a folder inside: read once, as real/
     rows = rows_by_id(tmp_path)
     assert rows["a/up"]["status"] == "skipped" and "symlink loop" in rows["a/up"]["error"]
     assert rows["gone.md"]["status"] == "skipped" and "dangling symlink" in rows["gone.md"]["error"]
     assert "symlink loop" in rows["l1"]["error"] and "symlink loop" in rows["l2"]["error"]
-    assert rows["alias/r.md"]["text"] == rows["real/r.md"]["text"] == "real"
+    assert rows["real/r.md"]["text"] == "real" and "alias/r.md" not in rows
+    assert rows["alias"]["status"] == "skipped" and "already read as real/" in rows["alias"]["error"]
     assert rows["a/doc.md"]["status"] == "ok"
 
 
