@@ -62,6 +62,7 @@ from pipekit import io
 from pipekit.analyzer import Analyzer
 from pipekit.cli import stage_main
 from pipekit.errors import PipelineError
+from pipekit.history import metric_line, record_run
 from pipekit.malloc import keep_freed_memory
 from pipekit.queries import load_qrels, load_queries, trec_run
 from pipekit.stages import get_stage
@@ -676,9 +677,8 @@ def run(ctx) -> None:
     if qrels is not None:
         metrics = evaluate(qrels, run_docs)
         ctx.write_table("05_metrics.parquet", metrics)
-        overall = {m: v for qid, m, v in zip(*(metrics.column(n).to_pylist() for n in metrics.column_names))
-                   if qid == "all"}
-        ctx.note("metrics (documents, depth 100): " + ", ".join(f"{m} {overall[m]:.4f}" for m in METRICS))
+        previous = record_run(ctx, metrics, queries)  # 05_history.parquet: what the next run compares with
+        ctx.note("metrics (documents, depth 100): " + metric_line(metrics, METRICS, previous))
     else:
         ctx.remove_output("05_metrics.parquet")
     answered = len(np.unique(q))
