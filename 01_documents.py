@@ -39,6 +39,7 @@ The readers themselves live in `pipekit/readers.py`; this file is the stage's lo
 """
 from __future__ import annotations
 
+import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator

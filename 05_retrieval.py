@@ -47,6 +47,7 @@ config.yaml's analyzer settings — queries are analysed exactly as the index re
 """
 from __future__ import annotations
 
+import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 import os
 import textwrap
 import time
