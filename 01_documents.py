@@ -47,6 +47,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 
 from pipekit.cli import stage_main
+from pipekit.errors import PipelineError
 from pipekit.pages import OUTLINE_TYPE
 from pipekit.readers import COLUMNS, iter_beir, list_inputs, read_document
 
@@ -125,7 +126,7 @@ class Tally:
             counts += " (" + ", ".join(f"{n:,} {f}" for f, n in sorted(self.formats.items())) + ")"
         hidden = self.statuses["error"] + self.statuses["skipped"] - len(self.problems)
         more = [f"... and {hidden:,} more: status != 'ok' in 01_documents.parquet"] if hidden > 0 else []
-        return [counts or "no input files"] + self.problems + more
+        return [counts] + self.problems + more
 
 
 def run(ctx) -> None:
@@ -135,6 +136,11 @@ def run(ctx) -> None:
             out.write(pa.Table.from_pylist(batch, schema=SCHEMA))
             for row in batch:
                 tally.add(row)
+    if not tally.statuses:
+        # Empty is a mistake (a wrong path, files not copied yet), not a corpus: carried on,
+        # every later stage ran on nothing and stage 05 reported an nDCG of 0.
+        kind = "file" if Path(ctx.section["input"]).is_file() else "folder"
+        raise PipelineError(f"documents.input: the {kind} {ctx.section['input']} holds no documents to read")
     for line in tally.lines():
         ctx.note(line)
 
