@@ -85,7 +85,8 @@ class Run:
         cols = [table.column(n).to_pylist() for n in ("query_id", "query", "metric", "value")]
         self.values: dict[tuple[str, str], float] = {(q, m): v for q, _, m, v in zip(*cols)}
         self.queries: dict[str, str] = {q: t for q, t, _, _ in zip(*cols) if t is not None}
-        self.metrics: list[str] = list(dict.fromkeys(cols[2]))
+        # In the order stage 05 reports them (its `all` rows): nDCG@10 first.
+        self.metrics: list[str] = list(dict.fromkeys(m for q, m in zip(cols[0], cols[2]) if q == "all"))
 
     def value(self, query_id: str, metric: str) -> float | None:
         return self.values.get((query_id, metric))
