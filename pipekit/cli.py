@@ -38,6 +38,9 @@ class StageContext:
         self.quiet = quiet
         self.notes: list[str] = []
         self.upstream_rows: int | None = None
+        # Recorded in the output: with the file's modification time (when it was finished)
+        # it gives the stage's duration, which the report shows.
+        self.started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         self._sinks: list[io.ParquetSink] = []
         self._texts: list[tuple[Path, Path]] = []
         upstream_fp = None
@@ -78,6 +81,7 @@ class StageContext:
             "inputs": self.inputs,
             "upstream_file": up.outputs[0] if up else None,
             "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "started_at": self.started_at,
             **(extra or {}),
         }
 

@@ -174,7 +174,7 @@ def read_rows(path: Path, rows, columns: list[str]) -> dict[str, list]:
 
 
 def snippet(text: str, terms: set[str], analyzer, words: int = SNIPPET_WORDS,
-            mark=lambda w: f"**{w}**") -> str:
+            mark=lambda w: f"**{w}**", plain=lambda w: w) -> str:
     """The passage's densest run of `words` words in query terms, those words marked.
 
     A word is marked when one of its analysed terms is a query term, so `freezes` is
@@ -195,7 +195,7 @@ def snippet(text: str, terms: set[str], analyzer, words: int = SNIPPET_WORDS,
     n = min(words, len(tokens))
     window = np.convolve(hit.astype(np.int32), np.ones(n, dtype=np.int32), mode="valid")
     start = int(np.argmax(window)) if hit.any() else 0
-    shown = [mark(t) if h else t for t, h in zip(tokens[start:start + n], hit[start:start + n])]
+    shown = [mark(t) if h else plain(t) for t, h in zip(tokens[start:start + n], hit[start:start + n])]
     return ("… " if start > 0 else "") + " ".join(shown) + (" …" if start + n < len(tokens) else "")
 
 
