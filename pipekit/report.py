@@ -48,10 +48,10 @@ def stage_rows(cfg: dict) -> list[dict]:
     for stage in STAGES:
         path = out_dir / stage.outputs[0]
         meta = read_meta(path) if path.exists() else None
+        # Its own reasons, and its upstream's: the page should say everything a change does.
+        reasons = why_stale(stage, cfg, out_dir) if path.exists() or not upstream_stale else []
         if upstream_stale:
-            reasons = [f"upstream stage {stage.number - 1:02d} is stale"]
-        else:
-            reasons = why_stale(stage, cfg, out_dir)
+            reasons.append(f"upstream stage {stage.number - 1:02d} is stale")
         state = "missing" if not path.exists() else ("stale" if reasons else "fresh")
         upstream_stale = upstream_stale or bool(reasons)
         n_out = pq.ParquetFile(path).metadata.num_rows if path.exists() else None
