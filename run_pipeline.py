@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--explain", action="append_const", const="retrieval.explain=true", dest="overrides",
                         help="same as --set retrieval.explain=true (stage 05 shows each score term by term)")
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse_args(parser, argv)
+    args = parse_args(parser, argv, "run_pipeline")
     if args.first > args.last:
         parser.error(f"--from {args.first} comes after --to {args.last}")
     try:

@@ -164,8 +164,8 @@ def user_options(argv: list[str]) -> list[str]:
     return out
 
 
-def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
-    """parser.parse_args, with a hint for `--set key value` (a space where `=` belongs).
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None, name: str | None = None) -> argparse.Namespace:
+    """parser.parse_args, with a one-line hint for `--set key value` (a space where `=` belongs).
 
     argparse alone says "unrecognized arguments: 200", which tells a newcomer nothing
     about the `--set chunking.target` two words before it."""
@@ -174,8 +174,9 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
     if extra:
         for i, w in enumerate(argv[:-2]):
             if w == "--set" and "=" not in argv[i + 1] and argv[i + 2] in extra:
-                parser.error(f"--set takes section.key=VALUE as one word: type "
-                             f"--set {shlex.quote(argv[i + 1] + '=' + argv[i + 2])}")
+                print(f"{name or parser.prog}: error: --set takes section.key=VALUE as one word: type "
+                      f"--set {shlex.quote(argv[i + 1] + '=' + argv[i + 2])}", file=sys.stderr)
+                raise SystemExit(2)
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     return args
 
@@ -239,7 +240,7 @@ def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str]
         parser.add_argument(flag, action="append_const", const=setting, dest="overrides",
                             help=f"same as --set {setting}")
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse_args(parser, argv)
+    args = parse_args(parser, argv, stage.label)
     try:
         cfg = load_config(args.config, args.overrides)
         ctx = run_stage(number, run, cfg, options=user_options(argv))

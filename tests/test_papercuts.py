@@ -73,11 +73,11 @@ def test_quoting_in_the_hint_survives_the_shell(tmp_path):
 
 
 def test_set_with_a_space_instead_of_equals_says_what_to_type():
-    for script in ("03_chunking.py", "run_pipeline.py"):
+    for script, name in (("03_chunking.py", "03_chunking"), ("run_pipeline.py", "run_pipeline")):
         proc = run_script(script, "--set", "chunking.target", "200", check=False)
         assert proc.returncode == 2
-        assert proc.stderr.rstrip().endswith("error: --set takes section.key=VALUE as one word: "
-                                             "type --set chunking.target=200")
+        assert proc.stderr == (f"{name}: error: --set takes section.key=VALUE as one word: "
+                               "type --set chunking.target=200\n")
 
 
 def test_an_unquoted_glob_says_how_to_quote_it(tmp_path):
