@@ -138,11 +138,14 @@ def metric_line(metrics: pa.Table, names, previous: Run | None) -> str:
     """`nDCG@10 0.9147 (was 0.9008, +0.0139), …` — the `was` part only with a previous run."""
     overall = {m: v for q, m, v in zip(*(metrics.column(c).to_pylist() for c in ("query_id", "metric", "value")))
                if q == "all"}
+    # A mean over other queries is not a "before": say so rather than print a false change.
+    same = previous is not None and set(metrics.column("query_id").to_pylist()) == {q for q, _ in previous.values}
     parts = []
     for m in names:
         part = f"{m} {overall[m]:.4f}"
-        was = previous.value("all", m) if previous else None
+        was = previous.value("all", m) if same else None
         if was is not None:
             part += f" (was {was:.4f}, {overall[m] - was:+.4f})"
         parts.append(part)
-    return ", ".join(parts)
+    other = f" (run {previous.number}, the one before, had other queries: not compared)" if previous and not same else ""
+    return ", ".join(parts) + other
