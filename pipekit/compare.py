@@ -45,9 +45,7 @@ def moved_queries(a: Run, b: Run) -> list[tuple[str, dict[str, tuple[float, floa
     metric's change (nDCG@10), then the next ones'."""
     metrics = [m for m in b.metrics if m in a.metrics]
     rows = []
-    for q in dict.fromkeys(q for q, _ in b.values):
-        if q == "all":
-            continue
+    for q in common_queries(a, b):
         pairs = {m: (a.value(q, m), b.value(q, m)) for m in metrics}
         if any(x is None or y is None for x, y in pairs.values()):
             continue
@@ -55,6 +53,11 @@ def moved_queries(a: Run, b: Run) -> list[tuple[str, dict[str, tuple[float, floa
             rows.append((q, pairs))
     rows.sort(key=lambda r: tuple(-abs(y - x) for x, y in r[1].values()))
     return rows
+
+
+def common_queries(a: Run, b: Run) -> list[str]:
+    """Query ids both runs asked, with the same text (query 1 of another file is another question)."""
+    return [q for q, text in b.queries.items() if a.queries.get(q) == text]
 
 
 def compare_lines(a: Run, b: Run, top: int = 10) -> list[str]:
@@ -65,21 +68,24 @@ def compare_lines(a: Run, b: Run, top: int = 10) -> list[str]:
     lines += [" " * 15 + c for c in changes[1:]]
     metrics = [m for m in b.metrics if m in a.metrics]
     header = f"{'query':<9}" + "".join(f"{m + ' A -> B':>24}" for m in metrics)
+    both = common_queries(a, b)
+    only = (len(a.queries) - len(both)) + (len(b.queries) - len(both))
+    mean = "   (the mean)" if not only else "   (the means of different queries: not comparable)"
     lines += ["", header, f"{'all':<9}" + "".join(f"{fmt_move(a.value('all', m), b.value('all', m)):>24}"
-                                            for m in metrics) + "   (the mean)"]
+                                            for m in metrics) + mean]
     moved = moved_queries(a, b)
-    both = {q for q, _ in a.values} & {q for q, _ in b.values} - {"all"}
     lines += ["", f"queries that moved most: {len(moved)} of {len(both)}"]
-    if not moved:
+    if not both:
+        lines.append("  none: no query is in both runs")
+    elif not moved:
         lines.append("  none: every query scores the same in both runs")
     for q, pairs in moved[:top]:
         text = b.queries.get(q) or a.queries.get(q) or ""
         lines.append(f"{q:<9}" + "".join(f"{fmt_move(x, y):>24}" for x, y in pairs.values()) + f"   {text}")
     if len(moved) > top:
         lines.append(f"… and {len(moved) - top} more (--top {len(moved)} shows them all)")
-    only = ({q for q, _ in a.values} ^ {q for q, _ in b.values}) - {"all"}
     if only:
-        lines.append(f"{len(only)} queries are in one run only (the queries changed): not compared")
+        lines.append(f"{only} queries are in one run only (the queries changed): not compared")
     return lines
 
 

@@ -91,6 +91,11 @@ class Run:
     def value(self, query_id: str, metric: str) -> float | None:
         return self.values.get((query_id, metric))
 
+    def same_queries(self, queries: dict[str, str]) -> bool:
+        """Whether this run asked exactly these queries (ids and texts): only then are
+        its figures a "before" (query 1 of another file is another question)."""
+        return self.queries == queries
+
     @property
     def label(self) -> str:
         return f"run {self.number} ({self.time:%Y-%m-%d %H:%M:%S} UTC, fingerprint {self.fingerprint})"
@@ -113,6 +118,9 @@ def record_run(ctx, metrics: pa.Table, queries: list[tuple[str, str]]) -> Run | 
     return the previous run, if there is one, for the summary line's `(was …)`."""
     old = read_history(ctx.output_dir)
     previous = runs(old)[-1] if old.num_rows else None
+    if previous is not None:
+        previous.comparable = previous.same_queries({q: t for q, t in queries
+                                                     if q in set(metrics.column("query_id").to_pylist())})
     config = run_config(ctx)
     changed = config_changes(previous.config, config) if previous else []
     number = (previous.number + 1) if previous else 1
@@ -139,7 +147,7 @@ def metric_line(metrics: pa.Table, names, previous: Run | None) -> str:
     overall = {m: v for q, m, v in zip(*(metrics.column(c).to_pylist() for c in ("query_id", "metric", "value")))
                if q == "all"}
     # A mean over other queries is not a "before": say so rather than print a false change.
-    same = previous is not None and set(metrics.column("query_id").to_pylist()) == {q for q, _ in previous.values}
+    same = previous is not None and getattr(previous, "comparable", True)
     parts = []
     for m in names:
         part = f"{m} {overall[m]:.4f}"
