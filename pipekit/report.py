@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
 
+from . import io
 from .cli import add_common_args, parse_args, pipe_closed
 from .config import load_config
 from .errors import PipelineError
@@ -41,20 +42,18 @@ NOW, BEFORE = "#1f5fa8", "#b8c4d6"
 
 def stage_rows(cfg: dict) -> list[dict]:
     """Per stage: label, state (fresh/stale/missing), reasons, rows in/out, seconds, when."""
-    import pyarrow.parquet as pq
-
     out_dir = Path(cfg["paths"]["output"])
     rows, upstream_stale = [], False
     for stage in STAGES:
         path = out_dir / stage.outputs[0]
         meta = read_meta(path) if path.exists() else None
         # Its own reasons, and its upstream's: the page should say everything a change does.
-        reasons = why_stale(stage, cfg, out_dir) if path.exists() or not upstream_stale else []
+        reasons = why_stale(stage, cfg, out_dir)
         if upstream_stale:
             reasons.append(f"upstream stage {stage.number - 1:02d} is stale")
         state = "missing" if not path.exists() else ("stale" if reasons else "fresh")
         upstream_stale = upstream_stale or bool(reasons)
-        n_out = pq.ParquetFile(path).metadata.num_rows if path.exists() else None
+        n_out = io.num_rows(path) if path.exists() else None
         rows.append({"stage": stage, "state": state, "reasons": reasons, "rows_out": n_out,
                      "seconds": duration(path, meta), "written": (meta or {}).get("written_at")})
     for prev, row in zip(rows, rows[1:]):
@@ -76,12 +75,10 @@ def duration(path: Path, meta: dict | None) -> float | None:
 
 def chunk_sizes(out_dir: Path):
     """(n_words of every chunk, the chunking settings 03 recorded) or None."""
-    import pyarrow.parquet as pq
-
     path = out_dir / "03_chunks.parquet"
     if not path.exists():
         return None
-    sizes = pq.ParquetFile(path).read(columns=["n_words", "n_chars"])
+    sizes = io.read_table(path, ["n_words", "n_chars"])
     config = (read_meta(path) or {}).get("inputs", {}).get("config", {})
     unit = config.get("chunking.unit", "words")
     column = "n_chars" if unit in ("chars", "tokens") else "n_words"
@@ -94,8 +91,6 @@ def chunk_sizes(out_dir: Path):
 def top_results(out_dir: Path):
     """{query_id: (query, [result rows])} from 05_results.parquet, best first, and the
     analyzer the index recorded (to mark query terms in snippets)."""
-    import pyarrow.parquet as pq
-
     from .analyzer import Analyzer
 
     path = out_dir / "05_results.parquet"
@@ -103,7 +98,7 @@ def top_results(out_dir: Path):
         return {}, None
     cols = ["query_id", "query", "rank", "score", "doc_id", "heading", "page_start", "page_end", "text"]
     by_q: dict[str, tuple[str, list[dict]]] = {}
-    for r in pq.ParquetFile(path).read(columns=cols).to_pylist():
+    for r in io.read_table(path, cols).to_pylist():
         entry = by_q.setdefault(r["query_id"], (r["query"], []))
         if r["rank"] <= RESULTS_SHOWN:
             entry[1].append(r)

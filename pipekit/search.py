@@ -25,7 +25,10 @@ import textwrap
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .cli import add_common_args, parse_args, pipe_closed, require_output
+import pyarrow as pa
+
+from . import io
+from .cli import add_common_args, parse_args, pipe_closed, require_output, user_options
 from .config import SCHEMA, load_config
 from .errors import PipelineError
 from .io import read_meta
@@ -91,8 +94,9 @@ def recorded_settings(output_dir: Path) -> dict:
     """The retrieval settings stage 05 last ran with here (its output records them),
     else config.yaml's defaults: so the API answers as the last stage-05 run did."""
     settings = {k: key.default for k, key in SCHEMA["retrieval"].items()}
-    meta = read_meta(Path(output_dir) / get_stage(5).outputs[0]) if (Path(output_dir) / get_stage(5).outputs[0]).exists() else None
-    for name, value in ((meta or {}).get("inputs", {}).get("config", {})).items():
+    results = Path(output_dir) / get_stage(5).outputs[0]
+    meta = read_meta(results) if results.exists() else None
+    for name, value in (meta or {}).get("inputs", {}).get("config", {}).items():
         section, _, key = name.partition(".")
         if section == "retrieval":
             settings[key] = value
@@ -117,6 +121,9 @@ class Searcher:
         if (read_meta(self._chunks_03) or {}).get("fingerprint") != self.index.meta["inputs"]["upstream"]:
             raise PipelineError(f"03_chunks.parquet in {self.output_dir} changed since the index was built: "
                                 f"rerun `python 04_indexing.py`")
+        # What a citation needs beyond 04_chunks' columns, for every chunk (small: no text;
+        # texts are read per search, only those of the results, by stage 05's own reader).
+        self._spans = io.read_table(self._chunks_03, ["heading_path", "start_char", "end_char"])
 
     @property
     def analyzer(self):
@@ -134,43 +141,24 @@ class Searcher:
         queries = [(str(i + 1), t) for i, t in enumerate(texts)]
         (q, c, s, r), _, terms_of = self._stage.search(
             self.index, queries, k, max(self._stage.DEPTH, k), threads=1)
-        rows = read_rows(self._chunks_03, c, ["heading_path", "start_char", "end_char", "text"])
-        ch = self.index.chunks
-        cols = {n: ch.column(n).take(c).to_pylist() for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end")}
+        passages = self._stage.chunk_texts(self._chunks_03, c)
+        take = pa.array(c)
+        cols = {n: self.index.chunks.column(n).take(take).to_pylist()
+                for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end")}
+        cols.update({n: self._spans.column(n).take(take).to_pylist() for n in self._spans.column_names})
         out: list[list[Passage]] = [[] for _ in texts]
         for i, qi in enumerate(q.tolist()):
             out[qi].append(Passage(
                 query=texts[qi], rank=int(r[i]), score=float(s[i]),
                 chunk_id=cols["chunk_id"][i], doc_id=cols["doc_id"][i], heading=cols["heading"][i] or "",
-                heading_path=list(rows["heading_path"][i] or []),
+                heading_path=list(cols["heading_path"][i] or []),
                 page_start=cols["page_start"][i], page_end=cols["page_end"][i],
-                start_char=rows["start_char"][i], end_char=rows["end_char"][i], text=rows["text"][i],
+                start_char=cols["start_char"][i], end_char=cols["end_char"][i], text=passages[i],
                 explain=self.index.explain(terms_of[qi], int(c[i])) if explain else None))
         return out
 
     def query_terms(self, text: str) -> set[str]:
         return set(self.analyzer.analyze(text))
-
-
-def read_rows(path: Path, rows, columns: list[str]) -> dict[str, list]:
-    """Some columns of the given rows of a Parquet file, reading only the row groups
-    that hold them (a handful of results in a million chunks touch a few groups)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pf = pq.ParquetFile(path)
-    bounds = np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
-    rows = np.asarray(rows, dtype=np.int64)
-    group_of = np.searchsorted(bounds, rows, side="right") - 1
-    out: dict[str, list] = {c: [None] * len(rows) for c in columns}
-    for g in np.unique(group_of):
-        at = np.flatnonzero(group_of == g)
-        part = pf.read_row_group(int(g), columns=columns).take(pa.array(rows[at] - bounds[g]))
-        for c in columns:
-            for i, v in zip(at.tolist(), part.column(c).to_pylist()):
-                out[c][i] = v
-    return out
 
 
 def snippet(text: str, terms: set[str], analyzer, words: int = SNIPPET_WORDS,
@@ -187,7 +175,6 @@ def snippet(text: str, terms: set[str], analyzer, words: int = SNIPPET_WORDS,
     flat, parent = analyzer.tokens(tokens)
     hit = np.zeros(len(tokens), dtype=bool)
     if len(flat) and terms:
-        import pyarrow as pa
         import pyarrow.compute as pc
 
         found = np.asarray(pc.is_in(flat, value_set=pa.array(sorted(terms), pa.string())), dtype=bool)
@@ -240,8 +227,6 @@ def main(argv: list[str] | None = None) -> int:
     add_common_args(parser)
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(parser, argv)
-    from .cli import user_options
-
     try:
         cfg = load_config(args.config, args.overrides)
         searcher = Searcher(cfg["paths"]["output"], settings=cfg["retrieval"], options=user_options(argv))
