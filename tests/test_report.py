@@ -65,6 +65,8 @@ def test_the_page_shows_stages_chunk_sizes_metrics_and_results(two_runs):
     n_chunks = pq.ParquetFile(two_runs / "03_chunks.parquet").metadata.num_rows
     assert f"{n_chunks:,} chunks (heading strategy)" in page.words
     assert f"15 → {n_chunks} rows" in page.words  # rows in and out of stage 03
+    pipeline_svg = re.search(r'<svg class="pipeline".*?</svg>', report(two_runs, "--set", "chunking.target=200"), re.S)
+    assert len(re.findall(r">\d+\.\d\d s<", pipeline_svg.group(0))) == 5  # each stage's time
     # the histogram's bars count every chunk once
     bars = re.findall(r"<title>\d+–\d+ words: (\d+) chunks</title>", report(two_runs, "--set", "chunking.target=200"))
     assert sum(map(int, bars)) == n_chunks
