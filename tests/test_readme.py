@@ -393,6 +393,7 @@ def test_exercise_chunk_target(sample_outputs, tmp_path):
     moved = compare_moves(out)
     assert moved["config"] == ["chunking.target: 400 -> 200"]
     assert moved["order"][0] == "4" and moved["nDCG@10"]["4"] > 0  # "led by query 4"
+    assert len(moved["order"]) < 14  # not every query moves
     assert moved["nDCG@10"]["3"] < 0  # "while query 3 lost a little"
 
 
@@ -412,19 +413,19 @@ def compare_moves(out: Path) -> dict:
 
 
 def test_exercise_fixed_windows(sample_outputs, tmp_path):
-    """Exercise 3b: on the tiny sample the fixed-window baseline wins, mostly through query 4."""
+    """Exercise 3b: on the tiny sample the fixed-window baseline holds its own: a mean within
+    a hundredth or two, some queries won outright (4 among them), query 3 lost."""
     out = tmp_path / "out"
     shutil.copytree(sample_outputs, out)
     heading = ndcg(out)
     sizes_heading = read(out, "03_chunks.parquet").n_words
     pipeline(out, "--set", "chunking.strategy=fixed")
     fixed = ndcg(out)
-    assert fixed["all"] > heading["all"]
+    assert abs(fixed["all"] - heading["all"]) < 0.02  # "level"
     moved = compare_moves(out)
     assert moved["config"] == ["chunking.strategy: 'heading' -> 'fixed'"]
-    assert moved["order"][0] == "4" and fixed["4"] > heading["4"] and fixed["3"] < heading["3"]
-    # the mean moved "mostly [through] one query": query 4's gain exceeds the mean's
-    assert (fixed["4"] - heading["4"]) / 14 > (fixed["all"] - heading["all"]) / 2
+    assert fixed["4"] > heading["4"] and fixed["3"] < heading["3"]
+    assert {"3", "4"} <= set(moved["order"])
     sizes = read(out, "03_chunks.parquet").n_words
     assert ((sizes >= 290) & (sizes <= 400)).mean() >= 0.7  # "bunched just under the 400-word target"
     assert sizes_heading.median() < 150 and sizes_heading.max() <= 400
