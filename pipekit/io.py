@@ -45,14 +45,6 @@ def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
         raise PipelineError(f"cannot read {path}: {exc}") from None
 
 
-def num_rows(path: Path) -> int:
-    """Rows of an output, from the Parquet footer alone (no data read)."""
-    try:
-        return pq.ParquetFile(path).metadata.num_rows
-    except (OSError, pa.ArrowException) as exc:
-        raise PipelineError(f"cannot read {path}: {exc}") from None
-
-
 def iter_batches(path: Path, columns: list[str] | None = None,
                  batch_size: int = 2048) -> Iterator[pa.RecordBatch]:
     """Stream a Parquet file so memory stays flat however large it is."""

@@ -53,7 +53,7 @@ def stage_rows(cfg: dict) -> list[dict]:
             reasons.append(f"upstream stage {stage.number - 1:02d} is stale")
         state = "missing" if not path.exists() else ("stale" if reasons else "fresh")
         upstream_stale = upstream_stale or bool(reasons)
-        n_out = io.num_rows(path) if path.exists() else None
+        n_out = io.row_count(path) if path.exists() else None
         rows.append({"stage": stage, "state": state, "reasons": reasons, "rows_out": n_out,
                      "seconds": duration(path, meta), "written": (meta or {}).get("written_at")})
     for prev, row in zip(rows, rows[1:]):

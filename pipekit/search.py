@@ -54,6 +54,8 @@ class Passage:
     end_char: int
     text: str
     explain: list[dict] | None = field(default=None, compare=False)
+    # With retrieval.feedback: the terms feedback added to the query, heaviest first.
+    added: list[tuple[str, float]] | None = field(default=None, compare=False)
 
     @property
     def pages(self) -> str:
@@ -139,8 +141,10 @@ class Searcher:
         if k <= 0:
             raise PipelineError(f"k must be a whole number > 0; got {k}")
         queries = [(str(i + 1), t) for i, t in enumerate(texts)]
-        (q, c, s, r), _, terms_of = self._stage.search(
-            self.index, queries, k, max(self._stage.DEPTH, k), threads=1)
+        feedback = self._stage.feedback_of(self.settings)
+        (q, c, s, r), _, scored = self._stage.search(
+            self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback)
+        added = [self.index.added_terms(x) for x in scored] if feedback is not None else [None] * len(texts)
         passages = self._stage.chunk_texts(self._chunks_03, c)
         take = pa.array(c)
         cols = {n: self.index.chunks.column(n).take(take).to_pylist()
@@ -154,7 +158,7 @@ class Searcher:
                 heading_path=list(cols["heading_path"][i] or []),
                 page_start=cols["page_start"][i], page_end=cols["page_end"][i],
                 start_char=cols["start_char"][i], end_char=cols["end_char"][i], text=passages[i],
-                explain=self.index.explain(terms_of[qi], int(c[i])) if explain else None))
+                explain=self.index.explain(scored[qi], int(c[i])) if explain else None, added=added[qi]))
         return out
 
     def query_terms(self, text: str) -> set[str]:
@@ -188,6 +192,10 @@ def snippet(text: str, terms: set[str], analyzer, words: int = SNIPPET_WORDS,
 
 def result_lines(passages: list[Passage], terms: set[str], analyzer, mark) -> list[str]:
     lines = []
+    if passages and passages[0].added is not None:
+        new = passages[0].added
+        lines.append("    feedback added: " + (", ".join(f"{t} {w:.3f}" for t, w in new[:8]) if new else "nothing")
+                     + (f" … and {len(new) - 8} more" if len(new) > 8 else ""))
     if not passages:
         lines.append("    (no passage contains any of its terms)")
     for p in passages:
@@ -195,9 +203,10 @@ def result_lines(passages: list[Passage], terms: set[str], analyzer, mark) -> li
         lines += textwrap.wrap(snippet(p.text, terms, analyzer, mark=mark), 100,
                                initial_indent=" " * 13, subsequent_indent=" " * 13)
         for e in p.explain or []:
-            qtf = f" qtf={e['qtf']}" if "qtf" in e else ""
-            lines.append(f"             {e['term']:<14}{qtf} tf={e['tf']:<3} df={e['df']:<6} idf={e['idf']:.3f} "
-                         f"norm={e['norm']:.3f} → {e['contribution']:.3f}")
+            # As stage 05 prints it: qtf, and with feedback the weight (0 qtf: feedback added it).
+            weight = f" w={e['weight']:.3f}" if e["weight"] != e["qtf"] else ""
+            lines.append(f"             {e['term']:<14} qtf={e['qtf']}{weight} tf={e['tf']:<3} df={e['df']:<6} "
+                         f"idf={e['idf']:.3f} norm={e['norm']:.3f} → {e['contribution']:.3f}")
     return lines
 
 

@@ -24,16 +24,16 @@ def sample(tmp_path_factory):
     return out
 
 
-def stage05_results(out, queries, top_k):
+def stage05_results(out, queries, top_k, *options):
     """What stage 05 itself writes for these queries (in a copy: the original stays as it is)."""
-    copy = out.parent / f"copy-{top_k}"
+    copy = out.parent / f"copy-{top_k}-{'-'.join(options).replace('=', '_')}"
     if copy.exists():
         shutil.rmtree(copy)
     shutil.copytree(out, copy)
     listing = copy.parent / f"queries-{top_k}.tsv"
     listing.write_text("".join(f"{i + 1}\t{q}\n" for i, q in enumerate(queries)), encoding="utf-8")
     run_script("05_retrieval.py", "--set", f"paths.output={copy}", "--set", f"retrieval.queries={listing}",
-               "--set", f"retrieval.top_k={top_k}", "--set", "retrieval.qrels=null")
+               "--set", f"retrieval.top_k={top_k}", "--set", "retrieval.qrels=null", *options)
     r = pq.read_table(copy / "05_results.parquet").to_pylist()
     return {str(i + 1): [(x["rank"], x["chunk_id"], x["score"]) for x in r if x["query_id"] == str(i + 1)]
             for i in range(len(queries))}
@@ -43,11 +43,11 @@ def snapshot(folder):
     return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir()}
 
 
-@pytest.mark.parametrize("k", [3, 10, 40])
-def test_searcher_answers_exactly_as_stage_05(sample, k):
+@pytest.mark.parametrize("k, feedback", [(3, "none"), (10, "none"), (40, "none"), (10, "rm3")])
+def test_searcher_answers_exactly_as_stage_05(sample, k, feedback):
     queries = SAMPLE_QUERIES + EXTRA
-    expected = stage05_results(sample, queries, k)
-    searcher = pipekit.Searcher(sample)
+    expected = stage05_results(sample, queries, k, "--set", f"retrieval.feedback={feedback}")
+    searcher = pipekit.Searcher(sample, settings={"feedback": feedback})
     for i, q in enumerate(queries):
         got = [(p.rank, p.chunk_id, p.score) for p in searcher.search(q, k)]
         assert got == expected[str(i + 1)], q  # same chunks, same order, same scores to the last bit
@@ -59,15 +59,29 @@ def test_search_on_cranfield_equals_stage_05(cranfield, tmp_path):
     out = tmp_path / "cran"
     run_script("run_pipeline.py", "--set", f"paths.output={out}", "--set", f"documents.input={cranfield / 'corpus.jsonl'}",
                "--set", f"retrieval.queries={cranfield / 'queries.jsonl'}", "--set", "retrieval.qrels=null")
-    rows = pq.read_table(out / "05_results.parquet").to_pylist()
-    by_q: dict[str, tuple[str, list]] = {}
-    for r in rows:
-        by_q.setdefault(r["query_id"], (r["query"], []))[1].append((r["chunk_id"], r["score"]))
-    searcher = pipekit.Searcher(out)
-    texts = [t for t, _ in by_q.values()]
-    answers = searcher.search_many(texts, 10)
-    for (text, expected), got in zip(by_q.values(), answers):
-        assert [(p.chunk_id, p.score) for p in got] == expected, text
+    for feedback in ("none", "rm3"):
+        run_script("05_retrieval.py", "--set", f"paths.output={out}", "--set", f"retrieval.queries={cranfield / 'queries.jsonl'}",
+                   "--set", "retrieval.qrels=null", "--set", f"retrieval.feedback={feedback}")
+        rows = pq.read_table(out / "05_results.parquet").to_pylist()
+        by_q: dict[str, tuple[str, list]] = {}
+        for r in rows:
+            by_q.setdefault(r["query_id"], (r["query"], []))[1].append((r["chunk_id"], r["score"]))
+        searcher = pipekit.Searcher(out, settings={"feedback": feedback})
+        answers = searcher.search_many([t for t, _ in by_q.values()], 10)
+        for (text, expected), got in zip(by_q.values(), answers):
+            assert [(p.chunk_id, p.score) for p in got] == expected, (feedback, text)
+
+
+def test_feedback_changes_the_answers_and_says_what_it_added(sample):
+    """The rm3 case above is not the plain one twice: feedback reorders, and says how."""
+    q = SAMPLE_QUERIES[1]
+    plain = pipekit.Searcher(sample, settings={"feedback": "none"}).search(q, 10)
+    fed = pipekit.Searcher(sample, settings={"feedback": "rm3"}).search(q, 10)
+    assert [p.score for p in plain] != [p.score for p in fed]
+    assert plain[0].added is None and fed[0].added and all(w > 0 for _, w in fed[0].added)
+    text = run_script("-m", "pipekit", "search", q, "-k", "2", "--set", f"paths.output={sample}",
+                      "--set", "retrieval.feedback=rm3").stdout
+    assert "feedback added: " + fed[0].added[0][0] in text
 
 
 def test_passages_carry_their_citation_and_span(sample):
@@ -112,6 +126,7 @@ def test_cli_explain_lines(sample):
     score = float(re.search(r"^\s+1\.\s+(\d+\.\d+)", text, re.M).group(1))
     parts = [float(x) for x in re.findall(r"→ (\d+\.\d+)$", text, re.M)]
     assert len(parts) == 2 and abs(sum(parts) - score) < 0.002
+    assert re.search(r"freez\s+qtf=1 tf=\d", text)
 
 
 def test_cli_reads_queries_from_a_pipe(sample):
