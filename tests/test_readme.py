@@ -392,7 +392,8 @@ def test_exercise_chunk_target(sample_outputs, tmp_path):
     assert f"nDCG@10 {new:.4f} (was {ndcg_default:.4f}, {new - ndcg_default:+.4f})" in proc.stdout
     moved = compare_moves(out)
     assert moved["config"] == ["chunking.target: 400 -> 200"]
-    assert moved["order"][0] == "4" and moved["nDCG@10"]["4"] > 0  # "led by query 4"
+    assert set(moved["order"][:2]) == {"4", "14"} and moved["nDCG@10"]["4"] > 0  # "led by queries 14 and 4"
+    assert moved["nDCG@10"]["14"] > 0
     assert len(moved["order"]) < 14  # not every query moves
     assert moved["nDCG@10"]["3"] < 0  # "while query 3 lost a little"
 
@@ -424,8 +425,9 @@ def test_exercise_fixed_windows(sample_outputs, tmp_path):
     assert abs(fixed["all"] - heading["all"]) < 0.02  # "level"
     moved = compare_moves(out)
     assert moved["config"] == ["chunking.strategy: 'heading' -> 'fixed'"]
-    assert fixed["4"] > heading["4"] and fixed["3"] < heading["3"]
-    assert {"3", "4"} <= set(moved["order"])
+    assert fixed["4"] > heading["4"] and fixed["8"] > heading["8"]  # won outright
+    assert fixed["3"] < heading["3"] and fixed["7"] < heading["7"]  # lost
+    assert {"3", "4", "7", "8"} <= set(moved["order"])
     sizes = read(out, "03_chunks.parquet").n_words
     assert ((sizes >= 290) & (sizes <= 400)).mean() >= 0.7  # "bunched just under the 400-word target"
     assert sizes_heading.median() < 150 and sizes_heading.max() <= 400
