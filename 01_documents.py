@@ -51,6 +51,7 @@ The readers themselves live in `pipekit/readers.py`; this file is the stage's lo
 """
 from __future__ import annotations
 
+import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -58,6 +59,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 
 from pipekit.cli import stage_main
+from pipekit.errors import PipelineError
 from pipekit.pages import OUTLINE_TYPE
 from pipekit.readers import COLUMNS, SKIP_REASONS, iter_beir, list_inputs, read_document
 
@@ -167,6 +169,11 @@ def run(ctx) -> None:
             out.write(pa.Table.from_pylist(batch, schema=SCHEMA))
             for row in batch:
                 tally.add(row)
+    if not tally.statuses:
+        # Empty is a mistake (a wrong path, files not copied yet), not a corpus: carried on,
+        # every later stage ran on nothing and stage 05 reported an nDCG of 0.
+        kind = "file" if Path(ctx.section["input"]).is_file() else "folder"
+        raise PipelineError(f"documents.input: the {kind} {ctx.section['input']} holds no documents to read")
     for line in tally.lines():
         ctx.note(line)
 

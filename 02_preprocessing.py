@@ -34,6 +34,7 @@ the analyzer's job in stage 04, so chunks stay readable for citation), or drop d
 """
 from __future__ import annotations
 
+import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 import re
 import unicodedata
 

@@ -40,6 +40,7 @@ PDF without an outline keeps page-only citations; a `#` line in a .txt file is t
 """
 from __future__ import annotations
 
+import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 import bisect
 import re
 from itertools import accumulate

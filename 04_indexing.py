@@ -43,6 +43,7 @@ the index stays three plain tables anyone can open in pandas.
 """
 from __future__ import annotations
 
+import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc

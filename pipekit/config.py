@@ -169,8 +169,22 @@ def parse_override(text: str) -> tuple[str, str, Any]:
     try:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"--set {name}: cannot read {raw!r} as a YAML value ({exc.problem})") from None
+        raise ConfigError(f"--set {name}: cannot read {raw!r} as a YAML value ({exc.problem})"
+                          f"{glob_hint(name, raw)}") from None
     return section, key, value
+
+
+def glob_hint(name: str, raw: str) -> str:
+    """What to type instead of an unquoted glob such as `--set documents.exclude=*.csv`.
+
+    YAML reads a bare `*x` as an alias (and the shell may expand it before that), so
+    the newcomer's natural spelling fails with "found undefined alias"; the fix is to
+    quote the pattern for YAML and the whole option for the shell."""
+    items = [i.strip() for i in raw.strip().strip("[]").split(",") if i.strip()]
+    if not any(i.startswith(("*", "&", "!")) for i in items):
+        return ""
+    quoted = ", ".join('"' + i.strip("'\"") + '"' for i in items)
+    return f"; quote the patterns for YAML and the option for the shell: --set '{name}=[{quoted}]'"
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> dict:

@@ -602,9 +602,14 @@ def test_summary_names_the_first_problems_and_counts_the_rest():
                              "... and 3 more: status != 'ok' in 01_documents.parquet"]
 
 
-def test_the_bundled_sample_reads_cleanly():
+def test_the_bundled_sample_reads_all_but_its_broken_pdf():
     sample = REPO / "data" / "sample"
     rows = {e.doc_id: read_document(e) for e in list_inputs(sample, [], [], False)}
+    # One file is broken on purpose, so Lesson 1's `error` row is there to see: an old
+    # edition of the field guide whose download stopped part-way.
+    broken = rows.pop("field-guide-2023.pdf")
+    assert broken["status"] == "error" and broken["error"].startswith("corrupt PDF: truncated")
+    assert SAMPLE_PDF.read_bytes().startswith((sample / "field-guide-2023.pdf").read_bytes())
     assert all(r["status"] == "ok" for r in rows.values()), {k: r["error"] for k, r in rows.items()}
     assert {r["format"] for r in rows.values()} >= {"markdown", "text", "pdf", "html", "csv"}
     pdf = rows["field-guide.pdf"]
