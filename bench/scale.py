@@ -157,7 +157,10 @@ def write_config(folder: Path, out: str = "out") -> Path:
     cfg.write_text(
         f"paths:\n  output: {out}\n"
         "documents:\n  input: corpus.jsonl\n"
-        "retrieval:\n  queries: queries.jsonl\n  qrels: null\n  top_k: 10\n")
+        # The plain formula, as the peers score: a heading weight above 1 (the default) counts
+        # the title more often, and the best-score check against bm25s then fails on every query.
+        "indexing:\n  heading_weight: 1\n"
+        "retrieval:\n  queries: queries.jsonl\n  qrels: null\n  top_k: 10\n  feedback: none\n")
     return cfg
 
 
