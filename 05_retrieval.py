@@ -33,6 +33,7 @@ works); each answer depends on its query alone, so the results never depend on t
 Metrics are on documents: a document scores its best chunk, as a reader judges "did I
 find the right document".  They are computed by ir-measures (trec_eval's conventions)
 at depth 100 whatever `top_k` is, so changing top_k never changes the metrics.
+Turning hits into rows, metrics and the terminal preview is plumbing: pipekit/results.py.
 
 With `retrieval.feedback: rm3`, each query is answered twice (`Index.expand`): its best
 few chunks give a relevance model, whose heaviest terms join the query with small weights
@@ -49,8 +50,6 @@ config.yaml's analyzer settings — queries are analysed exactly as the index re
 from __future__ import annotations
 
 import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
-import os
-import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -65,11 +64,12 @@ from pipekit.analyzer import Analyzer
 from pipekit.cli import stage_main
 from pipekit.errors import PipelineError
 from pipekit.history import metric_line, record_run
+from pipekit.io import cores
 from pipekit.malloc import keep_freed_memory
-from pipekit.queries import load_qrels, load_queries, trec_run
+from pipekit.queries import Feedback, feedback_of, load_qrels, load_queries, trec_run
+from pipekit.results import METRICS, chunk_texts, evaluate, explain_rows, print_results, results_table
 from pipekit.stages import get_stage
 
-METRICS = ("nDCG@10", "AP@100", "R@100")
 DEPTH = 100  # documents evaluated per query, whatever top_k is
 DENSE_SHARE = 16  # a term in over 1/16 of the chunks gets an array over all chunks for lookups ...
 DENSE_TERMS = 96  # ... for at most this many terms (8 bytes a chunk each)
@@ -80,7 +80,6 @@ CUT_PAYS = 8  # cut lists are looked up again: worth it only when they keep 1/8 
 SEARCH_SWAP = 2  # searching the chunks for the postings pays once they are 2x as many
 SAFE_UP, SAFE_DOWN = 1 + 1e-9, 1 - 1e-9  # bounds nudged so float rounding never prunes a result
 QUERY_BATCH = 16  # queries per progress-bar step and per task of a thread (small: threads end together)
-MAX_THREADS = 4  # beyond a few, threads mostly wait for each other (Python runs one at a time)
 
 
 class Index:
@@ -437,26 +436,8 @@ class Index:
         return sorted(new, key=lambda tw: -tw[1])
 
     def explain(self, q: "QueryTerms", chunk: int) -> list[dict]:
-        """Each query term's share of a chunk's score (weight · impact); the shares add up
-        to the score.  `qtf` is how often the query says the term (0: feedback added it),
-        `weight` its multiplier, `feedback` the part of the weight feedback gave it."""
-        k1, b, avgdl = self.stats["k1"], self.stats["b"], self.stats["avgdl"]
-        names = self.terms
-        fb = q.from_feedback if q.from_feedback is not None else np.zeros(len(q.ids))
-        out = []
-        for i in np.argsort(q.ids, kind="stable").tolist():  # term ids are alphabetical
-            t = int(q.ids[i])
-            lo, hi = self.indptr[t], self.indptr[t + 1]
-            pos = lo + np.searchsorted(self.chunk[lo:hi], chunk)
-            if pos >= hi or self.chunk[pos] != chunk:
-                continue
-            term = names[t].as_py()
-            weight = float(q.weights[i])
-            norm = 1 - b + b * float(self.lengths[chunk]) / avgdl
-            out.append({"term": term, "qtf": q.qtf.get(term, 0), "weight": weight, "tf": int(self.tf[pos]),
-                        "df": int(self.df[t]), "idf": float(self.idf[t]), "norm": norm,
-                        "contribution": weight * float(self.impact[pos]), "feedback": float(fb[i])})
-        return out
+        """Each query term's share of a chunk's score, adding up to it (pipekit/results.py)."""
+        return explain_rows(self, q, chunk)
 
 
 @dataclass(frozen=True)
@@ -470,19 +451,6 @@ class QueryTerms:
     weights: np.ndarray  # float64 multiplier of each term's impact
     qtf: dict  # every analysed term of the text (known to the index or not) -> times it occurs
     from_feedback: np.ndarray | None = None  # the part of each weight feedback gave (None: no feedback)
-
-
-@dataclass(frozen=True)
-class Feedback:
-    """RM3's settings (`retrieval.feedback: rm3` and the `feedback_*` keys)."""
-    docs: int = 5  # first-pass chunks the relevance model is built from
-    terms: int = 50  # its heaviest terms kept
-    query_weight: float = 0.7  # λ: the original query's share of the interpolation
-
-
-def cores() -> int:
-    """Threads for work that NumPy and Arrow do outside the GIL: one per core, a few at most."""
-    return min(os.cpu_count() or 1, MAX_THREADS)
 
 
 def run_starts(values: np.ndarray) -> np.ndarray:
@@ -529,7 +497,7 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
     """Chunk hits (query#, chunk, score, rank), the document run {qid: {doc: score}}, and
     each query as it was scored (`QueryTerms`: with `feedback`, the expanded query).
 
-    Queries go in batches to a pool of threads, one per core (at most MAX_THREADS): most
+    Queries go in batches to a pool of threads, one per core (at most io.MAX_THREADS): most
     of a query's time is spent inside NumPy, which lets other threads run meanwhile.  Each
     query's answer depends on that query alone, so the results are the same whatever the
     number of threads (`threads=1` runs them in order, in this thread).
@@ -578,68 +546,6 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
     return out, run, scored
 
 
-def chunk_texts(path, rows: np.ndarray) -> list[str]:
-    """Texts of the given 03_chunks rows (only the row groups that hold them are read)."""
-    return io.take_rows(path, "text", rows)
-
-
-def evaluate(qrels, run) -> pa.Table:
-    """Per-query and mean metrics with ir-measures (trec_eval conventions)."""
-    import ir_measures
-
-    measures = [ir_measures.parse_measure(m) for m in METRICS]
-    rows = [(m.query_id, str(m.measure), float(m.value)) for m in ir_measures.iter_calc(measures, qrels, run)]
-    agg = ir_measures.calc_aggregate(measures, qrels, run)
-    rows += [("all", str(m), float(agg[m])) for m in measures]
-    qid, metric, value = zip(*rows) if rows else ((), (), ())
-    return pa.table({"query_id": pa.array(qid, pa.string()), "metric": pa.array(metric, pa.string()),
-                     "value": pa.array(value, pa.float64())})
-
-
-def print_results(results: pa.Table, queries, added=None, max_queries: int = 8) -> None:
-    """The first queries' best five results (with their explanations, if any), and with
-    feedback the terms it added to each query (`added`: per query [(term, weight)])."""
-    rows = results.to_pylist()
-    by_q: dict[str, list[dict]] = {}
-    for r in rows:
-        by_q.setdefault(r["query_id"], []).append(r)
-    for n, (qid, text) in enumerate(queries[:max_queries]):
-        print(f"\n[{qid}] {text}")
-        if added is not None:
-            new = added[n]
-            print("    feedback added: " + (", ".join(f"{t} {w:.3f}" for t, w in new[:8]) if new else "nothing")
-                  + (f" … and {len(new) - 8} more" if len(new) > 8 else ""))
-        hits = by_q.get(qid, [])
-        if not hits:
-            print("    (no chunk contains any of its terms)")
-        for r in hits[:5]:
-            pages = "" if r["page_start"] is None else (
-                f" p.{r['page_start']}" + (f"–{r['page_end']}" if r["page_end"] != r["page_start"] else ""))
-            where = r["doc_id"] + (f" › {r['heading']}" if r["heading"] else "") + pages
-            snippet = textwrap.shorten(" ".join(r["text"].split()), 90, placeholder=" …")
-            print(f"  {r['rank']:>2}. {r['score']:7.3f}  {where}\n              {snippet}")
-            for e in r.get("explain") or []:
-                # The query side: qtf, and with feedback the weight (a term feedback added has qtf=0).
-                weight = f" w={e['weight']:.3f}" if e["weight"] != e["qtf"] else ""
-                print(f"              {e['term']:<14} qtf={e['qtf']}{weight} tf={e['tf']:<3} df={e['df']:<6} "
-                      f"idf={e['idf']:.3f} norm={e['norm']:.3f} → {e['contribution']:.3f}")
-    if len(queries) > max_queries:
-        print(f"\n… and {len(queries) - max_queries} more queries in 05_results.parquet")
-
-
-def feedback_of(sec: dict) -> Feedback | None:
-    """The feedback settings of config's `retrieval` section (None: the plain formula)."""
-    if sec["feedback"] == "none":
-        return None
-    return Feedback(sec["feedback_docs"], sec["feedback_terms"], sec["feedback_query_weight"])
-
-
-EXPLAIN_TYPE = pa.list_(pa.struct([
-    ("term", pa.string()), ("qtf", pa.int32()), ("weight", pa.float64()), ("tf", pa.int32()),
-    ("df", pa.int32()), ("idf", pa.float64()), ("norm", pa.float64()), ("contribution", pa.float64()),
-    ("feedback", pa.float64())]))
-
-
 def run(ctx) -> None:
     sec = ctx.section
     keep_freed_memory()  # queries make many short-lived arrays: reuse their memory
@@ -656,24 +562,8 @@ def run(ctx) -> None:
         index, queries, sec["top_k"], max(DEPTH, sec["top_k"]),
         progress=lambda it, total: ctx.progress(it, total=total, desc="05 scoring", unit="batch"),
         feedback=feedback)
-    ch = index.chunks
-    take = pa.array(c)
-    results = {
-        "query_id": pa.array([queries[i][0] for i in q], pa.string()),
-        "query": pa.array([queries[i][1] for i in q], pa.string()),
-        "rank": pa.array(r, pa.int32()),
-        "score": pa.array(s, pa.float64()),
-        "chunk_id": ch.column("chunk_id").take(take),
-        "doc_id": ch.column("doc_id").take(take),
-        "heading": ch.column("heading").take(take),
-        "page_start": ch.column("page_start").take(take),
-        "page_end": ch.column("page_end").take(take),
-        "text": pa.array(chunk_texts(chunks_03, c), pa.string()),
-    }
-    if sec["explain"]:
-        results["explain"] = pa.array([index.explain(scored[qi], int(ci)) for qi, ci in zip(q, c)],
-                                      EXPLAIN_TYPE)
-    table = pa.table(results)
+    explain = [index.explain(scored[qi], int(ci)) for qi, ci in zip(q, c)] if sec["explain"] else None
+    table = results_table(queries, index.chunks, (q, c, s, r), chunk_texts(chunks_03, c), explain)
     ctx.write_table("05_results.parquet", table, {"index": index.meta["fingerprint"]})
     ctx.write_text("05_results.trec", trec_run(queries, run_docs))
     if qrels is not None:

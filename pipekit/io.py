@@ -144,6 +144,14 @@ class ParquetSink:
             self.tmp.unlink(missing_ok=True)
 
 
+MAX_THREADS = 4  # beyond a few, threads mostly wait for each other (Python runs one at a time)
+
+
+def cores() -> int:
+    """Threads for work that NumPy and Arrow do outside the GIL: one per core, a few at most."""
+    return min(os.cpu_count() or 1, MAX_THREADS)
+
+
 def row_count(path: Path) -> int:
     return pq.ParquetFile(path).metadata.num_rows
 

@@ -7,6 +7,7 @@ Qrels: TREC (`qid 0 docid rel`, whitespace-separated) or BEIR `.tsv`
 (`query-id<TAB>corpus-id<TAB>score` with a header row).
 
 And writing: `trec_run` gives a run in TREC format (what trec_eval and ir-measures read).
+`feedback_of` reads how queries are expanded (`retrieval.feedback`) into `Feedback`.
 
 A malformed file stops stage 05 before it writes anything, naming file, line and
 problem: a judgement file that half-loads gives metrics that look plausible and are wrong.
@@ -14,6 +15,7 @@ problem: a judgement file that half-loads gives metrics that look plausible and 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import PipelineError
@@ -126,3 +128,18 @@ def trec_run(queries, run: dict) -> str:
         q = trec_field(qid)
         lines += [f"{q} Q0 {trec_field(doc)} {r} {s:.17g} pipekit" for r, (doc, s) in enumerate(ranked, 1)]
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """RM3's settings (`retrieval.feedback: rm3` and the `feedback_*` keys)."""
+    docs: int = 5  # first-pass chunks the relevance model is built from
+    terms: int = 50  # its heaviest terms kept
+    query_weight: float = 0.7  # λ: the original query's share of the interpolation
+
+
+def feedback_of(sec: dict) -> Feedback | None:
+    """The feedback settings of config's `retrieval` section (None: the plain formula)."""
+    if sec["feedback"] == "none":
+        return None
+    return Feedback(sec["feedback_docs"], sec["feedback_terms"], sec["feedback_query_weight"])

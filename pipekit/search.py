@@ -32,6 +32,8 @@ from .cli import add_common_args, parse_args, pipe_closed, require_output, user_
 from .config import SCHEMA, load_config
 from .errors import PipelineError
 from .io import read_meta
+from .queries import feedback_of
+from .results import chunk_texts
 from .stages import get_stage, load_stage
 
 SNIPPET_WORDS = 28  # words of a passage shown around its densest run of query terms
@@ -141,11 +143,11 @@ class Searcher:
         if k <= 0:
             raise PipelineError(f"k must be a whole number > 0; got {k}")
         queries = [(str(i + 1), t) for i, t in enumerate(texts)]
-        feedback = self._stage.feedback_of(self.settings)
+        feedback = feedback_of(self.settings)
         (q, c, s, r), _, scored = self._stage.search(
             self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback)
         added = [self.index.added_terms(x) for x in scored] if feedback is not None else [None] * len(texts)
-        passages = self._stage.chunk_texts(self._chunks_03, c)
+        passages = chunk_texts(self._chunks_03, c)
         take = pa.array(c)
         cols = {n: self.index.chunks.column(n).take(take).to_pylist()
                 for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end")}

@@ -1,0 +1,121 @@
+"""Stage 05's results as a reader sees them: the table, the metrics, the terminal preview.
+
+None of this decides a score or a rank — `05_retrieval.py` does that.  Here the ranked
+chunk hits become `05_results.parquet` rows (`results_table`, with `explain_rows`' term
+by term breakdown when asked), the document run becomes nDCG@10, AP@100 and R@100 through
+ir-measures (`evaluate`, trec_eval's conventions), and the first queries' best results
+are printed (`print_results`).  Kept apart so the stage file reads as its own idea:
+scoring, pruning, ranking and feedback.
+
+The index is passed in, not imported: pipekit never imports a stage file (`explain_rows`
+only reads the arrays every stage-05 `Index` has).
+"""
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pyarrow as pa
+
+from . import io
+
+METRICS = ("nDCG@10", "AP@100", "R@100")
+
+EXPLAIN_TYPE = pa.list_(pa.struct([
+    ("term", pa.string()), ("qtf", pa.int32()), ("weight", pa.float64()), ("tf", pa.int32()),
+    ("df", pa.int32()), ("idf", pa.float64()), ("norm", pa.float64()), ("contribution", pa.float64()),
+    ("feedback", pa.float64())]))
+
+
+def chunk_texts(path, rows: np.ndarray) -> list[str]:
+    """Texts of the given 03_chunks rows (only the row groups that hold them are read)."""
+    return io.take_rows(path, "text", rows)
+
+
+def explain_rows(index, q, chunk: int) -> list[dict]:
+    """Each query term's share of a chunk's score (weight · impact); the shares add up
+    to the score.  `qtf` is how often the query says the term (0: feedback added it),
+    `weight` its multiplier, `feedback` the part of the weight feedback gave it."""
+    k1, b, avgdl = index.stats["k1"], index.stats["b"], index.stats["avgdl"]
+    names = index.terms
+    fb = q.from_feedback if q.from_feedback is not None else np.zeros(len(q.ids))
+    out = []
+    for i in np.argsort(q.ids, kind="stable").tolist():  # term ids are alphabetical
+        t = int(q.ids[i])
+        lo, hi = index.indptr[t], index.indptr[t + 1]
+        pos = lo + np.searchsorted(index.chunk[lo:hi], chunk)
+        if pos >= hi or index.chunk[pos] != chunk:
+            continue
+        term = names[t].as_py()
+        weight = float(q.weights[i])
+        norm = 1 - b + b * float(index.lengths[chunk]) / avgdl
+        out.append({"term": term, "qtf": q.qtf.get(term, 0), "weight": weight, "tf": int(index.tf[pos]),
+                    "df": int(index.df[t]), "idf": float(index.idf[t]), "norm": norm,
+                    "contribution": weight * float(index.impact[pos]), "feedback": float(fb[i])})
+    return out
+
+
+def results_table(queries, chunks: pa.Table, hits, texts: list[str], explain: list | None = None) -> pa.Table:
+    """05_results.parquet's rows: one per chunk hit (`hits`: query#, chunk, score, rank
+    arrays), with the chunk's columns from 04_chunks (`chunks`) and its text."""
+    q, c, s, r = hits
+    take = pa.array(c)
+    results = {
+        "query_id": pa.array([queries[i][0] for i in q], pa.string()),
+        "query": pa.array([queries[i][1] for i in q], pa.string()),
+        "rank": pa.array(r, pa.int32()),
+        "score": pa.array(s, pa.float64()),
+        "chunk_id": chunks.column("chunk_id").take(take),
+        "doc_id": chunks.column("doc_id").take(take),
+        "heading": chunks.column("heading").take(take),
+        "page_start": chunks.column("page_start").take(take),
+        "page_end": chunks.column("page_end").take(take),
+        "text": pa.array(texts, pa.string()),
+    }
+    if explain is not None:
+        results["explain"] = pa.array(explain, EXPLAIN_TYPE)
+    return pa.table(results)
+
+
+def evaluate(qrels, run) -> pa.Table:
+    """Per-query and mean metrics with ir-measures (trec_eval conventions)."""
+    import ir_measures
+
+    measures = [ir_measures.parse_measure(m) for m in METRICS]
+    rows = [(m.query_id, str(m.measure), float(m.value)) for m in ir_measures.iter_calc(measures, qrels, run)]
+    agg = ir_measures.calc_aggregate(measures, qrels, run)
+    rows += [("all", str(m), float(agg[m])) for m in measures]
+    qid, metric, value = zip(*rows) if rows else ((), (), ())
+    return pa.table({"query_id": pa.array(qid, pa.string()), "metric": pa.array(metric, pa.string()),
+                     "value": pa.array(value, pa.float64())})
+
+
+def print_results(results: pa.Table, queries, added=None, max_queries: int = 8) -> None:
+    """The first queries' best five results (with their explanations, if any), and with
+    feedback the terms it added to each query (`added`: per query [(term, weight)])."""
+    rows = results.to_pylist()
+    by_q: dict[str, list[dict]] = {}
+    for r in rows:
+        by_q.setdefault(r["query_id"], []).append(r)
+    for n, (qid, text) in enumerate(queries[:max_queries]):
+        print(f"\n[{qid}] {text}")
+        if added is not None:
+            new = added[n]
+            print("    feedback added: " + (", ".join(f"{t} {w:.3f}" for t, w in new[:8]) if new else "nothing")
+                  + (f" … and {len(new) - 8} more" if len(new) > 8 else ""))
+        hits = by_q.get(qid, [])
+        if not hits:
+            print("    (no chunk contains any of its terms)")
+        for r in hits[:5]:
+            pages = "" if r["page_start"] is None else (
+                f" p.{r['page_start']}" + (f"–{r['page_end']}" if r["page_end"] != r["page_start"] else ""))
+            where = r["doc_id"] + (f" › {r['heading']}" if r["heading"] else "") + pages
+            snippet = textwrap.shorten(" ".join(r["text"].split()), 90, placeholder=" …")
+            print(f"  {r['rank']:>2}. {r['score']:7.3f}  {where}\n              {snippet}")
+            for e in r.get("explain") or []:
+                # The query side: qtf, and with feedback the weight (a term feedback added has qtf=0).
+                weight = f" w={e['weight']:.3f}" if e["weight"] != e["qtf"] else ""
+                print(f"              {e['term']:<14} qtf={e['qtf']}{weight} tf={e['tf']:<3} df={e['df']:<6} "
+                      f"idf={e['idf']:.3f} norm={e['norm']:.3f} → {e['contribution']:.3f}")
+    if len(queries) > max_queries:
+        print(f"\n… and {len(queries) - max_queries} more queries in 05_results.parquet")
