@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Iterator
 
 import pyarrow as pa
 
 from pipekit.cli import stage_main
+from pipekit.engine import StageFunction, iter_rows
 from pipekit.pages import OUTLINE_TYPE, strip_furniture
 
 COLUMNS = ["doc_id", "source", "format", "path", "title", "text", "outline"]
@@ -70,27 +72,38 @@ def clean_document(text: str, unicode_form: str = "NFC") -> tuple[str, int]:
     return (text.strip("\n") + "\n" if text.strip() else ""), furniture
 
 
+SCHEMA = pa.schema([("doc_id", pa.string()), ("source", pa.string()), ("format", pa.string()),
+                    ("path", pa.list_(pa.string())), ("title", pa.string()), ("text", pa.string()),
+                    ("outline", OUTLINE_TYPE)])
+
+
+def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:
+    """Stage 02 on one partition of 01_documents.parquet: its `ok` rows cleaned, batch by
+    batch, each with the furniture lines removed and the documents that had any.  It
+    depends on the partition alone, so the engine may run it anywhere."""
+    for batch in iter_rows(part, ["status"] + COLUMNS):
+        rows = batch.to_pydict()
+        ok = [i for i, s in enumerate(rows["status"]) if s == "ok"]
+        cols = {c: [rows[c][i] for i in ok] for c in COLUMNS}
+        texts, furniture, paged = [], 0, 0
+        for t in cols["text"]:
+            text, removed = clean_document(t or "", form)
+            texts.append(text)
+            furniture += removed
+            paged += removed > 0
+        cols["text"] = texts
+        yield pa.table(cols, schema=SCHEMA), furniture, paged
+
+
 def run(ctx) -> None:
-    form = ctx.section["unicode_form"]
-    schema = pa.schema([("doc_id", pa.string()), ("source", pa.string()), ("format", pa.string()),
-                        ("path", pa.list_(pa.string())), ("title", pa.string()), ("text", pa.string()),
-                        ("outline", OUTLINE_TYPE)])
+    clean = StageFunction(2, "clean_partition", (ctx.section["unicode_form"],))
     kept = furniture = paged = 0
-    with_ok = ["status"] + COLUMNS
-    with ctx.sink("02_preprocessed.parquet", schema) as out:
-        for batch in ctx.progress(ctx.iter_upstream(with_ok), desc="02 cleaning", unit="batch"):
-            rows = batch.to_pydict()
-            ok = [i for i, s in enumerate(rows["status"]) if s == "ok"]
-            cols = {c: [rows[c][i] for i in ok] for c in COLUMNS}
-            texts = []
-            for t in cols["text"]:
-                text, removed = clean_document(t or "", form)
-                texts.append(text)
-                furniture += removed
-                paged += removed > 0
-            cols["text"] = texts
-            out.write(pa.table(cols, schema=schema))
-            kept += len(ok)
+    with ctx.sink("02_preprocessed.parquet", SCHEMA) as out:
+        for table, removed, docs in ctx.map_partitions(clean, ctx.upstream_parts(), desc="02 cleaning"):
+            out.write(table)
+            kept += table.num_rows
+            furniture += removed
+            paged += docs
     ctx.note(f"{kept:,} ok documents cleaned; {ctx.upstream_rows - kept:,} error/skipped rows left out")
     ctx.note(f"{furniture:,} page furniture lines (running headers, footers, page numbers) "
              f"removed from {paged:,} documents")

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from . import io
 from .config import load_config
+from .engine import RowRange, make_engine, progress_bar, row_ranges
 from .errors import PipelineError
 from .freshness import digest, inputs_record, recorded_fingerprint
 from .stages import Stage, get_stage
@@ -28,8 +29,9 @@ from .stages import Stage, get_stage
 class StageContext:
     """What a stage's run() may use. Outputs become visible only when the stage succeeds."""
 
-    def __init__(self, stage: Stage, cfg: dict, quiet: bool = False):
+    def __init__(self, stage: Stage, cfg: dict, quiet: bool = False, engine=None):
         self.stage = stage
+        self.engine = engine if engine is not None else make_engine(cfg, quiet)
         self.cfg = cfg
         self.section = cfg[stage.section]
         self.output_dir = Path(cfg["paths"]["output"])
@@ -71,6 +73,25 @@ class StageContext:
 
         self.upstream_rows = pq.ParquetFile(self.upstream_path).metadata.num_rows
         return io.iter_batches(self.upstream_path, columns, batch_size)
+
+    def upstream_parts(self, whole: bool = False) -> list[RowRange]:
+        """The upstream output's rows as partitions for `map_partitions`: one range per
+        engine.partition_rows rows (with the local engine by default: the whole file).
+        `whole=True` on the local engine always gives the whole file: for a stage whose
+        partitions must be merged afterwards (04), one partition means nothing to merge."""
+        import pyarrow.parquet as pq
+
+        self.upstream_rows = pq.ParquetFile(self.upstream_path).metadata.num_rows
+        step = None if whole and self.engine.kind == "local" else self.engine.rows_per_part(self.upstream_rows)
+        return row_ranges(self.upstream_path, self.upstream_rows, step)
+
+    def map_partitions(self, fn, parts: list, desc: str | None = None):
+        """`fn(part)` for every partition, wherever the engine runs it; the results come
+        back in partition order (see pipekit/engine.py)."""
+        desc = desc or self.stage.label
+        if len(parts) == 1 and self.engine.kind == "local":  # one streaming partition: count what it yields
+            return self.progress(self.engine.map_partitions(fn, parts), desc=desc, unit="batch")
+        return self.engine.map_partitions(fn, parts, progress=progress_bar(self.quiet, desc))
 
     # --- writing -------------------------------------------------------------------------
     def _meta(self, extra: dict | None) -> dict:
@@ -138,17 +159,26 @@ class StageContext:
 
 
 def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
-              quiet: bool = False) -> StageContext:
-    """Run one stage's body with commit-or-abort around it, then print its summary."""
+              quiet: bool = False, engine=None) -> StageContext:
+    """Run one stage's body with commit-or-abort around it, then print its summary.
+
+    `engine`: one shared by several stages (run_pipeline starts a cluster once per run);
+    without it the stage makes its own from the config and closes it when done."""
     stage = get_stage(number)
-    ctx = StageContext(stage, cfg, quiet=quiet)
+    own = engine is None
+    engine = make_engine(cfg, quiet) if own else engine
     t0 = time.perf_counter()
     try:
-        run(ctx)
-        ctx._commit()
-    except BaseException:
-        ctx._abort()
-        raise
+        ctx = StageContext(stage, cfg, quiet=quiet, engine=engine)
+        try:
+            run(ctx)
+            ctx._commit()
+        except BaseException:
+            ctx._abort()
+            raise
+    finally:
+        if own:
+            engine.close()
     seconds = time.perf_counter() - t0
     if not quiet:
         rows_out = ctx._sinks[0].rows if ctx._sinks else 0
