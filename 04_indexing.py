@@ -339,7 +339,7 @@ def run(ctx) -> None:
     sec = ctx.section
     analyzer = Analyzer(stemmer=sec["stemmer"], stopwords=sec["stopwords"])
     # Map: counts per partition (the local engine: one, the whole file); reduce: here.
-    parts = ctx.map_partitions(StageFunction(4, "count_partition", (sec,)), ctx.upstream_parts(whole=True),
+    parts = ctx.map_partitions(StageFunction(4, "count_partition", (sec,)), ctx.upstream_parts(few=True),
                                desc="04 counting")
     terms, postings, chunks, stats = finish_index(merge_counts(list(parts)), analyzer,
                                                   sec["k1"], sec["b"], sec["path_weight"], sec["heading_weight"])

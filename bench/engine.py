@@ -34,6 +34,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the cluster's scheduler runs in this process and unpickles pipekit's tasks
 _spec = importlib.util.spec_from_file_location("bench_scale", REPO / "bench" / "scale.py")
 scale = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(scale)

@@ -74,16 +74,17 @@ class StageContext:
         self.upstream_rows = pq.ParquetFile(self.upstream_path).metadata.num_rows
         return io.iter_batches(self.upstream_path, columns, batch_size)
 
-    def upstream_parts(self, whole: bool = False) -> list[RowRange]:
+    def upstream_parts(self, few: bool = False) -> list[RowRange]:
         """The upstream output's rows as partitions for `map_partitions`: one range per
         engine.partition_rows rows (with the local engine by default: the whole file).
-        `whole=True` on the local engine always gives the whole file: for a stage whose
-        partitions must be merged afterwards (04), one partition means nothing to merge."""
+        `few=True` is for a stage whose partitions cost extra work each and a merge (04:
+        every partition analyses its own vocabulary): the local engine then always takes
+        the whole file, a cluster no more than two partitions per worker — unless
+        engine.partition_rows asks for smaller ones (memory per task)."""
         import pyarrow.parquet as pq
 
-        self.upstream_rows = pq.ParquetFile(self.upstream_path).metadata.num_rows
-        step = None if whole and self.engine.kind == "local" else self.engine.rows_per_part(self.upstream_rows)
-        return row_ranges(self.upstream_path, self.upstream_rows, step)
+        n = self.upstream_rows = pq.ParquetFile(self.upstream_path).metadata.num_rows
+        return row_ranges(self.upstream_path, n, self.engine.rows_per_part(n, few))
 
     def map_partitions(self, fn, parts: list, desc: str | None = None):
         """`fn(part)` for every partition, wherever the engine runs it; the results come

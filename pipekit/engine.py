@@ -173,10 +173,11 @@ class LocalEngine:
     def __init__(self, partition_rows: int | None = None):
         self.partition_rows = partition_rows
 
-    def rows_per_part(self, n_rows: int) -> int | None:
-        """Rows per partition for a stage that streams: None (one partition, the whole
-        input), unless engine.partition_rows asks for more (tests do, to cut the sample)."""
-        return self.partition_rows
+    def rows_per_part(self, n_rows: int, few: bool = False) -> int | None:
+        """Rows per partition: None (one partition, the whole input, streamed), unless
+        engine.partition_rows asks for more (tests do, to cut the sample); always None
+        for `few` (a stage whose partitions must be merged: one needs no merge)."""
+        return None if few else self.partition_rows
 
     def map_partitions(self, fn: Callable[[Any], Iterable], parts: list, progress=None) -> Iterator:
         for part in parts:
@@ -191,11 +192,12 @@ class DaskEngine:
 
     kind = "dask"
 
-    def __init__(self, address: str | None, workers: int, partition_rows: int,
+    def __init__(self, address: str | None, workers: int, partition_rows: int | None,
                  timeout: float, quiet: bool = False):
         self.address = address
         self.n_workers = workers
-        self.partition_rows = partition_rows
+        self.partition_rows_set = partition_rows
+        self.partition_rows = partition_rows or DEFAULT_DASK_PARTITION_ROWS
         self.timeout = timeout
         self.quiet = quiet
         self._client = None
@@ -213,7 +215,13 @@ class DaskEngine:
     def workers(self) -> int:
         return max(len(self.client.scheduler_info().get("workers", {})), 1)
 
-    def rows_per_part(self, n_rows: int) -> int:
+    def rows_per_part(self, n_rows: int, few: bool = False) -> int:
+        """engine.partition_rows (default 50,000).  `few`, when that key is not set: two
+        partitions a worker, which keep all busy — more would each repeat work that the
+        merge must then undo (04 analyses each partition's vocabulary) — but no more than
+        FEW_MAX_ROWS each, which bounds a task's memory."""
+        if few and self.partition_rows_set is None:
+            return min(max(-(-n_rows // (2 * self.workers)), 1), FEW_MAX_ROWS)
         return self.partition_rows
 
     def _connect(self) -> None:
@@ -261,7 +269,16 @@ class DaskEngine:
                     break
             while pending:
                 future = pending.popleft()
-                results = future.result()
+                try:
+                    results = future.result()
+                except Exception as exc:
+                    missing = missing_module(exc)
+                    if missing is None:
+                        raise
+                    raise PipelineError(
+                        f"the Dask scheduler or a worker at {self.address or 'the local cluster'} cannot import "
+                        f"{missing!r}: start them from the root of this repository's checkout (or with it on "
+                        "PYTHONPATH), with the same packages") from None
                 future.release()
                 nxt = next(todo, None)
                 if nxt is not None:
@@ -282,6 +299,17 @@ class DaskEngine:
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
+
+
+def missing_module(exc: BaseException) -> str | None:
+    """The module a scheduler or worker could not import while unpickling a task, if that
+    is what went wrong (dask wraps it, so look along the chain of causes)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ModuleNotFoundError):
+            return exc.name
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
 
 
 def dashboard_note() -> str:
@@ -316,10 +344,11 @@ def make_engine(cfg: dict, quiet: bool = False):
     if sec["kind"] == "local":
         return LocalEngine(sec["partition_rows"])
     return DaskEngine(sec["address"], sec["workers"] or os.cpu_count() or 1,
-                      sec["partition_rows"] or DEFAULT_DASK_PARTITION_ROWS, sec["timeout"], quiet)
+                      sec["partition_rows"], sec["timeout"], quiet)
 
 
 DEFAULT_DASK_PARTITION_ROWS = 50_000  # documents or chunks per task (see README's sizing note)
+FEW_MAX_ROWS = 1_000_000  # chunks per stage-04 task at most: ~1 GB of a worker's memory
 
 
 def progress_bar(quiet: bool, desc: str, unit: str = "partition"):
