@@ -251,9 +251,30 @@ class DaskEngine:
             self.close()
             raise PipelineError(f"the Dask scheduler at {self.address} has no workers after {self.timeout:g} s: "
                                 f"start some with `dask worker {self.address}`") from None
+        self._check_same_code()
         if not self.quiet:
             print(f"dask: connected to {self.address} ({self.workers} workers); "
                   f"dashboard {self._client.dashboard_link}")
+
+    def _check_same_code(self) -> None:
+        """Workers run their own checkout's stage files: one with other code would give
+        other outputs, silently.  Compare the stages' code hashes before any task runs."""
+        try:
+            theirs = self._client.run(code_hashes)
+        except Exception as exc:
+            missing = missing_module(exc)
+            if missing is None:
+                raise
+            self.close()
+            raise PipelineError(f"the Dask workers at {self.address} cannot import {missing!r}: start them "
+                                "from the root of this repository's checkout (or with it on PYTHONPATH)") from None
+        ours = code_hashes()
+        for worker, hashes in sorted(theirs.items()):
+            if hashes != ours:
+                differ = ", ".join(f"{k}" for k in ours if hashes.get(k) != ours[k])
+                self.close()
+                raise PipelineError(f"the Dask worker {worker} runs other code than this checkout "
+                                    f"({differ} differ): start the workers from the same version")
 
     def map_partitions(self, fn: Callable[[Any], Iterable], parts: list, progress=None) -> Iterator:
         client = self.client
@@ -272,6 +293,12 @@ class DaskEngine:
                 try:
                     results = future.result()
                 except Exception as exc:
+                    from distributed import KilledWorker
+
+                    if isinstance(exc, KilledWorker):
+                        # Dask has already rerun it on other workers; each died (out of memory, mostly).
+                        raise PipelineError(f"a task killed every worker that ran it ({exc}): lower "
+                                            "engine.partition_rows, or give the workers more memory") from None
                     missing = missing_module(exc)
                     if missing is None:
                         raise
@@ -299,6 +326,14 @@ class DaskEngine:
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
+
+
+def code_hashes() -> dict[str, str]:
+    """Each stage's code hash (what freshness records), as computed where this runs."""
+    from .freshness import code_hash
+    from .stages import STAGES
+
+    return {stage.label: code_hash(stage) for stage in STAGES}
 
 
 def missing_module(exc: BaseException) -> str | None:

@@ -126,6 +126,12 @@ def test_sample_on_two_workers_equals_the_local_engine(tmp_path, cluster):
     changed = status(cfg, tmp_path / "dask", "indexing.k1=1.5", *dask_sets)
     assert changed == status(cfg, tmp_path / "local", "indexing.k1=1.5")
     assert "config indexing.k1 changed: 1.2 -> 1.5" in changed
+    # --explain: the client loads the postings too (to explain), the workers still score.
+    for out, sets in ((tmp_path / "local", ()), (tmp_path / "dask", dask_sets)):
+        run_script("05_retrieval.py", "--config", str(cfg), "--set", f"paths.output={out}", "--explain",
+                   *[w for s in sets for w in ("--set", s)])
+    x, y = (pd.read_parquet(tmp_path / d / "05_results.parquet") for d in ("local", "dask"))
+    assert x["explain"].map(repr).tolist() == y["explain"].map(repr).tolist() and len(x) == 140
 
 
 def test_cranfield_on_two_workers_equals_the_local_engine(tmp_path, cluster, cranfield):
@@ -243,3 +249,33 @@ def test_a_local_cluster_run_prints_its_dashboard_and_leaves_no_process(tmp_path
     while leftovers() and time.time() < deadline:
         time.sleep(0.5)
     assert leftovers() == []
+
+
+def _pretend_other_code(restore: bool = False) -> None:
+    """Run on a worker: its stage-03 code hash differs from the client's (or is restored)."""
+    import pipekit.engine as engine
+
+    if restore:
+        engine.code_hashes = engine._real_code_hashes
+        return
+    engine._real_code_hashes = real = engine.code_hashes
+    engine.code_hashes = lambda: {**real(), "03_chunking": "0" * 16}
+
+
+def test_workers_running_other_code_are_refused_before_any_task(cluster):
+    from pipekit.engine import DaskEngine
+    from pipekit.errors import PipelineError
+
+    address, client = cluster
+    client.run(_pretend_other_code)
+    try:
+        engine = DaskEngine(address, 2, None, 10.0, quiet=True)
+        with pytest.raises(PipelineError, match=r"the Dask worker tcp://\S+ runs other code than this checkout "
+                                                r"\(03_chunking differ\)"):
+            engine.workers
+        engine.close()
+    finally:
+        client.run(_pretend_other_code, restore=True)
+    ok = DaskEngine(address, 2, None, 10.0, quiet=True)
+    assert ok.workers == 2
+    ok.close()
