@@ -279,3 +279,29 @@ def test_workers_running_other_code_are_refused_before_any_task(cluster):
     ok = DaskEngine(address, 2, None, 10.0, quiet=True)
     assert ok.workers == 2
     ok.close()
+
+
+def test_results_come_back_in_partition_order_with_one_bar_step_per_partition(cluster):
+    from pipekit.engine import DaskEngine, LocalEngine
+
+    address, _ = cluster
+    steps = []
+
+    class Bar:
+        def __init__(self, total):
+            steps.append(("total", total))
+
+        def update(self, n):
+            steps.append(("update", n))
+
+        def close(self):
+            steps.append(("close",))
+
+    parts = [5, 0, 3, 40, 1, 7, 2, 9, 4, 6, 8]  # more partitions than the in-flight window
+    engine = DaskEngine(address, 2, None, 10.0, quiet=True)
+    try:
+        got = list(engine.map_partitions(range, parts, progress=Bar))
+    finally:
+        engine.close()
+    assert got == list(LocalEngine().map_partitions(range, parts)) == [i for p in parts for i in range(p)]
+    assert steps == [("total", len(parts))] + [("update", 1)] * len(parts) + [("close",)]
