@@ -38,6 +38,13 @@ written a block of terms at a time.  No Python loop ever runs per token.  Memory
 postings (int32 chunk and tf, float64 impact), never the text: each batch's text is
 dropped once it is counted.
 
+On a cluster (`engine.kind: dask`) the counting is a map and the rest a reduce: each
+partition of 03_chunks is counted on a worker (`count_partition`: the same counting, its
+own vocabulary), `merge_counts` moves every partition's postings into the global term
+order (chunks renumbered after the partitions before them: one run's order), and N,
+avgdl, df, idf and the impacts are computed once, from the merged counts, so the index is
+the one a single run builds.  The local engine counts the whole file as one partition.
+
 What it deliberately does not do: compress postings, prune terms, or keep positions —
 the index stays three plain tables anyone can open in pandas.
 """
