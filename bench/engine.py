@@ -20,9 +20,6 @@ user runs it, so its wall time includes start-up; its peak RSS comes from wait4(
   order, values).
 - `--baseline DIR`: the same stages from another checkout (the code before this change),
   local engine, outputs in out-before/: "the default run is no slower than before".
-- Row 05w: stage 05 again on the cluster with its queries scored on the workers
-  (`engine.remote_queries=1`; by default 1,000 queries stay on the client): each worker
-  loads the whole index first, which is what that default avoids.
 
 The machine is shared while this runs (other people's tests and benches): run it as
 `flock /tmp/bench.lock python bench/engine.py` and read the times as indicative.
@@ -104,12 +101,6 @@ def bench_size(size: int, client, address: str, baseline: Path | None) -> dict:
             res = run_stage(size, name, n, [sys.executable, str(repo / scale.STAGE_FILES[n]), "--config", str(cfg),
                                             *extra], folder, client)
             rows[(name, n)] = res
-    # Stage 05 with its queries scored on the workers (engine.remote_queries=1), which the
-    # default keeps for many more queries than these 1,000: this row says why.
-    cfg = scale.write_config(folder, "out-dask")
-    rows[("dask", "5w")] = run_stage(size, "dask", "5w", [sys.executable, str(REPO / scale.STAGE_FILES[5]), "--config",
-                                                           str(cfg), *dask, "--set", "engine.remote_queries=1"],
-                                     folder, client)
     rows["identical"] = {n: all(same_output(folder / "out-local", folder / "out-dask", o) for o in OUTPUTS[n])
                          for n in STAGES}
     return rows
@@ -143,10 +134,6 @@ def print_table(results: dict[int, dict], baseline: bool) -> None:
                   f"{da['seconds'] / lo['seconds']:10.2f} {lo['rss_mb']:9.0f} {da['rss_mb']:9.0f} "
                   f"{max(da['workers_mb']):9.0f} {'yes' if rows['identical'][n] else 'NO':>5} "
                   f"{(lo['load'] + da['load']) / 2:5.1f}")
-        w = rows[("dask", "5w")]
-        print(f"{size:>10,} {'05w':>5} " + (f"{'':>8} " if baseline else "") +
-              f"{rows[('local', 5)]['seconds']:8.1f} {w['seconds']:8.1f} {w['seconds'] / rows[('local', 5)]['seconds']:10.2f} "
-              f"{'':>9} {w['rss_mb']:9.0f} {max(w['workers_mb']):9.0f} {'':>5} {w['load']:5.1f}")
         for label, stages in (("01-04", (1, 2, 3, 4)), ("01-05", STAGES)):
             lo = sum(rows[("local", n)]["seconds"] for n in stages)
             da = sum(rows[("dask", n)]["seconds"] for n in stages)

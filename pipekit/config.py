@@ -87,7 +87,6 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "partition_rows": Key(None, "optional_int", "null (the engine's default) or a whole number > 0",
                               check=lambda v: v is None or v > 0),
         "timeout": Key(10.0, "number", "a number of seconds > 0", check=lambda v: v > 0),
-        "remote_queries": Key(10_000, "int", "a whole number >= 1", check=lambda v: v >= 1),
     },
 }
 

@@ -70,29 +70,6 @@ class _Listed:
         return list(self.fn(part))
 
 
-class WorkerContext:
-    """What a partition function may use of a StageContext where no stage runs (a worker):
-    the output folder, to read other stages' outputs from.  Notes go nowhere."""
-
-    def __init__(self, output_dir):
-        from pathlib import Path
-
-        self.output_dir = Path(output_dir)
-
-    def path(self, name: str):
-        return self.output_dir / name
-
-    def require(self, name: str, made_by):
-        p = self.path(name)
-        if not p.exists():
-            raise PipelineError(f"no {name} in {self.output_dir} on this worker: the workers must "
-                                "see paths.output at the same path as the client")
-        return p
-
-    def note(self, text: str) -> None:
-        pass
-
-
 # --- partitions of a Parquet file ----------------------------------------------------------
 
 @dataclass(frozen=True)

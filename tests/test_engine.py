@@ -116,18 +116,17 @@ def test_sample_on_two_workers_equals_the_local_engine(tmp_path, cluster):
     cfg = sample_config(tmp_path)
     pipeline(cfg, tmp_path / "local")
     proc = pipeline(cfg, tmp_path / "dask", "engine.kind=dask", f"engine.address={address}",
-                    "engine.partition_rows=3", "engine.remote_queries=1")
+                    "engine.partition_rows=3")
     assert f"dask: connected to {address}" in proc.stdout
-    assert "on 2 Dask workers" in proc.stdout  # stage 05's queries were scored there
     assert_same_outputs(tmp_path / "local", tmp_path / "dask")
     # Freshness does not depend on the engine: each folder is fresh under the other engine.
-    dask_sets = ("engine.kind=dask", f"engine.address={address}", "engine.remote_queries=1")
+    dask_sets = ("engine.kind=dask", f"engine.address={address}")
     assert status(cfg, tmp_path / "dask") == status(cfg, tmp_path / "local", *dask_sets)
     assert "stale" not in status(cfg, tmp_path / "dask")
     changed = status(cfg, tmp_path / "dask", "indexing.k1=1.5", *dask_sets)
     assert changed == status(cfg, tmp_path / "local", "indexing.k1=1.5")
     assert "config indexing.k1 changed: 1.2 -> 1.5" in changed
-    # --explain: the client loads the postings too (to explain), the workers still score.
+    # --explain, on either engine:
     for out, sets in ((tmp_path / "local", ()), (tmp_path / "dask", dask_sets)):
         run_script("05_retrieval.py", "--config", str(cfg), "--set", f"paths.output={out}", "--explain",
                    *[w for s in sets for w in ("--set", s)])
@@ -140,7 +139,7 @@ def test_cranfield_on_two_workers_equals_the_local_engine(tmp_path, cluster, cra
     cfg = cranfield_config(tmp_path, cranfield)
     pipeline(cfg, tmp_path / "local")
     pipeline(cfg, tmp_path / "dask", "engine.kind=dask", f"engine.address={address}",
-             "engine.partition_rows=150", "engine.remote_queries=1")
+             "engine.partition_rows=150")
     assert_same_outputs(tmp_path / "local", tmp_path / "dask")
     assert len(pd.read_parquet(tmp_path / "dask" / "01_documents.parquet")) == 1400  # 10 partitions of 150
 
