@@ -4,6 +4,8 @@ Reads  `documents.input`: a folder (walked recursively, in sorted order), one fi
        BEIR corpus `.jsonl` (`_id`, `title`, `text` per line).  `documents.include` and
        `documents.exclude` are glob patterns on paths relative to the input;
        `documents.hidden` decides whether dot-files and dot-folders are read.
+       Nothing outside the input is read unless `documents.follow_links` says so, and no
+       file larger than `documents.max_bytes` is read at all.
 Writes `01_documents.parquet`: doc_id, source, format, text, status, error, path, title,
        encoding, page_labels, note, n_bytes, outline — one row per file (per record
        for BEIR).
@@ -13,7 +15,8 @@ What a row says:
   names the problem — binary, undecodable, encrypted or corrupt PDF, permission denied)
   or `skipped` (deliberately not read: `error` says why — unsupported format, hidden,
   excluded, a symlink loop, a dangling link, a named pipe, an extensionless file that
-  is not text).  A hidden or excluded *folder* is one skipped row, not entered.  A bad
+  is not text, a symlink leading out of the input, a file over `documents.max_bytes`,
+  a second name for a file already read).  A hidden or excluded *folder* is one skipped row, not entered.  A bad
   file never stops the run, because one broken file in a folder of thousands must not
   cost the other thousands.
 - `format` is markdown, text, pdf, html, csv or beir; for a skipped file, its extension.
@@ -26,6 +29,15 @@ What a row says:
   point at exact character spans.  A malformed CSV (ragged rows, an unclosed quote) is
   still `ok` — its text is readable — with the problem in `note`.
 - Files without an extension (README, LICENSE) are read as plain text if they are text.
+- Symlinks: a link whose target lies inside the input is read, once — a file reached by
+  two names is one document (read under its own name, the link's name noted); one that
+  leads outside is a `skipped` row naming its target, because a search index is shared
+  and pasted into prompts, and a link to `/etc` or a home folder must not widen what it
+  holds without the user asking (`documents.follow_links: true`).
+- `documents.max_bytes`: one 5 GB log would take the machine down in stages 02–04, so a
+  larger file is a `skipped` row naming its size and the key to raise, never a crash.
+- The summary counts how many files were read through symlinks and, by reason, how many
+  were skipped (outside, too large, hidden, unknown format, ...).
 - `encoding` is the codec the bytes were decoded with; `note` holds what a careful
   reader would mention (a detected encoding, a PDF without a text layer, a ragged CSV).
 
@@ -39,6 +51,7 @@ The readers themselves live in `pipekit/readers.py`; this file is the stage's lo
 """
 from __future__ import annotations
 
+import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -50,7 +63,7 @@ from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, line_ranges
 from pipekit.errors import PipelineError
 from pipekit.pages import OUTLINE_TYPE
-from pipekit.readers import COLUMNS, iter_beir, list_inputs, read_document
+from pipekit.readers import COLUMNS, SKIP_REASONS, iter_beir, list_inputs, read_document
 
 SCHEMA = pa.schema([
     ("doc_id", pa.string()),
@@ -79,24 +92,24 @@ FILES_PER_PART = 256  # files per task on a cluster, at most
 
 def input_partitions(section: dict, rows_per_part: int | None) -> list[tuple]:
     """The input, listed here and cut into the parts the engine reads (anywhere):
-    ("files", entries) or ("beir", path, start byte, end byte).  `rows_per_part` None is
-    one part (the local engine reads the input in one pass, as a stream)."""
+    ("files", entries) or ("beir", path, max_bytes, start byte, end byte).  `rows_per_part`
+    None is one part (the local engine reads the input in one pass, as a stream)."""
     entries = list_inputs(Path(section["input"]), section["include"], section["exclude"],
-                          section["hidden"])
+                          section["hidden"], section["follow_links"], section["max_bytes"])
     if len(entries) == 1 and entries[0].format == "beir":
-        path = str(entries[0].path)
+        path, max_bytes = str(entries[0].path), section["max_bytes"]
         if rows_per_part is None:
-            return [("beir", path, 0, None)]
-        return [("beir", path, a, b) for a, b in line_ranges(path, rows_per_part)]
+            return [("beir", path, max_bytes, 0, None)]
+        return [("beir", path, max_bytes, a, b) for a, b in line_ranges(path, rows_per_part)]
     # Files vary from bytes to megabytes (a PDF): small groups even when records are many.
     step = len(entries) if rows_per_part is None else min(rows_per_part, FILES_PER_PART)
     return [("files", tuple(entries[i:i + step])) for i in range(0, len(entries), max(step, 1))]
 
 
 def read_partition(part: tuple) -> Iterator[pa.Table]:
-    """The stage-01 rows of one part, in order, as tables of bounded size."""
+    """The stage-01 rows of one part, in order (one row per entry), as tables of bounded size."""
     if part[0] == "beir":
-        rows = iter_beir(Path(part[1]), part[2], part[3])
+        rows = iter_beir(Path(part[1]), part[2], start=part[3], end=part[4])
     else:
         rows = (read_document(entry) for entry in part[1])
     for batch in batches(rows):
@@ -121,12 +134,16 @@ class Tally:
     """Counts by status and format, and the first problems by name, for the summary.
 
     Kept apart from the rows so that a corpus of millions of records costs a few
-    counters here, not a second copy of its doc_ids.
+    counters here, not a second copy of its doc_ids.  What the walk decided is counted
+    too: how many files came through symlinks, and why files were skipped (a user who
+    finds a document missing from the results looks here first).
     """
 
     def __init__(self, shown: int = PROBLEMS_SHOWN):
         self.statuses: Counter = Counter()
         self.formats: Counter = Counter()
+        self.reasons: Counter = Counter()
+        self.linked = 0
         self.problems: list[str] = []
         self.shown = shown
 
@@ -151,13 +168,26 @@ class Tally:
         for row in table.filter(pc.invert(ok)).select(["status", "doc_id", "error", "format"]).to_pylist():
             self.add(row)
 
+    def walked(self, entry, row: dict) -> None:
+        if row["status"] == "ok" and entry.via_link:
+            self.linked += 1
+        if row["status"] == "skipped":
+            # An extensionless file that turned out not to be text is of an unknown format.
+            self.reasons[entry.reason or ("unknown format" if entry.guessed else "too large")] += 1
+
     def lines(self) -> list[str]:
         counts = ", ".join(f"{self.statuses[s]:,} {s}" for s in ("ok", "error", "skipped") if self.statuses[s])
         if self.formats:
             counts += " (" + ", ".join(f"{n:,} {f}" for f, n in sorted(self.formats.items())) + ")"
+        out = [counts or "no input files"]
+        if self.linked:
+            out.append(f"{self.linked:,} read through a symlink (the file itself or a folder above it)")
+        if self.reasons:
+            out.append("skipped: " + ", ".join(f"{self.reasons[r]:,} {text}" for r, text in SKIP_REASONS.items()
+                                               if self.reasons[r]))
         hidden = self.statuses["error"] + self.statuses["skipped"] - len(self.problems)
         more = [f"... and {hidden:,} more: status != 'ok' in 01_documents.parquet"] if hidden > 0 else []
-        return [counts or "no input files"] + self.problems + more
+        return out + self.problems + more
 
 
 def run(ctx) -> None:
@@ -167,12 +197,18 @@ def run(ctx) -> None:
     # across parts (one set, as the single pass keeps).  Any problem is then reported by
     # rereading the corpus in one pass: the same message, with the line number in the file.
     split_beir = len(parts) > 1 and parts[0][0] == "beir"
+    # The walk's verdicts (symlinks, skip reasons) stay here with the entries; the rows
+    # come back one per entry, in order, so each is matched to its entry by position.
+    entries = iter([e for part in parts if part[0] == "files" for e in part[1]])
     seen: set[str] = set()
     try:
         with ctx.sink("01_documents.parquet", SCHEMA) as out:
             for table in ctx.map_partitions(StageFunction(1, "read_partition"), parts, desc="01 reading"):
                 out.write(table)
                 tally.add_table(table)
+                if parts[0][0] == "files":
+                    for status in table.column("status").to_pylist():
+                        tally.walked(next(entries), {"status": status})
                 if split_beir:
                     ids = table.column("doc_id").to_pylist()
                     seen.update(ids)
@@ -181,9 +217,14 @@ def run(ctx) -> None:
     except PipelineError:
         if not split_beir:
             raise
-        for _ in iter_beir(Path(parts[0][1])):
+        for _ in iter_beir(Path(parts[0][1]), parts[0][2]):
             pass
         raise
+    if not tally.total:
+        # Empty is a mistake (a wrong path, files not copied yet), not a corpus: carried on,
+        # every later stage ran on nothing and stage 05 reported an nDCG of 0.
+        kind = "file" if Path(ctx.section["input"]).is_file() else "folder"
+        raise PipelineError(f"documents.input: the {kind} {ctx.section['input']} holds no documents to read")
     for line in tally.lines():
         ctx.note(line)
 

@@ -20,17 +20,28 @@ What "clean" means here, each rule for a reason:
 - Trailing spaces go, and runs of blank lines collapse to one: both are noise to the
   chunker, which treats one blank line as a paragraph break.
 
+Memory: a document larger than 8 MB is cleaned a few megabytes at a time
+(`clean_large`), from its UTF-8 bytes in the Arrow column to the cleaned UTF-8 bytes
+written out, cutting only where no rule looks across the cut; the result is exactly
+`clean_text`'s (tests/test_02_preprocessing.py checks it on generated texts).  Rule by
+rule on the whole string, a 100 MB log peaked at 16x its size.  A large document with
+pages (form feeds, `--- page N ---` lines) is still cleaned whole: finding its furniture
+compares its pages, and that is not done by slices yet.
+
 What it deliberately does not do: touch Markdown structure, code, indentation or line
 breaks inside paragraphs (stage 03 needs them), lower-case or strip punctuation (that is
 the analyzer's job in stage 04, so chunks stay readable for citation), or drop documents.
 """
 from __future__ import annotations
 
+import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 import re
 import unicodedata
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, iter_rows
@@ -72,27 +83,166 @@ def clean_document(text: str, unicode_form: str = "NFC") -> tuple[str, int]:
     return (text.strip("\n") + "\n" if text.strip() else ""), furniture
 
 
+# --------------------------------------------------------------------------------------
+# The same rules on a document too large to copy whole
+# --------------------------------------------------------------------------------------
+
+# A document this large (UTF-8 bytes) is cleaned a slice at a time.  `clean_text` makes a
+# whole new string per rule, and a Python string may take up to 4 bytes a character: a
+# 100 MB log peaked at 16x its size here.  Slices keep each copy to a few megabytes.
+LARGE = 8 * 1024 * 1024
+SLICE = 4 * 1024 * 1024
+_WINDOW = 64 * 1024
+
+
+def slice_ranges(data: np.ndarray, size: int = SLICE):
+    """[start, end) byte ranges of about `size` UTF-8 bytes, cut only where no rule looks
+    across the cut: just after a newline, or between two printable ASCII characters (no
+    line end, no trailing space, no character an accent could compose with is split)."""
+    n, pos = len(data), 0
+    while pos < n:
+        cut = n
+        look = pos + size
+        while look < n:
+            window = data[look:look + _WINDOW]
+            nl = np.flatnonzero(window == 10)
+            if len(nl):
+                cut = look + int(nl[0]) + 1
+                break
+            printable = (window >= 0x21) & (window <= 0x7E)
+            pair = np.flatnonzero(printable[:-1] & printable[1:])
+            if len(pair):
+                cut = look + int(pair[0]) + 1
+                break
+            look += _WINDOW - 1
+        yield pos, cut
+        pos = cut
+
+
+class _Cleaned:
+    """Where the cleaned slices go: the last two rules (blank runs, the ends of the
+    document) need what came before, so they are applied here, across slices."""
+
+    def __init__(self, capacity: int):
+        # One buffer of about the input's size, written in place: a growing stream
+        # (pa.BufferOutputStream) copied itself on every doubling, 1.8x the text at the end.
+        self.buf = np.empty(capacity, dtype=np.uint8)
+        self.size = 0
+        self.held = 0            # newlines at the end of what was written, not yet written
+        self.started = False     # nothing written yet: leading newlines are dropped
+        self.content = False     # anything but whitespace written (else the text is "")
+
+    def add(self, piece: str) -> None:
+        piece = _BLANK_RUNS.sub("\n\n", _TRAILING.sub("", _CONTROL.sub("", piece)))
+        body = piece.lstrip("\n")
+        self.held = min(2, self.held + len(piece) - len(body))
+        core = body.rstrip("\n")
+        if not core:
+            return
+        if self.started:
+            self.write(b"\n" * self.held)
+        self.write(core.encode("utf-8"))
+        self.started, self.held = True, len(body) - len(core)
+        self.content = self.content or bool(core.strip())
+
+    def write(self, data: bytes) -> None:
+        end = self.size + len(data)
+        if end > len(self.buf):  # grown past the input (NFKC): rare, so by half
+            grown = np.empty(max(end, len(self.buf) * 3 // 2), dtype=np.uint8)
+            grown[:self.size] = self.buf[:self.size]
+            self.buf = grown
+        self.buf[self.size:end] = np.frombuffer(data, dtype=np.uint8)
+        self.size = end
+
+    def finish(self) -> pa.Buffer:
+        if not self.content:
+            return pa.py_buffer(b"")
+        self.write(b"\n")
+        return pa.py_buffer(self.buf[:self.size])
+
+
+def clean_large(data: np.ndarray, unicode_form: str = "NFC", size: int = SLICE) -> pa.Buffer:
+    """`clean_text` of the UTF-8 bytes `data` (a numpy uint8 view), a slice at a time,
+    returned as UTF-8; the whole document never exists as one Python string.  Only for a
+    text without pages (`has_pages` false): page furniture is found by comparing pages."""
+    sink = _Cleaned(len(data) + 1024)
+    for a, b in slice_ranges(data, size):
+        piece = data[a:b].tobytes().decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        if unicode_form != "none":
+            piece = unicodedata.normalize(unicode_form, piece)
+        sink.add(piece)
+    return sink.finish()
+
+
+def has_pages(data: np.ndarray, window: int = 1 << 24) -> bool:
+    """A form feed or a `--- page ` line anywhere in the UTF-8 bytes, a window at a time."""
+    for a in range(0, len(data), window):
+        part = data[a:a + window + 8].tobytes()  # overlapping by a marker's length but one
+        if b"\f" in part or b"--- page " in part:
+            return True
+    return False
+
+
+def utf8_view(texts: pa.Array, i: int) -> np.ndarray:
+    """The UTF-8 bytes of value i of a string column, without copying them."""
+    width = np.int64 if pa.types.is_large_string(texts.type) else np.int32
+    offsets = np.frombuffer(texts.buffers()[1], dtype=width)
+    lo, hi = int(offsets[texts.offset + i]), int(offsets[texts.offset + i + 1])
+    return np.frombuffer(texts.buffers()[2], dtype=np.uint8)[lo:hi]
+
+
+# --------------------------------------------------------------------------------------
+# The stage
+# --------------------------------------------------------------------------------------
+
+
 SCHEMA = pa.schema([("doc_id", pa.string()), ("source", pa.string()), ("format", pa.string()),
                     ("path", pa.list_(pa.string())), ("title", pa.string()), ("text", pa.string()),
                     ("outline", OUTLINE_TYPE)])
 
 
 def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:
-    """Stage 02 on one partition of 01_documents.parquet: its `ok` rows cleaned, batch by
-    batch, each with the furniture lines removed and the documents that had any.  It
+    """Stage 02 on one partition of 01_documents.parquet: its `ok` rows cleaned, table by
+    table, each with the furniture lines removed and the documents that had any.  It
     depends on the partition alone, so the engine may run it anywhere."""
     for batch in iter_rows(part, ["status"] + COLUMNS):
-        rows = batch.to_pydict()
-        ok = [i for i, s in enumerate(rows["status"]) if s == "ok"]
-        cols = {c: [rows[c][i] for i in ok] for c in COLUMNS}
-        texts, furniture, paged = [], 0, 0
-        for t in cols["text"]:
-            text, removed = clean_document(t or "", form)
-            texts.append(text)
-            furniture += removed
-            paged += removed > 0
-        cols["text"] = texts
-        yield pa.table(cols, schema=SCHEMA), furniture, paged
+        ok = np.asarray(pc.fill_null(pc.equal(batch.column("status"), "ok"), False))
+        large = (ok & (np.asarray(pc.binary_length(batch.column("text")).fill_null(0)) > LARGE)).tolist()
+        ok = ok.tolist()
+        batch = batch.select(COLUMNS)
+        # Runs of ordinary documents together; each large one alone, by slices, written
+        # straight from the cleaned bytes, so it is never a Python string at all.  Slices
+        # of the batch, not a filtered copy: that copy was one more whole document.
+        k, n = 0, batch.num_rows
+        while k < n:
+            if not ok[k]:
+                k += 1
+                continue
+            view = utf8_view(batch.column("text"), k) if large[k] else None
+            if view is not None and not has_pages(view):
+                text = clean_large(view, form)
+                row = batch.slice(k, 1).select(COLUMNS[:-2] + ["outline"]).to_pydict()  # all but the text
+                offsets = pa.py_buffer(np.array([0, text.size], dtype=np.int32))
+                row["text"] = pa.StringArray.from_buffers(1, offsets, text)
+                del text, view
+                yield pa.table(row, schema=SCHEMA), 0, 0
+                k += 1
+                continue
+            # A large document with pages is cleaned whole: finding its page furniture
+            # compares its pages (a known limit of the memory bound, bench/README.md).
+            j = k + 1
+            while j < n and ok[j] and not large[j]:
+                j += 1
+            cols = batch.slice(k, j - k).to_pydict()
+            texts, furniture, paged = [], 0, 0
+            for t in cols["text"]:
+                text, removed = clean_document(t or "", form)
+                texts.append(text)
+                furniture += removed
+                paged += removed > 0
+            cols["text"] = texts
+            yield pa.table(cols, schema=SCHEMA), furniture, paged
+            k = j
 
 
 def run(ctx) -> None:

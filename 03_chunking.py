@@ -40,6 +40,7 @@ PDF without an outline keeps page-only citations; a `#` line in a .txt file is t
 """
 from __future__ import annotations
 
+import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 import bisect
 import re
 from itertools import accumulate
@@ -600,9 +601,11 @@ def chunk_partition(section: dict, part) -> Iterator:
                 c["doc_id"], c["path"], c["format"] = doc_id, row["path"] or [], row["format"]
                 for k in COLUMNS:
                     cols[k].append(c[k])
-            if len(cols["chunk_id"]) >= batch_rows:
-                yield pa.RecordBatch.from_pydict(cols, schema=schema)
-                cols = {c: [] for c in COLUMNS}
+                # Checked per chunk, not per document: a 400 MB log is 150,000 chunks, and
+                # one batch of them all was one more copy of the whole document.
+                if len(cols["chunk_id"]) >= batch_rows:
+                    yield pa.RecordBatch.from_pydict(cols, schema=schema)
+                    cols = {c: [] for c in COLUMNS}
     if cols["chunk_id"]:
         yield pa.RecordBatch.from_pydict(cols, schema=schema)
 

@@ -50,6 +50,7 @@ the index stays three plain tables anyone can open in pandas.
 """
 from __future__ import annotations
 
+import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 from typing import Iterator
 
 import numpy as np

@@ -6,7 +6,8 @@ Reads  the stage-04 index (`04_terms`, `04_postings`, `04_chunks`), the chunk te
 Writes `05_results.parquet` (query_id, query, rank, score, chunk_id, doc_id, heading,
        page_start, page_end, text; with `retrieval.explain` also `explain`, the score
        term by term), `05_results.trec` (the document-level run in TREC format) and,
-       with qrels, `05_metrics.parquet` (nDCG@10, AP@100, R@100 per query and `all`).
+       with qrels, `05_metrics.parquet` (nDCG@10, AP@100, R@100 per query and `all`),
+       also appended to the run history `05_history.parquet` (pipekit/history.py).
 
 The idea: since stage 04 stored each posting's BM25 impact, a query's score for a chunk
 is a sum of looked-up numbers, one per distinct query term, each times qtf, how often
@@ -47,6 +48,7 @@ config.yaml's analyzer settings — queries are analysed exactly as the index re
 """
 from __future__ import annotations
 
+import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 import os
 import textwrap
 import time
@@ -62,6 +64,7 @@ from pipekit import io
 from pipekit.analyzer import Analyzer
 from pipekit.cli import stage_main
 from pipekit.errors import PipelineError
+from pipekit.history import metric_line, record_run
 from pipekit.malloc import keep_freed_memory
 from pipekit.queries import load_qrels, load_queries, trec_run
 from pipekit.stages import get_stage
@@ -676,9 +679,8 @@ def run(ctx) -> None:
     if qrels is not None:
         metrics = evaluate(qrels, run_docs)
         ctx.write_table("05_metrics.parquet", metrics)
-        overall = {m: v for qid, m, v in zip(*(metrics.column(n).to_pylist() for n in metrics.column_names))
-                   if qid == "all"}
-        ctx.note("metrics (documents, depth 100): " + ", ".join(f"{m} {overall[m]:.4f}" for m in METRICS))
+        previous = record_run(ctx, metrics, queries)  # 05_history.parquet: what the next run compares with
+        ctx.note("metrics (documents, depth 100): " + metric_line(metrics, METRICS, previous))
     else:
         ctx.remove_output("05_metrics.parquet")
     answered = len(np.unique(q))

@@ -17,7 +17,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from pipekit.cli import add_common_args, pipe_closed, run_stage
+from pipekit.cli import add_common_args, parse_args, pipe_closed, run_stage, user_options
 from pipekit.config import load_config
 from pipekit.engine import make_engine
 from pipekit.errors import PipelineError
@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--status", action="store_true", help="print fresh/stale per stage and run nothing")
     parser.add_argument("--explain", action="append_const", const="retrieval.explain=true", dest="overrides",
                         help="same as --set retrieval.explain=true (stage 05 shows each score term by term)")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(parser, argv, "run_pipeline")
     if args.first > args.last:
         parser.error(f"--from {args.first} comes after --to {args.last}")
     try:
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{stage.label}: fresh, skipped")
                     continue
                 print(f"{stage.label}: running ({reasons[0]}{', …' if len(reasons) > 1 else ''})")
-                run_stage(number, load_stage(number).run, cfg, engine=engine)
+                run_stage(number, load_stage(number).run, cfg, options=user_options(argv), engine=engine)
         finally:
             engine.close()
         print(f"pipeline: done in {time.perf_counter() - t0:.2f} s")

@@ -1,14 +1,23 @@
 """`python -m pipekit COMMAND`: small tools around the pipeline's outputs.
 
     python -m pipekit show PATH [--rows N] [--columns a,b]
+    python -m pipekit compare [A B] [--list]      (runs kept in 05_history.parquet)
+    python -m pipekit search ["QUERY" ...] [-k N] [--explain]
+    python -m pipekit report                      (one HTML page in paths.output)
 
 The stages themselves run as `python 0N_<stage>.py` or `python run_pipeline.py`.
 """
 from __future__ import annotations
 
+import importlib
 import sys
 
-COMMANDS = {"show": "print a stage output: schema, rows, provenance metadata"}
+COMMANDS = {
+    "show": "print a stage output: schema, rows, provenance metadata",
+    "compare": "the queries whose metrics moved most between two runs, and the config difference",
+    "search": "ask the stage-04 index a question, as stage 05 would; writes nothing",
+    "report": "write report.html: the stages, chunk sizes, per-query metrics, top results",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,13 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         for name, what in COMMANDS.items():
-            print(f"\n  {name:<6} {what}")
+            print(f"\n  {name:<8} {what}")
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
-    if command == "show":
-        from .show import main as show_main
-
-        return show_main(rest)
+    if command in COMMANDS:
+        # Imported on demand: `show` should not pay for loading the search code.
+        module = importlib.import_module(f".{command}", __package__)
+        return module.main(rest)
     print(f"python -m pipekit: error: unknown command {command!r}; commands: {', '.join(COMMANDS)}",
           file=sys.stderr)
     return 2

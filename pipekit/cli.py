@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 from datetime import datetime, timezone
@@ -29,8 +30,9 @@ from .stages import Stage, get_stage
 class StageContext:
     """What a stage's run() may use. Outputs become visible only when the stage succeeds."""
 
-    def __init__(self, stage: Stage, cfg: dict, quiet: bool = False, engine=None):
+    def __init__(self, stage: Stage, cfg: dict, quiet: bool = False, options: list[str] = (), engine=None):
         self.stage = stage
+        self.options = list(options)  # the user's --config/--set, repeated in "run this first" hints
         self.engine = engine if engine is not None else make_engine(cfg, quiet)
         self.cfg = cfg
         self.section = cfg[stage.section]
@@ -38,6 +40,9 @@ class StageContext:
         self.quiet = quiet
         self.notes: list[str] = []
         self.upstream_rows: int | None = None
+        # Recorded in the output: with the file's modification time (when it was finished)
+        # it gives the stage's duration, which the report shows.
+        self.started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         self._sinks: list[io.ParquetSink] = []
         self._texts: list[tuple[Path, Path]] = []
         upstream_fp = None
@@ -55,12 +60,7 @@ class StageContext:
 
     def require(self, name: str, made_by: Stage) -> Path:
         """The path of another stage's output, or an error saying which command makes it."""
-        p = self.path(name)
-        if not p.exists():
-            raise PipelineError(
-                f"no {name} in {self.output_dir}: run `python {made_by.script}` first "
-                f"(or `python run_pipeline.py --to {made_by.number}`)")
-        return p
+        return require_output(self.output_dir, name, made_by, self.options)
 
     def read_upstream(self, columns: list[str] | None = None) -> pa.Table:
         table = io.read_table(self.upstream_path, columns)
@@ -103,6 +103,7 @@ class StageContext:
             "inputs": self.inputs,
             "upstream_file": up.outputs[0] if up else None,
             "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "started_at": self.started_at,
             **(extra or {}),
         }
 
@@ -159,8 +160,51 @@ class StageContext:
         return self.path(self.stage.outputs[0])
 
 
+def require_output(output_dir: Path, name: str, made_by: Stage, options: list[str] = ()) -> Path:
+    """The path of a stage output, or an error saying which command makes it.
+
+    The command keeps the user's --config and --set options: a newcomer who ran
+    `04_indexing.py --set paths.output=/tmp/x` and was told to run plain
+    `03_chunking.py` wrote into data/ and got the same error again."""
+    p = Path(output_dir) / name
+    if not p.exists():
+        opts = (" " + shlex.join(options)) if options else ""
+        raise PipelineError(
+            f"no {name} in {output_dir}: run `python {made_by.script}{opts}` first "
+            f"(or `python run_pipeline.py --to {made_by.number}{opts}`)")
+    return p
+
+
+def user_options(argv: list[str]) -> list[str]:
+    """The --config and --set options of a command line, in order, as typed."""
+    out = []
+    for i, w in enumerate(argv):
+        if w in ("--config", "--set") and i + 1 < len(argv):
+            out += [w, argv[i + 1]]
+        elif w.startswith(("--config=", "--set=")):
+            out += w.split("=", 1)
+    return out
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None, name: str | None = None) -> argparse.Namespace:
+    """parser.parse_args, with a one-line hint for `--set key value` (a space where `=` belongs).
+
+    argparse alone says "unrecognized arguments: 200", which tells a newcomer nothing
+    about the `--set chunking.target` two words before it."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        for i, w in enumerate(argv[:-2]):
+            if w == "--set" and "=" not in argv[i + 1] and argv[i + 2] in extra:
+                print(f"{name or parser.prog}: error: --set takes section.key=VALUE as one word: type "
+                      f"--set {shlex.quote(argv[i + 1] + '=' + argv[i + 2])}", file=sys.stderr)
+                raise SystemExit(2)
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
-              quiet: bool = False, engine=None) -> StageContext:
+              quiet: bool = False, options: list[str] = (), engine=None) -> StageContext:
     """Run one stage's body with commit-or-abort around it, then print its summary.
 
     `engine`: one shared by several stages (run_pipeline starts a cluster once per run);
@@ -170,7 +214,7 @@ def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
     engine = make_engine(cfg, quiet) if own else engine
     t0 = time.perf_counter()
     try:
-        ctx = StageContext(stage, cfg, quiet=quiet, engine=engine)
+        ctx = StageContext(stage, cfg, quiet=quiet, options=options, engine=engine)
         try:
             run(ctx)
             ctx._commit()
@@ -226,10 +270,11 @@ def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str]
     for flag, setting in (flags or {}).items():
         parser.add_argument(flag, action="append_const", const=setting, dest="overrides",
                             help=f"same as --set {setting}")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(parser, argv, stage.label)
     try:
         cfg = load_config(args.config, args.overrides)
-        ctx = run_stage(number, run, cfg)
+        ctx = run_stage(number, run, cfg, options=user_options(argv))
         if show_preview:
             print(f"first rows of {ctx.main_output.name}:\n{preview(ctx.main_output, preview_columns)}")
     except PipelineError as exc:

@@ -32,7 +32,7 @@ _ADDRESS = re.compile(r"(?:tcp|tls)://[^\s/:]+:\d{1,5}/?")
 @dataclass(frozen=True)
 class Key:
     default: Any
-    kind: str  # str | path | optional_path | int | optional_int | number | bool | choice | globs | queries | optional_address
+    kind: str  # str | path | optional_path | int | optional_int | number | bytes | bool | choice | globs | queries | optional_address
     accepts: str  # what the error message says the key accepts
     choices: tuple = ()
     check: Callable[[Any], bool] | None = field(default=None, compare=False)
@@ -47,6 +47,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "include": Key([], "globs", "a list of glob patterns (empty: every file)"),
         "exclude": Key([], "globs", "a list of glob patterns"),
         "hidden": Key(False, "bool", "true or false"),
+        "follow_links": Key(False, "bool", "true or false"),
+        # At most 1 GiB: a text is one Arrow string (2 GB at most, and decoding legacy
+        # encodings can double it), and each stage needs up to ~8x the largest document.
+        "max_bytes": Key("512 MB", "bytes", "a size from 1 byte to 1 GiB: a whole number of bytes "
+                         "or one like 256 MB, 1.5 GB, 512 MiB", check=lambda v: 0 < v <= 2**30),
     },
     "preprocessing": {
         "unicode_form": Key("NFC", "choice", "NFC, NFKC or none", ("NFC", "NFKC", "none")),
@@ -115,6 +120,10 @@ def _coerce(name: str, key: Key, value: Any, base: Path) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
             raise bad
         value = int(value)
+    elif kind == "bytes":
+        value = parse_size(value)
+        if value is None:
+            raise bad
     elif kind == "number":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise bad
@@ -151,6 +160,22 @@ def _coerce(name: str, key: Key, value: Any, base: Path) -> Any:
     return value
 
 
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*", re.I)
+
+
+def parse_size(value: Any) -> int | None:
+    """`268435456`, `256 MB`, `1.5GB`, `512 MiB` -> bytes (MB = 10^6, MiB = 2^20); None if not a size."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value) if math.isfinite(value) and value == int(value) else None
+    m = _SIZE.fullmatch(value) if isinstance(value, str) else None
+    if not m or (m.group(3) and not m.group(2)):
+        return None
+    power = " kmgt".index(m.group(2).lower() or " ")
+    return int(float(m.group(1)) * (1024 if m.group(3) else 1000) ** power)
+
+
 def parse_override(text: str) -> tuple[str, str, Any]:
     """`chunking.target=200` -> ("chunking", "target", 200)."""
     name, sep, raw = text.partition("=")
@@ -160,8 +185,22 @@ def parse_override(text: str) -> tuple[str, str, Any]:
     try:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"--set {name}: cannot read {raw!r} as a YAML value ({exc.problem})") from None
+        raise ConfigError(f"--set {name}: cannot read {raw!r} as a YAML value ({exc.problem})"
+                          f"{glob_hint(name, raw)}") from None
     return section, key, value
+
+
+def glob_hint(name: str, raw: str) -> str:
+    """What to type instead of an unquoted glob such as `--set documents.exclude=*.csv`.
+
+    YAML reads a bare `*x` as an alias (and the shell may expand it before that), so
+    the newcomer's natural spelling fails with "found undefined alias"; the fix is to
+    quote the pattern for YAML and the whole option for the shell."""
+    items = [i.strip() for i in raw.strip().strip("[]").split(",") if i.strip()]
+    if not any(i.startswith(("*", "&", "!")) for i in items):
+        return ""
+    quoted = ", ".join('"' + i.strip("'\"") + '"' for i in items)
+    return f"; quote the patterns for YAML and the option for the shell: --set '{name}=[{quoted}]'"
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> dict:

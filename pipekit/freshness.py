@@ -48,8 +48,11 @@ def external_inputs(stage: Stage, cfg: dict):
         root = Path(sec["input"])
         if not root.exists():
             return {"missing": str(root)}
-        entries = list_inputs(root, sec["include"], sec["exclude"], sec["hidden"])
-        return digest([(e.doc_id, e.skip, _file_stamp(e.path)) for e in entries])
+        entries = list_inputs(root, sec["include"], sec["exclude"], sec["hidden"],
+                              sec["follow_links"], sec["max_bytes"])
+        # A link not followed is not read: what it points at changing changes nothing.
+        return digest([(e.doc_id, e.skip, None if e.reason == "outside" else _file_stamp(e.path))
+                       for e in entries])
     if stage.number == 5:
         sec = cfg["retrieval"]
         stamps = []

@@ -4,7 +4,9 @@ Stage 01 promises that every input file is accounted for: read as a careful pers
 read it, or given a row that says why not.  This module is that promise in code:
 
 * `list_inputs` walks `documents.input` (sorted, deterministic, no hangs on symlink
-  loops) and decides, before anything is opened, which files are skipped and why;
+  loops, never out of the folder through a symlink unless `documents.follow_links`, each
+  file once however many links lead to it) and decides, before anything is opened, which
+  files are skipped and why (hidden, excluded, unknown format, over `documents.max_bytes`);
 * `read_document` turns one listed file into a row of the stage-01 columns, never
   raising for a bad file: the problem becomes `status="error"` and a one-line message;
 * `iter_beir` yields one row per record of a BEIR `corpus.jsonl`, where a malformed line
@@ -25,7 +27,7 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -48,6 +50,11 @@ FORMATS = {
 
 _HIDDEN_HINT = "set documents.hidden: true to read it"
 
+# documents.max_bytes is set for the stages' ~8x a document's size.  Converting HTML
+# builds a tree of Python objects, ~60x the page's size (a 10 MB page peaked at 600 MB),
+# so an HTML file counts that many times more against the limit.
+_SIZE_WEIGHT = {"html": 8}
+
 
 @dataclass
 class InputEntry:
@@ -61,6 +68,24 @@ class InputEntry:
     format: str = ""      # our format name, or the bare extension for unsupported files
     n_bytes: int = 0
     guessed: bool = False  # no extension: read as text only if the content is text
+    reason: str | None = None  # the kind of skip, for stage 01's counts (one of SKIP_REASONS)
+    via_link: bool = False  # reached through a symlink (the file's own name or a folder above it)
+    max_bytes: int | None = None  # read at most this much; a file grown past it since the walk is skipped
+    note: str | None = None  # said about the file by the walk (the other names it was reached by)
+    key: tuple | None = field(default=None, repr=False)  # (device, inode): one file, however reached
+
+
+# The kinds of `skipped` row, as stage 01's summary counts them.
+SKIP_REASONS = {
+    "outside": "outside documents.input (symlink not followed)",
+    "too large": "larger than documents.max_bytes",
+    "hidden": "hidden",
+    "unknown format": "of an unknown format",
+    "excluded": "excluded by documents.include/exclude",
+    "duplicate": "a second name for a file already read (symlink)",
+    "link": "dangling or looping symlinks",
+    "other": "not regular files or .jsonl files inside a folder",
+}
 
 
 class Unreadable(Exception):
@@ -71,7 +96,8 @@ class Unreadable(Exception):
 
 
 def list_inputs(root: Path, include: list[str] = (), exclude: list[str] = (),
-                hidden: bool = False) -> list[InputEntry]:
+                hidden: bool = False, follow_links: bool = False,
+                max_bytes: int | None = None) -> list[InputEntry]:
     """Every file under `root` (or `root` itself when it is a file), sorted by path.
 
     Hidden files get a `skipped` row each, but a hidden *folder* gets a single skipped
@@ -79,6 +105,10 @@ def list_inputs(root: Path, include: list[str] = (), exclude: list[str] = (),
     `.git` folder holds thousands of objects nobody means as documents, and one row
     saying "hidden folder, not read" accounts for all of them without burying the
     real documents.  The same holds for folders matched by `documents.exclude`.
+
+    Symlinks: one whose target lies inside the root is read, once (see `_Walk`); one that
+    leads out of it is a `skipped` row naming its target unless `follow_links`.  A file
+    larger than `max_bytes` is a `skipped` row naming its size and the key.
     """
     root = Path(root)
     try:
@@ -88,101 +118,213 @@ def list_inputs(root: Path, include: list[str] = (), exclude: list[str] = (),
     except OSError as exc:
         raise PipelineError(f"documents.input: cannot open {root}: {exc.strerror}") from None
     if not stat.S_ISDIR(root_stat.st_mode):
-        # A file named explicitly is read whatever include/exclude/hidden say: the user
-        # pointed at it.
-        return [_file_entry(root, root.name, [], root_stat, [], [], in_folder=False)]
-    include_rx = [_Glob(p) for p in include]
-    exclude_rx = [_Glob(p) for p in exclude]
-    entries = _walk(root, root_stat, include_rx, exclude_rx, hidden)
+        # A file named explicitly is read whatever include/exclude/hidden/links say: the
+        # user pointed at it.  Its size still counts: a crash is no answer to a big file.
+        return [_file_entry(root, root.name, [], root_stat, [], [], in_folder=False, max_bytes=max_bytes)]
+    walk = _Walk(root, root_stat, [_Glob(p) for p in include], [_Glob(p) for p in exclude],
+                 hidden, follow_links, max_bytes)
+    entries = walk.run()
     entries.sort(key=lambda e: e.doc_id.split("/"))
+    _read_each_file_once(entries)
     return entries
 
 
-def _walk(root: Path, root_stat: os.stat_result, include: list["_Glob"],
-          exclude: list["_Glob"], hidden: bool) -> list[InputEntry]:
-    entries: list[InputEntry] = []
-    # An explicit stack, not recursion: a deeply nested tree must not hit Python's
-    # recursion limit.  Each frame carries the (device, inode) of its ancestors, which
-    # is how a symlink pointing back up the tree is recognised instead of followed forever.
-    stack = [(root, [], frozenset({(root_stat.st_dev, root_stat.st_ino)}))]
-    while stack:
-        folder, parts, ancestors = stack.pop()
+class _Walk:
+    """The folder walk of `list_inputs`.
+
+    An explicit stack, not recursion: a deeply nested tree must not hit Python's recursion
+    limit.  Each frame carries the (device, inode) of its ancestors, which is how a symlink
+    pointing back up the tree is recognised instead of followed forever.
+
+    Symlinks are where a walk can leave the folder the user named: a link to `/etc` or to a
+    home folder made an earlier version index /etc/shadow as a document.  So every link is
+    resolved first; a target outside the root is a `skipped` row unless `follow_links`
+    (the default of find, ripgrep and git alike).  A linked folder is entered only after
+    every real folder has been walked, and not at all if its target was walked already:
+    `latest -> releases/v2` then costs one row, not a second copy of every file in v2.
+    """
+
+    def __init__(self, root: Path, root_stat: os.stat_result, include: list["_Glob"],
+                 exclude: list["_Glob"], hidden: bool, follow_links: bool, max_bytes: int | None):
+        self.root = root
+        self.root_real = os.path.realpath(root)
+        self.include, self.exclude = include, exclude
+        self.hidden, self.follow_links, self.max_bytes = hidden, follow_links, max_bytes
+        root_key = (root_stat.st_dev, root_stat.st_ino)
+        self.stack = [(root, [], frozenset({root_key}), False)]
+        self.deferred: list = []  # linked folders, entered once the real ones are all walked
+        self.walked = {root_key: ""}  # folder (device, inode) -> the doc_id it was walked as
+        self.entries: list[InputEntry] = []
+
+    def run(self) -> list[InputEntry]:
+        while self.stack or self.deferred:
+            if not self.stack:
+                self._enter_linked(*self.deferred.pop(0))
+                continue
+            self._list(*self.stack.pop())
+        return self.entries
+
+    def _inside(self, real: str) -> bool:
+        return real == self.root_real or real.startswith(self.root_real.rstrip(os.sep) + os.sep)
+
+    def _enter_linked(self, path, rel, ancestors, key, entry) -> None:
+        if key in self.walked:
+            entry.format, entry.reason = "symlink", "duplicate"
+            where = self.walked[key]
+            entry.skip = (f"symlink to a folder already read as {where or 'the input folder'}/: "
+                          "its files are read once, there")
+            self.entries.append(entry)
+            return
+        self.walked[key] = entry.doc_id
+        self.stack.append((path, rel, ancestors | {key}, True))
+
+    def _list(self, folder: Path, parts: list[str], ancestors: frozenset, via_link: bool) -> None:
         try:
             with os.scandir(folder) as it:
                 names = sorted(d.name for d in it)
         except OSError as exc:
             if not parts:
                 raise PipelineError(f"documents.input: cannot list {folder}: {exc.strerror}") from None
-            entries.append(InputEntry(folder, "/".join(parts), parts[:-1], format="folder",
-                                      error=f"cannot list folder: {_strerror(exc)}"))
-            continue
+            self.entries.append(InputEntry(folder, "/".join(parts), parts[:-1], format="folder",
+                                           error=f"cannot list folder: {_strerror(exc)}", via_link=via_link))
+            return
         for name in names:
             path = folder / name
             rel = parts + [name]
             doc_id = "/".join(rel)
-            entry = InputEntry(path, doc_id, list(parts))
             is_link = path.is_symlink()
-            if name.startswith(".") and not hidden:
+            entry = InputEntry(path, doc_id, list(parts), via_link=via_link or is_link)
+            if name.startswith(".") and not self.hidden:
                 is_dir = _is_dir_quiet(path)
                 entry.format = "folder" if is_dir else _extension(name)
                 entry.skip = f"hidden {'folder' if is_dir else 'file'}, not read ({_HIDDEN_HINT})"
-                entries.append(entry)
+                entry.reason = "hidden"
+                self.entries.append(entry)
                 continue
             try:
                 st = path.stat()
             except OSError as exc:
                 entry.format = "symlink" if is_link else _extension(name)
                 entry.skip, entry.error = _stat_problem(path, is_link, exc)
-                entries.append(entry)
+                entry.reason = "link" if entry.skip else None
+                self.entries.append(entry)
                 continue
+            if is_link and not self.follow_links:
+                target = os.path.realpath(path)
+                if not self._inside(target):
+                    entry.format = "folder" if stat.S_ISDIR(st.st_mode) else _extension(name)
+                    entry.reason = "outside"
+                    entry.skip = (f"symlink to {target}, outside documents.input: not followed "
+                                  "(set documents.follow_links: true to read it)")
+                    self.entries.append(entry)
+                    continue
             if stat.S_ISDIR(st.st_mode):
                 key = (st.st_dev, st.st_ino)
-                pattern = _first_match(exclude, doc_id, is_dir=True)
+                pattern = _first_match(self.exclude, doc_id, is_dir=True)
                 if key in ancestors:
-                    entry.format = "symlink"
-                    entry.skip = f"symlink loop: {doc_id} -> {os.readlink(path)} leads back to a folder it is in"
+                    entry.format, entry.reason = "symlink", "link"
+                    target = os.readlink(path) if is_link else "a bind mount"
+                    entry.skip = f"symlink loop: {doc_id} -> {target} leads back to a folder it is in"
                 elif pattern:
-                    entry.format = "folder"
+                    entry.format, entry.reason = "folder", "excluded"
                     entry.skip = f"folder excluded by documents.exclude pattern {pattern!r}"
-                else:
-                    stack.append((path, rel, ancestors | {key}))
+                elif is_link:
+                    self.deferred.append((path, rel, ancestors, key, entry))
                     continue
-                entries.append(entry)
+                elif key in self.walked:  # a real folder met again inside a linked one
+                    entry.format, entry.reason = "folder", "duplicate"
+                    entry.skip = f"folder already read as {self.walked[key] or 'the input folder'}/"
+                else:
+                    self.walked[key] = doc_id
+                    self.stack.append((path, rel, ancestors | {key}, via_link))
+                    continue
+                self.entries.append(entry)
             elif stat.S_ISREG(st.st_mode):
-                entries.append(_file_entry(path, doc_id, list(parts), st, include, exclude, in_folder=True))
+                file = _file_entry(path, doc_id, list(parts), st, self.include, self.exclude,
+                                   in_folder=True, max_bytes=self.max_bytes)
+                file.via_link = entry.via_link
+                self.entries.append(file)
             else:
                 # Opening a FIFO blocks until someone writes to it: never open what is not
                 # a regular file.
-                entry.format = _extension(name)
+                entry.format, entry.reason = _extension(name), "other"
                 entry.skip = f"not a regular file ({_file_kind(st.st_mode)})"
-                entries.append(entry)
-    return entries
+                self.entries.append(entry)
+
+
+def _read_each_file_once(entries: list[InputEntry]) -> None:
+    """A file reached by two names (`notes.md` and a link to it) is one document.
+
+    It is read under the name reached without a link when there is one, else under the
+    first name in sorted order; each other name reached through a link gets a `skipped`
+    row pointing at it, and the document's `note` lists those names.  Two hard links are
+    two names the user made on purpose, and are both read, as before.
+    """
+    readers: dict[tuple, InputEntry] = {}
+    for e in entries:  # sorted: the first direct name wins, else the first linked one
+        if e.key is None or e.skip is not None or e.error is not None:
+            continue
+        first = readers.get(e.key)
+        if first is None or (first.via_link and not e.via_link):
+            readers[e.key] = e
+    for e in entries:
+        first = readers.get(e.key) if e.key is not None and e.skip is None and e.error is None else None
+        if first is None or first is e or not e.via_link:
+            continue
+        e.skip = f"same file as {first.doc_id} (reached through a symlink): read once, as {first.doc_id}"
+        e.reason = "duplicate"
+        also = f"also reached as {e.doc_id}"
+        first.note = f"{first.note}, {e.doc_id}" if first.note else also
 
 
 def _file_entry(path: Path, doc_id: str, folders: list[str], st: os.stat_result,
-                include: list["_Glob"], exclude: list["_Glob"], in_folder: bool) -> InputEntry:
+                include: list["_Glob"], exclude: list["_Glob"], in_folder: bool,
+                max_bytes: int | None = None) -> InputEntry:
     ext = path.suffix.lower()
-    entry = InputEntry(path, doc_id, folders, format=_extension(path.name), n_bytes=st.st_size)
+    entry = InputEntry(path, doc_id, folders, format=_extension(path.name), n_bytes=st.st_size,
+                       max_bytes=max_bytes, key=(st.st_dev, st.st_ino))
     if ext == ".jsonl" and not in_folder:
         entry.format = "beir"  # SPEC: a .jsonl documents.input is a BEIR corpus; iter_beir reads it
         return entry
     pattern = _first_match(exclude, doc_id, is_dir=False)
     if include and not _first_match(include, doc_id, is_dir=False):
-        entry.skip = "not matched by any documents.include pattern"
+        entry.skip, entry.reason = "not matched by any documents.include pattern", "excluded"
     elif pattern:
-        entry.skip = f"excluded by documents.exclude pattern {pattern!r}"
+        entry.skip, entry.reason = f"excluded by documents.exclude pattern {pattern!r}", "excluded"
     elif ext == ".jsonl":
         # Its records would need doc_ids of their own, clashing with the files' ones.
         entry.skip = ("a .jsonl file inside a folder is not read; point documents.input at it "
                       "to read it as a BEIR corpus")
+        entry.reason = "other"
+    elif ext and ext not in FORMATS:
+        entry.skip = f"format {ext!r} is not supported (readable: {', '.join(sorted(FORMATS))})"
+        entry.reason = "unknown format"
+    elif max_bytes is not None and st.st_size > max_bytes // _SIZE_WEIGHT.get(entry.format, 1):
+        entry.skip, entry.reason = too_large(st.st_size, max_bytes, entry.format), "too large"
     elif not ext:
         # README, LICENSE, TODO, Makefile: extensionless files are usually text worth
         # reading.  read_document looks at the content before claiming it.
         entry.format = "text"
         entry.guessed = True
-    elif ext not in FORMATS:
-        entry.skip = f"format {ext!r} is not supported (readable: {', '.join(sorted(FORMATS))})"
     return entry
+
+
+def too_large(size: int, max_bytes: int, fmt: str = "") -> str:
+    """The skip reason of a file over the limit: its size, the limit, and the key to raise."""
+    weight = _SIZE_WEIGHT.get(fmt, 1)
+    limit = f"documents.max_bytes ({_human(max_bytes)})"
+    if weight > 1:
+        limit = (f"documents.max_bytes / {weight} ({_human(max_bytes // weight)}; converting "
+                 f"{fmt.upper()} takes ~{8 * weight}x its size in memory)")
+    return (f"{_human(size)} ({size:,} bytes) is larger than {limit}: not read, so that one "
+            "document cannot exhaust memory; raise documents.max_bytes to read it")
+
+
+def _human(n: int) -> str:
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
 
 
 def _stat_problem(path: Path, is_link: bool, exc: OSError) -> tuple[str | None, str | None]:
@@ -309,12 +451,20 @@ def read_document(entry: InputEntry) -> dict:
         if entry.guessed and _looks_binary(entry.path):
             row.update(status="skipped", format="", error="no file extension and the content is not text")
             return row
-        data = entry.path.read_bytes()
+        cap = None if entry.max_bytes is None else entry.max_bytes // _SIZE_WEIGHT.get(entry.format, 1)
+        data = _read_capped(entry.path, cap)
+        if data is None:  # it grew past the limit after the walk measured it
+            size = entry.path.stat().st_size
+            row.update(status="skipped", error=too_large(size, entry.max_bytes, entry.format), n_bytes=size)
+            return row
         row["n_bytes"] = len(data)
         row.update(_READERS[entry.format](data))
+        del data  # the bytes are the text's size again: not kept while the row lives on
         row["status"] = "ok"
         if entry.guessed:
             row["note"] = "; ".join(filter(None, ["no file extension: read as plain text", row["note"]]))
+        if entry.note:
+            row["note"] = "; ".join(filter(None, [row["note"], entry.note]))
     except Unreadable as exc:
         if entry.guessed:  # we only guessed it was text: not being text is no error
             row.update(status="skipped", format="", error=f"no file extension and the content is not text ({exc})")
@@ -323,6 +473,15 @@ def read_document(entry: InputEntry) -> dict:
     except OSError as exc:
         row.update(status="error", error=f"cannot read file: {_strerror(exc)}", text=None)
     return row
+
+
+def _read_capped(path: Path, max_bytes: int | None) -> bytes | None:
+    """The file's bytes, or None if it holds more than max_bytes."""
+    if max_bytes is None:
+        return path.read_bytes()
+    with path.open("rb") as handle:
+        data = handle.read(max_bytes + 1)
+    return None if len(data) > max_bytes else data
 
 
 def _looks_binary(path: Path, sniff: int = 8192) -> bool:
@@ -675,8 +834,10 @@ _READERS = {
 # --------------------------------------------------------------------------- BEIR
 
 
-def iter_beir(path: Path, start: int = 0, end: int | None = None) -> Iterator[dict]:
-    """One `ok` row per record of a BEIR corpus (`{"_id", "title", "text"}` per line).
+def iter_beir(path: Path, max_bytes: int | None = None, start: int = 0,
+              end: int | None = None) -> Iterator[dict]:
+    """One `ok` row per record of a BEIR corpus (`{"_id", "title", "text"}` per line);
+    a record whose line is longer than `max_bytes` is a `skipped` row, as a big file is.
 
     `start`/`end`: only the lines that begin in that byte range (`start` a line start), so
     that workers can read a corpus in parts.  Line numbers in errors then count from the
@@ -707,6 +868,8 @@ def iter_beir(path: Path, start: int = 0, end: int | None = None) -> Iterator[di
             row.update(doc_id=doc_id, source=str(path), format="beir", text=record["text"],
                        status="ok", path=[], title=record["title"] or None, encoding="utf-8",
                        n_bytes=len(raw))
+            if max_bytes is not None and len(raw) > max_bytes:
+                row.update(text=None, status="skipped", error=too_large(len(raw), max_bytes))
             yield row
 
 

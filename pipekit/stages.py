@@ -47,7 +47,8 @@ STAGES: tuple[Stage, ...] = (
           ("04_chunks.parquet", "04_terms.parquet", "04_postings.parquet"),
           ("04_indexing.py", "pipekit/analyzer.py", "pipekit/engine.py")),
     Stage(5, "retrieval", "05_retrieval.py", "retrieval", ("05_results.parquet",),
-          ("05_retrieval.py", "pipekit/analyzer.py", "pipekit/queries.py", "pipekit/io.py")),
+          ("05_retrieval.py", "pipekit/analyzer.py", "pipekit/queries.py", "pipekit/io.py",
+           "pipekit/history.py")),
 )
 
 

@@ -101,12 +101,13 @@ def test_symlink_loops_and_dangling_links_are_skipped_rows(tmp_path):
     os.symlink("l2", tmp_path / "l1")                  # link chain that never ends
     os.symlink("l1", tmp_path / "l2")
     write(tmp_path / "real" / "r.md", "real")
-    os.symlink("real", tmp_path / "alias")             # a link to a folder is followed
+    os.symlink("real", tmp_path / "alias")             # a link to a folder inside: read once, as real/
     rows = rows_by_id(tmp_path)
     assert rows["a/up"]["status"] == "skipped" and "symlink loop" in rows["a/up"]["error"]
     assert rows["gone.md"]["status"] == "skipped" and "dangling symlink" in rows["gone.md"]["error"]
     assert "symlink loop" in rows["l1"]["error"] and "symlink loop" in rows["l2"]["error"]
-    assert rows["alias/r.md"]["text"] == rows["real/r.md"]["text"] == "real"
+    assert rows["real/r.md"]["text"] == "real" and "alias/r.md" not in rows
+    assert rows["alias"]["status"] == "skipped" and "already read as real/" in rows["alias"]["error"]
     assert rows["a/doc.md"]["status"] == "ok"
 
 
@@ -601,9 +602,14 @@ def test_summary_names_the_first_problems_and_counts_the_rest():
                              "... and 3 more: status != 'ok' in 01_documents.parquet"]
 
 
-def test_the_bundled_sample_reads_cleanly():
+def test_the_bundled_sample_reads_all_but_its_broken_pdf():
     sample = REPO / "data" / "sample"
     rows = {e.doc_id: read_document(e) for e in list_inputs(sample, [], [], False)}
+    # One file is broken on purpose, so Lesson 1's `error` row is there to see: an old
+    # edition of the field guide whose download stopped part-way.
+    broken = rows.pop("field-guide-2023.pdf")
+    assert broken["status"] == "error" and broken["error"].startswith("corrupt PDF: truncated")
+    assert SAMPLE_PDF.read_bytes().startswith((sample / "field-guide-2023.pdf").read_bytes())
     assert all(r["status"] == "ok" for r in rows.values()), {k: r["error"] for k, r in rows.items()}
     assert {r["format"] for r in rows.values()} >= {"markdown", "text", "pdf", "html", "csv"}
     pdf = rows["field-guide.pdf"]

@@ -256,9 +256,11 @@ def test_ids_with_spaces_stay_one_trec_field():
 
 
 def test_missing_index_names_the_stage_to_run(tmp_path):
-    proc = run_script("05_retrieval.py", "--config", str(write_config(tmp_path)), check=False)
+    cfg = write_config(tmp_path)
+    proc = run_script("05_retrieval.py", "--config", str(cfg), check=False)
     assert proc.returncode == 1
-    assert "run `python 04_indexing.py` first" in proc.stderr and "Traceback" not in proc.stderr
+    # the command named keeps the user's --config, so it writes where stage 05 looks
+    assert f"run `python 04_indexing.py --config {cfg}` first" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_query_files_of_every_kind(tmp_path):

@@ -160,6 +160,48 @@ def test_a_duplicate_beir_id_in_another_partition_is_the_same_error(tmp_path, cl
     assert not list((tmp_path / "out").glob("01_documents.parquet*"))
 
 
+def test_links_sizes_and_skip_reasons_are_the_same_on_the_workers(tmp_path, cluster):
+    """The walk (documents.follow_links, documents.max_bytes) stays on the client; its
+    verdicts must still reach the rows the workers read and the summary's counts."""
+    import os
+
+    address, _ = cluster
+    outside, docs = tmp_path / "outside", tmp_path / "docs"
+    for path, text in ((outside / "shadow", "secret\n"), (docs / "guide.md", "# Guide\n\nInstall.\n"),
+                       (docs / ".env", "SECRET=1"), (docs / "image.xyz", "?"),
+                       (docs / "huge.md", "# Big\n\n" + "word " * 1000), (docs / "notes.md", "# Notes\n\nok\n"),
+                       (docs / ".drafts" / "plan.md", "# Plan\n")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    os.symlink(outside / "shadow", docs / "shadow.txt")
+    os.symlink("guide.md", docs / "again.md")
+    os.symlink(".drafts/plan.md", docs / "plan.md")
+    beir = tmp_path / "corpus.jsonl"
+    beir.write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": "w " * (10 if i % 3 else 400)}) + "\n"
+                            for i in range(12)))
+    summaries = {}
+    for name, source in (("walk", docs), ("beir", beir)):
+        (tmp_path / name).mkdir()
+        cfg = write_config(tmp_path / name, documents={"input": str(source), "max_bytes": 500})
+        dask_sets = ["--set", "engine.kind=dask", "--set", f"engine.address={address}",
+                     "--set", "engine.partition_rows=2"]
+        outs = {}
+        for engine, sets in (("local", []), ("dask", dask_sets)):
+            out = tmp_path / name / engine
+            proc = run_script("01_documents.py", "--config", str(cfg), "--set", f"paths.output={out}", *sets)
+            outs[engine] = ([line for line in proc.stdout.splitlines() if "ok," in line or "skipped:" in line
+                             or "symlink (" in line],
+                            pd.read_parquet(out / "01_documents.parquet"))
+        (lines, x), (dask_lines, y) = outs["local"], outs["dask"]
+        assert lines == dask_lines and "skipped" in " ".join(lines), name
+        assert x.map(repr).equals(y.map(repr)), name
+        summaries[name] = "\n".join(lines)
+    assert "1 read through a symlink" in summaries["walk"]
+    assert ("skipped: 1 outside documents.input (symlink not followed), 1 larger than documents.max_bytes, "
+            "2 hidden, 1 of an unknown format, 1 a second name for a file already read (symlink)") in summaries["walk"]
+    assert "8 ok, 4 skipped (8 beir)" in summaries["beir"]
+
+
 # ----------------------------------------------------------------------- faults and clean-up
 
 def test_a_worker_killed_during_stage_03_changes_nothing(tmp_path, cluster, cranfield):

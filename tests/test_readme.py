@@ -35,7 +35,7 @@ QUICKSTART = [
     "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements-dev.txt && python run_pipeline.py",
     "python -m pytest -q",
 ]
-OUTPUT_FILES = {n for s in STAGES for n in s.outputs} | {"05_metrics.parquet", "05_results.trec"}
+OUTPUT_FILES = {n for s in STAGES for n in s.outputs} | {"05_metrics.parquet", "05_results.trec", "05_history.parquet"}
 
 
 # ------------------------------------------------------------------ reading the README
@@ -171,6 +171,8 @@ def test_every_command_names_real_scripts_options_and_keys():
             if words[0] in ("python", "python3") and (words[1:2] != ["-m"] or words[2:3] == ["pipekit"]):
                 problems += [f"{command!r}: {p}" for p in check_python_command(words, check_keys)]
             elif words[0] in ("python", "python3", "pip", "mkdir", "printf", ".", "cd", "dask"):
+                if words[0] in ("mkdir", "printf") and any(w.startswith("/tmp/") for w in words):
+                    problems.append(f"{command!r}: writes to a shared /tmp folder; use a per-user one")
                 continue
             else:
                 problems.append(f"{command!r}: unexpected program {words[0]}")
@@ -245,7 +247,8 @@ def has_module(name: str) -> bool:
 # README makes about that step (and the order matters: an exercise that forgot to restore
 # the defaults would make the next one rerun stages it says stay fresh).
 EXPECT = {
-    """python 01_documents.py --set 'documents.exclude=["*.csv", "web/"]'""": ["13 ok, 2 skipped"],
+    """python 01_documents.py --set 'documents.exclude=["*.csv", "web/"]'""": [
+        "13 ok, 1 error, 2 skipped", "error   field-guide-2023.pdf: corrupt PDF: truncated"],
     "python run_pipeline.py --status --set indexing.k1=1.5": ["why: config indexing.k1 changed: 1.2 -> 1.5"],
     "python run_pipeline.py --set chunking.target=200": [
         "01_documents: fresh, skipped", "02_preprocessing: fresh, skipped",
@@ -255,6 +258,15 @@ EXPECT = {
     "python run_pipeline.py --set retrieval.top_k=3": ["04_indexing: fresh, skipped", "05_retrieval: running"],
     "python 05_retrieval.py --explain": ["idf=", "norm="],
     "python run_pipeline.py --set retrieval.feedback=rm3": ["04_indexing: fresh, skipped", "feedback added: "],
+    # every compare in the course follows a run that changed one setting
+    "python -m pipekit compare": ["config A -> B: ", "queries that moved most: "],
+    "python -m pipekit report": ["/data/report.html ("],
+    "python -m pipekit report --set chunking.strategy=fixed --out data/report-fixed.html": ["data/report-fixed.html ("],
+    'python -m pipekit search "how do I undo a bad release" "how long are backups kept" -k 3': [
+        "handbook/operations/deploys.md › Deploying Lighthouse › Rolling back", "**release,**",
+        "handbook/operations/backups.md › Backups and Restores"],
+    "python 05_retrieval.py --set retrieval.queries=out/mine/queries.txt --set retrieval.qrels=out/mine/qrels.tsv": [
+        "nDCG@10 1.0000, AP@100 1.0000, R@100 1.0000 (run", "had other queries: not compared"],
 }
 
 
@@ -266,9 +278,11 @@ def test_bash_blocks_run_as_written(tmp_path):
     wrapper = bin_dir / "python"
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     wrapper.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "120"}
     scratch_tmp = tmp_path / "tmp"
     scratch_tmp.mkdir()
+    # The README's per-user temporary folders (${TMPDIR:-/tmp}/pipekit-$(id -un)/...) land here.
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "120",
+           "TMPDIR": str(scratch_tmp)}
 
     def sh(command: str) -> subprocess.CompletedProcess:
         # The README's /tmp/... examples write into this test's own folder instead.
@@ -374,6 +388,53 @@ def test_exercise_chunk_target(sample_outputs, tmp_path):
     assert "nDCG@10" in proc.stdout
     assert len(read(out, "03_chunks.parquet")) > n_default
     assert ndcg(out)["all"] > ndcg_default  # "a smaller passage is a slightly better target" here
+    new = ndcg(out)["all"]
+    assert f"nDCG@10 {new:.4f} (was {ndcg_default:.4f}, {new - ndcg_default:+.4f})" in proc.stdout
+    moved = compare_moves(out)
+    assert moved["config"] == ["chunking.target: 400 -> 200"]
+    assert set(moved["order"][:2]) == {"4", "14"} and moved["nDCG@10"]["4"] > 0  # "led by queries 14 and 4"
+    assert moved["nDCG@10"]["14"] > 0
+    assert len(moved["order"]) < 14  # not every query moves
+    assert moved["nDCG@10"]["3"] < 0  # "while query 3 lost a little"
+
+
+def compare_moves(out: Path) -> dict:
+    """`python -m pipekit compare` read back: config lines, queries in its order, their changes."""
+    text = run_script("-m", "pipekit", "compare", "--set", f"paths.output={out}").stdout
+    config = re.findall(r"^(?:config A -> B: | {15})(\S.*)$", text.split("\n\nquery", 1)[0], re.M)
+    rows = text.split("queries that moved most", 1)[1].splitlines()[1:]
+    changes = {}
+    order = []
+    for row in rows:
+        m = re.match(r"^(\S+)\s+\d\.\d{3} -> \d\.\d{3} ([+-]\d\.\d{3})", row)
+        if m:
+            order.append(m.group(1))
+            changes[m.group(1)] = float(m.group(2))
+    return {"config": config, "order": order, "nDCG@10": changes, "text": text}
+
+
+def test_exercise_fixed_windows(sample_outputs, tmp_path):
+    """Exercise 3b: on the tiny sample the fixed-window baseline holds its own: a mean within
+    a hundredth or two, some queries won outright (4 among them), query 3 lost."""
+    out = tmp_path / "out"
+    shutil.copytree(sample_outputs, out)
+    heading = ndcg(out)
+    sizes_heading = read(out, "03_chunks.parquet").n_words
+    pipeline(out, "--set", "chunking.strategy=fixed")
+    fixed = ndcg(out)
+    assert abs(fixed["all"] - heading["all"]) < 0.02  # "level"
+    moved = compare_moves(out)
+    assert moved["config"] == ["chunking.strategy: 'heading' -> 'fixed'"]
+    assert fixed["4"] > heading["4"] and fixed["8"] > heading["8"]  # won outright
+    assert fixed["3"] < heading["3"] and fixed["7"] < heading["7"]  # lost
+    assert {"3", "4", "7", "8"} <= set(moved["order"])
+    sizes = read(out, "03_chunks.parquet").n_words
+    assert ((sizes >= 290) & (sizes <= 400)).mean() >= 0.7  # "bunched just under the 400-word target"
+    assert sizes_heading.median() < 150 and sizes_heading.max() <= 400
+    page = run_script("-m", "pipekit", "report", "--set", f"paths.output={out}",
+                      "--set", "chunking.strategy=fixed", "--out", str(out / "report-fixed.html"))
+    assert "report-fixed.html" in page.stdout
+    assert f"{len(sizes)} chunks (fixed strategy)" in (out / "report-fixed.html").read_text(encoding="utf-8")
 
 
 STEMMING_QUERY = "1"  # "when is the change freeze": the section is headed "Change freezes"
@@ -385,6 +446,9 @@ def test_exercise_stemming(sample_outputs, tmp_path):
     stemmed = ndcg(out)
     pipeline(out, "--set", "indexing.stemmer=none")
     plain = ndcg(out)
+    moved = compare_moves(out)
+    assert moved["config"] == ["indexing.stemmer: 'english' -> 'none'"]
+    assert moved["order"][:2] == [STEMMING_QUERY, "14"]  # "at the top", "second in compare's list"
     assert plain[STEMMING_QUERY] < stemmed[STEMMING_QUERY]
     assert plain["all"] < stemmed["all"]
     # "Not every query loses: query 14 gains": unstemmed, `engineers` is a rarer term
@@ -479,6 +543,9 @@ def test_exercise_top_k(sample_outputs, tmp_path):
     r = read(out, "05_results.parquet")
     assert r.groupby("query_id").size().max() == 3
     assert read(out, "05_metrics.parquet").equals(metrics)
+    moved = compare_moves(out)
+    assert moved["config"] == ["retrieval.top_k: 10 -> 3"]
+    assert "none: every query scores the same in both runs" in moved["text"]
 
 
 def test_status_example(sample_outputs, tmp_path):

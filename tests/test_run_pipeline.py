@@ -81,7 +81,7 @@ def test_status_says_why_and_runs_nothing(sample_run):
 def test_a_missing_upstream_names_the_stage_to_run(tmp_path):
     proc = run_script("03_chunking.py", "--set", f"paths.output={tmp_path}", check=False)
     assert proc.returncode != 0
-    assert "run `python 02_preprocessing.py` first" in proc.stderr
+    assert f"run `python 02_preprocessing.py --set paths.output={tmp_path}` first" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
 

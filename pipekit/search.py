@@ -1,0 +1,255 @@
+"""Ask the index one question: `python -m pipekit search "QUERY"` and `pipekit.Searcher`.
+
+Until this existed, asking anything meant writing a queries file and rerunning stage 05,
+which rewrites its outputs.  Here the stage-04 index in `paths.output` answers directly
+and nothing is written.  The answer is stage 05's own: the index is loaded and scored
+by the stage file's `Index` and `search` (reached through `load_stage(5)` when a search
+is made, never at import time), so a result here is the result stage 05 would give for
+the same query with the same settings, score for score.
+
+For programs (feeding passages to an LLM, say):
+
+    from pipekit import Searcher
+    hits = Searcher("data").search("when is the change freeze", k=5)
+    hits[0].citation   # 'handbook/operations/deploys.md › Deploying Lighthouse › Change freezes'
+    hits[0].text, hits[0].start_char, hits[0].end_char   # the passage and its span in stage 02's text
+
+Each hit is a `Passage`: its rank and score, the chunk, and everything needed to cite it
+(document, heading trail, pages, the character span of the cleaned document it came from).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from . import io
+from .cli import add_common_args, parse_args, pipe_closed, require_output, user_options
+from .config import SCHEMA, load_config
+from .errors import PipelineError
+from .io import read_meta
+from .stages import get_stage, load_stage
+
+SNIPPET_WORDS = 28  # words of a passage shown around its densest run of query terms
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One result, ready to cite: where it is, what it says, how it scored."""
+
+    query: str
+    rank: int
+    score: float
+    chunk_id: str
+    doc_id: str
+    heading: str
+    heading_path: list[str]
+    page_start: int | None
+    page_end: int | None
+    start_char: int  # the span [start_char, end_char) of the document's stage-02 text
+    end_char: int
+    text: str
+    explain: list[dict] | None = field(default=None, compare=False)
+    # With retrieval.feedback: the terms feedback added to the query, heaviest first.
+    added: list[tuple[str, float]] | None = field(default=None, compare=False)
+
+    @property
+    def pages(self) -> str:
+        if self.page_start is None:
+            return ""
+        return f"p.{self.page_start}" + (f"–{self.page_end}" if self.page_end != self.page_start else "")
+
+    @property
+    def citation(self) -> str:
+        """`document › heading trail, p.3–4`: what a reader needs to find the passage."""
+        where = self.doc_id + (f" › {self.heading}" if self.heading else "")
+        return where + (f", {self.pages}" if self.pages else "")
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "citation": self.citation}
+
+
+class OutputReader:
+    """The part of a stage context that stage 05's Index uses, over an output folder,
+    read-only: finding outputs (or saying which command makes them) and notes."""
+
+    def __init__(self, output_dir: Path, options: list[str] = ()):
+        self.output_dir = Path(output_dir)
+        self.options = list(options)
+        self.notes: list[str] = []
+
+    def path(self, name: str) -> Path:
+        return self.output_dir / name
+
+    def require(self, name: str, made_by) -> Path:
+        return require_output(self.output_dir, name, made_by, self.options)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+def recorded_settings(output_dir: Path) -> dict:
+    """The retrieval settings stage 05 last ran with here (its output records them),
+    else config.yaml's defaults: so the API answers as the last stage-05 run did."""
+    settings = {k: key.default for k, key in SCHEMA["retrieval"].items()}
+    results = Path(output_dir) / get_stage(5).outputs[0]
+    meta = read_meta(results) if results.exists() else None
+    for name, value in (meta or {}).get("inputs", {}).get("config", {}).items():
+        section, _, key = name.partition(".")
+        if section == "retrieval":
+            settings[key] = value
+    return settings
+
+
+class Searcher:
+    """The stage-04 index of an output folder, loaded once, answering queries as stage 05.
+
+    `settings` are the `retrieval` config values to search with (default: those stage 05
+    last ran with in this folder).  Loading reads the whole index into memory, as stage
+    05 does; each search then takes milliseconds.
+    """
+
+    def __init__(self, output_dir: str | Path, settings: dict | None = None, options: list[str] = ()):
+        self.output_dir = Path(output_dir)
+        self.settings = dict(recorded_settings(self.output_dir), **(settings or {}))
+        self._stage = load_stage(5)
+        self._ctx = OutputReader(self.output_dir, options)
+        self.index = self._stage.Index(self._ctx)
+        self._chunks_03 = self._ctx.require("03_chunks.parquet", get_stage(3))
+        if (read_meta(self._chunks_03) or {}).get("fingerprint") != self.index.meta["inputs"]["upstream"]:
+            raise PipelineError(f"03_chunks.parquet in {self.output_dir} changed since the index was built: "
+                                f"rerun `python 04_indexing.py`")
+        # What a citation needs beyond 04_chunks' columns, for every chunk (small: no text;
+        # texts are read per search, only those of the results, by stage 05's own reader).
+        self._spans = io.read_table(self._chunks_03, ["heading_path", "start_char", "end_char"])
+
+    @property
+    def analyzer(self):
+        return self.index.analyzer
+
+    def search(self, text: str, k: int | None = None, explain: bool = False) -> list[Passage]:
+        """The k best passages for one query (k defaults to retrieval.top_k)."""
+        return self.search_many([text], k, explain)[0]
+
+    def search_many(self, texts: list[str], k: int | None = None, explain: bool = False) -> list[list[Passage]]:
+        """The k best passages for each query, as stage 05 ranks them."""
+        k = int(k or self.settings["top_k"])
+        if k <= 0:
+            raise PipelineError(f"k must be a whole number > 0; got {k}")
+        queries = [(str(i + 1), t) for i, t in enumerate(texts)]
+        feedback = self._stage.feedback_of(self.settings)
+        (q, c, s, r), _, scored = self._stage.search(
+            self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback)
+        added = [self.index.added_terms(x) for x in scored] if feedback is not None else [None] * len(texts)
+        passages = self._stage.chunk_texts(self._chunks_03, c)
+        take = pa.array(c)
+        cols = {n: self.index.chunks.column(n).take(take).to_pylist()
+                for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end")}
+        cols.update({n: self._spans.column(n).take(take).to_pylist() for n in self._spans.column_names})
+        out: list[list[Passage]] = [[] for _ in texts]
+        for i, qi in enumerate(q.tolist()):
+            out[qi].append(Passage(
+                query=texts[qi], rank=int(r[i]), score=float(s[i]),
+                chunk_id=cols["chunk_id"][i], doc_id=cols["doc_id"][i], heading=cols["heading"][i] or "",
+                heading_path=list(cols["heading_path"][i] or []),
+                page_start=cols["page_start"][i], page_end=cols["page_end"][i],
+                start_char=cols["start_char"][i], end_char=cols["end_char"][i], text=passages[i],
+                explain=self.index.explain(scored[qi], int(c[i])) if explain else None, added=added[qi]))
+        return out
+
+    def query_terms(self, text: str) -> set[str]:
+        return set(self.analyzer.analyze(text))
+
+
+def snippet(text: str, terms: set[str], analyzer, words: int = SNIPPET_WORDS,
+            mark=lambda w: f"**{w}**", plain=lambda w: w) -> str:
+    """The passage's densest run of `words` words in query terms, those words marked.
+
+    A word is marked when one of its analysed terms is a query term, so `freezes` is
+    marked for the query `freeze` exactly when the index matched them."""
+    import numpy as np
+
+    tokens = text.split()
+    if not tokens:
+        return ""
+    flat, parent = analyzer.tokens(tokens)
+    hit = np.zeros(len(tokens), dtype=bool)
+    if len(flat) and terms:
+        import pyarrow.compute as pc
+
+        found = np.asarray(pc.is_in(flat, value_set=pa.array(sorted(terms), pa.string())), dtype=bool)
+        hit[parent[found]] = True
+    n = min(words, len(tokens))
+    window = np.convolve(hit.astype(np.int32), np.ones(n, dtype=np.int32), mode="valid")
+    start = int(np.argmax(window)) if hit.any() else 0
+    shown = [mark(t) if h else plain(t) for t, h in zip(tokens[start:start + n], hit[start:start + n])]
+    return ("… " if start > 0 else "") + " ".join(shown) + (" …" if start + n < len(tokens) else "")
+
+
+def result_lines(passages: list[Passage], terms: set[str], analyzer, mark) -> list[str]:
+    lines = []
+    if passages and passages[0].added is not None:
+        new = passages[0].added
+        lines.append("    feedback added: " + (", ".join(f"{t} {w:.3f}" for t, w in new[:8]) if new else "nothing")
+                     + (f" … and {len(new) - 8} more" if len(new) > 8 else ""))
+    if not passages:
+        lines.append("    (no passage contains any of its terms)")
+    for p in passages:
+        lines.append(f"  {p.rank:>2}. {p.score:7.3f}  {p.citation}")
+        lines += textwrap.wrap(snippet(p.text, terms, analyzer, mark=mark), 100,
+                               initial_indent=" " * 13, subsequent_indent=" " * 13)
+        for e in p.explain or []:
+            # As stage 05 prints it: qtf, and with feedback the weight (0 qtf: feedback added it).
+            weight = f" w={e['weight']:.3f}" if e["weight"] != e["qtf"] else ""
+            lines.append(f"             {e['term']:<14} qtf={e['qtf']}{weight} tf={e['tf']:<3} df={e['df']:<6} "
+                         f"idf={e['idf']:.3f} norm={e['norm']:.3f} → {e['contribution']:.3f}")
+    return lines
+
+
+def prompt_queries():
+    """Queries typed at a prompt (or piped in, one a line) until an empty line or EOF."""
+    tty = sys.stdin.isatty()
+    while True:
+        try:
+            line = input("query> " if tty else "")
+        except EOFError:
+            return
+        if not line.strip():
+            if tty:
+                return
+            continue
+        yield line.strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipekit search", description=__doc__.split("\n")[0],
+        epilog="With no QUERY, asks at a prompt (or reads one query a line from a pipe).")
+    parser.add_argument("queries", nargs="*", metavar="QUERY", help="one or more queries (quote each)")
+    parser.add_argument("-k", type=int, default=None, metavar="N",
+                        help="results per query (default: retrieval.top_k)")
+    parser.add_argument("--explain", action="store_true", help="each result's score term by term")
+    add_common_args(parser)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(parser, argv)
+    try:
+        cfg = load_config(args.config, args.overrides)
+        searcher = Searcher(cfg["paths"]["output"], settings=cfg["retrieval"], options=user_options(argv))
+        tty = sys.stdout.isatty()
+        mark = (lambda w: f"\033[1;4m{w}\033[0m") if tty else (lambda w: f"**{w}**")
+        for text in (args.queries or prompt_queries()):
+            hits = searcher.search(text, args.k, explain=args.explain or cfg["retrieval"]["explain"])
+            print(f"\n{text}")
+            print("\n".join(result_lines(hits, searcher.query_terms(text), searcher.analyzer, mark)), flush=True)
+    except PipelineError as exc:
+        print(f"python -m pipekit search: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return pipe_closed()
+    return 0

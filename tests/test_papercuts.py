@@ -1,0 +1,91 @@
+"""What a newcomer runs into first: no venv, an empty folder, a lost --set, `--set key value`, a bare glob."""
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, run_script
+
+
+def without_site(*args, cwd=REPO):
+    """Run as a Python without the project's packages would: `-S` leaves site-packages out."""
+    return subprocess.run([sys.executable, "-S", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("command", [["01_documents.py"], ["05_retrieval.py", "--explain"], ["run_pipeline.py"],
+                                     ["-m", "pipekit", "show", "data"]])
+def test_outside_the_venv_says_how_to_activate_it(command):
+    proc = without_site(*command)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert "has no module 'yaml'" in proc.stderr
+    assert "virtual environment" in proc.stderr and "bin/activate" in proc.stderr
+
+
+def test_with_a_venv_folder_it_says_activate(tmp_path):
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO / "pipekit", copy / "pipekit", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "03_chunking.py", copy)
+    (copy / ".venv" / "bin").mkdir(parents=True)
+    (copy / ".venv" / "bin" / "activate").write_text("# made by python -m venv\n")
+    proc = without_site("03_chunking.py", cwd=copy)
+    assert proc.stderr.startswith("03_chunking.py: error: ")
+    assert proc.stderr.rstrip().endswith("activate the project's virtual environment first: `. .venv/bin/activate`")
+
+
+def test_imported_as_a_library_it_raises_with_the_same_advice():
+    proc = without_site("-c", f"import sys; sys.path.insert(0, {str(REPO)!r}); import pipekit")
+    assert proc.returncode == 1
+    assert "ModuleNotFoundError" in proc.stderr and "virtual environment" in proc.stderr
+
+
+def test_an_input_folder_with_no_files_is_an_error(tmp_path):
+    (tmp_path / "docs").mkdir()
+    out = tmp_path / "out"
+    proc = run_script("run_pipeline.py", "--set", f"documents.input={tmp_path / 'docs'}",
+                      "--set", f"paths.output={out}", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr == f"run_pipeline: error: documents.input: the folder {tmp_path / 'docs'} holds no documents to read\n"
+    assert not out.exists() or not any(out.glob("*.parquet"))
+    assert "nDCG" not in proc.stdout
+
+
+def test_run_this_first_keeps_config_and_set(tmp_path):
+    cfg = tmp_path / "my.yaml"
+    cfg.write_text(f"paths:\n  output: {tmp_path / 'out'}\ndocuments:\n  input: {REPO / 'data' / 'sample'}\n")
+    proc = run_script("04_indexing.py", "--config", str(cfg), "--set", "chunking.target=200", check=False)
+    opts = f"--config {cfg} --set chunking.target=200"
+    assert proc.returncode == 1
+    assert (f"run `python 03_chunking.py {opts}` first (or `python run_pipeline.py --to 3 {opts}`)"
+            in proc.stderr)
+    # and the command it names does what it says: it makes the missing file where 04 looks
+    run_script("run_pipeline.py", "--to", "3", "--config", str(cfg), "--set", "chunking.target=200")
+    run_script("04_indexing.py", "--config", str(cfg), "--set", "chunking.target=200")
+
+
+def test_quoting_in_the_hint_survives_the_shell(tmp_path):
+    out = tmp_path / "my out"
+    proc = run_script("05_retrieval.py", "--set", f"paths.output={out}",
+                      "--set", "retrieval.queries=[a b, c]", check=False)
+    assert f"`python 04_indexing.py '--set' 'paths.output={out}'" not in proc.stderr
+    assert f"`python 04_indexing.py --set 'paths.output={out}' --set 'retrieval.queries=[a b, c]'` first" in proc.stderr
+
+
+def test_set_with_a_space_instead_of_equals_says_what_to_type():
+    for script, name in (("03_chunking.py", "03_chunking"), ("run_pipeline.py", "run_pipeline")):
+        proc = run_script(script, "--set", "chunking.target", "200", check=False)
+        assert proc.returncode == 2
+        assert proc.stderr == (f"{name}: error: --set takes section.key=VALUE as one word: "
+                               "type --set chunking.target=200\n")
+
+
+def test_an_unquoted_glob_says_how_to_quote_it(tmp_path):
+    proc = run_script("01_documents.py", "--set", f"paths.output={tmp_path}", "--set", "documents.exclude=*.csv",
+                      check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    hint = """--set 'documents.exclude=["*.csv"]'"""
+    assert proc.stderr.rstrip().endswith(f"quote the patterns for YAML and the option for the shell: {hint}")
+    # typed as suggested (the shell removes the single quotes), it works
+    proc = run_script("01_documents.py", "--set", f"paths.output={tmp_path}", "--set", 'documents.exclude=["*.csv"]')
+    assert "tables/incidents.csv" in proc.stdout and "skipped" in proc.stdout

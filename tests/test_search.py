@@ -1,0 +1,145 @@
+"""`python -m pipekit search` and `pipekit.Searcher`: stage 05's answers, without rewriting anything."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+import pipekit
+from pipekit.errors import PipelineError
+
+from conftest import REPO, run_script
+
+SAMPLE_QUERIES = (REPO / "data" / "queries.txt").read_text(encoding="utf-8").splitlines()
+EXTRA = ["rollback a deploy", "who is on call", "freeze freeze change", "zzzz qqqq", "the of and"]
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    out = tmp_path_factory.mktemp("search") / "out"
+    run_script("run_pipeline.py", "--set", f"paths.output={out}")
+    return out
+
+
+def stage05_results(out, queries, top_k, *options):
+    """What stage 05 itself writes for these queries (in a copy: the original stays as it is)."""
+    copy = out.parent / f"copy-{top_k}-{'-'.join(options).replace('=', '_')}"
+    if copy.exists():
+        shutil.rmtree(copy)
+    shutil.copytree(out, copy)
+    listing = copy.parent / f"queries-{top_k}.tsv"
+    listing.write_text("".join(f"{i + 1}\t{q}\n" for i, q in enumerate(queries)), encoding="utf-8")
+    run_script("05_retrieval.py", "--set", f"paths.output={copy}", "--set", f"retrieval.queries={listing}",
+               "--set", f"retrieval.top_k={top_k}", "--set", "retrieval.qrels=null", *options)
+    r = pq.read_table(copy / "05_results.parquet").to_pylist()
+    return {str(i + 1): [(x["rank"], x["chunk_id"], x["score"]) for x in r if x["query_id"] == str(i + 1)]
+            for i in range(len(queries))}
+
+
+def snapshot(folder):
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir()}
+
+
+@pytest.mark.parametrize("k, feedback", [(3, "none"), (10, "none"), (40, "none"), (10, "rm3")])
+def test_searcher_answers_exactly_as_stage_05(sample, k, feedback):
+    queries = SAMPLE_QUERIES + EXTRA
+    expected = stage05_results(sample, queries, k, "--set", f"retrieval.feedback={feedback}")
+    searcher = pipekit.Searcher(sample, settings={"feedback": feedback})
+    for i, q in enumerate(queries):
+        got = [(p.rank, p.chunk_id, p.score) for p in searcher.search(q, k)]
+        assert got == expected[str(i + 1)], q  # same chunks, same order, same scores to the last bit
+    assert searcher.search("zzzz qqqq", k) == []
+
+
+def test_search_on_cranfield_equals_stage_05(cranfield, tmp_path):
+    """225 real queries over 1,400 abstracts: long enough lists for stage 05's pruning."""
+    out = tmp_path / "cran"
+    run_script("run_pipeline.py", "--set", f"paths.output={out}", "--set", f"documents.input={cranfield / 'corpus.jsonl'}",
+               "--set", f"retrieval.queries={cranfield / 'queries.jsonl'}", "--set", "retrieval.qrels=null")
+    for feedback in ("none", "rm3"):
+        run_script("05_retrieval.py", "--set", f"paths.output={out}", "--set", f"retrieval.queries={cranfield / 'queries.jsonl'}",
+                   "--set", "retrieval.qrels=null", "--set", f"retrieval.feedback={feedback}")
+        rows = pq.read_table(out / "05_results.parquet").to_pylist()
+        by_q: dict[str, tuple[str, list]] = {}
+        for r in rows:
+            by_q.setdefault(r["query_id"], (r["query"], []))[1].append((r["chunk_id"], r["score"]))
+        searcher = pipekit.Searcher(out, settings={"feedback": feedback})
+        answers = searcher.search_many([t for t, _ in by_q.values()], 10)
+        for (text, expected), got in zip(by_q.values(), answers):
+            assert [(p.chunk_id, p.score) for p in got] == expected, (feedback, text)
+
+
+def test_feedback_changes_the_answers_and_says_what_it_added(sample):
+    """The rm3 case above is not the plain one twice: feedback reorders, and says how."""
+    q = SAMPLE_QUERIES[1]
+    plain = pipekit.Searcher(sample, settings={"feedback": "none"}).search(q, 10)
+    fed = pipekit.Searcher(sample, settings={"feedback": "rm3"}).search(q, 10)
+    assert [p.score for p in plain] != [p.score for p in fed]
+    assert plain[0].added is None and fed[0].added and all(w > 0 for _, w in fed[0].added)
+    text = run_script("-m", "pipekit", "search", q, "-k", "2", "--set", f"paths.output={sample}",
+                      "--set", "retrieval.feedback=rm3").stdout
+    assert "feedback added: " + fed[0].added[0][0] in text
+
+
+def test_passages_carry_their_citation_and_span(sample):
+    hits = pipekit.Searcher(sample).search("when is the change freeze", k=5)
+    chunks = pq.read_table(sample / "03_chunks.parquet").to_pandas().set_index("chunk_id")
+    cleaned = pq.read_table(sample / "02_preprocessed.parquet").to_pandas().set_index("doc_id").text
+    assert hits[0].citation == "handbook/operations/deploys.md › Deploying Lighthouse › Change freezes"
+    assert hits[0].heading_path == ["Deploying Lighthouse", "Change freezes"]
+    for p in hits:
+        c = chunks.loc[p.chunk_id]
+        assert (p.doc_id, p.heading, p.start_char, p.end_char, p.text) == (
+            c.doc_id, c.heading, c.start_char, c.end_char, c.text)
+        span = cleaned[p.doc_id][p.start_char:p.end_char]
+        assert span.split()[-1] in p.text  # the span is where the passage came from
+        d = p.to_dict()
+        assert d["citation"] == p.citation and d["score"] == p.score
+    paged = [p for p in pipekit.Searcher(sample).search("probe regions agree site marked down", 10) if p.page_start]
+    assert paged and all(re.search(r", p\.\d+(–\d+)?$", p.citation) for p in paged)
+
+
+def test_explain_adds_up_to_the_score(sample):
+    for p in pipekit.Searcher(sample).search("why drop the replication slot", 5, explain=True):
+        assert p.explain and abs(sum(e["contribution"] for e in p.explain) - p.score) < 1e-9
+
+
+def test_cli_prints_cited_marked_results_and_writes_nothing(sample):
+    before = snapshot(sample)
+    proc = run_script("-m", "pipekit", "search", "when is the change freeze", "rollback a deploy", "-k", "3",
+                      "--set", f"paths.output={sample}")
+    assert snapshot(sample) == before
+    text = proc.stdout
+    assert "\nwhen is the change freeze\n" in text and "\nrollback a deploy\n" in text
+    assert re.search(r"^\s+1\.\s+\d+\.\d{3}  handbook/operations/deploys.md › Deploying Lighthouse › Change freezes$",
+                     text, re.M)
+    assert "**Change** **freezes**" in text  # query terms marked, as the stemmer matched them
+    assert len(re.findall(r"^\s+\d\.\s+\d+\.\d{3}  ", text, re.M)) == 6
+
+
+def test_cli_explain_lines(sample):
+    text = run_script("-m", "pipekit", "search", "when is the change freeze", "-k", "1", "--explain",
+                      "--set", f"paths.output={sample}").stdout
+    score = float(re.search(r"^\s+1\.\s+(\d+\.\d+)", text, re.M).group(1))
+    parts = [float(x) for x in re.findall(r"→ (\d+\.\d+)$", text, re.M)]
+    assert len(parts) == 2 and abs(sum(parts) - score) < 0.002
+    assert re.search(r"freez\s+qtf=1 tf=\d", text)
+
+
+def test_cli_reads_queries_from_a_pipe(sample):
+    proc = subprocess.run([sys.executable, "-m", "pipekit", "search", "-k", "1", "--set", f"paths.output={sample}"],
+                          cwd=REPO, input="who is on call\n\nrollback a deploy\n", capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "\nwho is on call\n" in proc.stdout and "\nrollback a deploy\n" in proc.stdout
+
+
+def test_no_index_names_the_command_with_the_users_options(tmp_path):
+    proc = run_script("-m", "pipekit", "search", "x", "--set", f"paths.output={tmp_path}", check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"run `python 04_indexing.py --set paths.output={tmp_path}` first" in proc.stderr
+    with pytest.raises(PipelineError, match="04_indexing.py"):
+        pipekit.Searcher(tmp_path)
+    assert list(tmp_path.iterdir()) == []
