@@ -57,8 +57,10 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipekit.cli import stage_main
+from pipekit.engine import StageFunction, line_ranges
 from pipekit.errors import PipelineError
 from pipekit.pages import OUTLINE_TYPE
 from pipekit.readers import COLUMNS, SKIP_REASONS, iter_beir, list_inputs, read_document
@@ -85,21 +87,33 @@ assert tuple(SCHEMA.names) == COLUMNS
 BATCH_ROWS = 4096
 BATCH_CHARS = 32 * 1024 * 1024
 PROBLEMS_SHOWN = 10
+FILES_PER_PART = 256  # files per task on a cluster, at most
 
 
-def document_rows(section: dict, progress=lambda it, **kw: it, tally: "Tally | None" = None) -> Iterator[dict]:
-    """Every stage-01 row for the configured input, in order (counted in `tally` if given)."""
+def input_partitions(section: dict, rows_per_part: int | None) -> list[tuple]:
+    """The input, listed here and cut into the parts the engine reads (anywhere):
+    ("files", entries) or ("beir", path, max_bytes, start byte, end byte).  `rows_per_part`
+    None is one part (the local engine reads the input in one pass, as a stream)."""
     entries = list_inputs(Path(section["input"]), section["include"], section["exclude"],
                           section["hidden"], section["follow_links"], section["max_bytes"])
     if len(entries) == 1 and entries[0].format == "beir":
-        yield from progress(iter_beir(entries[0].path, section["max_bytes"]),
-                            desc="01 reading BEIR corpus", unit="doc")
-        return
-    for entry in progress(entries, total=len(entries), desc="01 reading", unit="file"):
-        row = read_document(entry)
-        if tally is not None:
-            tally.walked(entry, row)
-        yield row
+        path, max_bytes = str(entries[0].path), section["max_bytes"]
+        if rows_per_part is None:
+            return [("beir", path, max_bytes, 0, None)]
+        return [("beir", path, max_bytes, a, b) for a, b in line_ranges(path, rows_per_part)]
+    # Files vary from bytes to megabytes (a PDF): small groups even when records are many.
+    step = len(entries) if rows_per_part is None else min(rows_per_part, FILES_PER_PART)
+    return [("files", tuple(entries[i:i + step])) for i in range(0, len(entries), max(step, 1))]
+
+
+def read_partition(part: tuple) -> Iterator[pa.Table]:
+    """The stage-01 rows of one part, in order (one row per entry), as tables of bounded size."""
+    if part[0] == "beir":
+        rows = iter_beir(Path(part[1]), part[2], start=part[3], end=part[4])
+    else:
+        rows = (read_document(entry) for entry in part[1])
+    for batch in batches(rows):
+        yield pa.Table.from_pylist(batch, schema=SCHEMA)
 
 
 def batches(rows: Iterable[dict], max_rows: int = BATCH_ROWS,
@@ -140,6 +154,20 @@ class Tally:
         elif len(self.problems) < self.shown:
             self.problems.append(f"{row['status']:7} {row['doc_id']}: {row['error']}")
 
+    @property
+    def total(self) -> int:
+        return sum(self.statuses.values())
+
+    def add_table(self, table: pa.Table) -> None:
+        """`add` for a table of rows: counts in Arrow, only the problem rows in Python."""
+        status = table.column("status")
+        ok = pc.equal(status, "ok")
+        for v in pc.value_counts(table.filter(ok).column("format")).to_pylist():
+            self.formats[v["values"]] += v["counts"]
+        self.statuses["ok"] += pc.sum(ok).as_py() or 0
+        for row in table.filter(pc.invert(ok)).select(["status", "doc_id", "error", "format"]).to_pylist():
+            self.add(row)
+
     def walked(self, entry, row: dict) -> None:
         if row["status"] == "ok" and entry.via_link:
             self.linked += 1
@@ -164,12 +192,35 @@ class Tally:
 
 def run(ctx) -> None:
     tally = Tally()
-    with ctx.sink("01_documents.parquet", SCHEMA) as out:
-        for batch in batches(document_rows(ctx.section, ctx.progress, tally)):
-            out.write(pa.Table.from_pylist(batch, schema=SCHEMA))
-            for row in batch:
-                tally.add(row)
-    if not tally.statuses:
+    parts = input_partitions(ctx.section, ctx.engine.rows_per_part(0))
+    # A BEIR corpus read in parts: each part checks its own _ids, and here we check them
+    # across parts (one set, as the single pass keeps).  Any problem is then reported by
+    # rereading the corpus in one pass: the same message, with the line number in the file.
+    split_beir = len(parts) > 1 and parts[0][0] == "beir"
+    # The walk's verdicts (symlinks, skip reasons) stay here with the entries; the rows
+    # come back one per entry, in order, so each is matched to its entry by position.
+    entries = iter([e for part in parts if part[0] == "files" for e in part[1]])
+    seen: set[str] = set()
+    try:
+        with ctx.sink("01_documents.parquet", SCHEMA) as out:
+            for table in ctx.map_partitions(StageFunction(1, "read_partition"), parts, desc="01 reading"):
+                out.write(table)
+                tally.add_table(table)
+                if parts[0][0] == "files":
+                    for status in table.column("status").to_pylist():
+                        tally.walked(next(entries), {"status": status})
+                if split_beir:
+                    ids = table.column("doc_id").to_pylist()
+                    seen.update(ids)
+                    if len(seen) < tally.total:
+                        raise PipelineError("an _id appears twice")
+    except PipelineError:
+        if not split_beir:
+            raise
+        for _ in iter_beir(Path(parts[0][1]), parts[0][2]):
+            pass
+        raise
+    if not tally.total:
         # Empty is a mistake (a wrong path, files not copied yet), not a corpus: carried on,
         # every later stage ran on nothing and stage 05 reported an nDCG of 0.
         kind = "file" if Path(ctx.section["input"]).is_file() else "folder"

@@ -37,12 +37,14 @@ from __future__ import annotations
 import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 import re
 import unicodedata
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipekit.cli import stage_main
+from pipekit.engine import StageFunction, iter_rows
 from pipekit.pages import OUTLINE_TYPE, strip_furniture
 
 COLUMNS = ["doc_id", "source", "format", "path", "title", "text", "outline"]
@@ -194,52 +196,64 @@ def utf8_view(texts: pa.Array, i: int) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 
 
+SCHEMA = pa.schema([("doc_id", pa.string()), ("source", pa.string()), ("format", pa.string()),
+                    ("path", pa.list_(pa.string())), ("title", pa.string()), ("text", pa.string()),
+                    ("outline", OUTLINE_TYPE)])
+
+
+def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:
+    """Stage 02 on one partition of 01_documents.parquet: its `ok` rows cleaned, table by
+    table, each with the furniture lines removed and the documents that had any.  It
+    depends on the partition alone, so the engine may run it anywhere."""
+    for batch in iter_rows(part, ["status"] + COLUMNS):
+        ok = np.asarray(pc.fill_null(pc.equal(batch.column("status"), "ok"), False))
+        large = (ok & (np.asarray(pc.binary_length(batch.column("text")).fill_null(0)) > LARGE)).tolist()
+        ok = ok.tolist()
+        batch = batch.select(COLUMNS)
+        # Runs of ordinary documents together; each large one alone, by slices, written
+        # straight from the cleaned bytes, so it is never a Python string at all.  Slices
+        # of the batch, not a filtered copy: that copy was one more whole document.
+        k, n = 0, batch.num_rows
+        while k < n:
+            if not ok[k]:
+                k += 1
+                continue
+            view = utf8_view(batch.column("text"), k) if large[k] else None
+            if view is not None and not has_pages(view):
+                text = clean_large(view, form)
+                row = batch.slice(k, 1).select(COLUMNS[:-2] + ["outline"]).to_pydict()  # all but the text
+                offsets = pa.py_buffer(np.array([0, text.size], dtype=np.int32))
+                row["text"] = pa.StringArray.from_buffers(1, offsets, text)
+                del text, view
+                yield pa.table(row, schema=SCHEMA), 0, 0
+                k += 1
+                continue
+            # A large document with pages is cleaned whole: finding its page furniture
+            # compares its pages (a known limit of the memory bound, bench/README.md).
+            j = k + 1
+            while j < n and ok[j] and not large[j]:
+                j += 1
+            cols = batch.slice(k, j - k).to_pydict()
+            texts, furniture, paged = [], 0, 0
+            for t in cols["text"]:
+                text, removed = clean_document(t or "", form)
+                texts.append(text)
+                furniture += removed
+                paged += removed > 0
+            cols["text"] = texts
+            yield pa.table(cols, schema=SCHEMA), furniture, paged
+            k = j
+
+
 def run(ctx) -> None:
-    form = ctx.section["unicode_form"]
-    schema = pa.schema([("doc_id", pa.string()), ("source", pa.string()), ("format", pa.string()),
-                        ("path", pa.list_(pa.string())), ("title", pa.string()), ("text", pa.string()),
-                        ("outline", OUTLINE_TYPE)])
+    clean = StageFunction(2, "clean_partition", (ctx.section["unicode_form"],))
     kept = furniture = paged = 0
-    with_ok = ["status"] + COLUMNS
-    with ctx.sink("02_preprocessed.parquet", schema) as out:
-        for batch in ctx.progress(ctx.iter_upstream(with_ok), desc="02 cleaning", unit="batch"):
-            ok = np.asarray(pc.fill_null(pc.equal(batch.column("status"), "ok"), False))
-            large = (ok & (np.asarray(pc.binary_length(batch.column("text")).fill_null(0)) > LARGE)).tolist()
-            ok = ok.tolist()
-            batch = batch.select(COLUMNS)
-            # Runs of ordinary documents together; each large one alone, by slices, written
-            # straight from the cleaned bytes, so it is never a Python string at all.  Slices
-            # of the batch, not a filtered copy: that copy was one more whole document.
-            k, n = 0, batch.num_rows
-            while k < n:
-                if not ok[k]:
-                    k += 1
-                    continue
-                view = utf8_view(batch.column("text"), k) if large[k] else None
-                if view is not None and not has_pages(view):
-                    text = clean_large(view, form)
-                    row = batch.slice(k, 1).select(COLUMNS[:-2] + ["outline"]).to_pydict()  # all but the text
-                    offsets = pa.py_buffer(np.array([0, text.size], dtype=np.int32))
-                    row["text"] = pa.StringArray.from_buffers(1, offsets, text)
-                    out.write(pa.table(row, schema=schema))
-                    del text, row, view
-                    k, kept = k + 1, kept + 1
-                    continue
-                # A large document with pages is cleaned whole: finding its page furniture
-                # compares its pages (a known limit of the memory bound, bench/README.md).
-                j = k + 1
-                while j < n and ok[j] and not large[j]:
-                    j += 1
-                cols = batch.slice(k, j - k).to_pydict()
-                texts = []
-                for t in cols["text"]:
-                    text, removed = clean_document(t or "", form)
-                    texts.append(text)
-                    furniture += removed
-                    paged += removed > 0
-                cols["text"] = texts
-                out.write(pa.table(cols, schema=schema))
-                k, kept = j, kept + j - k
+    with ctx.sink("02_preprocessed.parquet", SCHEMA) as out:
+        for table, removed, docs in ctx.map_partitions(clean, ctx.upstream_parts(), desc="02 cleaning"):
+            out.write(table)
+            kept += table.num_rows
+            furniture += removed
+            paged += docs
     ctx.note(f"{kept:,} ok documents cleaned; {ctx.upstream_rows - kept:,} error/skipped rows left out")
     ctx.note(f"{furniture:,} page furniture lines (running headers, footers, page numbers) "
              f"removed from {paged:,} documents")

@@ -46,7 +46,7 @@ import re
 from itertools import accumulate
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Mapping
+from typing import Iterator, Mapping
 
 import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
 
@@ -579,22 +579,20 @@ def _schema():
     ])
 
 
-def run(ctx) -> None:
+def chunk_partition(section: dict, part) -> Iterator:
+    """Stage 03 on one partition of 02_preprocessed.parquet: its documents' chunks, in
+    order, in record batches of bounded size.  It depends on the partition alone, so the
+    engine may run it anywhere (`section` is the plain config dict: it travels to workers)."""
     import pyarrow as pa
 
-    settings = Settings.from_section(ctx.section)
+    from pipekit.engine import iter_rows
+
+    settings = Settings.from_section(section)
     schema = _schema()
     batch_rows = 20_000  # chunks per written batch: memory stays flat on any corpus size
     cols: dict[str, list] = {c: [] for c in COLUMNS}
-    docs = chunks_out = 0
-
-    def rows_in():
-        for batch in ctx.iter_upstream(columns=["doc_id", "format", "path", "title", "text", "outline"]):
-            yield from batch.to_pylist()
-
-    with ctx.sink("03_chunks.parquet", schema) as sink:
-        for row in ctx.progress(rows_in(), total=ctx.upstream_rows, desc="03_chunking", unit="doc"):
-            docs += 1
+    for batch in iter_rows(part, columns=["doc_id", "format", "path", "title", "text", "outline"]):
+        for row in batch.to_pylist():
             doc_id = row["doc_id"]
             chunks = chunk_document(row["text"] or "", fmt=row["format"] or "markdown",
                                     title=row["title"], settings=settings,
@@ -606,12 +604,23 @@ def run(ctx) -> None:
                 # Checked per chunk, not per document: a 400 MB log is 150,000 chunks, and
                 # one batch of them all was one more copy of the whole document.
                 if len(cols["chunk_id"]) >= batch_rows:
-                    sink.write(pa.RecordBatch.from_pydict(cols, schema=schema))
+                    yield pa.RecordBatch.from_pydict(cols, schema=schema)
                     cols = {c: [] for c in COLUMNS}
-            chunks_out += len(chunks)
-        if cols["chunk_id"]:
-            sink.write(pa.RecordBatch.from_pydict(cols, schema=schema))
-    ctx.note(f"{docs:,} documents → {chunks_out:,} chunks "
+    if cols["chunk_id"]:
+        yield pa.RecordBatch.from_pydict(cols, schema=schema)
+
+
+def run(ctx) -> None:
+    from pipekit.engine import StageFunction
+
+    settings = Settings.from_section(ctx.section)
+    chunks_out = 0
+    with ctx.sink("03_chunks.parquet", _schema()) as sink:
+        for batch in ctx.map_partitions(StageFunction(3, "chunk_partition", (ctx.section,)),
+                                        ctx.upstream_parts(), desc="03_chunking"):
+            sink.write(batch)
+            chunks_out += batch.num_rows
+    ctx.note(f"{ctx.upstream_rows:,} documents → {chunks_out:,} chunks "
              f"(strategy {settings.strategy}, target {settings.target} {settings.unit}, max {settings.max})")
 
 

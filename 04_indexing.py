@@ -38,12 +38,21 @@ written a block of terms at a time.  No Python loop ever runs per token.  Memory
 postings (int32 chunk and tf, float64 impact), never the text: each batch's text is
 dropped once it is counted.
 
+On a cluster (`engine.kind: dask`) the counting is a map and the rest a reduce: each
+partition of 03_chunks is counted on a worker (`count_partition`: the same counting, its
+own vocabulary), `merge_counts` moves every partition's postings into the global term
+order (chunks renumbered after the partitions before them: one run's order), and N,
+avgdl, df, idf and the impacts are computed once, from the merged counts, so the index is
+the one a single run builds.  The local engine counts the whole file as one partition.
+
 What it deliberately does not do: compress postings, prune terms, or keep positions —
 the index stays three plain tables anyone can open in pandas.
 """
 from __future__ import annotations
 
 import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
+from typing import Iterator
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,7 +60,9 @@ from scipy import sparse
 
 from pipekit.analyzer import Analyzer
 from pipekit.cli import stage_main
+from pipekit.engine import StageFunction, iter_rows
 
+INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start", "page_end"]
 BATCH = 8192  # chunks analysed together: big enough that Arrow kernels dominate, small enough to stay flat
 
 
@@ -184,6 +195,21 @@ def build_index_blocks(batches, analyzer: Analyzer, k1: float, b: float, path_we
                        heading_weight: int = 1):
     """`build_index` with the postings as an iterator of tables, one block of terms each,
     so the float64 impacts of a million chunks never sit in memory all at once."""
+    counts = count_chunks(batches, analyzer, path_weight, progress, heading_weight)
+    return finish_index(counts, analyzer, k1, b, path_weight, heading_weight)
+
+
+def count_partition(section: dict, part) -> Iterator[dict]:
+    """The map step: the term counts of one partition of 03_chunks.parquet (a worker may
+    run it; `section` is the plain config dict, which travels)."""
+    analyzer = Analyzer(stemmer=section["stemmer"], stopwords=section["stopwords"])
+    yield count_chunks(iter_rows(part, INDEXED_COLUMNS, batch_size=BATCH), analyzer, section["path_weight"],
+                       heading_weight=section["heading_weight"])
+
+
+def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, heading_weight: int = 1) -> dict:
+    """Term counts of a run of chunk batches, term-major: for each of the (sorted) terms
+    its chunks (numbered from 0 in this run) and tf, plus each chunk's length."""
     vocab = Vocabulary(analyzer)
     indices, data, row_nnz, meta_cols = [], [], [], []
     for batch in progress(batches):
@@ -223,7 +249,50 @@ def build_index_blocks(batches, analyzer: Analyzer, k1: float, b: float, path_we
     del csr
     col_ptr, chunk_of, tf_of = merge_adjacent(csc.indptr, csc.indices, csc.data)
     del csc
-    nnz = len(chunk_of)
+    return {"terms": terms, "col_ptr": col_ptr[:n_terms + 1], "chunk": chunk_of, "tf": tf_of,
+            "lengths": lengths, "meta": pa.Table.from_batches(meta_cols) if meta_cols else None}
+
+
+def merge_counts(parts: list[dict]) -> dict:
+    """The reduce step: the counts of consecutive partitions as if counted in one run.
+
+    Terms are the sorted union; a term's postings are its postings in partition 1, then
+    in partition 2, ... (chunks renumbered after the chunks before them), which is the
+    corpus order one run gives.  Each partition's postings move once, to a slot computed
+    from the global term offsets: linear, no sort."""
+    if len(parts) == 1:
+        return parts[0]
+    names = pc.unique(pa.concat_arrays([p["terms"] for p in parts]))
+    terms = names.take(pc.sort_indices(names))  # code-point order, as one run's vocabulary sorts
+    df = np.zeros(len(terms), dtype=np.int64)
+    global_of = []
+    for p in parts:
+        g = np.asarray(pc.index_in(p["terms"], value_set=terms), dtype=np.int64)
+        df[g] += np.diff(p["col_ptr"])  # a term appears once per partition: no repeated index
+        global_of.append(g)
+    col_ptr = np.zeros(len(terms) + 1, dtype=np.int64)
+    np.cumsum(df, out=col_ptr[1:])
+    chunk = np.empty(int(col_ptr[-1]), dtype=np.int32)
+    tf = np.empty(int(col_ptr[-1]), dtype=np.int32)
+    free = col_ptr[:-1].copy()  # each term's next empty slot
+    first_chunk = 0
+    for p, g in zip(parts, global_of):
+        local_df = np.diff(p["col_ptr"]).astype(np.int64)
+        dest = np.repeat(free[g] - p["col_ptr"][:-1], local_df) + np.arange(len(p["chunk"]), dtype=np.int64)
+        chunk[dest] = p["chunk"] + first_chunk
+        tf[dest] = p["tf"]
+        free[g] += local_df
+        first_chunk += len(p["lengths"])
+    metas = [p["meta"] for p in parts if p["meta"] is not None]
+    return {"terms": terms, "col_ptr": col_ptr, "chunk": chunk, "tf": tf,
+            "lengths": np.concatenate([p["lengths"] for p in parts]),
+            "meta": pa.concat_tables(metas) if metas else None}
+
+
+def finish_index(counts: dict, analyzer: Analyzer, k1: float, b: float, path_weight: int, heading_weight: int = 1):
+    """N, avgdl, df and idf from the (merged) counts; the three tables, postings lazily."""
+    terms, col_ptr, chunk_of, tf_of, lengths = (counts[k] for k in ("terms", "col_ptr", "chunk", "tf", "lengths"))
+    n, n_terms, nnz = len(lengths), len(terms), len(chunk_of)
     df = np.diff(col_ptr).astype(np.int64)[:n_terms]
     idf = idf_of(df, n)
     avgdl = float(lengths.mean()) if n else 0.0
@@ -254,7 +323,7 @@ def build_index_blocks(batches, analyzer: Analyzer, k1: float, b: float, path_we
         "df": pa.array(df.astype(np.int32)),
         "idf": pa.array(idf, pa.float64()),
     })
-    chunks = pa.Table.from_batches(meta_cols) if meta_cols else None
+    chunks = counts["meta"]
     chunk_table = pa.table({
         "chunk": pa.array(np.arange(n, dtype=np.int32)),
         "chunk_id": chunks.column("chunk_id") if chunks else pa.array([], pa.string()),
@@ -277,13 +346,11 @@ POSTINGS_SCHEMA = pa.schema([("term_id", pa.int32()), ("chunk", pa.int32()), ("t
 def run(ctx) -> None:
     sec = ctx.section
     analyzer = Analyzer(stemmer=sec["stemmer"], stopwords=sec["stopwords"])
-    columns = ["chunk_id", "doc_id", "heading", "path", "text", "page_start", "page_end"]
-    batches = ctx.iter_upstream(columns, batch_size=BATCH)
-    n_batches = -(-ctx.upstream_rows // BATCH)
-    terms, postings, chunks, stats = build_index_blocks(
-        batches, analyzer, sec["k1"], sec["b"], sec["path_weight"],
-        progress=lambda it: ctx.progress(it, total=n_batches, desc="04 indexing", unit="batch"),
-        heading_weight=sec["heading_weight"])
+    # Map: counts per partition (the local engine: one, the whole file); reduce: here.
+    parts = ctx.map_partitions(StageFunction(4, "count_partition", (sec,)), ctx.upstream_parts(few=True),
+                               desc="04 counting")
+    terms, postings, chunks, stats = finish_index(merge_counts(list(parts)), analyzer,
+                                                  sec["k1"], sec["b"], sec["path_weight"], sec["heading_weight"])
     meta = {"corpus": stats}
     ctx.write_table("04_chunks.parquet", chunks, meta)
     ctx.write_table("04_terms.parquet", terms, meta)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pipekit.cli import add_common_args, parse_args, pipe_closed, run_stage, user_options
 from pipekit.config import load_config
+from pipekit.engine import make_engine
 from pipekit.errors import PipelineError
 from pipekit.freshness import why_stale
 from pipekit.show import human_size
@@ -82,13 +83,17 @@ def main(argv: list[str] | None = None) -> int:
             print_status(cfg, steps)
             return 0
         t0 = time.perf_counter()
-        for number, reasons in steps:
-            stage = STAGES[number - 1]
-            if not reasons:
-                print(f"{stage.label}: fresh, skipped")
-                continue
-            print(f"{stage.label}: running ({reasons[0]}{', …' if len(reasons) > 1 else ''})")
-            run_stage(number, load_stage(number).run, cfg, options=user_options(argv))
+        engine = make_engine(cfg)  # one cluster for the whole run, started by the first stage that runs
+        try:
+            for number, reasons in steps:
+                stage = STAGES[number - 1]
+                if not reasons:
+                    print(f"{stage.label}: fresh, skipped")
+                    continue
+                print(f"{stage.label}: running ({reasons[0]}{', …' if len(reasons) > 1 else ''})")
+                run_stage(number, load_stage(number).run, cfg, options=user_options(argv), engine=engine)
+        finally:
+            engine.close()
         print(f"pipeline: done in {time.perf_counter() - t0:.2f} s")
     except PipelineError as exc:
         print(f"run_pipeline: error: {exc}", file=sys.stderr)

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from . import io
 from .config import load_config
+from .engine import RowRange, make_engine, progress_bar, row_ranges
 from .errors import PipelineError
 from .freshness import digest, inputs_record, recorded_fingerprint
 from .stages import Stage, get_stage
@@ -29,9 +30,10 @@ from .stages import Stage, get_stage
 class StageContext:
     """What a stage's run() may use. Outputs become visible only when the stage succeeds."""
 
-    def __init__(self, stage: Stage, cfg: dict, quiet: bool = False, options: list[str] = ()):
+    def __init__(self, stage: Stage, cfg: dict, quiet: bool = False, options: list[str] = (), engine=None):
         self.stage = stage
         self.options = list(options)  # the user's --config/--set, repeated in "run this first" hints
+        self.engine = engine if engine is not None else make_engine(cfg, quiet)
         self.cfg = cfg
         self.section = cfg[stage.section]
         self.output_dir = Path(cfg["paths"]["output"])
@@ -71,6 +73,26 @@ class StageContext:
 
         self.upstream_rows = pq.ParquetFile(self.upstream_path).metadata.num_rows
         return io.iter_batches(self.upstream_path, columns, batch_size)
+
+    def upstream_parts(self, few: bool = False) -> list[RowRange]:
+        """The upstream output's rows as partitions for `map_partitions`: one range per
+        engine.partition_rows rows (with the local engine by default: the whole file).
+        `few=True` is for a stage whose partitions cost extra work each and a merge (04:
+        every partition analyses its own vocabulary): the local engine then always takes
+        the whole file, a cluster no more than two partitions per worker — unless
+        engine.partition_rows asks for smaller ones (memory per task)."""
+        import pyarrow.parquet as pq
+
+        n = self.upstream_rows = pq.ParquetFile(self.upstream_path).metadata.num_rows
+        return row_ranges(self.upstream_path, n, self.engine.rows_per_part(n, few))
+
+    def map_partitions(self, fn, parts: list, desc: str | None = None):
+        """`fn(part)` for every partition, wherever the engine runs it; the results come
+        back in partition order (see pipekit/engine.py)."""
+        desc = desc or self.stage.label
+        if len(parts) == 1 and self.engine.kind == "local":  # one streaming partition: count what it yields
+            return self.progress(self.engine.map_partitions(fn, parts), desc=desc, unit="batch")
+        return self.engine.map_partitions(fn, parts, progress=progress_bar(self.quiet, desc))
 
     # --- writing -------------------------------------------------------------------------
     def _meta(self, extra: dict | None) -> dict:
@@ -182,17 +204,26 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None, name: st
 
 
 def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
-              quiet: bool = False, options: list[str] = ()) -> StageContext:
-    """Run one stage's body with commit-or-abort around it, then print its summary."""
+              quiet: bool = False, options: list[str] = (), engine=None) -> StageContext:
+    """Run one stage's body with commit-or-abort around it, then print its summary.
+
+    `engine`: one shared by several stages (run_pipeline starts a cluster once per run);
+    without it the stage makes its own from the config and closes it when done."""
     stage = get_stage(number)
-    ctx = StageContext(stage, cfg, quiet=quiet, options=options)
+    own = engine is None
+    engine = make_engine(cfg, quiet) if own else engine
     t0 = time.perf_counter()
     try:
-        run(ctx)
-        ctx._commit()
-    except BaseException:
-        ctx._abort()
-        raise
+        ctx = StageContext(stage, cfg, quiet=quiet, options=options, engine=engine)
+        try:
+            run(ctx)
+            ctx._commit()
+        except BaseException:
+            ctx._abort()
+            raise
+    finally:
+        if own:
+            engine.close()
     seconds = time.perf_counter() - t0
     if not quiet:
         rows_out = ctx._sinks[0].rows if ctx._sinks else 0

@@ -26,12 +26,13 @@ from .errors import ConfigError
 from .stages import REPO_ROOT
 
 DEFAULT_CONFIG = REPO_ROOT / "config.yaml"
+_ADDRESS = re.compile(r"(?:tcp|tls)://[^\s/:]+:\d{1,5}/?")
 
 
 @dataclass(frozen=True)
 class Key:
     default: Any
-    kind: str  # str | path | optional_path | int | number | bytes | bool | choice | globs | queries
+    kind: str  # str | path | optional_path | int | optional_int | number | bytes | bool | choice | globs | queries | optional_address
     accepts: str  # what the error message says the key accepts
     choices: tuple = ()
     check: Callable[[Any], bool] | None = field(default=None, compare=False)
@@ -83,6 +84,15 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "feedback_terms": Key(50, "int", "a whole number > 0", check=lambda v: v > 0),
         "feedback_query_weight": Key(0.7, "number", "a number from 0 to 1", check=lambda v: 0 <= v <= 1),
     },
+    "engine": {
+        "kind": Key("local", "choice", "local or dask", ("local", "dask")),
+        "address": Key(None, "optional_address", "null (start a local cluster) or tcp://HOST:PORT"),
+        "workers": Key(None, "optional_int", "null (one per core) or a whole number > 0",
+                       check=lambda v: v is None or v > 0),
+        "partition_rows": Key(None, "optional_int", "null (the engine's default) or a whole number > 0",
+                              check=lambda v: v is None or v > 0),
+        "timeout": Key(10.0, "number", "a number of seconds > 0", check=lambda v: v > 0),
+    },
 }
 
 
@@ -103,7 +113,9 @@ def _coerce(name: str, key: Key, value: Any, base: Path) -> Any:
     if kind == "bool":
         if not isinstance(value, bool):
             raise bad
-    elif kind == "int":
+    elif kind == "optional_int" and value is None:
+        pass
+    elif kind in ("int", "optional_int"):
         # YAML reads `400` as int and `4e2` as float; a bool is an int to Python but not to a person.
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
             raise bad
@@ -131,6 +143,10 @@ def _coerce(name: str, key: Key, value: Any, base: Path) -> Any:
         if not isinstance(value, str) or not value:
             raise bad
         value = str((base / value).resolve()) if not Path(value).is_absolute() else value
+    elif kind == "optional_address":
+        # Checked here, not at connect time, so a typo stops the run before any stage runs.
+        if value is not None and not (isinstance(value, str) and _ADDRESS.fullmatch(value)):
+            raise bad
     elif kind == "queries":
         if isinstance(value, list):
             if not value:
@@ -237,6 +253,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 def _check_across(cfg: dict) -> None:
     """Rules that tie two keys together; each names both."""
+    e = cfg["engine"]
+    if e["address"] is not None and e["kind"] != "dask":
+        # Running locally while naming a cluster is surely a forgotten key, not a wish.
+        raise ConfigError(f"engine.address is {e['address']} but engine.kind is {e['kind']}: "
+                          "set engine.kind=dask to use that scheduler, or engine.address=null")
     c = cfg["chunking"]
     if c["min"] > c["target"]:
         raise ConfigError(f"chunking.min ({c['min']}) must not exceed chunking.target ({c['target']})")

@@ -834,9 +834,14 @@ _READERS = {
 # --------------------------------------------------------------------------- BEIR
 
 
-def iter_beir(path: Path, max_bytes: int | None = None) -> Iterator[dict]:
+def iter_beir(path: Path, max_bytes: int | None = None, start: int = 0,
+              end: int | None = None) -> Iterator[dict]:
     """One `ok` row per record of a BEIR corpus (`{"_id", "title", "text"}` per line);
-    a record whose line is longer than `max_bytes` is a `skipped` row, as a big file is."""
+    a record whose line is longer than `max_bytes` is a `skipped` row, as a big file is.
+
+    `start`/`end`: only the lines that begin in that byte range (`start` a line start), so
+    that workers can read a corpus in parts.  Line numbers in errors then count from the
+    range's first line: the caller that split the file rescans it whole for the message."""
     path = Path(path)
     seen: set[str] = set()
     try:
@@ -844,8 +849,13 @@ def iter_beir(path: Path, max_bytes: int | None = None) -> Iterator[dict]:
     except OSError as exc:
         raise PipelineError(f"{path}: cannot read: {_strerror(exc)}") from None
     with handle:
+        handle.seek(start)
+        at = start
         for line_no, raw in enumerate(handle, 1):
-            if line_no == 1 and raw.startswith(codecs.BOM_UTF8):
+            if end is not None and at >= end:
+                break
+            at += len(raw)
+            if line_no == 1 and start == 0 and raw.startswith(codecs.BOM_UTF8):
                 raw = raw[len(codecs.BOM_UTF8):]
             if not raw.strip():
                 continue

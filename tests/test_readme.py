@@ -170,7 +170,7 @@ def test_every_command_names_real_scripts_options_and_keys():
         for words in simple_commands(command):
             if words[0] in ("python", "python3") and (words[1:2] != ["-m"] or words[2:3] == ["pipekit"]):
                 problems += [f"{command!r}: {p}" for p in check_python_command(words, check_keys)]
-            elif words[0] in ("python", "python3", "pip", "mkdir", "printf", ".", "cd"):
+            elif words[0] in ("python", "python3", "pip", "mkdir", "printf", ".", "cd", "dask"):
                 if words[0] in ("mkdir", "printf") and any(w.startswith("/tmp/") for w in words):
                     problems.append(f"{command!r}: writes to a shared /tmp folder; use a per-user one")
                 continue
@@ -194,7 +194,7 @@ def test_no_placeholders_left():
 
 def test_readme_names_only_config_keys_that_exist():
     text = README.read_text(encoding="utf-8")
-    named = set(re.findall(r"`((?:paths|documents|preprocessing|chunking|indexing|retrieval)\.\w+)", text))
+    named = set(re.findall(r"`((?:paths|documents|preprocessing|chunking|indexing|retrieval|engine)\.\w+)", text))
     assert named and named <= set(all_keys()), named - set(all_keys())
 
 

@@ -1,0 +1,166 @@
+"""The local engine against Dask with 2 worker processes, stage by stage, on one machine.
+
+    python bench/engine.py                                  # 300k and 1M passages
+    python bench/engine.py --sizes 300000                   # one size
+    python bench/engine.py --baseline ../main               # also time another checkout's stages (before)
+
+The corpora are bench/scale.py's (same generator, seed and folder: bench/corpora/n<size>/,
+made once).  Every stage runs as its own process (`python 0N_*.py --config ...`), as a
+user runs it, so its wall time includes start-up; its peak RSS comes from wait4().
+
+- local: the default engine (`engine.kind: local`), outputs in out-local/.
+- The engines take turns stage by stage (before, local, dask for 01, then for 02, ...):
+  the load of a shared machine drifts, and turns spread the drift over every column.
+- dask:  `engine.kind=dask` against one LocalCluster of 2 worker processes (1 thread
+  each) that this script starts once, before the first stage, so that no stage is
+  charged the cluster's start-up (printed on its own).  Each worker's peak RSS during a
+  stage is sampled every 0.2 s.  The load average (1 min) beside each time says how
+  busy the machine was: with 2 cores, a load above 2 leaves no idle core to win.
+  Outputs in out-dask/; at the end each output is compared with out-local's (rows,
+  order, values).
+- `--baseline DIR`: the same stages from another checkout (the code before this change),
+  local engine, outputs in out-before/: "the default run is no slower than before".
+
+The machine is shared while this runs (other people's tests and benches): run it as
+`flock /tmp/bench.lock python bench/engine.py` and read the times as indicative.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the cluster's scheduler runs in this process and unpickles pipekit's tasks
+_spec = importlib.util.spec_from_file_location("bench_scale", REPO / "bench" / "scale.py")
+scale = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(scale)
+
+STAGES = (1, 2, 3, 4, 5)
+OUTPUTS = {1: ["01_documents.parquet"], 2: ["02_preprocessed.parquet"], 3: ["03_chunks.parquet"],
+           4: ["04_chunks.parquet", "04_terms.parquet", "04_postings.parquet"],
+           5: ["05_results.parquet", "05_results.trec"]}
+
+
+class PeakSampler:
+    """Peak RSS of each worker process during one stage, sampled every 0.2 s with psutil
+    (from outside: polling through Dask would queue behind the workers' tasks)."""
+
+    def __init__(self, client):
+        import psutil
+
+        self.procs = [psutil.Process(pid) for pid in client.run(os.getpid).values()]
+
+    def __enter__(self):
+        import threading
+
+        self.peaks = [0.0] * len(self.procs)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def _poll(self):
+        while not self._stop.is_set():
+            for i, p in enumerate(self.procs):
+                try:
+                    self.peaks[i] = max(self.peaks[i], p.memory_info().rss / 2**20)
+                except Exception:
+                    pass
+            self._stop.wait(0.2)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def same_output(a: Path, b: Path, name: str) -> bool:
+    if name.endswith(".trec"):
+        return (a / name).read_bytes() == (b / name).read_bytes()
+    # Values, not bytes: the files differ in row-group layout and in their write time.
+    x, y = pq.read_table(a / name), pq.read_table(b / name)
+    return x.replace_schema_metadata(None).equals(y.replace_schema_metadata(None))
+
+
+def bench_size(size: int, client, address: str, baseline: Path | None) -> dict:
+    folder = scale.CORPORA / f"n{size}"
+    scale.generate(size, folder)
+    rows = {}
+    dask = ["--set", "engine.kind=dask", "--set", f"engine.address={address}"]
+    runs = ([("before", baseline, [])] if baseline is not None else []) + [("local", REPO, []), ("dask", REPO, dask)]
+    # Stage by stage, each engine in turn: the load of a shared machine drifts, and
+    # interleaving spreads the drift over all three columns instead of charging one.
+    for n in STAGES:
+        for name, repo, extra in runs:
+            cfg = scale.write_config(folder, f"out-{name}")
+            res = run_stage(size, name, n, [sys.executable, str(repo / scale.STAGE_FILES[n]), "--config", str(cfg),
+                                            *extra], folder, client)
+            rows[(name, n)] = res
+    rows["identical"] = {n: all(same_output(folder / "out-local", folder / "out-dask", o) for o in OUTPUTS[n])
+                         for n in STAGES}
+    return rows
+
+
+def run_stage(size: int, name: str, n, cmd: list[str], folder: Path, client) -> dict:
+    load = os.getloadavg()[0]
+    with PeakSampler(client) as sampler:
+        res = scale.run_measured(cmd, folder)
+    res["load"] = (load + os.getloadavg()[0]) / 2
+    if res.get("rc") != 0:
+        raise SystemExit(f"{name} stage {n} failed at {size:,}:\n{res.get('stderr', '')[-3000:]}")
+    res["workers_mb"] = sampler.peaks
+    extra_mb = f"  workers {'/'.join(f'{m:.0f}' for m in res['workers_mb'])} MB" if name == "dask" else ""
+    print(f"  {size:>9,}  {name:<6} stage {str(n):>2}  {res['seconds']:7.1f} s  client {res['rss_mb']:6.0f} MB"
+          f"{extra_mb}  load {res['load']:.1f}", flush=True)
+    return res
+
+
+def print_table(results: dict[int, dict], baseline: bool) -> None:
+    print("\nwall seconds per stage (each its own process), peak RSS in MB; dask = 2 worker processes")
+    head = f"{'passages':>10} {'stage':>5} " + (f"{'before':>8} " if baseline else "") + \
+        f"{'local':>8} {'dask':>8} {'dask/local':>10} {'local MB':>9} {'client MB':>9} {'worker MB':>9} {'same':>5} {'load':>5}"
+    print(head)
+    print("-" * len(head))
+    for size, rows in results.items():
+        for n in STAGES:
+            lo, da = rows[("local", n)], rows[("dask", n)]
+            before = f"{rows[('before', n)]['seconds']:8.1f} " if baseline else ""
+            print(f"{size:>10,} {n:>5} {before}{lo['seconds']:8.1f} {da['seconds']:8.1f} "
+                  f"{da['seconds'] / lo['seconds']:10.2f} {lo['rss_mb']:9.0f} {da['rss_mb']:9.0f} "
+                  f"{max(da['workers_mb']):9.0f} {'yes' if rows['identical'][n] else 'NO':>5} "
+                  f"{(lo['load'] + da['load']) / 2:5.1f}")
+        for label, stages in (("01-04", (1, 2, 3, 4)), ("01-05", STAGES)):
+            lo = sum(rows[("local", n)]["seconds"] for n in stages)
+            da = sum(rows[("dask", n)]["seconds"] for n in stages)
+            before = f"{sum(rows[('before', n)]['seconds'] for n in stages):8.1f} " if baseline else ""
+            print(f"{size:>10,} {label:>5} {before}{lo:8.1f} {da:8.1f} {da / lo:10.2f}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="300000,1000000", help="comma-separated passage counts (default %(default)s)")
+    parser.add_argument("--baseline", type=Path, help="another checkout whose stages to time too, local engine")
+    args = parser.parse_args(argv)
+    sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
+    from distributed import Client, LocalCluster
+
+    print(f"bench/engine.py  sizes={sizes}  cores={os.cpu_count()}  baseline={args.baseline or '-'}  "
+          "(shared machine: times are indicative)", flush=True)
+    t0 = time.perf_counter()
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=50) as cluster, Client(cluster) as client:
+        print(f"  local cluster of 2 workers started in {time.perf_counter() - t0:.1f} s "
+              f"(not charged to any stage)", flush=True)
+        results = {size: bench_size(size, client, cluster.scheduler_address,
+                                    args.baseline.resolve() if args.baseline else None) for size in sizes}
+    print_table(results, args.baseline is not None)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,372 @@
+"""Where a stage's work runs: in this process (`local`) or on a Dask cluster (`dask`).
+
+A stage cuts its input into *partitions* (a range of upstream rows, a group of input
+files, a byte range of a BEIR corpus, a batch of queries) and hands them, with a
+function that turns one partition into an iterable of results, to
+`ctx.engine.map_partitions(fn, parts)`.  It gets the results back **in partition
+order**, so the rows it writes are the same rows in the same order whichever engine ran
+them: the engine decides where the work happens, never what it gives.
+
+- `local` (the default) calls `fn(part)` here and yields its results as they come: a
+  stage run on one whole-input partition streams exactly as it did before engines
+  existed, so the default run pays nothing for them.
+- `dask` submits one task per partition to a dask.distributed cluster — one started
+  for the run (`engine.address: null`, `engine.workers` processes, its dashboard link
+  printed) or a running scheduler (`engine.address: tcp://HOST:PORT`).  A task's
+  results come back as one list; at most a few tasks per worker are in flight, so the
+  client holds a bounded number of partitions however large the corpus.  A worker that
+  dies mid-task is not an error: the scheduler runs its tasks again elsewhere (Dask's
+  own retry), and since a partition's result depends on the partition alone, the output
+  is unchanged.  A scheduler that cannot be reached is one line naming its address,
+  after `engine.timeout` seconds at most, never a hang.
+
+Functions shipped to workers must be picklable by reference, and a stage file is not an
+importable module (its name starts with a digit): `StageFunction(3, "chunk_partition")`
+names the function instead, and the worker imports the stage file itself through
+`load_stage` from its own checkout (which must be the same code at the same path as the
+client's, like the data: see README, "Running on a cluster").
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import PipelineError
+
+IN_FLIGHT_PER_WORKER = 2  # tasks queued per worker: enough to keep it busy, few enough to bound client memory
+
+
+# --- functions a worker can run ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StageFunction:
+    """`load_stage(stage).<name>(*args, part)`, picklable: what a worker is sent."""
+
+    stage: int
+    name: str
+    args: tuple = ()
+
+    def __call__(self, part) -> Iterable:
+        from .stages import load_stage
+
+        return getattr(load_stage(self.stage), self.name)(*self.args, part)
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """Run a partition function to the end on the worker: its results travel as one list."""
+
+    fn: Callable
+
+    def __call__(self, part) -> list:
+        return list(self.fn(part))
+
+
+# --- partitions of a Parquet file ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class RowRange:
+    """Rows [start, stop) of a Parquet file: one partition of a stage's upstream output."""
+
+    path: str
+    start: int
+    stop: int
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+
+def row_ranges(path, n_rows: int, rows_per_part: int | None) -> list[RowRange]:
+    """The file's rows cut into ranges of `rows_per_part` (None: one range, the whole file)."""
+    step = max(n_rows if rows_per_part is None else rows_per_part, 1)
+    return [RowRange(str(path), a, min(a + step, n_rows)) for a in range(0, n_rows, step)] or \
+        [RowRange(str(path), 0, 0)]
+
+
+def iter_rows(part: RowRange, columns: list[str] | None = None,
+              batch_size: int = 2048) -> Iterator[pa.RecordBatch]:
+    """The record batches of one row range, reading only the row groups that hold it."""
+    pf = pq.ParquetFile(part.path, pre_buffer=False)
+    meta = pf.metadata
+    at, groups, first = 0, [], None
+    for g in range(meta.num_row_groups):
+        n = meta.row_group(g).num_rows
+        if at + n > part.start and at < part.stop:
+            groups.append(g)
+            first = at if first is None else first
+        at += n
+    if not groups or part.stop <= part.start:
+        return
+    skip, want = part.start - first, len(part)
+    for batch in pf.iter_batches(batch_size=batch_size, columns=columns, row_groups=groups):
+        if skip >= batch.num_rows:
+            skip -= batch.num_rows
+            continue
+        batch = batch.slice(skip, want)
+        skip, want = 0, want - batch.num_rows
+        if batch.num_rows:
+            yield batch
+        if want <= 0:
+            return
+
+
+def line_ranges(path, lines_per_part: int, sample_bytes: int = 1 << 20) -> list[tuple[int, int]]:
+    """A text file (a BEIR corpus) cut into byte ranges of about `lines_per_part` lines,
+    each starting at a line start: workers read a range each, and nobody reads the file
+    twice to count its lines — the mean line length of its first megabyte sets the size."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        head = fh.read(sample_bytes)
+        mean = len(head) / max(head.count(b"\n"), 1)
+        step = max(int(mean * lines_per_part), 1)
+        bounds = [0]
+        for at in range(step, size, step):
+            if at < bounds[-1]:
+                continue
+            fh.seek(at - 1)
+            fh.readline()  # to the end of the line holding byte at-1: the next line starts a range
+            if bounds[-1] < fh.tell() < size:
+                bounds.append(fh.tell())
+    bounds.append(size)
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+# --- the engines ---------------------------------------------------------------------------
+
+class LocalEngine:
+    """Everything in this process, one partition after another."""
+
+    kind = "local"
+    workers = 1
+
+    def __init__(self, partition_rows: int | None = None):
+        self.partition_rows = partition_rows
+
+    def rows_per_part(self, n_rows: int, few: bool = False) -> int | None:
+        """Rows per partition: None (one partition, the whole input, streamed), unless
+        engine.partition_rows asks for more (tests do, to cut the sample); always None
+        for `few` (a stage whose partitions must be merged: one needs no merge)."""
+        return None if few else self.partition_rows
+
+    def map_partitions(self, fn: Callable[[Any], Iterable], parts: list, progress=None) -> Iterator:
+        for part in parts:
+            yield from fn(part)
+
+    def close(self) -> None:
+        pass
+
+
+class DaskEngine:
+    """Partitions as tasks on a dask.distributed cluster; results back in partition order."""
+
+    kind = "dask"
+
+    def __init__(self, address: str | None, workers: int, partition_rows: int | None,
+                 timeout: float, quiet: bool = False):
+        self.address = address
+        self.n_workers = workers
+        self.partition_rows_set = partition_rows
+        self.partition_rows = partition_rows or DEFAULT_DASK_PARTITION_ROWS
+        self.timeout = timeout
+        self.quiet = quiet
+        self._client = None
+        self._cluster = None
+
+    # The cluster starts (or is connected to) at the first partition map, not before: a
+    # run whose stages are all fresh never pays for one.
+    @property
+    def client(self):
+        if self._client is None:
+            self._connect()
+        return self._client
+
+    @property
+    def workers(self) -> int:
+        return max(len(self.client.scheduler_info().get("workers", {})), 1)
+
+    def rows_per_part(self, n_rows: int, few: bool = False) -> int:
+        """engine.partition_rows (default 50,000).  `few`, when that key is not set: two
+        partitions a worker, which keep all busy — more would each repeat work that the
+        merge must then undo (04 analyses each partition's vocabulary) — but no more than
+        FEW_MAX_ROWS each, which bounds a task's memory."""
+        if few and self.partition_rows_set is None:
+            return min(max(-(-n_rows // (2 * self.workers)), 1), FEW_MAX_ROWS)
+        return self.partition_rows
+
+    def _connect(self) -> None:
+        import logging
+
+        from distributed import Client, LocalCluster
+
+        if self.address is None:
+            # Processes, one thread each: the stages' Python loops hold the GIL, so only
+            # processes put the other cores to work.
+            self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=1, processes=True,
+                                         dashboard_address=":0", silence_logs=logging.ERROR)
+            self._client = Client(self._cluster)
+            if not self.quiet:
+                print(f"dask: started a local cluster of {self.n_workers} worker processes; "
+                      f"dashboard {self._client.dashboard_link}{dashboard_note()}")
+            return
+        check_reachable(self.address, self.timeout)
+        try:
+            self._client = Client(self.address, timeout=self.timeout)
+        except (OSError, TimeoutError) as exc:
+            raise PipelineError(f"cannot reach the Dask scheduler at {self.address} "
+                                f"within {self.timeout:g} s (engine.address): {exc}") from None
+        try:
+            self._client.wait_for_workers(1, timeout=self.timeout)
+        except (OSError, TimeoutError):
+            self.close()
+            raise PipelineError(f"the Dask scheduler at {self.address} has no workers after {self.timeout:g} s: "
+                                f"start some with `dask worker {self.address}`") from None
+        self._check_same_code()
+        if not self.quiet:
+            print(f"dask: connected to {self.address} ({self.workers} workers); "
+                  f"dashboard {self._client.dashboard_link}")
+
+    def _check_same_code(self) -> None:
+        """Workers run their own checkout's stage files: one with other code would give
+        other outputs, silently.  Compare the stages' code hashes before any task runs."""
+        try:
+            theirs = self._client.run(code_hashes)
+        except Exception as exc:
+            missing = missing_module(exc)
+            if missing is None:
+                raise
+            self.close()
+            raise PipelineError(f"the Dask workers at {self.address} cannot import {missing!r}: start them "
+                                "from the root of this repository's checkout (or with it on PYTHONPATH)") from None
+        ours = code_hashes()
+        for worker, hashes in sorted(theirs.items()):
+            if hashes != ours:
+                differ = ", ".join(f"{k}" for k in ours if hashes.get(k) != ours[k])
+                self.close()
+                raise PipelineError(f"the Dask worker {worker} runs other code than this checkout "
+                                    f"({differ} differ): start the workers from the same version")
+
+    def map_partitions(self, fn: Callable[[Any], Iterable], parts: list, progress=None) -> Iterator:
+        client = self.client
+        task = _Listed(fn)
+        window = IN_FLIGHT_PER_WORKER * self.workers + 1
+        todo = iter(parts)
+        pending: deque = deque()
+        bar = progress(total=len(parts)) if progress else None
+        try:
+            for part in todo:
+                pending.append(client.submit(task, part, pure=False))
+                if len(pending) >= window:
+                    break
+            while pending:
+                future = pending.popleft()
+                try:
+                    results = future.result()
+                except Exception as exc:
+                    from distributed import KilledWorker
+
+                    if isinstance(exc, KilledWorker):
+                        # Dask has already rerun it on other workers; each died (out of memory, mostly).
+                        raise PipelineError(f"a task killed every worker that ran it ({exc}): lower "
+                                            "engine.partition_rows, or give the workers more memory") from None
+                    missing = missing_module(exc)
+                    if missing is None:
+                        raise
+                    raise PipelineError(
+                        f"the Dask scheduler or a worker at {self.address or 'the local cluster'} cannot import "
+                        f"{missing!r}: start them from the root of this repository's checkout (or with it on "
+                        "PYTHONPATH), with the same packages") from None
+                future.release()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    pending.append(client.submit(task, nxt, pure=False))
+                if bar is not None:
+                    bar.update(1)
+                yield from results
+        finally:
+            if pending:
+                client.cancel(list(pending))
+            if bar is not None:
+                bar.close()
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+
+def code_hashes() -> dict[str, str]:
+    """Each stage's code hash (what freshness records), as computed where this runs."""
+    from .freshness import code_hash
+    from .stages import STAGES
+
+    return {stage.label: code_hash(stage) for stage in STAGES}
+
+
+def missing_module(exc: BaseException) -> str | None:
+    """The module a scheduler or worker could not import while unpickling a task, if that
+    is what went wrong (dask wraps it, so look along the chain of causes)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ModuleNotFoundError):
+            return exc.name
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def dashboard_note() -> str:
+    try:
+        import bokeh  # noqa: F401  (the dashboard's web pages need it; dask runs without)
+    except ImportError:
+        return " (served once bokeh is installed: pip install 'bokeh>=3.1')"
+    return ""
+
+
+def check_reachable(address: str, timeout: float) -> None:
+    """One TCP connect to the scheduler, so a wrong address fails at once with its name.
+
+    dask's own Client keeps retrying a refused connection until its timeout; a plain
+    connect says "refused" in milliseconds and "no answer" after `timeout` seconds."""
+    url = urlparse(address if "://" in address else f"tcp://{address}")
+    if url.scheme not in ("tcp", "tls") or not url.hostname or not url.port:
+        raise PipelineError(f"engine.address must be null or tcp://HOST:PORT; got {address!r}")
+    try:
+        socket.create_connection((url.hostname, url.port), timeout=timeout).close()
+    except socket.timeout:
+        raise PipelineError(f"cannot reach the Dask scheduler at {address}: no answer "
+                            f"within {timeout:g} s (engine.timeout)") from None
+    except OSError as exc:
+        raise PipelineError(f"cannot reach the Dask scheduler at {address}: "
+                            f"{exc.strerror or exc}") from None
+
+
+def make_engine(cfg: dict, quiet: bool = False):
+    """The engine the config asks for (a Dask cluster is only started when first used)."""
+    sec = cfg["engine"]
+    if sec["kind"] == "local":
+        return LocalEngine(sec["partition_rows"])
+    return DaskEngine(sec["address"], sec["workers"] or os.cpu_count() or 1,
+                      sec["partition_rows"], sec["timeout"], quiet)
+
+
+DEFAULT_DASK_PARTITION_ROWS = 50_000  # documents or chunks per task (see README's sizing note)
+FEW_MAX_ROWS = 1_000_000  # chunks per stage-04 task at most: ~1 GB of a worker's memory
+
+
+def progress_bar(quiet: bool, desc: str, unit: str = "partition"):
+    """A factory of tqdm bars over partitions when a person is watching, else None."""
+    if quiet or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return lambda total: tqdm(total=total, desc=desc, unit=unit, leave=False, file=sys.stderr)

@@ -1,0 +1,349 @@
+"""engine.kind=dask: the same outputs as the local engine, on a LocalCluster of 2 worker processes.
+
+One cluster serves the module (starting one takes seconds); runs connect to it with
+engine.address, and cut their input into small partitions (engine.partition_rows) so
+that every stage really runs as many tasks spread over both workers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipekit.config import load_config
+from pipekit.errors import ConfigError
+from pipekit.io import read_meta
+from pipekit.stages import STAGES
+
+from conftest import REPO, run_script, write_config
+
+distributed = pytest.importorskip("distributed")
+
+OUTPUTS = [n for s in STAGES for n in s.outputs] + ["05_metrics.parquet"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, silence_logs=50) as lc:
+        with distributed.Client(lc) as client:
+            yield lc.scheduler_address, client
+
+
+def pipeline(config: Path, out: Path, *sets: str, env=None) -> subprocess.CompletedProcess:
+    args = ["run_pipeline.py", "--config", str(config), "--set", f"paths.output={out}"]
+    for s in sets:
+        args += ["--set", s]
+    proc = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def assert_same_outputs(a: Path, b: Path) -> None:
+    """Same rows, same order, same values (floats within 1e-9 relative), same provenance."""
+    for name in OUTPUTS:
+        assert (a / name).exists() == (b / name).exists(), name
+        if not (a / name).exists():
+            continue
+        x, y = pd.read_parquet(a / name), pd.read_parquet(b / name)
+        assert list(x.columns) == list(y.columns) and len(x) == len(y), name
+        assert len(x) > 0, f"{name} is empty: the comparison would prove nothing"
+        for col in x.columns:
+            if x[col].dtype.kind == "f":
+                np.testing.assert_allclose(x[col].to_numpy(), y[col].to_numpy(), rtol=1e-9, atol=0,
+                                           err_msg=f"{name}:{col}")
+            else:
+                assert x[col].map(repr).tolist() == y[col].map(repr).tolist(), f"{name}:{col}"
+        mx, my = read_meta(a / name), read_meta(b / name)
+        for key in ("stage", "fingerprint", "inputs", "upstream_file"):
+            assert mx[key] == my[key], f"{name}: provenance {key} differs"
+    assert (a / "05_results.trec").read_text() == (b / "05_results.trec").read_text()
+
+
+def status(config: Path, out: Path, *sets: str) -> str:
+    args = ["run_pipeline.py", "--config", str(config), "--set", f"paths.output={out}", "--status"]
+    for s in sets:
+        args += ["--set", s]
+    # Strip the times and sizes: two runs differ in those, never in fresh/stale and why.
+    return "\n".join(line.split()[0] + " " + line.split()[-1] if not line.startswith(" ") else line.strip()
+                     for line in run_script(*args).stdout.splitlines())
+
+
+def sample_config(folder: Path) -> Path:
+    return write_config(folder, documents={"input": str(REPO / "data" / "sample")},
+                        retrieval={"queries": str(REPO / "data" / "queries.txt"),
+                                   "qrels": str(REPO / "data" / "qrels.tsv")})
+
+
+def cranfield_config(folder: Path, beir: Path) -> Path:
+    return write_config(folder, documents={"input": str(beir / "corpus.jsonl")},
+                        retrieval={"queries": str(beir / "queries.jsonl"), "qrels": str(beir / "qrels.tsv")})
+
+
+# --------------------------------------------------------------------------------- config
+
+@pytest.mark.parametrize("override, message", [
+    ("engine.kind=spark", "engine.kind must be local or dask"),
+    ("engine.address=localhost", "engine.address must be null (start a local cluster) or tcp://HOST:PORT"),
+    ("engine.workers=0", "engine.workers must be null (one per core) or a whole number > 0"),
+    ("engine.timeout=-1", "engine.timeout must be a number of seconds > 0"),
+])
+def test_bad_engine_keys_name_the_key_and_what_it_accepts(override, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_config(None, [override, "engine.kind=dask"] if "kind" not in override else [override])
+
+
+def test_an_address_with_the_local_engine_is_refused_not_ignored():
+    with pytest.raises(ConfigError, match="engine.address is tcp://h:8786 but engine.kind is local"):
+        load_config(None, ["engine.address=tcp://h:8786"])
+
+
+# ------------------------------------------------------------------------ identical outputs
+
+def test_sample_on_two_workers_equals_the_local_engine(tmp_path, cluster):
+    address, _ = cluster
+    cfg = sample_config(tmp_path)
+    pipeline(cfg, tmp_path / "local")
+    proc = pipeline(cfg, tmp_path / "dask", "engine.kind=dask", f"engine.address={address}",
+                    "engine.partition_rows=3")
+    assert f"dask: connected to {address}" in proc.stdout
+    assert_same_outputs(tmp_path / "local", tmp_path / "dask")
+    # Freshness does not depend on the engine: each folder is fresh under the other engine.
+    dask_sets = ("engine.kind=dask", f"engine.address={address}")
+    assert status(cfg, tmp_path / "dask") == status(cfg, tmp_path / "local", *dask_sets)
+    assert "stale" not in status(cfg, tmp_path / "dask")
+    changed = status(cfg, tmp_path / "dask", "indexing.k1=1.5", *dask_sets)
+    assert changed == status(cfg, tmp_path / "local", "indexing.k1=1.5")
+    assert "config indexing.k1 changed: 1.2 -> 1.5" in changed
+    # --explain, on either engine:
+    for out, sets in ((tmp_path / "local", ()), (tmp_path / "dask", dask_sets)):
+        run_script("05_retrieval.py", "--config", str(cfg), "--set", f"paths.output={out}", "--explain",
+                   *[w for s in sets for w in ("--set", s)])
+    x, y = (pd.read_parquet(tmp_path / d / "05_results.parquet") for d in ("local", "dask"))
+    assert x["explain"].map(repr).tolist() == y["explain"].map(repr).tolist() and len(x) == 140
+
+
+def test_cranfield_on_two_workers_equals_the_local_engine(tmp_path, cluster, cranfield):
+    address, _ = cluster
+    cfg = cranfield_config(tmp_path, cranfield)
+    pipeline(cfg, tmp_path / "local")
+    pipeline(cfg, tmp_path / "dask", "engine.kind=dask", f"engine.address={address}",
+             "engine.partition_rows=150")
+    assert_same_outputs(tmp_path / "local", tmp_path / "dask")
+    assert len(pd.read_parquet(tmp_path / "dask" / "01_documents.parquet")) == 1400  # 10 partitions of 150
+
+
+def test_a_duplicate_beir_id_in_another_partition_is_the_same_error(tmp_path, cluster):
+    address, _ = cluster
+    lines = [json.dumps({"_id": f"d{i}", "title": "", "text": f"passage {i}"}) for i in range(40)]
+    lines[33] = json.dumps({"_id": "d2", "title": "", "text": "again"})
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(lines) + "\n")
+    cfg = write_config(tmp_path, documents={"input": str(corpus)})
+    local = run_script("01_documents.py", "--config", str(cfg), check=False)
+    dask = run_script("01_documents.py", "--config", str(cfg), "--set", "engine.kind=dask",
+                      "--set", f"engine.address={address}", "--set", "engine.partition_rows=5", check=False)
+    assert local.returncode == dask.returncode == 1
+    assert "line 34: _id 'd2' appears twice" in local.stderr
+    assert dask.stderr.splitlines()[-1] == local.stderr.splitlines()[-1]
+    assert not list((tmp_path / "out").glob("01_documents.parquet*"))
+
+
+def test_links_sizes_and_skip_reasons_are_the_same_on_the_workers(tmp_path, cluster):
+    """The walk (documents.follow_links, documents.max_bytes) stays on the client; its
+    verdicts must still reach the rows the workers read and the summary's counts."""
+    import os
+
+    address, _ = cluster
+    outside, docs = tmp_path / "outside", tmp_path / "docs"
+    for path, text in ((outside / "shadow", "secret\n"), (docs / "guide.md", "# Guide\n\nInstall.\n"),
+                       (docs / ".env", "SECRET=1"), (docs / "image.xyz", "?"),
+                       (docs / "huge.md", "# Big\n\n" + "word " * 1000), (docs / "notes.md", "# Notes\n\nok\n"),
+                       (docs / ".drafts" / "plan.md", "# Plan\n")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    os.symlink(outside / "shadow", docs / "shadow.txt")
+    os.symlink("guide.md", docs / "again.md")
+    os.symlink(".drafts/plan.md", docs / "plan.md")
+    beir = tmp_path / "corpus.jsonl"
+    beir.write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": "w " * (10 if i % 3 else 400)}) + "\n"
+                            for i in range(12)))
+    summaries = {}
+    for name, source in (("walk", docs), ("beir", beir)):
+        (tmp_path / name).mkdir()
+        cfg = write_config(tmp_path / name, documents={"input": str(source), "max_bytes": 500})
+        dask_sets = ["--set", "engine.kind=dask", "--set", f"engine.address={address}",
+                     "--set", "engine.partition_rows=2"]
+        outs = {}
+        for engine, sets in (("local", []), ("dask", dask_sets)):
+            out = tmp_path / name / engine
+            proc = run_script("01_documents.py", "--config", str(cfg), "--set", f"paths.output={out}", *sets)
+            outs[engine] = ([line for line in proc.stdout.splitlines() if "ok," in line or "skipped:" in line
+                             or "symlink (" in line],
+                            pd.read_parquet(out / "01_documents.parquet"))
+        (lines, x), (dask_lines, y) = outs["local"], outs["dask"]
+        assert lines == dask_lines and "skipped" in " ".join(lines), name
+        assert x.map(repr).equals(y.map(repr)), name
+        summaries[name] = "\n".join(lines)
+    assert "1 read through a symlink" in summaries["walk"]
+    assert ("skipped: 1 outside documents.input (symlink not followed), 1 larger than documents.max_bytes, "
+            "2 hidden, 1 of an unknown format, 1 a second name for a file already read (symlink)") in summaries["walk"]
+    assert "8 ok, 4 skipped (8 beir)" in summaries["beir"]
+
+
+# ----------------------------------------------------------------------- faults and clean-up
+
+def test_a_worker_killed_during_stage_03_changes_nothing(tmp_path, cluster, cranfield):
+    """SIGKILL one of the two workers once stage 03's first partition is back: the
+    nanny starts a new one, the scheduler runs the lost tasks again, the output is the same."""
+    from pipekit.cli import run_stage
+    from pipekit.engine import DaskEngine
+    from pipekit.stages import load_stage
+
+    address, client = cluster
+    cfg_path = cranfield_config(tmp_path, cranfield)
+    run_script("run_pipeline.py", "--config", str(cfg_path), "--set", f"paths.output={tmp_path / 'local'}",
+               "--to", "3")
+    cfg = load_config(cfg_path, [f"paths.output={tmp_path / 'local'}"])
+    for n in (1, 2):  # the dask run starts from the same stage-02 output
+        (tmp_path / "dask").mkdir(exist_ok=True)
+        target = tmp_path / "dask" / STAGES[n - 1].outputs[0]
+        target.write_bytes((tmp_path / "local" / STAGES[n - 1].outputs[0]).read_bytes())
+    cfg["paths"]["output"] = str(tmp_path / "dask")
+    cfg["engine"].update(kind="dask", address=address, partition_rows=40)
+
+    before = set(client.run(os.getpid).values())
+    killed = []
+    engine = DaskEngine(address, 2, 40, 10.0, quiet=True)
+    plain = engine.map_partitions
+
+    def killing_one_worker(fn, parts, progress=None):
+        for i, item in enumerate(plain(fn, parts, progress)):
+            if not killed:
+                busy = client.processing()  # worker address -> tasks it is running or holds
+                victim = max(busy, key=lambda w: len(busy[w]))
+                assert busy[victim], "no worker holds a task: the kill would test nothing"
+                pid = client.run(os.getpid, workers=[victim])[victim]
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            yield item
+
+    engine.map_partitions = killing_one_worker
+    try:
+        run_stage(3, load_stage(3).run, cfg, quiet=True, engine=engine)
+    finally:
+        engine.close()
+    assert killed and killed[0] in before
+    client.wait_for_workers(2, timeout=60)
+    assert killed[0] not in set(client.run(os.getpid).values())
+    a = pd.read_parquet(tmp_path / "local" / "03_chunks.parquet")
+    b = pd.read_parquet(tmp_path / "dask" / "03_chunks.parquet")
+    assert len(a) > 1000 and a.map(repr).equals(b.map(repr))
+
+
+def test_an_unreachable_scheduler_is_one_line_naming_it(tmp_path):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    cfg = sample_config(tmp_path)
+    t0 = time.perf_counter()
+    proc = run_script("run_pipeline.py", "--config", str(cfg), "--set", "engine.kind=dask",
+                      "--set", f"engine.address={address}", "--set", "engine.timeout=5", check=False)
+    assert proc.returncode == 1 and time.perf_counter() - t0 < 60
+    assert proc.stderr.strip().splitlines() == [
+        f"run_pipeline: error: cannot reach the Dask scheduler at {address}: Connection refused"]
+    assert not (tmp_path / "out" / "01_documents.parquet").exists()
+
+
+def test_a_local_cluster_run_prints_its_dashboard_and_leaves_no_process(tmp_path):
+    psutil = pytest.importorskip("psutil")
+    tag = uuid.uuid4().hex
+    env = dict(os.environ, PIPEKIT_TEST_RUN=tag)  # inherited by every process the run starts
+    cfg = sample_config(tmp_path)
+    proc = pipeline(cfg, tmp_path / "dask", "engine.kind=dask", "engine.workers=2", env=env)
+    assert "dask: started a local cluster of 2 worker processes; dashboard http://" in proc.stdout
+    pipeline(cfg, tmp_path / "local")
+    assert_same_outputs(tmp_path / "local", tmp_path / "dask")
+
+    def leftovers():
+        found = []
+        for p in psutil.process_iter(["pid"]):
+            try:
+                if p.environ().get("PIPEKIT_TEST_RUN") == tag:
+                    found.append(p.info["pid"])
+            except (psutil.Error, OSError):
+                pass
+        return found
+
+    deadline = time.time() + 10  # workers exit right after the run; allow the OS a moment
+    while leftovers() and time.time() < deadline:
+        time.sleep(0.5)
+    assert leftovers() == []
+
+
+def _pretend_other_code(restore: bool = False) -> None:
+    """Run on a worker: its stage-03 code hash differs from the client's (or is restored)."""
+    import pipekit.engine as engine
+
+    if restore:
+        engine.code_hashes = engine._real_code_hashes
+        return
+    engine._real_code_hashes = real = engine.code_hashes
+    engine.code_hashes = lambda: {**real(), "03_chunking": "0" * 16}
+
+
+def test_workers_running_other_code_are_refused_before_any_task(cluster):
+    from pipekit.engine import DaskEngine
+    from pipekit.errors import PipelineError
+
+    address, client = cluster
+    client.run(_pretend_other_code)
+    try:
+        engine = DaskEngine(address, 2, None, 10.0, quiet=True)
+        with pytest.raises(PipelineError, match=r"the Dask worker tcp://\S+ runs other code than this checkout "
+                                                r"\(03_chunking differ\)"):
+            engine.workers
+        engine.close()
+    finally:
+        client.run(_pretend_other_code, restore=True)
+    ok = DaskEngine(address, 2, None, 10.0, quiet=True)
+    assert ok.workers == 2
+    ok.close()
+
+
+def test_results_come_back_in_partition_order_with_one_bar_step_per_partition(cluster):
+    from pipekit.engine import DaskEngine, LocalEngine
+
+    address, _ = cluster
+    steps = []
+
+    class Bar:
+        def __init__(self, total):
+            steps.append(("total", total))
+
+        def update(self, n):
+            steps.append(("update", n))
+
+        def close(self):
+            steps.append(("close",))
+
+    parts = [5, 0, 3, 40, 1, 7, 2, 9, 4, 6, 8]  # more partitions than the in-flight window
+    engine = DaskEngine(address, 2, None, 10.0, quiet=True)
+    try:
+        got = list(engine.map_partitions(range, parts, progress=Bar))
+    finally:
+        engine.close()
+    assert got == list(LocalEngine().map_partitions(range, parts)) == [i for p in parts for i in range(p)]
+    assert steps == [("total", len(parts))] + [("update", 1)] * len(parts) + [("close",)]
