@@ -44,41 +44,16 @@ import pipekit  # first: outside the virtualenv it says how to activate it, not 
 import bisect
 import re
 from itertools import accumulate
-from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Iterator, Mapping
+from typing import Iterator
 
 import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
 
 from pipekit.csv_chunks import chunk_csv
-from pipekit.doctext import DocText, count_words, measure, run_units
+from pipekit.doctext import DocText, Settings, count_words, measure, run_units
 from pipekit.markdown_blocks import FENCE_OPEN, MARKER, front_matter_end, front_matter_title, norm, scan_blocks
 from pipekit.structure import place_outline, plain_blocks
 from pipekit.headings import plain_heading  # a heading's text as a CommonMark reader shows it
-
-
-# --------------------------------------------------------------------------------------
-# Settings
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The chunk budget and options, from config section `chunking`."""
-
-    strategy: str = "heading"
-    target: int = 400
-    max: int = 1000
-    min: int = 40
-    unit: str = "words"
-    overlap: int = 50
-    page_markers: str = "track"
-
-    @classmethod
-    def from_section(cls, section: Mapping) -> "Settings":
-        """From config section `chunking`.  pipekit.config has already checked every key
-        alone and together (min <= target <= max; for fixed, 0 <= overlap < target)."""
-        return cls(**{k: section[k] for k in cls.__dataclass_fields__ if k in section})
 
 
 # --------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 The chunker decides every cut by asking two questions about a span of the stage-02 text:
 how big is it in the budget unit, and which page is it on?  `DocText` answers both for one
-document, in one place, so that the chunking code reads as decisions and not arithmetic:
+document, in one place, so that the chunking code reads as decisions and not arithmetic
+(`Settings`, the budget from config section `chunking`, lives here too):
 
 * the line table (`lines`, `starts`, `line_end`) the block readers' line numbers refer to;
 * page markers (`set_markers`, `page_at`, `cont_line`): with `track`, every chunk may
@@ -23,7 +24,8 @@ from __future__ import annotations
 import bisect
 import re
 from itertools import accumulate
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Iterable, Mapping
 
 import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
 
@@ -71,6 +73,25 @@ def measure(words: int, chars: int, unit: str) -> int:
     if unit == "chars":
         return chars
     return -(-chars // 4)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The chunk budget and options, from config section `chunking`."""
+
+    strategy: str = "heading"
+    target: int = 400
+    max: int = 1000
+    min: int = 40
+    unit: str = "words"
+    overlap: int = 50
+    page_markers: str = "track"
+
+    @classmethod
+    def from_section(cls, section: Mapping) -> "Settings":
+        """From config section `chunking`.  pipekit.config has already checked every key
+        alone and together (min <= target <= max; for fixed, 0 <= overlap < target)."""
+        return cls(**{k: section[k] for k in cls.__dataclass_fields__ if k in section})
 
 
 class DocText:

@@ -9,7 +9,6 @@ Only the standard library may be imported here.
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 

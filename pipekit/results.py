@@ -36,7 +36,7 @@ def explain_rows(index, q, chunk: int) -> list[dict]:
     """Each query term's share of a chunk's score (weight · impact); the shares add up
     to the score.  `qtf` is how often the query says the term (0: feedback added it),
     `weight` its multiplier, `feedback` the part of the weight feedback gave it."""
-    k1, b, avgdl = index.stats["k1"], index.stats["b"], index.stats["avgdl"]
+    b, avgdl = index.stats["b"], index.stats["avgdl"]
     names = index.terms
     fb = q.from_feedback if q.from_feedback is not None else np.zeros(len(q.ids))
     out = []
