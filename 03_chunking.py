@@ -56,9 +56,7 @@ from pipekit.structure import place_outline, plain_blocks
 from pipekit.headings import plain_heading  # a heading's text as a CommonMark reader shows it
 
 
-# --------------------------------------------------------------------------------------
-# Packing
-# --------------------------------------------------------------------------------------
+# ---- Packing -------------------------------------------------------------------------
 
 
 class _Unit:
@@ -435,9 +433,7 @@ def _chunk_blocks(doc: DocText, base: list[str], blocks: list) -> list[dict]:
     return out
 
 
-# --------------------------------------------------------------------------------------
-# Fixed windows
-# --------------------------------------------------------------------------------------
+# ---- Fixed windows -------------------------------------------------------------------
 
 
 def _chunk_fixed(doc: DocText, base: list[str]) -> list[dict]:
@@ -496,9 +492,7 @@ def _chunk_fixed(doc: DocText, base: list[str]) -> list[dict]:
     return out
 
 
-# --------------------------------------------------------------------------------------
-# The pure entry point
-# --------------------------------------------------------------------------------------
+# ---- The pure entry point ------------------------------------------------------------
 
 
 def chunk_document(text: str, *, fmt: str = "markdown", title: str | None = None,
@@ -533,9 +527,7 @@ def finish(chunks: list[dict], doc_id: str) -> list[dict]:
     return chunks
 
 
-# --------------------------------------------------------------------------------------
-# The stage
-# --------------------------------------------------------------------------------------
+# ---- The stage -----------------------------------------------------------------------
 
 COLUMNS = ("chunk_id", "doc_id", "ordinal", "heading_path", "heading", "path", "text",
            "start_char", "end_char", "page_start", "page_end", "n_words", "n_chars", "format")

@@ -288,6 +288,21 @@ def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str]
     return 0
 
 
+def run_command(name: str, body: Callable[[], "int | None"]) -> int:
+    """Run a `python -m pipekit NAME` command's body and turn its endings into exit codes:
+    a PipelineError is one line on stderr (1), Ctrl-C is 130, a closed pipe is quiet (141).
+    One place for it, so compare, search and report cannot drift apart in what they print."""
+    try:
+        return body() or 0
+    except PipelineError as exc:
+        print(f"python -m pipekit {name}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return pipe_closed()
+
+
 def pipe_closed() -> int:
     """`python 05_retrieval.py | head`: the reader left; stop quietly, as `cat` would.
 

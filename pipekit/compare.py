@@ -11,10 +11,9 @@ its fingerprint.  Writes nothing.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from .cli import add_common_args, parse_args, pipe_closed
+from .cli import add_common_args, parse_args, run_command
 from .config import load_config
 from .errors import PipelineError
 from .history import HISTORY, Run, config_changes, read_history, runs
@@ -113,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the runs in the history and compare nothing")
     add_common_args(parser)
     args = parse_args(parser, argv)
-    try:
+
+    def body():
         cfg = load_config(args.config, args.overrides)
         out = Path(cfg["paths"]["output"])
         all_runs = runs(read_history(out))
@@ -129,9 +129,5 @@ def main(argv: list[str] | None = None) -> int:
                 f"and run `python run_pipeline.py` again")
         a, b = (pick(all_runs, n) for n in args.runs) if args.runs else all_runs[-2:]
         print("\n".join(compare_lines(a, b, args.top)))
-    except PipelineError as exc:
-        print(f"python -m pipekit compare: error: {exc}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return pipe_closed()
-    return 0
+
+    return run_command("compare", body)

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
 
 from . import io
-from .cli import add_common_args, parse_args, pipe_closed
+from .cli import add_common_args, parse_args, run_command
 from .config import load_config
 from .errors import PipelineError
 from .freshness import why_stale
@@ -343,13 +342,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, metavar="FILE", help=f"where to write (default: paths.output/{REPORT})")
     add_common_args(parser)
     args = parse_args(parser, argv)
-    try:
+
+    def body():
         cfg = load_config(args.config, args.overrides)
         path = write_report(cfg, args.out)
         print(f"report: {path} ({path.stat().st_size:,} bytes; open it in a browser)")
-    except PipelineError as exc:
-        print(f"python -m pipekit report: error: {exc}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return pipe_closed()
-    return 0
+
+    return run_command("report", body)

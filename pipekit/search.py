@@ -28,7 +28,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from . import io
-from .cli import add_common_args, parse_args, pipe_closed, require_output, user_options
+from .cli import add_common_args, parse_args, run_command, require_output, user_options
 from .config import SCHEMA, load_config
 from .errors import PipelineError
 from .io import read_meta
@@ -238,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     add_common_args(parser)
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(parser, argv)
-    try:
+
+    def body():
         cfg = load_config(args.config, args.overrides)
         searcher = Searcher(cfg["paths"]["output"], settings=cfg["retrieval"], options=user_options(argv))
         tty = sys.stdout.isatty()
@@ -247,11 +248,5 @@ def main(argv: list[str] | None = None) -> int:
             hits = searcher.search(text, args.k, explain=args.explain or cfg["retrieval"]["explain"])
             print(f"\n{text}")
             print("\n".join(result_lines(hits, searcher.query_terms(text), searcher.analyzer, mark)), flush=True)
-    except PipelineError as exc:
-        print(f"python -m pipekit search: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return pipe_closed()
-    return 0
+
+    return run_command("search", body)
