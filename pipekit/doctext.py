@@ -146,6 +146,7 @@ class DocText:
         self.strip_cum = [0]  # prefix sums of removed marker-line lengths (strip mode)
         self.cont_reserve = (0, 0)
         self.by_words = settings.unit == "words"
+        self._cum = None  # words per line, cumulated, once a big region needs them (_line_cum)
 
     def line_end(self, j: int) -> int:
         ln = self.lines[j]
@@ -188,7 +189,7 @@ class DocText:
     def words(self, start: int, end: int) -> int:
         if not self.by_words:
             return 0  # sizes in chars or tokens never look at word counts
-        w = count_span(self.text, start, end)
+        w = self._span_words(start, end)
         if len(self.strip_cum) > 1:
             w -= self.stripped(start, end)[0]
         return w
@@ -227,67 +228,102 @@ class DocText:
         parts.append(self.text[pos:end])
         return "".join(parts)
 
-    # -- cutting an oversized region into atoms no larger than cap --
-    def line_units(self, first: int, end: int) -> list[int]:
-        """count_words of each line in [first, end), counted with numpy (`_runs`): a log
-        is a million lines in one paragraph, and a Python call per line to count it
-        made stage 03 slower on logs than on Markdown.  Lines are taken about a megabyte
-        of text at a time; a longer line is counted alone, by count_span."""
-        out: list[int] = []
-        starts, text = self.starts, self.text
-        j = first
-        while j < end:
-            k = bisect.bisect_right(starts, starts[j] + _SPAN_PIECE, j + 1, end + 1) - 1
+    # -- counting a big region: every line's words at once --
+    def _line_cum(self):
+        """Budget words of lines [0, j) for every j (numpy int64), counted once per
+        document with numpy (`_runs`), about a megabyte of lines at a time (a longer line
+        alone, by count_span).  A log is a million lines in one paragraph: a Python call
+        per line to count it made stage 03 slower on logs than on Markdown, and counting
+        the paragraph whole, then again line by line to cut it, did the work twice."""
+        if self._cum is not None:
+            return self._cum
+        starts, text, n = self.starts, self.text, len(self.lines)
+        units = np.zeros(n, dtype=np.int64)
+        j = 0
+        while j < n:
+            k = bisect.bisect_right(starts, starts[j] + _SPAN_PIECE, j + 1, n + 1) - 1
             if k <= j:  # one line longer than a piece
-                out.append(count_span(text, starts[j], self.line_end(j)))
+                units[j] = count_span(text, starts[j], self.line_end(j))
                 j += 1
                 continue
             base = starts[j]
-            run_at, units = _runs(text[base:starts[k] - 1])
-            # a run never crosses "\n": the line of a run is the last line start at or before it
+            run_at, run_units = _runs(text[base:starts[k] - 1])
+            # a run never crosses "\n": its line is the last line start at or before it
             line_of = np.searchsorted(np.array(starts[j:k]) - base, run_at, side="right") - 1
-            out.extend(np.bincount(line_of, weights=units, minlength=k - j).astype(np.int64).tolist())
+            units[j:k] = np.bincount(line_of, weights=run_units, minlength=k - j)
             j = k
-        return out
+        self._cum = np.concatenate(([0], np.cumsum(units)))
+        return self._cum
+
+    def line_units(self, first: int, end: int) -> list[int]:
+        """count_words of each line in [first, end)."""
+        return np.diff(self._line_cum()[first:end + 1]).tolist()
+
+    def _span_words(self, start: int, end: int) -> int:
+        """count_words(text[start:end]); a big span of whole lines from the line counts."""
+        if end - start >= _BULK:
+            j = bisect.bisect_left(self.starts, start)
+            k = bisect.bisect_right(self.starts, end)  # lines [j, k) start inside the span
+            if j < k and self.starts[j] == start and end >= self.line_end(k - 1):
+                cum = self._line_cum()
+                return int(cum[k] - cum[j])
+        return count_span(self.text, start, end)
 
     # -- cutting an oversized region into atoms no larger than cap --
     def atoms(self, first_line: int, end_line: int, cap: int) -> Iterable[tuple[int, int, int]]:
         """(start, end, words) of lines; a line over `cap` as runs of words; a word over
         `cap` as runs of grapheme clusters, so even text without spaces keeps the ceiling
         and no cut splits an emoji sequence or a letter from its combining accent."""
-        bulk = end_line - first_line >= 64
-        units = self.line_units(first_line, end_line) if bulk else None
+        starts, lines = self.starts, self.lines
         strip = len(self.strip_cum) > 1
-        for j in range(first_line, end_line):
-            a, b = self.starts[j], self.line_end(j)
-            if bulk:
-                w = units[j - first_line]
-                if not w:  # no word: a blank line
+        if end_line - first_line < 64:  # a small block: counting line by line is cheaper
+            for j in range(first_line, end_line):
+                a, b = starts[j], self.line_end(j)
+                if self.text[a:b].strip():
+                    w = self.words(a, b)
+                    if self.size(w, a, b) <= cap:
+                        yield a, b, w
+                    else:
+                        yield from self._cut_line(a, b, cap)
+            return
+        units = self.line_units(first_line, end_line)
+        # Words mode without stripped markers (the default, and every big log): a line
+        # fits when its words do, decided here without a call per line.
+        room = cap - self.cont_reserve[0] if self.by_words and not strip else None
+        for j, w in zip(range(first_line, end_line), units):
+            if not w:  # no word: a blank line
+                continue
+            a, ln = starts[j], lines[j]
+            b = a + len(ln) - ln.endswith("\r")
+            if room is not None:
+                if w <= room:
+                    yield a, b, w
                     continue
+            else:
                 if not self.by_words:
                     w = 0
                 elif strip:
                     w -= self.stripped(a, b)[0]
-            else:
-                if not self.text[a:b].strip():
+                if self.size(w, a, b) <= cap:
+                    yield a, b, w
                     continue
-                w = self.words(a, b)
-            if self.size(w, a, b) <= cap:
-                yield a, b, w
+            yield from self._cut_line(a, b, cap)
+
+    def _cut_line(self, a: int, b: int, cap: int) -> Iterable[tuple[int, int, int]]:
+        """A line over `cap` as runs of words, a word over it as runs of grapheme clusters."""
+        first_word = True
+        for m in re.finditer(r"\S+", self.text[a:b]):
+            ws, we = a + m.start(), a + m.end()
+            if first_word:
+                ws, first_word = a, False  # the line's indentation stays with its first word
+            wu = run_units(we - ws)
+            if self.size(wu, ws, we) <= cap:
+                yield ws, we, wu
                 continue
-            first_word = True
-            for m in re.finditer(r"\S+", self.text[a:b]):
-                ws, we = a + m.start(), a + m.end()
-                if first_word:
-                    ws, first_word = a, False  # the line's indentation stays with its first word
-                wu = run_units(we - ws)
-                if self.size(wu, ws, we) <= cap:
-                    yield ws, we, wu
-                    continue
-                g0 = ws
-                for g in regex.finditer(r"\X", self.text[ws:we]):
-                    gs, ge = ws + g.start(), ws + g.end()
-                    if gs > g0 and self.size(run_units(ge - g0), g0, ge) > cap:
-                        yield g0, gs, run_units(gs - g0)
-                        g0 = gs
-                yield g0, we, run_units(we - g0)
+            g0 = ws
+            for g in regex.finditer(r"\X", self.text[ws:we]):
+                gs, ge = ws + g.start(), ws + g.end()
+                if gs > g0 and self.size(run_units(ge - g0), g0, ge) > cap:
+                    yield g0, gs, run_units(gs - g0)
+                    g0 = gs
+            yield g0, we, run_units(we - g0)
