@@ -25,8 +25,8 @@ Memory: a document larger than 8 MB is cleaned a few megabytes at a time
 written out, cutting only where no rule looks across the cut; the result is exactly
 `clean_text`'s (tests/test_02_preprocessing.py checks it on generated texts).  Rule by
 rule on the whole string, a 100 MB log peaked at 16x its size.  A large document with
-pages (form feeds, `--- page N ---` lines) is still cleaned whole: finding its furniture
-compares its pages, and that is not done by slices yet.
+pages (form feeds, `--- page N ---` lines) is read by slices twice (`clean_large_paged`):
+once to find its furniture, which compares its pages, once to clean it without.
 
 What it deliberately does not do: touch Markdown structure, code, indentation or line
 breaks inside paragraphs (stage 03 needs them), lower-case or strip punctuation (that is
@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 
 from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, iter_rows
-from pipekit.pages import OUTLINE_TYPE, strip_furniture
+from pipekit.pages import OUTLINE_TYPE, FurnitureDropper, FurnitureFinder, strip_furniture
 
 COLUMNS = ["doc_id", "source", "format", "path", "title", "text", "outline"]
 
@@ -174,6 +174,98 @@ def clean_large(data: np.ndarray, unicode_form: str = "NFC", size: int = SLICE) 
     return sink.finish()
 
 
+class _FormFeeds:
+    """`form_feeds_to_markers` on a text that arrives in pieces: each piece's converted
+    text, and the rest at `end()`.  A page's leading and trailing newlines go; the last
+    page goes if it is only whitespace, so a page's marker waits until the page holds
+    something else (or another form feed shows it is not the last)."""
+
+    def __init__(self):
+        self.page = 1
+        self.pending: list[str] | None = []  # the open page while it is only whitespace
+        self.lead = True                     # at the page's start: newlines there go
+        self.held = 0                        # trailing newlines, written if text follows
+
+    def feed(self, piece: str) -> str:
+        parts = piece.split("\f")
+        out = [self._text(parts[0])]
+        for part in parts[1:]:
+            if self.pending is not None:  # a page of whitespace, but not the last one
+                out.append(self._open())
+            self.page += 1
+            self.pending, self.lead, self.held = [], True, 0
+            out.append(self._text(part))
+        return "".join(out)
+
+    def end(self) -> str:
+        return ""  # a last page still pending is whitespace only: it goes, marker and all
+
+    def _text(self, s: str) -> str:
+        if self.pending is None:
+            return self._body(s)
+        self.pending.append(s)
+        return self._open() if s.strip() else ""
+
+    def _open(self) -> str:
+        raw, self.pending = "".join(self.pending), None
+        return ("\n" if self.page > 1 else "") + f"--- page {self.page} ---\n" + self._body(raw)
+
+    def _body(self, s: str) -> str:
+        if self.lead:
+            s = s.lstrip("\n")
+            if not s:
+                return ""
+            self.lead = False
+        core = s.rstrip("\n")
+        if not core:
+            self.held += len(s)
+            return ""
+        out = "\n" * self.held + core
+        self.held = len(s) - len(core)
+        return out
+
+
+def _line_batches(pieces: Iterator[str]) -> Iterator[tuple[list[str], bool]]:
+    """The lines of the pieces joined ("".join(pieces).split("\n")), a piece's worth at
+    a time, with True on the last batch (its last line has no newline after it)."""
+    rest = ""
+    for piece in pieces:
+        lines = (rest + piece).split("\n")
+        rest = lines.pop()
+        if lines:
+            yield lines, False
+    yield [rest], True
+
+
+def clean_large_paged(data: np.ndarray, unicode_form: str = "NFC", size: int = SLICE) -> tuple[pa.Buffer, int]:
+    """`clean_document` of the UTF-8 bytes `data` of a text with pages, a slice at a time:
+    (cleaned UTF-8, furniture lines removed).  Page furniture is what repeats across
+    pages, so the slices are read twice: once to find it (pipekit.pages.FurnitureFinder),
+    once to clean the text without it; neither pass holds the document's lines."""
+    form_feeds = any(b"\f" in data[a:a + (1 << 24)].tobytes() for a in range(0, len(data), 1 << 24))
+
+    def pieces():
+        ff = _FormFeeds() if form_feeds else None
+        for a, b in slice_ranges(data, size):
+            piece = data[a:b].tobytes().decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+            if unicode_form != "none":
+                piece = unicodedata.normalize(unicode_form, piece)
+            yield ff.feed(piece) if ff else piece
+        if ff:
+            yield ff.end()
+
+    finder = FurnitureFinder()
+    for lines, _ in _line_batches(pieces()):
+        finder.add(lines)
+    dropper = FurnitureDropper(*finder.furniture())
+    sink = _Cleaned(len(data) + 1024)
+    for lines, last in _line_batches(pieces()):
+        kept = dropper.keep(lines)
+        if kept:
+            sink.add("\n".join(kept) + ("" if last else "\n"))
+    return sink.finish(), dropper.removed
+
+
 def has_pages(data: np.ndarray, window: int = 1 << 24) -> bool:
     """A form feed or a `--- page ` line anywhere in the UTF-8 bytes, a window at a time."""
     for a in range(0, len(data), window):
@@ -218,18 +310,19 @@ def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:
             if not ok[k]:
                 k += 1
                 continue
-            view = utf8_view(batch.column("text"), k) if large[k] else None
-            if view is not None and not has_pages(view):
-                text = clean_large(view, form)
+            if large[k]:
+                view = utf8_view(batch.column("text"), k)
+                if has_pages(view):
+                    text, removed = clean_large_paged(view, form)
+                else:
+                    text, removed = clean_large(view, form), 0
                 row = batch.slice(k, 1).select(COLUMNS[:-2] + ["outline"]).to_pydict()  # all but the text
                 offsets = pa.py_buffer(np.array([0, text.size], dtype=np.int32))
                 row["text"] = pa.StringArray.from_buffers(1, offsets, text)
                 del text, view
-                yield pa.table(row, schema=SCHEMA), 0, 0
+                yield pa.table(row, schema=SCHEMA), removed, int(removed > 0)
                 k += 1
                 continue
-            # A large document with pages is cleaned whole: finding its page furniture
-            # compares its pages (a known limit of the memory bound, bench/README.md).
             j = k + 1
             while j < n and ok[j] and not large[j]:
                 j += 1

@@ -120,7 +120,31 @@ def make_csv(path: Path, size_mb: int) -> None:
     _write_blocks(path, size_mb, block)
 
 
-MAKERS = {"log": ("app-log.txt", make_log), "csv": ("export.csv", make_csv)}
+def make_paged(path: Path, size_mb: int) -> None:
+    """A long report as `pdftotext` writes it: pages of wrapped paragraphs, a form feed
+    after each, a running header and a "Page N" footer on every page (the furniture
+    stage 02 finds by comparing pages)."""
+    rng = np.random.default_rng(SEED + 2)
+    vocab = _words(rng, 5000)
+    header = "ACME Field Services - Annual Maintenance Report 2026 - Confidential\n\n"
+
+    def block(k: int) -> str:
+        out = []
+        for p in range(50):
+            n = k * 50 + p + 1
+            paras = []
+            for _ in range(rng.integers(3, 7)):
+                w = rng.integers(0, len(vocab), size=rng.integers(30, 120))
+                words = [vocab[j] for j in w]
+                paras.append("\n".join(" ".join(words[i:i + 12]) for i in range(0, len(words), 12)))
+            title = f"{n // 20 + 1}.{n % 20 + 1} {vocab[n % len(vocab)].capitalize()} checks\n\n" if n % 5 == 0 else ""
+            out.append(header + title + "\n\n".join(paras) + f"\n\n                Page {n}\n\f")
+        return "".join(out)
+
+    _write_blocks(path, size_mb, block)
+
+
+MAKERS = {"log": ("app-log.txt", make_log), "csv": ("export.csv", make_csv), "paged": ("report.txt", make_paged)}
 
 
 def document(kind: str, size_mb: int) -> Path:
@@ -200,7 +224,7 @@ def start_up_cpu() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="100,400", help="document sizes in MB, comma-separated")
-    ap.add_argument("--kinds", default="log,csv")
+    ap.add_argument("--kinds", default="log,csv,paged")
     ap.add_argument("--stages", default="1,2,3,4")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]

@@ -25,7 +25,7 @@ import re
 
 import pyarrow as pa
 
-__all__ = ["read_outline", "strip_furniture", "OUTLINE_TYPE"]
+__all__ = ["read_outline", "strip_furniture", "FurnitureFinder", "FurnitureDropper", "OUTLINE_TYPE"]
 
 # The `outline` column of stages 01 and 02.
 OUTLINE_TYPE = pa.list_(pa.struct([("level", pa.int32()), ("title", pa.string()), ("page", pa.int32())]))
@@ -107,3 +107,89 @@ def strip_furniture(text: str) -> tuple[str, int]:
         return text, 0
     drop = {i for page in edges for i, keys in page if furniture.intersection(keys)}
     return "\n".join(ln for i, ln in enumerate(lines) if i not in drop), len(drop)
+
+
+# ---- the same furniture rule over a document too large to split into lines at once ------
+#
+# Stage 02 cleans a document over 8 MB a slice at a time.  `strip_furniture` needs the
+# whole text as a list of lines (a 100 MB text made 1.4 million strings), so for those
+# documents it runs in two passes over the lines as they stream past: the first finds the
+# furniture (what repeats at the edges of most pages), the second drops it.  Between the
+# passes only the repeated keys' counts and, per page, the positions of its edge lines
+# are kept: a few integers a page.  The result is exactly strip_furniture's.
+
+
+class FurnitureFinder:
+    """Pass one: feed every line in order (`add`), then `furniture()`."""
+
+    def __init__(self):
+        self.i = -1              # index of the last line fed
+        self.page = 0            # pages opened so far (k + 1 of strip_furniture)
+        self.first: list = []    # the open page's first two non-blank lines (i, line)
+        self.last: list = []     # and its last two
+        self.pages_with: dict[str, int] = {}
+        self.edges: list[tuple[int, int, bool]] = []  # (line, page, outer) of every edge line
+        self.edge_pages = 0      # pages with a body (len(edges) of strip_furniture)
+
+    def add(self, lines: list[str]) -> None:
+        for ln in lines:
+            self.i += 1
+            if ln.startswith("--- page ") and _MARKER_LINE.match(ln):
+                self._close()
+                self.page += 1
+                continue
+            if self.page and ln.strip():
+                if len(self.first) < _EDGE:
+                    self.first.append((self.i, ln))
+                self.last.append((self.i, ln))
+                if len(self.last) > _EDGE:
+                    del self.last[0]
+
+    def _close(self) -> None:
+        if not self.first:
+            return
+        outer = (self.first[0][0], self.last[-1][0])
+        body = dict(self.first + self.last)  # at most four lines, the same line once
+        keys = set()
+        for i in sorted(body):
+            self.edges.append((i, self.page, i in outer))
+            keys.update(_keys(body[i], self.page, i in outer))
+        for key in keys:
+            self.pages_with[key] = self.pages_with.get(key, 0) + 1
+        self.edge_pages += 1
+        self.first, self.last = [], []
+
+    def furniture(self) -> tuple[set, list]:
+        """The furniture keys and the edge lines to test against them (both empty when
+        the document has too few pages for anything to repeat)."""
+        self._close()
+        if self.page < _MIN_PAGES or self.edge_pages < _MIN_PAGES:
+            return set(), []
+        found = {k for k, n in self.pages_with.items() if n > _SHARE * self.edge_pages}
+        return found, (self.edges if found else [])
+
+
+class FurnitureDropper:
+    """Pass two: the same lines fed again (`keep`) come back without the furniture."""
+
+    def __init__(self, furniture: set, edges: list):
+        self.furniture, self.edges = furniture, edges
+        self.next = 0            # the next edge line to test
+        self.i = 0               # index of the first line of the next batch
+        self.removed = 0
+
+    def keep(self, lines: list[str]) -> list[str]:
+        end = self.i + len(lines)
+        drop = []
+        edges = self.edges
+        while self.next < len(edges) and edges[self.next][0] < end:
+            i, page, outer = edges[self.next]
+            if self.furniture.intersection(_keys(lines[i - self.i], page, outer)):
+                drop.append(i - self.i)
+            self.next += 1
+        self.i = end
+        if not drop:
+            return lines
+        self.removed += len(drop)
+        gone = set(drop)
+        return [ln for k, ln in enumerate(lines) if k not in gone]

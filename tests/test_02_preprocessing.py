@@ -98,7 +98,7 @@ def test_the_stage_cleans_a_document_over_the_slicing_size_as_it_cleans_a_small_
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "big.txt").write_bytes(big.encode())               # by slices
-    (docs / "paged.txt").write_bytes(big.replace("\x00", "\f").encode())  # pages: cleaned whole
+    (docs / "paged.txt").write_bytes(big.replace("\x00", "\f").encode())  # pages: by slices, read twice
     (docs / "small.txt").write_bytes(b"a  \r\n\n\n\nb\n")
     cfg = write_config(tmp_path, documents={"input": str(docs)})
     run_script("01_documents.py", "--config", str(cfg))
@@ -107,3 +107,46 @@ def test_the_stage_cleans_a_document_over_the_slicing_size_as_it_cleans_a_small_
     after = {r["doc_id"]: r["text"] for r in pq.read_table(tmp_path / "out" / "02_preprocessed.parquet").to_pylist()}
     assert len(before["big.txt"].encode()) > pre.LARGE and len(before["paged.txt"].encode()) > pre.LARGE
     assert after == {d: pre.clean_text(t) for d, t in before.items()}
+
+
+# ---- a large document with pages: furniture found in one pass, dropped in another (issue 15)
+
+def sliced_paged(text: str, form: str = "NFC", size: int = 7) -> tuple[str, int]:
+    data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    out, removed = pre.clean_large_paged(data, form, size=size)
+    return out.to_pybytes().decode("utf-8"), removed
+
+
+# What page furniture and page breaks are made of, beside the PIECES every rule looks at.
+PAGED = PIECES + ["\f", "\f", "\n\f\n", "--- page 3 ---\n", "\n--- page 9 ---  \n", "Header\n",
+                  "Page 4 of 9\n", "\n7\n", "\nFooter x\n", " \n\f \n"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(PAGED), max_size=60), st.integers(1, 12),
+       st.sampled_from(["NFC", "NFKC", "none"]))
+def test_a_paged_text_cleaned_by_slices_gives_exactly_the_whole_text_result(parts, size, form):
+    text = "".join(parts)
+    assert sliced_paged(text, form, size) == pre.clean_document(text, form)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(3, 12), st.lists(st.sampled_from(["body text", "", "Header", "3", "x y"]), min_size=1, max_size=6),
+       st.booleans(), st.integers(1, 40))
+def test_furniture_found_by_slices_is_the_furniture_found_whole(pages, body, form_feeds, size):
+    """Pages with a running header, a numbered footer and a body: the furniture found and
+    dropped in two passes over slices is the whole-text result, line for line."""
+    sep = "\f" if form_feeds else ""
+    text = "".join(
+        ("" if form_feeds else f"--- page {n} ---\n") + "Shared Manual\n" + "\n".join(body[: 1 + n % len(body)])
+        + f"\n\nPage {n} of {pages}\n" + sep for n in range(1, pages + 1))
+    got = sliced_paged(text, "NFC", size)
+    assert got == pre.clean_document(text)
+    assert got[1] >= pages  # the header and footer went from every page
+
+
+def test_a_paged_text_with_a_page_over_the_slicing_size():
+    page = "Title line\n" + "word " * 50 + "\n" + "\n".join(f"row {k}" for k in range(60)) + "\nthe end\n"
+    text = "\f".join(page.replace("Title", f"Title {n}") for n in range(6))
+    for size in (1, 16, 500, 10_000):
+        assert sliced_paged(text, "NFC", size) == pre.clean_document(text), size
