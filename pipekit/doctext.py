@@ -229,7 +229,7 @@ class DocText:
         return "".join(parts)
 
     # -- counting a big region: every line's words at once --
-    def _line_cum(self):
+    def line_cum(self) -> np.ndarray:
         """Budget words of lines [0, j) for every j (numpy int64), counted once per
         document with numpy (`_runs`), about a megabyte of lines at a time (a longer line
         alone, by count_span).  A log is a million lines in one paragraph: a Python call
@@ -257,7 +257,7 @@ class DocText:
 
     def line_units(self, first: int, end: int) -> list[int]:
         """count_words of each line in [first, end)."""
-        return np.diff(self._line_cum()[first:end + 1]).tolist()
+        return np.diff(self.line_cum()[first:end + 1]).tolist()
 
     def _span_words(self, start: int, end: int) -> int:
         """count_words(text[start:end]); a big span of whole lines from the line counts."""
@@ -265,7 +265,7 @@ class DocText:
             j = bisect.bisect_left(self.starts, start)
             k = bisect.bisect_right(self.starts, end)  # lines [j, k) start inside the span
             if j < k and self.starts[j] == start and end >= self.line_end(k - 1):
-                cum = self._line_cum()
+                cum = self.line_cum()
                 return int(cum[k] - cum[j])
         return count_span(self.text, start, end)
 

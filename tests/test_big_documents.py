@@ -90,3 +90,20 @@ def test_one_document_of_more_chunks_than_a_write_batch_keeps_every_chunk_in_ord
     starts, ends = table.column("start_char").to_pylist(), table.column("end_char").to_pylist()
     assert all(e <= s for e, s in zip(ends, starts[1:]))
     assert table.column("text")[-1].as_py().endswith("n29999")
+
+
+def test_csv_records_found_with_numpy_are_the_records_found_line_by_line(monkeypatch):
+    """record_bounds (quotes counted in UTF-8 bytes, a few lines at a time) gives exactly
+    csv_records: quoted newlines, blank lines between records, a quote never closed."""
+    from pipekit.csv_chunks import csv_records, record_bounds
+
+    monkeypatch.setattr("pipekit.csv_chunks._PIECE", 6)  # a line or two a piece, a long line alone
+    monkeypatch.setattr(chunking, "_SPAN_PIECE", 6)
+    rnd = random.Random(18)
+    cells = ['a', '"b, c"', '"x\n y"', '""', '"q ""r"""', '', ' ', 'é', '"\n\n"', '"open', '\t']
+    for _ in range(500):
+        rows = [",".join(rnd.choice(cells) for _ in range(rnd.randint(1, 4))) for _ in range(rnd.randint(0, 12))]
+        text = "\n".join(r if rnd.random() > 0.15 else "" for r in rows)
+        doc = chunking.DocText(text, chunking.Settings())
+        firsts, ends = record_bounds(doc)
+        assert list(zip(firsts.tolist(), ends.tolist())) == csv_records(doc.lines), text
