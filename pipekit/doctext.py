@@ -47,7 +47,7 @@ def count_words(s: str) -> int:
 
 _SPACE = re.compile(r"\s")  # the whitespace str.split() splits at
 _SPAN_PIECE = 1 << 20
-_BULK = 4096  # characters from which counting with numpy beats str.split()
+_BULK = 1 << 16  # characters from which counting with numpy beats str.split() (with a long run in it)
 _WS_TABLE = None  # code point -> is whitespace (str.isspace), for code points up to U+3000
 
 
@@ -229,39 +229,48 @@ class DocText:
         return "".join(parts)
 
     # -- counting a big region: every line's words at once --
-    def line_cum(self) -> np.ndarray:
-        """Budget words of lines [0, j) for every j (numpy int64), counted once per
-        document with numpy (`_runs`), about a megabyte of lines at a time (a longer line
-        alone, by count_span).  A log is a million lines in one paragraph: a Python call
-        per line to count it made stage 03 slower on logs than on Markdown, and counting
-        the paragraph whole, then again line by line to cut it, did the work twice."""
-        if self._cum is not None:
-            return self._cum
-        starts, text, n = self.starts, self.text, len(self.lines)
-        units = np.zeros(n, dtype=np.int64)
-        j = 0
-        while j < n:
-            k = bisect.bisect_right(starts, starts[j] + _SPAN_PIECE, j + 1, n + 1) - 1
+    def _count_lines(self, first: int, end: int) -> np.ndarray:
+        """Budget words of each line in [first, end) (numpy int64), counted with numpy
+        (`_runs`) about a megabyte of lines at a time, a longer line alone by count_span.
+        A log is a million lines in one paragraph: a Python call per line to count it
+        made stage 03 slower on logs than on Markdown."""
+        starts, text = self.starts, self.text
+        units = np.zeros(end - first, dtype=np.int64)
+        j = first
+        while j < end:
+            k = bisect.bisect_right(starts, starts[j] + _SPAN_PIECE, j + 1, end + 1) - 1
             if k <= j:  # one line longer than a piece
-                units[j] = count_span(text, starts[j], self.line_end(j))
+                units[j - first] = count_span(text, starts[j], self.line_end(j))
                 j += 1
                 continue
             base = starts[j]
             run_at, run_units = _runs(text[base:starts[k] - 1])
             # a run never crosses "\n": its line is the last line start at or before it
             line_of = np.searchsorted(np.array(starts[j:k]) - base, run_at, side="right") - 1
-            units[j:k] = np.bincount(line_of, weights=run_units, minlength=k - j)
+            units[j - first:k - first] = np.bincount(line_of, weights=run_units, minlength=k - j)
             j = k
-        self._cum = np.concatenate(([0], np.cumsum(units)))
+        return units
+
+    def line_cum(self) -> np.ndarray:
+        """Budget words of lines [0, j) for every j, counted once per document.  A region
+        as big as a quarter of the document is counted from it: a log paragraph was
+        counted whole, then again line by line to cut it."""
+        if self._cum is None:
+            self._cum = np.concatenate(([0], np.cumsum(self._count_lines(0, len(self.lines)))))
         return self._cum
+
+    def _whole(self, chars: int) -> bool:
+        return self._cum is not None or 4 * chars >= len(self.text)
 
     def line_units(self, first: int, end: int) -> list[int]:
         """count_words of each line in [first, end)."""
-        return np.diff(self.line_cum()[first:end + 1]).tolist()
+        if self._whole(self.starts[end] - self.starts[first]):
+            return np.diff(self.line_cum()[first:end + 1]).tolist()
+        return self._count_lines(first, end).tolist()
 
     def _span_words(self, start: int, end: int) -> int:
         """count_words(text[start:end]); a big span of whole lines from the line counts."""
-        if end - start >= _BULK:
+        if end - start >= _BULK and self._whole(end - start):
             j = bisect.bisect_left(self.starts, start)
             k = bisect.bisect_right(self.starts, end)  # lines [j, k) start inside the span
             if j < k and self.starts[j] == start and end >= self.line_end(k - 1):

@@ -45,10 +45,14 @@ def test_line_counts_and_spans_of_whole_lines_equal_counting_each_alone(monkeypa
     for text in _texts(rnd, 600, 200):
         doc = chunking.DocText(text, chunking.Settings())
         n = len(doc.lines)
-        assert doc.line_units(0, n) == [chunking.count_words(ln) for ln in doc.lines], text
         a, b = sorted(rnd.randint(0, n) for _ in range(2))
         start = doc.starts[a]
         end = doc.line_end(b - 1) if b > a else start
+        # a small region counted alone, then the whole document's lines, then from those
+        assert doc.line_units(a, b) == [chunking.count_words(ln) for ln in doc.lines[a:b]], (text, a, b)
+        assert doc.words(start, end) == chunking.count_words(text[start:end]), (text, a, b)
+        assert doc.line_units(0, n) == [chunking.count_words(ln) for ln in doc.lines], text
+        assert doc.line_units(a, b) == [chunking.count_words(ln) for ln in doc.lines[a:b]], (text, a, b)
         assert doc.words(start, end) == chunking.count_words(text[start:end]), (text, a, b)
 
 
