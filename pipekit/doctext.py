@@ -146,6 +146,7 @@ class DocText:
         self.strip_cum = [0]  # prefix sums of removed marker-line lengths (strip mode)
         self.cont_reserve = (0, 0)
         self.by_words = settings.unit == "words"
+        self._extra_words: dict[str, int] = {}  # count_words of the extras size() was given
         self._cum = None  # words per line, cumulated, once a big region needs them (_line_cum)
 
     def line_end(self, j: int) -> int:
@@ -198,7 +199,11 @@ class DocText:
         # Called for every block and candidate chunk: kept flat on purpose.
         if self.by_words:
             if extra:
-                words += count_words(extra)
+                # the same few extras (a CSV header, a fence) again and again: counted once
+                ew = self._extra_words.get(extra)
+                if ew is None:
+                    ew = self._extra_words[extra] = count_words(extra)
+                words += ew
             return words + self.cont_reserve[0]
         chars = end - start + self.cont_reserve[1]
         if len(self.strip_cum) > 1:
