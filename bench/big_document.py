@@ -1,6 +1,6 @@
 """One very large document through stages 01–04: peak memory and time per stage.
 
-    python bench/big_document.py                    # a text log and a CSV at 100 MB and 400 MB
+    python bench/big_document.py                    # a log, a CSV and a paged report at 100 and 400 MB
     python bench/big_document.py --sizes 50         # a quicker look
 
 A user's folder may hold one 400 MB log or CSV export beside its small documents; the
@@ -14,8 +14,11 @@ The documents are generated once per size (fixed seed, under bench/corpora/big/,
   a message of invented words, request ids, durations, now and then an indented stack
   trace), no blank line anywhere — the case where the chunker has no paragraph to cut at;
 - `export.csv`: a CSV export with a header row, quoted fields holding commas and, now
-  and then, a newline (a record that spans two lines).
-Both are mostly ASCII with some accented Latin-1 letters, as such files are.
+  and then, a newline (a record that spans two lines);
+- `report.txt`: a long report as `pdftotext` writes a PDF, pages of wrapped paragraphs
+  each ending in a form feed, a running header and a "Page N" footer on every page —
+  the page furniture stage 02 finds by comparing pages, now by slices too.
+All are mostly ASCII with some accented Latin-1 letters, as such files are.
 
 Each stage runs as its own process (`python 0N_*.py --config ...`); its wall time includes
 start-up, and its peak RSS and CPU time come from wait4() of that one process (as in
