@@ -561,10 +561,12 @@ def chunk_partition(section: dict, part) -> Iterator:
     for batch in iter_rows(part, columns=["doc_id", "format", "path", "title", "text", "outline"]):
         for row in batch.to_pylist():
             doc_id = row["doc_id"]
-            chunks = chunk_document(row["text"] or "", fmt=row["format"] or "markdown",
-                                    title=row["title"], settings=settings,
-                                    name=PurePosixPath(doc_id).name, outline=row["outline"])
-            for c in finish(chunks, doc_id):
+            # text popped, chunks let go once in `cols`: a huge document's written batches are freed
+            chunks = finish(chunk_document(row.pop("text") or "", fmt=row["format"] or "markdown",
+                                           title=row["title"], settings=settings,
+                                           name=PurePosixPath(doc_id).name, outline=row["outline"]), doc_id)
+            for i in range(len(chunks)):
+                c, chunks[i] = chunks[i], None
                 c["doc_id"], c["path"], c["format"] = doc_id, row["path"] or [], row["format"]
                 for k in COLUMNS:
                     cols[k].append(c[k])
