@@ -33,23 +33,27 @@ def plain_blocks(lines: list[str], markers: bool) -> tuple[list, list]:
     page-marker lines [(i, N)].  With `markers`, a `--- page N ---` line is a page break:
     it ends the paragraph and is a ["marker", i, i + 1, None] block of its own (stage 03
     attaches it to the block after it); without, it is a line of text like any other."""
+    # Only the lines that may end a paragraph are visited one by one: a log of a million
+    # lines without a blank one is one paragraph, and a step per line was a third of the
+    # time stage 03 spent on it.  (`not ln or ln.isspace()` is `not ln.strip()`, uncopied.)
+    breaks = [i for i, ln in enumerate(lines)
+              if not ln or ln.isspace() or (markers and ln.startswith("--- page "))]
+    breaks.append(len(lines))
     blocks: list = []
     marks: list = []
-    cur = None
-    for i, ln in enumerate(lines):
-        if not ln.strip():
-            cur = None
-            continue
-        if markers and ln.startswith("--- page ") and MARKER.fullmatch(ln.rstrip("\r")):
-            marks.append((i, int(MARKER.fullmatch(ln.rstrip("\r")).group(1))))
+    first = 0  # the first line of the paragraph being read
+    for i in breaks:
+        mark = None
+        if i < len(lines) and lines[i].startswith("--- page "):
+            mark = MARKER.fullmatch(lines[i].rstrip("\r"))
+            if mark is None and lines[i].strip():
+                continue  # "--- page x" that is no marker: a line of text like any other
+        if first < i:
+            blocks.append(["para", first, i, None])
+        if mark is not None:
+            marks.append((i, int(mark.group(1))))
             blocks.append(["marker", i, i + 1, None])
-            cur = None
-            continue
-        if cur is None:
-            cur = ["para", i, i + 1, None]
-            blocks.append(cur)
-        else:
-            cur[2] = i + 1
+        first = i + 1
     return blocks, marks
 
 

@@ -254,3 +254,37 @@ def test_read_outline_of_a_pdf_without_one_is_none(tmp_path):
         assert read_outline(doc) is None
     finally:
         doc.close()
+
+
+def _paragraphs_line_by_line(lines, markers):
+    """The reference: plain_blocks as a step per line (what it was before issue 15)."""
+    from pipekit.markdown_blocks import MARKER
+
+    blocks, marks, cur = [], [], None
+    for i, ln in enumerate(lines):
+        if not ln.strip():
+            cur = None
+        elif markers and ln.startswith("--- page ") and MARKER.fullmatch(ln.rstrip("\r")):
+            marks.append((i, int(MARKER.fullmatch(ln.rstrip("\r")).group(1))))
+            blocks.append(["marker", i, i + 1, None])
+            cur = None
+        elif cur is None:
+            cur = ["para", i, i + 1, None]
+            blocks.append(cur)
+        else:
+            cur[2] = i + 1
+    return blocks, marks
+
+
+def test_paragraphs_found_from_the_break_lines_are_the_paragraphs_found_line_by_line():
+    import random
+
+    from pipekit.structure import plain_blocks
+
+    rnd = random.Random(15)
+    pieces = ["", " ", "\t", "\r", "a", "--- page 3 ---", "--- page 3 ---\r", "--- page x", "--- page 4 ---  ",
+              " --- page 2 ---", "\u00a0", "\u3000", "text"]
+    for _ in range(5000):
+        lines = ["".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 2))) for _ in range(rnd.randint(0, 12))]
+        for markers in (True, False):
+            assert plain_blocks(lines, markers) == _paragraphs_line_by_line(lines, markers), (lines, markers)
