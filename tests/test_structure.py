@@ -279,8 +279,6 @@ def _paragraphs_line_by_line(lines, markers):
 def test_paragraphs_found_from_the_break_lines_are_the_paragraphs_found_line_by_line():
     import random
 
-    from pipekit.structure import plain_blocks
-
     rnd = random.Random(15)
     pieces = ["", " ", "\t", "\r", "a", "--- page 3 ---", "--- page 3 ---\r", "--- page x", "--- page 4 ---  ",
               " --- page 2 ---", "\u00a0", "\u3000", "text"]
