@@ -102,11 +102,14 @@ def test_the_stage_cleans_a_document_over_the_slicing_size_as_it_cleans_a_small_
     (docs / "small.txt").write_bytes(b"a  \r\n\n\n\nb\n")
     cfg = write_config(tmp_path, documents={"input": str(docs)})
     run_script("01_documents.py", "--config", str(cfg))
-    run_script("02_preprocessing.py", "--config", str(cfg))
+    summary = run_script("02_preprocessing.py", "--config", str(cfg)).stdout
     before = {r["doc_id"]: r["text"] for r in pq.read_table(tmp_path / "out" / "01_documents.parquet").to_pylist()}
     after = {r["doc_id"]: r["text"] for r in pq.read_table(tmp_path / "out" / "02_preprocessed.parquet").to_pylist()}
     assert len(before["big.txt"].encode()) > pre.LARGE and len(before["paged.txt"].encode()) > pre.LARGE
     assert after == {d: pre.clean_text(t) for d, t in before.items()}
+    # every page of paged.txt starts with the same log line: furniture, counted in the summary
+    removed = pre.clean_document(before["paged.txt"])[1]
+    assert removed > 100 and f"{removed:,} page furniture lines" in summary and "from 1 documents" in summary
 
 
 # ---- a large document with pages: furniture found in one pass, dropped in another (issue 15)
