@@ -176,9 +176,9 @@ def clean_large(data: np.ndarray, unicode_form: str = "NFC", size: int = SLICE) 
 
 class _FormFeeds:
     """`form_feeds_to_markers` on a text that arrives in pieces: each piece's converted
-    text, and the rest at `end()`.  A page's leading and trailing newlines go; the last
-    page goes if it is only whitespace, so a page's marker waits until the page holds
-    something else (or another form feed shows it is not the last)."""
+    text.  A page's leading and trailing newlines go; the last page goes if it is only
+    whitespace, so a page's marker waits until the page holds something else, or another
+    form feed shows it is not the last (a page still waiting at the end simply goes)."""
 
     def __init__(self):
         self.page = 1
@@ -196,9 +196,6 @@ class _FormFeeds:
             self.pending, self.lead, self.held = [], True, 0
             out.append(self._text(part))
         return "".join(out)
-
-    def end(self) -> str:
-        return ""  # a last page still pending is whitespace only: it goes, marker and all
 
     def _text(self, s: str) -> str:
         if self.pending is None:
@@ -251,8 +248,6 @@ def clean_large_paged(data: np.ndarray, unicode_form: str = "NFC", size: int = S
             if unicode_form != "none":
                 piece = unicodedata.normalize(unicode_form, piece)
             yield ff.feed(piece) if ff else piece
-        if ff:
-            yield ff.end()
 
     finder = FurnitureFinder()
     for lines, _ in _line_batches(pieces()):
