@@ -239,7 +239,7 @@ def clean_large_paged(data: np.ndarray, unicode_form: str = "NFC", size: int = S
     (cleaned UTF-8, furniture lines removed).  Page furniture is what repeats across
     pages, so the slices are read twice: once to find it (pipekit.pages.FurnitureFinder),
     once to clean the text without it; neither pass holds the document's lines."""
-    form_feeds = any(b"\f" in data[a:a + (1 << 24)].tobytes() for a in range(0, len(data), 1 << 24))
+    form_feeds = sum(data[a:a + (1 << 24)].tobytes().count(b"\f") for a in range(0, len(data), 1 << 24))
 
     def pieces():
         ff = _FormFeeds() if form_feeds else None
@@ -253,7 +253,9 @@ def clean_large_paged(data: np.ndarray, unicode_form: str = "NFC", size: int = S
     for lines, _ in _line_batches(pieces()):
         finder.add(lines)
     dropper = FurnitureDropper(*finder.furniture())
-    sink = _Cleaned(len(data) + 1024)
+    # Room for a `--- page N ---` line per form feed: a text of short pages without
+    # furniture outgrows its input, and growing the buffer copies it (2.5x it at once).
+    sink = _Cleaned(len(data) + 24 * (form_feeds + 1) + 1024)
     for lines, last in _line_batches(pieces()):
         kept = dropper.keep(lines)
         if kept:
