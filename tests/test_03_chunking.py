@@ -465,3 +465,25 @@ def test_a_bad_budget_stops_the_stage_with_one_line(tmp_path):
     assert proc.returncode != 0
     assert "chunking.overlap must be >= 0 and < chunking.target (40); got 40" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_front_matter_title_opens_the_path_of_every_chunk_of_a_page_without_an_h1():
+    # Issue 16: a page titled only by its front matter (MkDocs, Jekyll, Hugo) gave chunks
+    # with an empty heading.  Every chunk, however deep its section, however many pieces a
+    # long section is cut into, and whatever the heading syntax, starts with that title.
+    text = ("---\ntitle: \"Snippets\"\nicon: material/scissors\n---\n\nIntro. " + para(30) + "\n\n"
+            "### Deep before any level two\n\n" + para(10) + "\n\n"
+            "## Usage\n\n" + "\n\n".join(para(25) for _ in range(6)) + "\n\n"
+            "```md\n# not a heading\n```\n\n"
+            "Setext level two\n----------------\n\n" + para(12) + "\n\n"
+            "### URL Snippets\n\n" + para(40) + "\n")
+    out = chunks(text, target=30, max=60, min=0)
+    assert len(out) > 8
+    assert all(c["heading_path"][0] == "Snippets" for c in out), [c["heading_path"] for c in out]
+    assert [c["heading_path"] for c in out if "URL Snippets" in c["heading_path"]][0] == \
+        ["Snippets", "Setext level two", "URL Snippets"]
+    assert ["Snippets", "Usage"] in [c["heading_path"] for c in out]
+    assert check_spans(text, out, S(target=30, max=60, min=0)) == []
+    # A setext level-1 heading is the page's own title: it takes over, as `# ` does.
+    own = chunks("---\ntitle: Page\n---\nOwn title\n=========\n\ntext\n\n## Sub\n\nmore\n", target=5, max=10, min=0)
+    assert [c["heading_path"] for c in own] == [["Page"], ["Own title"], ["Own title", "Sub"]]
