@@ -39,7 +39,11 @@ import html.entities
 import re
 import unicodedata
 
-__all__ = ["plain_heading", "strip_attribute_list", "HEADING_MAX"]
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["plain_heading", "strip_attribute_list", "drop_heading_attribute_lists", "HEADING_MAX"]
 
 HEADING_MAX = 256   # characters of a heading trail entry; longer ones end in "…"
 _READ_MAX = 4000    # raw characters read (see the module docstring)
@@ -63,6 +67,41 @@ def strip_attribute_list(raw: str) -> str:
         return raw
     stripped = _ATTR_LIST.sub("", raw)
     return _CLOSING_HASHES.sub("", stripped) if stripped != raw else raw
+
+
+# The same lists where they sit in a chunk's *text*: at the end of an ATX heading line, or
+# of a setext heading's last title line (the line above its `===` / `---`).  RE2 syntax, for
+# pyarrow, so a whole column of texts is rewritten in one pass (stage 04, per batch).
+_RE2_ITEM = r"""(?:[#.][^\s{}"'=]+|[A-Za-z_:][\w:.-]*=(?:"[^"]*"|'[^']*'|[^\s{}"']+))"""
+_RE2_LIST = r"[ \t]+\{:?[ \t]*" + _RE2_ITEM + r"(?:[ \t]+" + _RE2_ITEM + r")*[ \t]*\}[ \t]*"
+_TEXT_ATX = r"(?m)^( {0,3}#{1,6}[ \t][^\n]*?)" + _RE2_LIST + "$"
+_TEXT_SETEXT = r"(?m)^([^\n]*?)" + _RE2_LIST + r"(\n {0,3}(?:=+|-+)[ \t]*)$"
+_CANDIDATE = r"(?m)^ {0,3}#{1,6}[ \t][^\n]*\}[ \t]*$|\}[ \t]*\n {0,3}(?:=+|-+)[ \t]*$"
+
+
+def drop_heading_attribute_lists(texts):
+    """Chunk texts (a pyarrow string array) with every heading line's attribute list
+    removed, the rest of each text as it was.
+
+    Why: a chunk's text starts with its raw heading line, so `## Handling Errors
+    { #handling-errors }` put the id's words into the index a second time (the heading
+    column already drops the list), and an id that differs from the title (`{ #setup }`
+    on "Installation") made the section match words a reader never sees there.  Only
+    heading lines are touched: a `{: .class }` line of its own, or `{name}` in prose, is
+    text (as in `strip_attribute_list`, only a list wholly of `#id`, `.class` and
+    `key=value` items counts)."""
+    if len(texts) == 0:
+        return texts
+    # One cheap pass finds the few texts with a heading line ending in `}`; only those are
+    # rewritten (code-heavy docs have braces everywhere, attribute lists in few chunks).
+    rows = np.flatnonzero(np.asarray(pc.fill_null(pc.match_substring_regex(texts, _CANDIDATE), False)))
+    if len(rows) == 0:
+        return texts
+    fixed = pc.replace_substring_regex(texts.take(rows), _TEXT_ATX, r"\1")
+    fixed = pc.replace_substring_regex(fixed, _TEXT_SETEXT, r"\1\2")
+    mask = np.zeros(len(texts), dtype=bool)
+    mask[rows] = True
+    return pc.replace_with_mask(texts, pa.array(mask), fixed)
 
 
 # --------------------------------------------------------------------------------------

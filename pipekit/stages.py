@@ -45,7 +45,7 @@ STAGES: tuple[Stage, ...] = (
            "pipekit/markdown_blocks.py", "pipekit/structure.py", "pipekit/engine.py")),
     Stage(4, "indexing", "04_indexing.py", "indexing",
           ("04_chunks.parquet", "04_terms.parquet", "04_postings.parquet"),
-          ("04_indexing.py", "pipekit/analyzer.py", "pipekit/engine.py")),
+          ("04_indexing.py", "pipekit/analyzer.py", "pipekit/engine.py", "pipekit/headings.py")),
     Stage(5, "retrieval", "05_retrieval.py", "retrieval", ("05_results.parquet",),
           ("05_retrieval.py", "pipekit/analyzer.py", "pipekit/queries.py", "pipekit/io.py",
            "pipekit/history.py", "pipekit/results.py")),

@@ -44,6 +44,20 @@ def test_term_frequencies_include_the_heading_line():
     assert tf[("deploy", 1)] == 2
 
 
+def test_a_heading_lines_attribute_list_is_not_indexed():
+    # Issue 16: `## Installation { #setup .wide }` (Python-Markdown attr_list, MkDocs,
+    # kramdown `{: #id}`) is markup: its id and classes are no words of the section.
+    texts = ["## Installation { #setup-guide .wide }\n\nrun pip",
+             "Usage {: #how-to }\n=====\n\nstart here",
+             "#### Name ## {: #closing-hashes }\n\nbody",
+             "## Format {name}\n\n{: .note-box }\nsee {value}"]  # not lists of #id/.class: text
+    tf, *_ = build(chunks(*texts, headings=["Installation", "Usage", "Name", "Format {name}"]))
+    terms = {t for t, _ in tf}
+    assert not terms & {"setup", "guide", "wide", "how", "closing", "hashes"}
+    assert tf[("installation", 0)] == 2 and tf[("usage", 1)] == 2 and tf[("name", 2)] == 2  # heading + text line
+    assert tf[("name", 3)] == 2 and tf[("note", 3)] == 1 and tf[("box", 3)] == 1 and tf[("value", 3)] == 1
+
+
 def test_path_terms_count_path_weight_times():
     batch = chunks("alpha", paths=[["ops", "runbooks"]])
     tf, *_ = build(batch, path_weight=3)
