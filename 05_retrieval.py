@@ -35,6 +35,11 @@ find the right document".  They are computed by ir-measures (trec_eval's convent
 at depth 100 whatever `top_k` is, so changing top_k never changes the metrics.
 Turning hits into rows, metrics and the terminal preview is plumbing: pipekit/results.py.
 
+With `retrieval.section_context` above 0 (the default 0.5), a chunk's score is mixed with
+its level-2 section's, BM25 over sections as units (pipekit/sections.py): a question is
+often asked in the words of the topic around the passage that answers it.  A corpus whose
+sections are single chunks (BEIR records) scores exactly as without it.
+
 With `retrieval.feedback: rm3`, each query is answered twice (`Index.expand`): its best
 few chunks give a relevance model, whose heaviest terms join the query with small weights
 (pseudo-relevance feedback, RM3), and the expanded query is scored like any other.
@@ -68,6 +73,7 @@ from pipekit.io import cores
 from pipekit.malloc import keep_freed_memory
 from pipekit.queries import Feedback, feedback_of, load_qrels, load_queries, trec_run
 from pipekit.results import METRICS, chunk_texts, evaluate, explain_rows, print_results, results_table
+from pipekit.sections import section_context
 from pipekit.stages import get_stage
 
 DEPTH = 100  # documents evaluated per query, whatever top_k is
@@ -126,6 +132,7 @@ class Index:
         self.doc_codes = np.asarray(docs.indices, dtype=np.int64)
         self._dense = self._dense_rows()
         self.small_query = SMALL_QUERY  # tests lower it, so their small corpora take the pruned path
+        self.context = None  # the chunks' sections, when retrieval.section_context is on (pipekit/sections.py)
         self.note = ctx.note
         self.load_seconds = time.perf_counter() - t0
         ctx.note(f"index loaded in {self.load_seconds:.2f} s ({len(self.chunk):,} postings, "
@@ -514,7 +521,11 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
         for i in batch:
             if feedback is not None:  # a second query, answered like the first
                 scored[i] = index.expand(scored[i], feedback)
-            cols, vals = index.best_candidates(scored[i].ids, depth, scored[i].weights)
+            if index.context is None:
+                cols, vals = index.best_candidates(scored[i].ids, depth, scored[i].weights)
+            else:  # every matching chunk (pruning's bounds know no sections), then its section's evidence
+                cols, vals = index.scores(scored[i].ids, weights=scored[i].weights)
+                vals = index.context.rescore(scored[i].ids, scored[i].weights, cols, vals)
             order, docs, doc_scores = rank(cols, vals, doc_codes, top_k_n, depth)
             out.append((cols[order], vals[order], docs, doc_scores))
         return out
@@ -556,6 +567,9 @@ def run(ctx) -> None:
     if io.read_meta(chunks_03).get("fingerprint") != index.meta["inputs"]["upstream"]:
         raise PipelineError("03_chunks.parquet changed since the index was built: run `python 04_indexing.py`")
     ctx.upstream_rows = len(queries)
+    index.context = section_context(sec["section_context"], chunks_03, index)
+    if index.context is not None:
+        ctx.note(f"section context {sec['section_context']}: {index.context.n:,} sections of {len(index.lengths):,} chunks")
 
     feedback = feedback_of(sec)
     (q, c, s, r), run_docs, scored = search(

@@ -39,19 +39,29 @@ def explain_rows(index, q, chunk: int) -> list[dict]:
     b, avgdl = index.stats["b"], index.stats["avgdl"]
     names = index.terms
     fb = q.from_feedback if q.from_feedback is not None else np.zeros(len(q.ids))
+    # With section context (pipekit/sections.py) each term also brings its section's share,
+    # and the sum is divided by 1 + w: `section` is that share of the contribution.
+    ctx = getattr(index, "context", None)
+    shares = [float(p[0]) for p in ctx.section_part(q.ids, q.weights, np.array([chunk]))] if ctx else None
+    scale = 1 + ctx.weight if ctx else 1.0
     out = []
     for i in np.argsort(q.ids, kind="stable").tolist():  # term ids are alphabetical
         t = int(q.ids[i])
         lo, hi = index.indptr[t], index.indptr[t + 1]
         pos = lo + np.searchsorted(index.chunk[lo:hi], chunk)
-        if pos >= hi or index.chunk[pos] != chunk:
+        found = pos < hi and index.chunk[pos] == chunk
+        if not found and not (shares and shares[i] > 0):
             continue
         term = names[t].as_py()
         weight = float(q.weights[i])
         norm = 1 - b + b * float(index.lengths[chunk]) / avgdl
-        out.append({"term": term, "qtf": q.qtf.get(term, 0), "weight": weight, "tf": int(index.tf[pos]),
-                    "df": int(index.df[t]), "idf": float(index.idf[t]), "norm": norm,
-                    "contribution": weight * float(index.impact[pos]), "feedback": float(fb[i])})
+        own = weight * float(index.impact[pos]) if found else 0.0
+        row = {"term": term, "qtf": q.qtf.get(term, 0), "weight": weight, "tf": int(index.tf[pos]) if found else 0,
+               "df": int(index.df[t]), "idf": float(index.idf[t]), "norm": norm,
+               "contribution": (own + (shares[i] if shares else 0.0)) / scale, "feedback": float(fb[i])}
+        if shares:
+            row["section"] = shares[i] / scale
+        out.append(row)
     return out
 
 

@@ -33,6 +33,7 @@ from .config import SCHEMA, load_config
 from .errors import PipelineError
 from .io import read_meta
 from .queries import feedback_of
+from .sections import section_context
 from .results import chunk_texts
 from .stages import get_stage, load_stage
 
@@ -128,6 +129,7 @@ class Searcher:
         # What a citation needs beyond 04_chunks' columns, for every chunk (small: no text;
         # texts are read per search, only those of the results, by stage 05's own reader).
         self._spans = io.read_table(self._chunks_03, ["heading_path", "start_char", "end_char"])
+        self.index.context = section_context(float(self.settings["section_context"]), self._chunks_03, self.index)
 
     @property
     def analyzer(self):
