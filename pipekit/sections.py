@@ -36,8 +36,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from . import io
+from .errors import PipelineError
 
 LEVEL = 2  # heading levels that name a section: `#` page title, `##` topic
 
@@ -112,10 +114,17 @@ def section_context(weight: float, chunks_03: Path, index) -> SectionContext | N
     section a single chunk (then the mixed score *is* the chunk's own)."""
     if weight <= 0:
         return None
-    table = io.read_table(chunks_03, ["doc_id", "heading_path"])
-    if table.num_rows != len(index.lengths):
-        return None  # not this index's chunks: stage 05 refuses such a pair before this
-    codes = section_codes(table.column("doc_id").combine_chunks(), table.column("heading_path").combine_chunks())
+    doc_id = index.chunks.column("doc_id").combine_chunks()
+    if "heading_path" in pq.ParquetFile(chunks_03).schema_arrow.names:
+        paths = io.read_table(chunks_03, ["heading_path"]).column("heading_path").combine_chunks()
+    else:  # a hand-made 03 file with SPEC's `heading` only: its titles, empty levels already dropped
+        heading = pc.fill_null(index.chunks.column("heading").combine_chunks(), "")
+        paths = pc.if_else(pc.equal(heading, ""), pa.scalar([], pa.list_(pa.string())),
+                           pc.split_pattern(heading, " › "))
+    if len(paths) != len(doc_id):
+        raise PipelineError(f"{chunks_03} has {len(paths):,} chunks, the index {len(doc_id):,}: "
+                            "rerun `python 04_indexing.py`")
+    codes = section_codes(doc_id, paths)
     if len(codes) == 0 or codes[-1] + 1 == len(codes):
         return None
     return SectionContext(codes, index, weight)
