@@ -43,8 +43,9 @@ def ours(collection: Path, name: str) -> tuple[dict, float]:
            "--set", f"retrieval.qrels={collection / 'qrels.tsv'}",
            "--set", f"indexing.stemmer={stemmer}", "--set", f"indexing.stopwords={stopwords}",
            # The plain formula, as bm25s computes it: this compares like with like (the
-           # heading weight and feedback are bench/quality.py's subject).
-           "--set", "indexing.heading_weight=1", "--set", "retrieval.feedback=none"]
+           # heading weight, section context and feedback are bench/quality.py's subject).
+           "--set", "indexing.heading_weight=1", "--set", "retrieval.feedback=none",
+           "--set", "retrieval.section_context=0"]
     t0 = time.perf_counter()
     subprocess.run(cmd, cwd=REPO, check=True, capture_output=True)
     wall = time.perf_counter() - t0

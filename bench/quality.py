@@ -5,10 +5,10 @@
 For each collection (a folder with beir/corpus.jsonl, queries.jsonl, qrels.tsv) it runs
 `run_pipeline.py` (outputs in bench/out/quality/<collection>) four ways:
 
-- plain     heading_weight 1, feedback none: SPEC's plain formula
-- heading   the configured heading_weight, feedback none (the defaults)
-- feedback  heading_weight 1, feedback rm3
-- both      the configured heading_weight, feedback rm3
+- plain     heading_weight 1, section_context 0, feedback none: SPEC's plain formula
+- heading   the configured heading_weight and section_context, feedback none (the defaults)
+- feedback  heading_weight 1, section_context 0, feedback rm3
+- both      the configured heading_weight and section_context, feedback rm3
 
 and bm25s (method lucene, k1 1.2, b 0.75, Snowball English stemmer, English stopwords,
 title + text: what bench/cranfield.py runs), all evaluated by ir-measures on documents.
@@ -109,13 +109,14 @@ def main() -> None:
     cfg = load_config(None, args.sets)
     hw = cfg["indexing"]["heading_weight"]
     fb = cfg["retrieval"]
+    sc = fb["section_context"]
     variants = {  # name: overrides; ordered so that stage 04 reruns only when the weight changes
-        "plain": [f"indexing.heading_weight=1", "retrieval.feedback=none"],
-        "feedback": [f"indexing.heading_weight=1", "retrieval.feedback=rm3"],
-        "heading": [f"indexing.heading_weight={hw}", "retrieval.feedback=none"],
-        "both": [f"indexing.heading_weight={hw}", "retrieval.feedback=rm3"],
+        "plain": [f"indexing.heading_weight=1", "retrieval.feedback=none", "retrieval.section_context=0"],
+        "feedback": [f"indexing.heading_weight=1", "retrieval.feedback=rm3", "retrieval.section_context=0"],
+        "heading": [f"indexing.heading_weight={hw}", "retrieval.feedback=none", f"retrieval.section_context={sc}"],
+        "both": [f"indexing.heading_weight={hw}", "retrieval.feedback=rm3", f"retrieval.section_context={sc}"],
     }
-    print(f"defaults: heading_weight {hw}, feedback {fb['feedback']}; rm3 runs with docs {fb['feedback_docs']}, "
+    print(f"defaults: heading_weight {hw}, section_context {sc}, feedback {fb['feedback']}; rm3 runs with docs {fb['feedback_docs']}, "
           f"terms {fb['feedback_terms']}, query weight {fb['feedback_query_weight']}")
     print(f"  {'':<24}" + " ".join(f"{m:>8}" for m in METRICS) + "   ratio to bm25s (plain for the sample)")
     results: dict[str, dict[str, dict]] = {}

@@ -160,7 +160,7 @@ def write_config(folder: Path, out: str = "out") -> Path:
         # The plain formula, as the peers score: a heading weight above 1 (the default) counts
         # the title more often, and the best-score check against bm25s then fails on every query.
         "indexing:\n  heading_weight: 1\n"
-        "retrieval:\n  queries: queries.jsonl\n  qrels: null\n  top_k: 10\n  feedback: none\n")
+        "retrieval:\n  queries: queries.jsonl\n  qrels: null\n  top_k: 10\n  feedback: none\n  section_context: 0\n")
     return cfg
 
 
