@@ -35,7 +35,7 @@ find the right document".  They are computed by ir-measures (trec_eval's convent
 at depth 100 whatever `top_k` is, so changing top_k never changes the metrics.
 Turning hits into rows, metrics and the terminal preview is plumbing: pipekit/results.py.
 
-With `retrieval.section_context` above 0 (the default 0.5), a chunk's score is mixed with
+With `retrieval.section_context` above 0 (off by default), a chunk's score is mixed with
 its level-2 section's, BM25 over sections as units (pipekit/sections.py): a question is
 often asked in the words of the topic around the passage that answers it.  A corpus whose
 sections are single chunks (BEIR records) scores exactly as without it.
