@@ -4,6 +4,7 @@ usual RAG recipe, on the same files in the same run.
     python bench/docs_qa.py --build      # once: gather the documentation (see below)
     python bench/docs_qa.py              # the table
     python bench/docs_qa.py --path-evidence   # also ours with each way of indexing the path
+    python bench/docs_qa.py --context-evidence   # also ours with each section-context weight
 
 The documentation (bench/docs_qa_sources.tsv, pinned versions): Node.js's API reference as
 Debian installs it (`apt-get install nodejs-doc`, /usr/share/doc/nodejs/api) and the
@@ -72,6 +73,9 @@ PATH_VARIANTS = {
     "no path terms (path_weight 0)": ["indexing.path_weight=0"],
     "folders x2 (path_weight 2)": ["indexing.path_weight=2"],
 }
+
+# Section-context weights that --context-evidence compares (retrieval.section_context).
+CONTEXT_WEIGHTS = (0.25, 0.5, 0.75, 1.0)
 
 
 # --------------------------------------------------------------------------------------
@@ -374,6 +378,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", action="store_true", help="gather the documentation into bench/corpora/docs_qa")
     ap.add_argument("--path-evidence", action="store_true", help="also run ours with each way of indexing the path")
+    ap.add_argument("--context-evidence", action="store_true",
+                    help="also run ours with each retrieval.section_context weight")
     ap.add_argument("--force", action="store_true", help="rerun every stage of ours")
     ap.add_argument("--per-question", action="store_true", help="print each question's ranks")
     ap.add_argument("--baseline", type=Path, metavar="PATH",
@@ -417,6 +423,10 @@ def main() -> None:
             for name, rewrite in PATH_REWRITES.items():
                 ranked, w = run_path_rewrite(qs, name, rewrite, style)
                 rows.append((f"ours, {name}", score(qs, ranked), w))
+        if args.context_evidence:
+            for w in CONTEXT_WEIGHTS:
+                ranked, wall = run_ours(qs, f"context {w}", [f"retrieval.section_context={w}"], args.force, style)
+                rows.append((f"ours, section_context {w}", score(qs, ranked), wall))
         report(title, qs, rows, args.per_question)
 
 
