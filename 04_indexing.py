@@ -19,8 +19,8 @@ the query's terms and add" (times each term's qtf, which only the query knows). 
 chunk's terms are: its heading line counted `heading_weight` times (a query naming a
 section finds passages that never repeat the section's name, and a heading, a few words
 naming the subject, can outweigh a passing mention), then its text, plus its folder
-names counted `path_weight` times (markup a reader never sees, a heading line's
-attribute list `{ #id }` or an HTML comment, is not indexed).  A weight counts in tf *and* in the length |c|, as if
+names counted `path_weight` times (a heading line's attribute list `{ #id }` is markup
+and is not indexed).  A weight counts in tf *and* in the length |c|, as if
 the words were written out that many times (BM25F's field weighting), so the formula
 above holds as written over those counts; `heading_weight: 1` is the plain formula.
 
@@ -62,7 +62,7 @@ from scipy import sparse
 from pipekit.analyzer import Analyzer
 from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, iter_rows
-from pipekit.indexed_text import indexed_text
+from pipekit.headings import drop_heading_attribute_lists
 
 INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start", "page_end"]
 BATCH = 8192  # chunks analysed together: big enough that Arrow kernels dominate, small enough to stay flat
@@ -73,10 +73,10 @@ def indexed_runs(analyzer: Analyzer, batch: pa.RecordBatch,
     """What the analyzer sees for each chunk: its heading line, then its text (as runs, with
     the chunk each came from and how many times it counts; cut separately, which spares
     copying every text once more).  A heading run counts `heading_weight` times: a chunk's
-    heading names its subject in a few words, which its text need not repeat.  The text
-    loses the markup a reader never sees (pipekit/indexed_text.py): heading lines'
-    attribute lists (`{ #id .class }`) and HTML comments."""
-    words, rows = analyzer.runs(indexed_text(batch.column("text")))
+    heading names its subject in a few words, which its text need not repeat.  The text's
+    heading lines lose their attribute lists (`{ #id .class }`): markup, not words a
+    reader sees, as the heading column already has it."""
+    words, rows = analyzer.runs(drop_heading_attribute_lists(batch.column("text")))
     weights = np.ones(len(words), dtype=np.int32)
     if heading_weight == 0:
         return words, rows, weights

@@ -58,20 +58,6 @@ def test_a_heading_lines_attribute_list_is_not_indexed():
     assert tf[("name", 3)] == 2 and tf[("note", 3)] == 1 and tf[("box", 3)] == 1 and tf[("value", 3)] == 1
 
 
-def test_html_comments_are_not_indexed():
-    # Markdown passes `<!-- ... -->` to the page unrendered: Node.js's API docs keep each
-    # function's change history there (pr-url, version), editors their notes.
-    texts = ["before<!-- added: v0.5.0\npr-url: https://github.com/nodejs/node/pull/1 -->after",
-             "keep <!-- one --> middle <!-- two --> end",
-             "an unclosed <!-- comment runs to the end",
-             "no remark here: less-than <! and arrows --> stay text"]
-    tf, *_ = build(chunks(*texts))
-    terms = {t for t, _ in tf}
-    assert not terms & {"added", "v0", "pr", "url", "github", "nodejs", "one", "two", "comment", "runs"}
-    assert {("before", 0), ("after", 0), ("keep", 1), ("middle", 1), ("end", 1), ("unclosed", 2)} <= set(tf)
-    assert {("less", 3), ("arrows", 3), ("stay", 3)} <= set(tf)
-
-
 def test_path_terms_count_path_weight_times():
     batch = chunks("alpha", paths=[["ops", "runbooks"]])
     tf, *_ = build(batch, path_weight=3)
