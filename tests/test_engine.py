@@ -226,10 +226,10 @@ def test_a_worker_killed_during_stage_03_changes_nothing(tmp_path, cluster, cran
     before = set(client.run(os.getpid).values())
     killed = []
     engine = DaskEngine(address, 2, 40, 10.0, quiet=True)
-    plain = engine.map_partitions
+    plain = engine._gather  # under map_partitions and map_to_parts (03's workers write their parts)
 
-    def killing_one_worker(fn, parts, progress=None):
-        for i, item in enumerate(plain(fn, parts, progress)):
+    def killing_one_worker(task, parts, progress=None):
+        for i, item in enumerate(plain(task, parts, progress)):
             if not killed:
                 busy = client.processing()  # worker address -> tasks it is running or holds
                 victim = max(busy, key=lambda w: len(busy[w]))
@@ -239,7 +239,7 @@ def test_a_worker_killed_during_stage_03_changes_nothing(tmp_path, cluster, cran
                 killed.append(pid)
             yield item
 
-    engine.map_partitions = killing_one_worker
+    engine._gather = killing_one_worker
     try:
         run_stage(3, load_stage(3).run, cfg, quiet=True, engine=engine)
     finally:
@@ -250,6 +250,13 @@ def test_a_worker_killed_during_stage_03_changes_nothing(tmp_path, cluster, cran
     a = pd.read_parquet(tmp_path / "local" / "03_chunks.parquet")
     b = pd.read_parquet(tmp_path / "dask" / "03_chunks.parquet")
     assert len(a) > 1000 and a.map(repr).equals(b.map(repr))
+    # The workers wrote the output as part files, one per partition; whatever the killed
+    # worker had half-written is gone, and so is the temp folder they were written in.
+    parts = sorted(p.name for p in (tmp_path / "dask" / "03_chunks.parquet").iterdir())
+    assert parts == [f"part-{i:05d}.parquet" for i in range(-(-len(pd.read_parquet(
+        tmp_path / "local" / "02_preprocessed.parquet", columns=["doc_id"])) // 40))]
+    assert sorted(p.name for p in (tmp_path / "dask").iterdir()) == [
+        "01_documents.parquet", "02_preprocessed.parquet", "03_chunks.parquet"]
 
 
 def test_an_unreachable_scheduler_is_one_line_naming_it(tmp_path):
