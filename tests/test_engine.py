@@ -119,6 +119,11 @@ def test_sample_on_two_workers_equals_the_local_engine(tmp_path, cluster):
                     "engine.partition_rows=3")
     assert f"dask: connected to {address}" in proc.stdout
     assert_same_outputs(tmp_path / "local", tmp_path / "dask")
+    # 01-03 were written by the workers, a part file per partition (16 files, 15 cleaned,
+    # by 3): folders; the local engine's are single files.  Both forms read the same above.
+    for name, parts in (("01_documents.parquet", 6), ("02_preprocessed.parquet", 6), ("03_chunks.parquet", 5)):
+        assert (tmp_path / "local" / name).is_file(), name
+        assert len(list((tmp_path / "dask" / name).glob("part-*.parquet"))) == parts, name
     # Freshness does not depend on the engine: each folder is fresh under the other engine.
     dask_sets = ("engine.kind=dask", f"engine.address={address}")
     assert status(cfg, tmp_path / "dask") == status(cfg, tmp_path / "local", *dask_sets)
