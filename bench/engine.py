@@ -16,8 +16,9 @@ user runs it, so its wall time includes start-up; its peak RSS comes from wait4(
   charged the cluster's start-up (printed on its own).  Each worker's peak RSS during a
   stage is sampled every 0.2 s.  The load average (1 min) beside each time says how
   busy the machine was: with 2 cores, a load above 2 leaves no idle core to win.
-  Outputs in out-dask/; at the end each output is compared with out-local's (rows,
-  order, values).
+  Outputs in out-dask/, where 01-03 are folders of part files (each worker writes its
+  partitions' rows; pipekit/io.py); at the end each output is compared with out-local's
+  single files (rows, order, values).
 - `--baseline DIR`: the same stages from another checkout (the code before this change),
   local engine, outputs in out-before/: "the default run is no slower than before".
 
