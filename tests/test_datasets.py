@@ -126,3 +126,14 @@ def test_show_lists_a_dataset_as_one_output(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pipekit", "show", str(tmp_path / "01_documents.parquet")],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0 and "7 rows · 2 columns" in proc.stdout
+
+
+def test_a_killed_runs_temp_and_aside_folders_are_swept(tmp_path):
+    """SIGKILL gives a client no chance to clean up: its `<name>.tmp-PID/` of part files (or
+    the old output it had just renamed aside) would otherwise stay beside the output for ever."""
+    path = tmp_path / "03_chunks.parquet"
+    for leftover in (f"{path.name}.tmp-999999", f"{path.name}.old-999998"):
+        (tmp_path / leftover).mkdir()
+        (tmp_path / leftover / "part-00000.parquet").write_bytes(b"x" * 100)
+    make_dataset(path, [2])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["03_chunks.parquet"]
