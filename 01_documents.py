@@ -202,18 +202,18 @@ def run(ctx) -> None:
     entries = iter([e for part in parts if part[0] == "files" for e in part[1]])
     seen: set[str] = set()
     try:
-        with ctx.sink("01_documents.parquet", SCHEMA) as out:
-            for table in ctx.map_partitions(StageFunction(1, "read_partition"), parts, desc="01 reading"):
-                out.write(table)
-                tally.add_table(table)
-                if parts[0][0] == "files":
-                    for status in table.column("status").to_pylist():
-                        tally.walked(next(entries), {"status": status})
-                if split_beir:
-                    ids = table.column("doc_id").to_pylist()
-                    seen.update(ids)
-                    if len(seen) < tally.total:
-                        raise PipelineError("an _id appears twice")
+        # On a cluster each worker writes its part of the output; these columns come back.
+        for table in ctx.write_partitions("01_documents.parquet", SCHEMA, StageFunction(1, "read_partition"),
+                                          parts, desc="01 reading", keep=("doc_id", "status", "format", "error")):
+            tally.add_table(table)
+            if parts[0][0] == "files":
+                for status in table.column("status").to_pylist():
+                    tally.walked(next(entries), {"status": status})
+            if split_beir:
+                ids = table.column("doc_id").to_pylist()
+                seen.update(ids)
+                if len(seen) < tally.total:
+                    raise PipelineError("an _id appears twice")
     except PipelineError:
         if not split_beir:
             raise

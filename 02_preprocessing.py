@@ -338,12 +338,11 @@ def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:
 def run(ctx) -> None:
     clean = StageFunction(2, "clean_partition", (ctx.section["unicode_form"],))
     kept = furniture = paged = 0
-    with ctx.sink("02_preprocessed.parquet", SCHEMA) as out:
-        for table, removed, docs in ctx.map_partitions(clean, ctx.upstream_parts(), desc="02 cleaning"):
-            out.write(table)
-            kept += table.num_rows
-            furniture += removed
-            paged += docs
+    for table, removed, docs in ctx.write_partitions("02_preprocessed.parquet", SCHEMA, clean,
+                                                     ctx.upstream_parts(), desc="02 cleaning"):
+        kept += table.num_rows
+        furniture += removed
+        paged += docs
     ctx.note(f"{kept:,} ok documents cleaned; {ctx.upstream_rows - kept:,} error/skipped rows left out")
     ctx.note(f"{furniture:,} page furniture lines (running headers, footers, page numbers) "
              f"removed from {paged:,} documents")

@@ -584,11 +584,9 @@ def run(ctx) -> None:
 
     settings = Settings.from_section(ctx.section)
     chunks_out = 0
-    with ctx.sink("03_chunks.parquet", _schema()) as sink:
-        for batch in ctx.map_partitions(StageFunction(3, "chunk_partition", (ctx.section,)),
-                                        ctx.upstream_parts(), desc="03_chunking"):
-            sink.write(batch)
-            chunks_out += batch.num_rows
+    for batch in ctx.write_partitions("03_chunks.parquet", _schema(), StageFunction(3, "chunk_partition", (ctx.section,)),
+                                      ctx.upstream_parts(), desc="03_chunking"):
+        chunks_out += batch.num_rows
     ctx.note(f"{ctx.upstream_rows:,} documents → {chunks_out:,} chunks "
              f"(strategy {settings.strategy}, target {settings.target} {settings.unit}, max {settings.max})")
 

@@ -45,11 +45,11 @@ def plan(cfg: dict, first: int, last: int, force: bool) -> list[tuple[int, list[
 def describe(path: Path) -> str:
     if not path.exists():
         return "—"
-    import pyarrow.parquet as pq
+    from pipekit import io
 
-    rows = pq.ParquetFile(path).metadata.num_rows
+    rows = io.row_count(path)  # a file, or a dataset folder (the Dask engine's outputs)
     when = datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y-%m-%d %H:%M:%S")
-    return f"{rows:>9,} rows  {human_size(path.stat().st_size):>10}  {when}"
+    return f"{rows:>9,} rows  {human_size(io.output_size(path)):>10}  {when}"
 
 
 def print_status(cfg: dict, steps) -> None:

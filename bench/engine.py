@@ -16,8 +16,9 @@ user runs it, so its wall time includes start-up; its peak RSS comes from wait4(
   charged the cluster's start-up (printed on its own).  Each worker's peak RSS during a
   stage is sampled every 0.2 s.  The load average (1 min) beside each time says how
   busy the machine was: with 2 cores, a load above 2 leaves no idle core to win.
-  Outputs in out-dask/; at the end each output is compared with out-local's (rows,
-  order, values).
+  Outputs in out-dask/, where 01-03 are folders of part files (each worker writes its
+  partitions' rows; pipekit/io.py); at the end each output is compared with out-local's
+  single files (rows, order, values).
 - `--baseline DIR`: the same stages from another checkout (the code before this change),
   local engine, outputs in out-before/: "the default run is no slower than before".
 
@@ -49,7 +50,8 @@ OUTPUTS = {1: ["01_documents.parquet"], 2: ["02_preprocessed.parquet"], 3: ["03_
 
 class PeakSampler:
     """Peak RSS of each worker process during one stage, sampled every 0.2 s with psutil
-    (from outside: polling through Dask would queue behind the workers' tasks)."""
+    (from outside: polling through Dask would queue behind the workers' tasks), and the
+    CPU seconds each worker spent during the stage."""
 
     def __init__(self, client):
         import psutil
@@ -60,6 +62,7 @@ class PeakSampler:
         import threading
 
         self.peaks = [0.0] * len(self.procs)
+        self.cpu = [self._cpu(p) for p in self.procs]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
@@ -77,6 +80,12 @@ class PeakSampler:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+        self.cpu = [self._cpu(p) - before for p, before in zip(self.procs, self.cpu)]
+
+    @staticmethod
+    def _cpu(proc) -> float:
+        t = proc.cpu_times()
+        return t.user + t.system
 
 
 def same_output(a: Path, b: Path, name: str) -> bool:
@@ -113,17 +122,28 @@ def run_stage(size: int, name: str, n, cmd: list[str], folder: Path, client) -> 
     res["load"] = (load + os.getloadavg()[0]) / 2
     if res.get("rc") != 0:
         raise SystemExit(f"{name} stage {n} failed at {size:,}:\n{res.get('stderr', '')[-3000:]}")
-    res["workers_mb"] = sampler.peaks
-    extra_mb = f"  workers {'/'.join(f'{m:.0f}' for m in res['workers_mb'])} MB" if name == "dask" else ""
+    res["workers_mb"], res["workers_cpu"] = sampler.peaks, sampler.cpu
+    extra_mb = (f"  workers {'/'.join(f'{m:.0f}' for m in res['workers_mb'])} MB"
+                f" {'/'.join(f'{c:.1f}' for c in res['workers_cpu'])} CPU s") if name == "dask" else ""
     print(f"  {size:>9,}  {name:<6} stage {str(n):>2}  {res['seconds']:7.1f} s  client {res['rss_mb']:6.0f} MB"
-          f"{extra_mb}  load {res['load']:.1f}", flush=True)
+          f" {res['cpu']:.1f} CPU s{extra_mb}  load {res['load']:.1f}", flush=True)
     return res
 
 
+def idle_estimate(dask: dict) -> float:
+    """What the Dask stage would take with a core per worker: the client's CPU (start-up,
+    listing, stage 04's reduce: none of it overlaps the workers' much) plus the busiest
+    worker's.  On a loaded machine wall time measures the other users as much as us;
+    CPU seconds do not, so this column says what an idle machine would show."""
+    return dask["cpu"] + max(dask["workers_cpu"])
+
+
 def print_table(results: dict[int, dict], baseline: bool) -> None:
-    print("\nwall seconds per stage (each its own process), peak RSS in MB; dask = 2 worker processes")
+    print("\nwall seconds per stage (each its own process), peak RSS in MB; dask = 2 worker processes;\n"
+          "CPU s: the local process's CPU seconds, and the Dask client's + its busiest worker's (idle-machine estimate)")
     head = f"{'passages':>10} {'stage':>5} " + (f"{'before':>8} " if baseline else "") + \
-        f"{'local':>8} {'dask':>8} {'dask/local':>10} {'local MB':>9} {'client MB':>9} {'worker MB':>9} {'same':>5} {'load':>5}"
+        f"{'local':>8} {'dask':>8} {'dask/local':>10} {'local CPU':>9} {'dask CPU':>9} {'CPU ratio':>9} " \
+        f"{'local MB':>9} {'client MB':>9} {'worker MB':>9} {'same':>5} {'load':>5}"
     print(head)
     print("-" * len(head))
     for size, rows in results.items():
@@ -131,14 +151,18 @@ def print_table(results: dict[int, dict], baseline: bool) -> None:
             lo, da = rows[("local", n)], rows[("dask", n)]
             before = f"{rows[('before', n)]['seconds']:8.1f} " if baseline else ""
             print(f"{size:>10,} {n:>5} {before}{lo['seconds']:8.1f} {da['seconds']:8.1f} "
-                  f"{da['seconds'] / lo['seconds']:10.2f} {lo['rss_mb']:9.0f} {da['rss_mb']:9.0f} "
+                  f"{da['seconds'] / lo['seconds']:10.2f} {lo['cpu']:9.1f} {idle_estimate(da):9.1f} "
+                  f"{idle_estimate(da) / lo['cpu']:9.2f} {lo['rss_mb']:9.0f} {da['rss_mb']:9.0f} "
                   f"{max(da['workers_mb']):9.0f} {'yes' if rows['identical'][n] else 'NO':>5} "
                   f"{(lo['load'] + da['load']) / 2:5.1f}")
         for label, stages in (("01-04", (1, 2, 3, 4)), ("01-05", STAGES)):
             lo = sum(rows[("local", n)]["seconds"] for n in stages)
             da = sum(rows[("dask", n)]["seconds"] for n in stages)
+            lo_cpu = sum(rows[("local", n)]["cpu"] for n in stages)
+            da_cpu = sum(idle_estimate(rows[("dask", n)]) for n in stages)
             before = f"{sum(rows[('before', n)]['seconds'] for n in stages):8.1f} " if baseline else ""
-            print(f"{size:>10,} {label:>5} {before}{lo:8.1f} {da:8.1f} {da / lo:10.2f}")
+            print(f"{size:>10,} {label:>5} {before}{lo:8.1f} {da:8.1f} {da / lo:10.2f} {lo_cpu:9.1f} {da_cpu:9.1f} "
+                  f"{da_cpu / lo_cpu:9.2f}")
 
 
 def main(argv=None) -> int:

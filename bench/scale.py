@@ -219,6 +219,7 @@ t0 = time.perf_counter()
 p = subprocess.Popen(sys.argv[2:], stdout=sys.stdout, stderr=sys.stderr)
 _, status, ru = os.wait4(p.pid, 0)
 print(json.dumps({"seconds": time.perf_counter() - t0, "rss_mb": ru.ru_maxrss / 1024,
+                  "cpu": ru.ru_utime + ru.ru_stime,
                   "rc": os.waitstatus_to_exitcode(status)}), file=open(sys.argv[1], "w"))
 """
 

@@ -69,9 +69,7 @@ class StageContext:
 
     def iter_upstream(self, columns: list[str] | None = None,
                       batch_size: int = 2048) -> Iterator[pa.RecordBatch]:
-        import pyarrow.parquet as pq
-
-        self.upstream_rows = pq.ParquetFile(self.upstream_path).metadata.num_rows
+        self.upstream_rows = io.row_count(self.upstream_path)
         return io.iter_batches(self.upstream_path, columns, batch_size)
 
     def upstream_parts(self, few: bool = False) -> list[RowRange]:
@@ -80,10 +78,9 @@ class StageContext:
         `few=True` is for a stage whose partitions cost extra work each and a merge (04:
         every partition analyses its own vocabulary): the local engine then always takes
         the whole file, a cluster no more than two partitions per worker — unless
-        engine.partition_rows asks for smaller ones (memory per task)."""
-        import pyarrow.parquet as pq
-
-        n = self.upstream_rows = pq.ParquetFile(self.upstream_path).metadata.num_rows
+        engine.partition_rows asks for smaller ones (memory per task).  The upstream
+        output may be a file or a dataset folder: a range may span its part files."""
+        n = self.upstream_rows = io.row_count(self.upstream_path)
         return row_ranges(self.upstream_path, n, self.engine.rows_per_part(n, few))
 
     def map_partitions(self, fn, parts: list, desc: str | None = None):
@@ -93,6 +90,29 @@ class StageContext:
         if len(parts) == 1 and self.engine.kind == "local":  # one streaming partition: count what it yields
             return self.progress(self.engine.map_partitions(fn, parts), desc=desc, unit="batch")
         return self.engine.map_partitions(fn, parts, progress=progress_bar(self.quiet, desc))
+
+    def write_partitions(self, name: str, schema: pa.Schema, fn, parts: list, desc: str | None = None,
+                         keep: tuple[str, ...] = (), meta: dict | None = None) -> Iterator:
+        """`map_partitions` whose tables (each result is a table, or a tuple starting with
+        one) become the output `name`; the results are yielded for the stage's summary.
+
+        The local engine writes them here to one Parquet file and yields them whole.  A
+        cluster writes them where they are made: each task its partition's part file of
+        a dataset folder `name` (pipekit/io.py), renamed into place when the stage
+        succeeds; the rows never travel to this process, and each table comes back as
+        its `keep` columns only (or just its row count): what the summary reads."""
+        if not hasattr(self.engine, "map_to_parts"):
+            sink = self.sink(name, schema, meta)
+            for item in self.map_partitions(fn, parts, desc):
+                sink.write(item[0] if isinstance(item, tuple) else item)
+                yield item
+            return
+        sink = io.DatasetSink(self.path(name), len(parts))
+        self._sinks.append(sink)
+        for item in self.engine.map_to_parts(fn, parts, sink.tmp, schema, self._meta(meta), keep,
+                                             progress=progress_bar(self.quiet, desc or self.stage.label)):
+            sink.rows += (item[0] if isinstance(item, tuple) else item).num_rows
+            yield item
 
     # --- writing -------------------------------------------------------------------------
     def _meta(self, extra: dict | None) -> dict:
@@ -239,9 +259,9 @@ def preview(path: Path, columns: list[str] | None = None, rows: int = 3, width: 
     import pandas as pd
     import pyarrow.parquet as pq
 
-    pf = pq.ParquetFile(path)
+    pf = pq.ParquetFile(io.part_files(path)[0])
     columns = [c for c in (columns or pf.schema_arrow.names[:6]) if c in pf.schema_arrow.names]
-    batch = next(pf.iter_batches(batch_size=rows, columns=columns), None)
+    batch = next((b for b in io.iter_batches(path, columns, rows) if b.num_rows), None)  # a dataset's first part may be empty
     if batch is None:
         return "  (no rows)"
     frame = batch.to_pandas()

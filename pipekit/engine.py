@@ -14,7 +14,10 @@ them: the engine decides where the work happens, never what it gives.
   for the run (`engine.address: null`, `engine.workers` processes, its dashboard link
   printed) or a running scheduler (`engine.address: tcp://HOST:PORT`).  A task's
   results come back as one list; at most a few tasks per worker are in flight, so the
-  client holds a bounded number of partitions however large the corpus.  A worker that
+  client holds a bounded number of partitions however large the corpus.  A stage's
+  main output need not travel at all: `map_to_parts` has each task write its
+  partition's rows to a part file of a dataset folder itself (pipekit/io.py) and send
+  back only what the stage's summary needs.  A worker that
   dies mid-task is not an error: the scheduler runs its tasks again elsewhere (Dask's
   own retry), and since a partition's result depends on the partition alone, the output
   is unchanged.  A scheduler that cannot be reached is one line naming its address,
@@ -33,6 +36,7 @@ import socket
 import sys
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlparse
 
@@ -40,6 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import PipelineError
+from .io import PART, ParquetSink, row_groups
 
 IN_FLIGHT_PER_WORKER = 2  # tasks queued per worker: enough to keep it busy, few enough to bound client memory
 
@@ -70,6 +75,47 @@ class _Listed:
         return list(self.fn(part))
 
 
+@dataclass(frozen=True)
+class Written:
+    """What the client gets instead of a table a worker wrote to its part file: the row
+    count, which is all stages 02 and 03 ask of it."""
+
+    num_rows: int
+
+
+@dataclass(frozen=True)
+class _WrittenPart:
+    """Run a partition function on the worker and write what it yields to the partition's
+    part file of a dataset (`folder/part-0000N.parquet`, through a temp file renamed into
+    place, so a task Dask reruns after its worker died writes the part whole again).
+
+    Each item is a table, or a tuple whose first element is one (the stage's summary
+    after it).  The client gets the items back with each table replaced by its `keep`
+    columns (01 counts statuses and checks ids), or by `Written(rows)` if it keeps none."""
+
+    fn: Callable
+    folder: str
+    schema: pa.Schema
+    meta: dict
+    keep: tuple = ()
+
+    def __call__(self, indexed) -> list:
+        index, part = indexed
+        out = []
+        sink = ParquetSink(Path(self.folder) / PART.format(index), self.schema, self.meta)
+        try:
+            for item in self.fn(part):
+                table = item[0] if isinstance(item, tuple) else item
+                sink.write(table)
+                small = table.select(list(self.keep)) if self.keep else Written(table.num_rows)
+                out.append((small, *item[1:]) if isinstance(item, tuple) else small)
+            sink.commit()
+        except BaseException:
+            sink.abort()
+            raise
+        return out
+
+
 # --- partitions of a Parquet file ----------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -93,29 +139,29 @@ def row_ranges(path, n_rows: int, rows_per_part: int | None) -> list[RowRange]:
 
 def iter_rows(part: RowRange, columns: list[str] | None = None,
               batch_size: int = 2048) -> Iterator[pa.RecordBatch]:
-    """The record batches of one row range, reading only the row groups that hold it."""
-    pf = pq.ParquetFile(part.path, pre_buffer=False)
-    meta = pf.metadata
-    at, groups, first = 0, [], None
-    for g in range(meta.num_row_groups):
-        n = meta.row_group(g).num_rows
-        if at + n > part.start and at < part.stop:
-            groups.append(g)
-            first = at if first is None else first
-        at += n
-    if not groups or part.stop <= part.start:
+    """The record batches of one row range of an output (a file, or a dataset folder:
+    the range may span part files), reading only the row groups that hold it."""
+    if part.stop <= part.start:
         return
-    skip, want = part.start - first, len(part)
-    for batch in pf.iter_batches(batch_size=batch_size, columns=columns, row_groups=groups):
-        if skip >= batch.num_rows:
-            skip -= batch.num_rows
-            continue
-        batch = batch.slice(skip, want)
-        skip, want = 0, want - batch.num_rows
-        if batch.num_rows:
-            yield batch
-        if want <= 0:
-            return
+    wanted: dict[Path, list[int]] = {}
+    first = None
+    for f, g, at, n in row_groups(Path(part.path)):
+        if at + n > part.start and at < part.stop:
+            wanted.setdefault(f, []).append(g)
+            first = at if first is None else first
+    skip, want = part.start - (first or 0), len(part)
+    for f, groups in wanted.items():
+        pf = pq.ParquetFile(f, pre_buffer=False)
+        for batch in pf.iter_batches(batch_size=batch_size, columns=columns, row_groups=groups):
+            if skip >= batch.num_rows:
+                skip -= batch.num_rows
+                continue
+            batch = batch.slice(skip, want)
+            skip, want = 0, want - batch.num_rows
+            if batch.num_rows:
+                yield batch
+            if want <= 0:
+                return
 
 
 def line_ranges(path, lines_per_part: int, sample_bytes: int = 1 << 20) -> list[tuple[int, int]]:
@@ -253,9 +299,20 @@ class DaskEngine:
                 raise PipelineError(f"the Dask worker {worker} runs other code than this checkout "
                                     f"({differ} differ): start the workers from the same version")
 
+    def map_to_parts(self, fn: Callable[[Any], Iterable], parts: list, folder: Path, schema: pa.Schema,
+                     meta: dict, keep: tuple = (), progress=None) -> Iterator:
+        """`map_partitions`, with partition i's tables written by its worker to
+        `folder/part-0000i.parquet` (see _WrittenPart): only summaries come back."""
+        return self._gather(_WrittenPart(fn, str(folder), schema, meta, tuple(keep)), list(enumerate(parts)),
+                            progress)
+
     def map_partitions(self, fn: Callable[[Any], Iterable], parts: list, progress=None) -> Iterator:
+        return self._gather(_Listed(fn), parts, progress)
+
+    def _gather(self, task: Callable[[Any], list], parts: list, progress=None) -> Iterator:
+        """`task(part)` for every part as a Dask task, a bounded window at a time; each
+        task's list of results yielded in partition order."""
         client = self.client
-        task = _Listed(fn)
         window = IN_FLIGHT_PER_WORKER * self.workers + 1
         todo = iter(parts)
         pending: deque = deque()

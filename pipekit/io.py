@@ -8,11 +8,19 @@ stage is fresh, and `python -m pipekit show FILE` prints it.
 Writes go to `<name>.tmp-<pid>` beside the target and are renamed over it only when
 the stage has finished: a run killed half-way (Ctrl-C, OOM, a signal) leaves the
 previous output whole and readable, never a truncated Parquet file.
+
+An output is one Parquet file (the local engine) or a *dataset*: a folder of part files
+`part-00000.parquet`, `part-00001.parquet`, ... whose rows, read in name order, are the
+output's rows (the Dask engine: each worker writes its partitions' rows itself, so no
+row travels through the client).  Every part carries the same `pipekit` record.  All
+the readers here take either form, and so do `pandas.read_parquet` and DuckDB
+(`'data/03_chunks.parquet/*.parquet'`).
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
@@ -27,10 +35,44 @@ META_KEY = b"pipekit"
 LONG_TEXT = frozenset({"text"})  # columns holding whole documents or chunks: written plain
 
 
+PART = "part-{:05d}.parquet"  # a dataset's part files: zero-padded, so name order is row order
+
+
+def part_files(path: Path) -> list[Path]:
+    """The Parquet files holding an output's rows, in row order: the file itself, or a
+    dataset folder's part files (temp files of a run still writing are not parts)."""
+    path = Path(path)
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.name.startswith("part-") and p.name.endswith(".parquet"))
+    return [path]
+
+
+def row_groups(path: Path) -> list[tuple[Path, int, int, int]]:
+    """Every row group of an output, file by file: (file, group, first row, rows), the
+    first row counted across the whole output.  A dataset's footers only are read."""
+    out, at = [], 0
+    for f in part_files(path):
+        md = pq.ParquetFile(f).metadata
+        for g in range(md.num_row_groups):
+            n = md.row_group(g).num_rows
+            out.append((f, g, at, n))
+            at += n
+    return out
+
+
+def output_size(path: Path) -> int:
+    """Bytes on disk of an output, a file or a dataset folder."""
+    return sum(f.stat().st_size for f in part_files(path))
+
+
 def read_meta(path: Path) -> dict | None:
-    """The provenance record of an output file, or None if it has none (or is unreadable)."""
+    """The provenance record of an output, or None if it has none (or is unreadable).
+    A dataset's parts all carry the same record: the first one's is read."""
+    files = part_files(path) if Path(path).exists() else [path]
+    if not files:
+        return None
     try:
-        meta = pq.read_schema(path).metadata or {}
+        meta = pq.read_schema(files[0]).metadata or {}
     except (OSError, pa.ArrowException):
         return None
     raw = meta.get(META_KEY)
@@ -41,7 +83,12 @@ def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
     try:
         # ParquetFile, not pq.read_table: that one imports pyarrow.dataset first, which
         # cost each stage ~0.4 s before reading a single row.
-        return pq.ParquetFile(path).read(columns=columns)
+        files = part_files(path)
+        if len(files) == 1:
+            return pq.ParquetFile(files[0]).read(columns=columns)
+        if not files:
+            raise OSError("the dataset folder holds no part files")
+        return pa.concat_tables(pq.ParquetFile(f).read(columns=columns) for f in files)
     except (OSError, pa.ArrowException) as exc:
         raise PipelineError(f"cannot read {path}: {exc}") from None
 
@@ -52,7 +99,8 @@ def iter_batches(path: Path, columns: list[str] | None = None,
     try:
         # pre_buffer=False: the default keeps every row group read so far in memory, so a
         # "streaming" read of a 1M-row file grew to 500 MB instead of staying near 190.
-        yield from pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=batch_size, columns=columns)
+        for f in part_files(path):
+            yield from pq.ParquetFile(f, pre_buffer=False).iter_batches(batch_size=batch_size, columns=columns)
     except (OSError, pa.ArrowException) as exc:
         raise PipelineError(f"cannot read {path}: {exc}") from None
 
@@ -62,10 +110,33 @@ def sweep_orphans(path: Path) -> None:
 
     A SIGKILL gives a stage no chance to clean up; without this, every killed run of a
     large stage would leave a big dead file beside its output for ever."""
-    for tmp in path.parent.glob(f"{path.name}.tmp-*"):
+    for tmp in [*path.parent.glob(f"{path.name}.tmp-*"), *path.parent.glob(f"{path.name}.old-*")]:
         pid = tmp.name.rsplit("-", 1)[-1]
         if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            tmp.unlink(missing_ok=True)
+            _remove(tmp)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def replace_output(tmp: Path, target: Path) -> None:
+    """Move a finished output (file or dataset folder) over the previous one, whatever
+    form that had.  Same form, a file: one atomic rename.  Otherwise (a folder, or a file
+    replaced by a folder) the old one is renamed aside first and deleted after: readers
+    see the old output or the new, and a run killed between the two renames leaves
+    `<name>.old-<pid>`, which the next run sweeps, and the new output already in place."""
+    if not (target.is_dir() or tmp.is_dir()) or not target.exists():
+        os.replace(tmp, target)
+        return
+    old = target.with_name(f"{target.name}.old-{os.getpid()}")
+    _remove(old)
+    os.replace(target, old)
+    os.replace(tmp, target)
+    _remove(old)
 
 
 def _alive(pid: int) -> bool:
@@ -133,7 +204,7 @@ class ParquetSink:
 
     def commit(self) -> None:
         self.close()
-        os.replace(self.tmp, self.path)
+        replace_output(self.tmp, self.path)
 
     def abort(self) -> None:
         try:
@@ -142,6 +213,47 @@ class ParquetSink:
         finally:
             self._writer = None
             self.tmp.unlink(missing_ok=True)
+
+
+class DatasetSink:
+    """A dataset output whose part files other processes write (Dask workers, each with a
+    ParquetSink of its own into `tmp`): this side makes the temp folder, counts the rows
+    the parts report, and on `commit()` renames the folder over the target.
+
+    A worker killed mid-part leaves a `part-N.parquet.tmp-PID` file; the task's rerun
+    writes the part whole elsewhere, and commit deletes the leftovers, so the folder
+    that lands holds the parts and nothing else."""
+
+    def __init__(self, path: Path, n_parts: int):
+        self.path = Path(path)
+        self.tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        sweep_orphans(self.path)
+        _remove(self.tmp)
+        self.tmp.mkdir()
+        self.n_parts = n_parts
+        self.rows = 0
+
+    def close(self) -> None:
+        pass
+
+    def commit(self) -> None:
+        wanted = {PART.format(i) for i in range(self.n_parts)}
+        have = {p.name for p in self.tmp.iterdir()}
+        if not wanted <= have:
+            raise PipelineError(f"{self.path}: part files missing after the stage ran: "
+                                f"{', '.join(sorted(wanted - have)[:3])}")
+        for name in have - wanted:
+            _remove(self.tmp / name)
+        fd = os.open(self.tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the parts' names, not only their bytes, must be on disk before the rename
+        finally:
+            os.close(fd)
+        replace_output(self.tmp, self.path)
+
+    def abort(self) -> None:
+        _remove(self.tmp)
 
 
 MAX_THREADS = 4  # beyond a few, threads mostly wait for each other (Python runs one at a time)
@@ -153,7 +265,7 @@ def cores() -> int:
 
 
 def row_count(path: Path) -> int:
-    return pq.ParquetFile(path).metadata.num_rows
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in part_files(path))
 
 
 def row_group_starts(pf: pq.ParquetFile) -> np.ndarray:
@@ -164,34 +276,35 @@ def row_group_starts(pf: pq.ParquetFile) -> np.ndarray:
 def read_column(path: Path, name: str, dtype, n: int, threads: int = 1) -> np.ndarray:
     """One numeric column of n rows into one preallocated NumPy array, a row group at a
     time on `threads` threads: loading never holds the Arrow table and its copy at once."""
-    pf = pq.ParquetFile(path)
     out = np.empty(int(n), dtype=dtype)
-    starts = row_group_starts(pf)
 
-    def fill(g: int) -> None:
-        at = int(starts[g])
-        reader = pq.ParquetFile(path)  # one per task: a ParquetFile is not shared across threads
+    def fill(group) -> None:
+        f, g, at, _ = group
+        reader = pq.ParquetFile(f)  # one per task: a ParquetFile is not shared across threads
         for piece in reader.read_row_group(g, columns=[name]).column(0).chunks:
             out[at:at + len(piece)] = piece.to_numpy()
             at += len(piece)
 
     # Row groups decode and copy outside the GIL: one thread per core fills its share.
     with ThreadPoolExecutor(max(threads, 1)) as pool:
-        list(pool.map(fill, range(pf.num_row_groups)))
+        list(pool.map(fill, row_groups(path)))
     return out
 
 
 def take_rows(path: Path, column: str, rows) -> list:
     """Values of one column at the given row numbers, in that order, reading only the row
     groups that hold them, one at a time (rows spread over a million touch every group)."""
-    pf = pq.ParquetFile(path)
-    bounds = row_group_starts(pf)
+    groups = row_groups(path)
+    bounds = np.array([at for _, _, at, _ in groups] + [sum(n for *_, n in groups)], dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
     group_of = np.searchsorted(bounds, rows, side="right") - 1
     out: list = [None] * len(rows)
+    files: dict = {}
     for g in np.unique(group_of):
+        f, k, start, _ = groups[int(g)]
+        pf = files.get(f) or files.setdefault(f, pq.ParquetFile(f))
         at = np.flatnonzero(group_of == g)
-        values = pf.read_row_group(int(g), columns=[column]).column(column)
-        for i, v in zip(at.tolist(), values.take(pa.array(rows[at] - bounds[g])).to_pylist()):
+        values = pf.read_row_group(k, columns=[column]).column(column)
+        for i, v in zip(at.tolist(), values.take(pa.array(rows[at] - start)).to_pylist()):
             out[i] = v
     return out

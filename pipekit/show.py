@@ -10,7 +10,9 @@ they do not: 03_chunks has fourteen columns, and a fourteen-column table wrapped
 the terminal is unreadable.  Long text is shortened (its full length is given), so a
 400-word chunk does not scroll the schema off the screen.
 
-PATH may also be a folder (`data`): then each Parquet file in it gets one line.
+PATH may also be a folder (`data`): then each Parquet file in it gets one line.  A
+stage output written by a Dask cluster is itself a folder of part files (a dataset,
+pipekit/io.py): it is shown as one output, its rows those of all its parts.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import PipelineError
-from .io import read_meta
+from .io import output_size, part_files, read_meta
 
 CELL = 60  # characters of a cell shown in a table; more is shortened with its length noted
 
@@ -39,26 +41,37 @@ def open_parquet(path: Path) -> pq.ParquetFile:
         if path.suffix == ".parquet" and path.name[:2].isdigit():
             hint = f": run `python run_pipeline.py --to {int(path.name[:2])}` first"
         raise PipelineError(f"{path} does not exist{hint}")
-    if path.is_dir():
+    files = part_files(path)
+    if not files:
         raise PipelineError(f"{path} is a folder")
     try:
-        return pq.ParquetFile(path)
+        return [pq.ParquetFile(f) for f in files]
     except (OSError, pa.ArrowException) as exc:
         raise PipelineError(f"{path} is not a readable Parquet file ({exc})") from None
 
 
-def head(pf: pq.ParquetFile, rows: int, columns: list[str] | None) -> pa.Table:
-    """The first `rows` rows, reading no more row groups than needed."""
-    names = pf.schema_arrow.names
+def is_dataset(path: Path) -> bool:
+    """A folder of part files: one output written by a cluster, not a folder of outputs."""
+    return path.is_dir() and bool(part_files(path))
+
+
+def head(pfs: list[pq.ParquetFile], rows: int, columns: list[str] | None) -> pa.Table:
+    """The first `rows` rows, reading no more row groups (or part files) than needed."""
+    names = pfs[0].schema_arrow.names
     if columns:
         unknown = [c for c in columns if c not in names]
         if unknown:
             raise PipelineError(f"no column {', '.join(map(repr, unknown))}; columns are: {', '.join(names)}")
-    schema = pf.schema_arrow if not columns else pa.schema([pf.schema_arrow.field(c) for c in columns])
-    if rows <= 0 or pf.metadata.num_rows == 0:
-        return schema.empty_table()
-    batch = next(pf.iter_batches(batch_size=rows, columns=columns), None)
-    return pa.Table.from_batches([batch]) if batch is not None else schema.empty_table()
+    schema = pfs[0].schema_arrow if not columns else pa.schema([pfs[0].schema_arrow.field(c) for c in columns])
+    got, batches = 0, []
+    for pf in pfs:
+        if got >= rows:
+            break
+        for batch in pf.iter_batches(batch_size=rows - got, columns=columns):
+            batches.append(batch)
+            got += batch.num_rows
+            break
+    return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
 
 
 # ---------------------------------------------------------------- formatting
@@ -184,19 +197,21 @@ def table_lines(table: pa.Table, term_width: int) -> list[str]:
 def show_file(path: Path, rows: int = 5, columns: list[str] | None = None,
               term_width: int | None = None) -> str:
     term_width = term_width or shutil.get_terminal_size((100, 24)).columns
-    pf = open_parquet(path)
-    md = pf.metadata
-    table = head(pf, rows, columns)
+    pfs = open_parquet(path)
+    n_rows = sum(pf.metadata.num_rows for pf in pfs)
+    n_groups = sum(pf.metadata.num_row_groups for pf in pfs)
+    table = head(pfs, rows, columns)
+    parts = f" in {len(pfs)} part files (a dataset folder)" if path.is_dir() else ""
     out = [f"{path}",
-           f"  {md.num_rows:,} rows · {len(pf.schema_arrow)} columns · {human_size(path.stat().st_size)}"
-           f" · {md.num_row_groups} row group{'s' if md.num_row_groups != 1 else ''}",
+           f"  {n_rows:,} rows · {len(pfs[0].schema_arrow)} columns · {human_size(output_size(path))}"
+           f" · {n_groups} row group{'s' if n_groups != 1 else ''}{parts}",
            "", "schema"]
-    out += schema_lines(pf.schema_arrow)
+    out += schema_lines(pfs[0].schema_arrow)
     out += ["", "provenance (Parquet key-value metadata `pipekit`)"]
     out += provenance_lines(read_meta(path))
     if rows > 0:
-        shown = min(rows, md.num_rows)
-        out += ["", f"first {shown:,} of {md.num_rows:,} rows" +
+        shown = min(rows, n_rows)
+        out += ["", f"first {shown:,} of {n_rows:,} rows" +
                 (f" (columns {', '.join(columns)})" if columns else "")]
         out += table_lines(table, term_width)
     return "\n".join(out)
@@ -210,12 +225,12 @@ def show_folder(path: Path) -> str:
     out = [f"{path}"]
     for f in files:
         try:
-            md = pq.ParquetFile(f).metadata
+            n_rows = sum(pq.ParquetFile(p).metadata.num_rows for p in part_files(f))
         except (OSError, pa.ArrowException):
             out.append(f"  {f.name:<{width}}  (not readable)")
             continue
         meta = read_meta(f) or {}
-        out.append(f"  {f.name:<{width}}  {md.num_rows:>10,} rows  {human_size(f.stat().st_size):>10}  "
+        out.append(f"  {f.name:<{width}}  {n_rows:>10,} rows  {human_size(output_size(f)):>10}  "
                    f"{meta.get('stage', '?'):<16} {meta.get('written_at', '')}")
     out.append(f"(details: python -m pipekit show {path / files[0].name})")
     return "\n".join(out)
@@ -244,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="only these columns, in this order")
     args = parser.parse_args(argv)
     try:
-        if args.path.is_dir():
+        if args.path.is_dir() and not is_dataset(args.path):
             print(show_folder(args.path))
         else:
             print(show_file(args.path, args.rows, args.columns))

@@ -119,6 +119,11 @@ def test_sample_on_two_workers_equals_the_local_engine(tmp_path, cluster):
                     "engine.partition_rows=3")
     assert f"dask: connected to {address}" in proc.stdout
     assert_same_outputs(tmp_path / "local", tmp_path / "dask")
+    # 01-03 were written by the workers, a part file per partition (16 files, 15 cleaned,
+    # by 3): folders; the local engine's are single files.  Both forms read the same above.
+    for name, parts in (("01_documents.parquet", 6), ("02_preprocessed.parquet", 6), ("03_chunks.parquet", 5)):
+        assert (tmp_path / "local" / name).is_file(), name
+        assert len(list((tmp_path / "dask" / name).glob("part-*.parquet"))) == parts, name
     # Freshness does not depend on the engine: each folder is fresh under the other engine.
     dask_sets = ("engine.kind=dask", f"engine.address={address}")
     assert status(cfg, tmp_path / "dask") == status(cfg, tmp_path / "local", *dask_sets)
@@ -226,10 +231,10 @@ def test_a_worker_killed_during_stage_03_changes_nothing(tmp_path, cluster, cran
     before = set(client.run(os.getpid).values())
     killed = []
     engine = DaskEngine(address, 2, 40, 10.0, quiet=True)
-    plain = engine.map_partitions
+    plain = engine._gather  # under map_partitions and map_to_parts (03's workers write their parts)
 
-    def killing_one_worker(fn, parts, progress=None):
-        for i, item in enumerate(plain(fn, parts, progress)):
+    def killing_one_worker(task, parts, progress=None):
+        for i, item in enumerate(plain(task, parts, progress)):
             if not killed:
                 busy = client.processing()  # worker address -> tasks it is running or holds
                 victim = max(busy, key=lambda w: len(busy[w]))
@@ -239,7 +244,7 @@ def test_a_worker_killed_during_stage_03_changes_nothing(tmp_path, cluster, cran
                 killed.append(pid)
             yield item
 
-    engine.map_partitions = killing_one_worker
+    engine._gather = killing_one_worker
     try:
         run_stage(3, load_stage(3).run, cfg, quiet=True, engine=engine)
     finally:
@@ -250,6 +255,13 @@ def test_a_worker_killed_during_stage_03_changes_nothing(tmp_path, cluster, cran
     a = pd.read_parquet(tmp_path / "local" / "03_chunks.parquet")
     b = pd.read_parquet(tmp_path / "dask" / "03_chunks.parquet")
     assert len(a) > 1000 and a.map(repr).equals(b.map(repr))
+    # The workers wrote the output as part files, one per partition; whatever the killed
+    # worker had half-written is gone, and so is the temp folder they were written in.
+    parts = sorted(p.name for p in (tmp_path / "dask" / "03_chunks.parquet").iterdir())
+    assert parts == [f"part-{i:05d}.parquet" for i in range(-(-len(pd.read_parquet(
+        tmp_path / "local" / "02_preprocessed.parquet", columns=["doc_id"])) // 40))]
+    assert sorted(p.name for p in (tmp_path / "dask").iterdir()) == [
+        "01_documents.parquet", "02_preprocessed.parquet", "03_chunks.parquet"]
 
 
 def test_an_unreachable_scheduler_is_one_line_naming_it(tmp_path):
