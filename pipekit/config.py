@@ -83,7 +83,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "feedback_docs": Key(5, "int", "a whole number > 0", check=lambda v: v > 0),
         "feedback_terms": Key(50, "int", "a whole number > 0", check=lambda v: v > 0),
         "feedback_query_weight": Key(0.7, "number", "a number from 0 to 1", check=lambda v: 0 <= v <= 1),
-        "section_context": Key(0.0, "number", "a number >= 0 (0: off)", check=lambda v: v >= 0),
+        "section_context": Key(0.5, "number", "a number >= 0 (0: off)", check=lambda v: v >= 0),
     },
     "engine": {
         "kind": Key("local", "choice", "local or dask", ("local", "dask")),

@@ -392,8 +392,9 @@ def test_exercise_chunk_target(sample_outputs, tmp_path):
     assert f"nDCG@10 {new:.4f} (was {ndcg_default:.4f}, {new - ndcg_default:+.4f})" in proc.stdout
     moved = compare_moves(out)
     assert moved["config"] == ["chunking.target: 400 -> 200"]
-    assert set(moved["order"][:2]) == {"4", "14"} and moved["nDCG@10"]["4"] > 0  # "led by queries 14 and 4"
-    assert moved["nDCG@10"]["14"] > 0
+    assert moved["order"][:2] == ["4", "8"]  # "led by query 4 ..., and query 8"
+    assert moved["nDCG@10"]["4"] > 0 and moved["nDCG@10"]["8"] < 0  # "which gains", "which loses"
+    assert moved["nDCG@10"]["14"] > 0  # "query 14 gains a little"
     assert len(moved["order"]) < 14  # not every query moves
     assert moved["nDCG@10"]["3"] < 0  # "while query 3 lost a little"
 
@@ -422,7 +423,7 @@ def test_exercise_fixed_windows(sample_outputs, tmp_path):
     sizes_heading = read(out, "03_chunks.parquet").n_words
     pipeline(out, "--set", "chunking.strategy=fixed")
     fixed = ndcg(out)
-    assert abs(fixed["all"] - heading["all"]) < 0.02  # "level"
+    assert abs(fixed["all"] - heading["all"]) < 0.02  # "within a few hundredths"
     moved = compare_moves(out)
     assert moved["config"] == ["chunking.strategy: 'heading' -> 'fixed'"]
     assert fixed["4"] > heading["4"] and fixed["8"] > heading["8"]  # won outright
@@ -516,18 +517,46 @@ def test_exercise_feedback(sample_outputs, tmp_path):
     fed = read(out, "05_metrics.parquet")
     nd = lambda m: dict(zip(m[m.metric == "nDCG@10"].query_id, m[m.metric == "nDCG@10"].value))
     rec = lambda m: dict(zip(m[m.metric == "R@100"].query_id, m[m.metric == "R@100"].value))
-    assert nd(fed)["all"] < nd(default)["all"]  # the sample drifts ...
-    drops = {q: nd(default)[q] - v for q, v in nd(fed).items() if q != "all"}
-    assert max(drops, key=drops.get) == FEEDBACK_DRIFT_QUERY  # ... query 3 most
-    assert rec(fed)["all"] >= rec(default)["all"]  # ... while recall holds
+    assert abs(nd(fed)["all"] - nd(default)["all"]) < 0.01  # "the mean hardly moves"
+    moves = {q: v - nd(default)[q] for q, v in nd(fed).items() if q != "all"}
+    assert max(moves, key=moves.get) == "14" and min(moves, key=moves.get) == "13"  # "14 most", "13 loses most"
+    assert rec(fed)["all"] >= rec(default)["all"]  # "R@100 stays"
     run_script("05_retrieval.py", "--explain", "--set", f"paths.output={out}", "--set", "retrieval.feedback=rm3")
     r = read(out, "05_results.parquet")
-    top = lambda res: res[(res.query_id == FEEDBACK_DRIFT_QUERY) & (res["rank"] == 1)].iloc[0]
-    assert top(first).doc_id.endswith("about-lighthouse.md")  # its answer, first without feedback ...
-    assert top(r).doc_id.endswith("queue-backlog.md")  # ... overtaken by the runbook
-    assert any(t["qtf"] == 0 for t in top(r).explain)  # with the help of words feedback added
+    rank = lambda res, doc: res[(res.query_id == FEEDBACK_DRIFT_QUERY) & res.doc_id.str.endswith(doc)]
+    gap = lambda res: rank(res, "queue-backlog.md").score.max() - rank(res, "about-lighthouse.md").score.max()
+    for res in (first, r):  # "the QueueBacklog runbook is already first, just ahead of its answer"
+        assert res[(res.query_id == FEEDBACK_DRIFT_QUERY) & (res["rank"] == 1)].doc_id.iloc[0].endswith("queue-backlog.md")
+    assert gap(r) / rank(r, "queue-backlog.md").score.max() > gap(first) / rank(first, "queue-backlog.md").score.max()  # "further ahead"
+    top = r[(r.query_id == FEEDBACK_DRIFT_QUERY) & (r["rank"] == 1)].iloc[0]
+    assert any(t["qtf"] == 0 for t in top.explain)  # the runbook matches words feedback added ...
+    added = proc.stdout.split(f"[{FEEDBACK_DRIFT_QUERY}] ", 1)[1].split("feedback added: ", 1)[1].splitlines()[0]
+    assert {"region", "probe", "behind"} <= set(re.findall(r"([a-z]+) \d", added))  # ... named in its line
     for score, terms in zip(r.score, r.explain):
         assert abs(sum(t["contribution"] for t in terms) - score) < 1e-9
+    pipeline(out)
+    assert read(out, "05_metrics.parquet").equals(default)  # the last command restores the defaults
+
+
+def test_exercise_section_context(sample_outputs, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(sample_outputs, out)
+    pipeline(out)
+    default = read(out, "05_metrics.parquet")
+    before = read(out, "05_results.parquet")
+    proc = pipeline(out, "--set", "retrieval.section_context=0")
+    for s in STAGES[:4]:
+        assert f"{s.label}: fresh, skipped" in proc.stdout  # "only 05 reruns"
+    plain = read(out, "05_results.parquet")
+    moved = compare_moves(out)
+    assert moved["config"] == ["retrieval.section_context: 0.5 -> 0.0"]
+    nd = lambda m: m[(m.metric == "nDCG@10") & (m.query_id == "all")].value.iloc[0]
+    assert nd(read(out, "05_metrics.parquet")) > nd(default)  # "plain scoring is better" on the sample
+    assert len(moved["order"]) == 3 and all(moved["nDCG@10"][q] > 0 for q in moved["order"])  # "three ..., all gaining"
+    assert moved["order"][0] == FEEDBACK_DRIFT_QUERY  # "led by query 3"
+    top = lambda res: res[(res.query_id == FEEDBACK_DRIFT_QUERY) & (res["rank"] == 1)].iloc[0]
+    assert top(plain).heading.endswith("The pieces") and top(plain).doc_id.endswith("about-lighthouse.md")
+    assert top(before).doc_id.endswith("queue-backlog.md")  # "with context the runbook comes first"
     pipeline(out)
     assert read(out, "05_metrics.parquet").equals(default)  # the last command restores the defaults
 
