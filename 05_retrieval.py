@@ -29,6 +29,8 @@ and the 100 best documents are then one sort of what is left; ties go to the chu
 earlier in the corpus.
 Queries are answered in batches on a thread per core (NumPy lets the others run while it
 works); each answer depends on its query alone, so the results never depend on threads.
+On a cluster (`engine.kind: dask`) the batches are tasks: each worker loads the index once
+(`answer_partition`); the client merges the answers and writes.
 
 Metrics are on documents: a document scores its best chunk, as a reader judges "did I
 find the right document".  They are computed by ir-measures (trec_eval's conventions)
@@ -72,7 +74,9 @@ from pipekit.history import metric_line, record_run
 from pipekit.io import cores
 from pipekit.malloc import keep_freed_memory
 from pipekit.queries import Feedback, feedback_of, load_qrels, load_queries, trec_run
-from pipekit.results import METRICS, chunk_texts, evaluate, explain_rows, print_results, results_table
+from pipekit.resident import WorkerOutputs, held, on_workers, shared_arrays, shared_tag
+from pipekit.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
+                             print_results, results_table)
 from pipekit.sections import section_context
 from pipekit.stages import get_stage
 
@@ -92,12 +96,11 @@ class Index:
     """The stage-04 tables loaded for scoring: each term's postings as one slice.
 
     `chunk[indptr[t]:indptr[t+1]]` are the chunks term t occurs in (in corpus order) and
-    `impact[...]` its BM25 weight in each.  Only the two columns scoring needs are read
-    (tf only for --explain), a row group at a time into one preallocated array, so
-    loading never holds the Arrow table and its NumPy copy at once.
+    `impact[...]` its BM25 weight in each.
     """
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, postings: bool = True, shared: str | None = None):
+        # postings=False: no scoring (a client whose workers score); shared: see _derived.
         t0 = time.perf_counter()
         chunks_path = ctx.require("04_chunks.parquet", get_stage(4))
         metas = [io.read_meta(ctx.require(n, get_stage(4))) for n in get_stage(4).outputs]
@@ -114,29 +117,43 @@ class Index:
         self.indptr = np.zeros(len(self.df) + 1, dtype=np.int64)
         np.cumsum(self.df, out=self.indptr[1:])
         self._postings_path = ctx.path("04_postings.parquet")
-        self.chunk = self._read_column("chunk", np.int32)
-        self.impact = self._read_column("impact", np.float64)
         self._tf = None
         self._forward = None
-        # Each term's largest impact: the most it can add to any chunk's score (for pruning).
-        self.max_impact = np.zeros(len(self.df), dtype=np.float64)
-        has = self.df > 0
-        if has.any():
-            self.max_impact[has] = np.maximum.reduceat(self.impact, self.indptr[:-1][has])
-        self.chunks = io.read_table(chunks_path)
-        self.lengths = self.chunks.column("length").to_numpy()
-        # Documents as small integers (first-appearance order): a document's best chunk is
-        # then a group-by on ints, not on a million strings.
-        docs = pc.dictionary_encode(self.chunks.column("doc_id").combine_chunks())
-        self.doc_names = docs.dictionary
-        self.doc_codes = np.asarray(docs.indices, dtype=np.int64)
-        self._dense = self._dense_rows()
+        if shared is not None:  # a worker: scoring needs no chunk ids or headings
+            build = lambda zeros: self._derived(io.read_table(chunks_path, ["doc_id", "length"]), zeros)
+            self.__dict__.update(shared_arrays(shared, build))
+        else:
+            self.chunks = io.read_table(chunks_path)
+            if postings:
+                self.__dict__.update(self._derived(self.chunks, np.zeros))
+        if postings:
+            self._dense = dict(zip(self.dense_ids.tolist(), self.dense))
         self.small_query = SMALL_QUERY  # tests lower it, so their small corpora take the pruned path
         self.context = None  # the chunks' sections, when retrieval.section_context is on (pipekit/sections.py)
         self.note = ctx.note
         self.load_seconds = time.perf_counter() - t0
-        ctx.note(f"index loaded in {self.load_seconds:.2f} s ({len(self.chunk):,} postings, "
-                 f"{len(self.df):,} terms, {len(self.lengths):,} chunks)")
+        ctx.note(f"index loaded in {self.load_seconds:.2f} s ({int(self.indptr[-1]):,} postings, "
+                 f"{len(self.df):,} terms, {self.stats['N']:,} chunks)")
+
+    def _derived(self, chunks: pa.Table, zeros) -> dict:
+        """What scoring needs beyond the terms, by attribute name: built here, or once per
+        machine for its workers (`shared`: pipekit/resident.py).  Of the postings only the
+        columns scoring needs are read, a row group at a time into one preallocated array.
+        Documents become small integers (first-appearance order): a document's best chunk
+        is then a group-by on ints, not on a million strings."""
+        docs = pc.dictionary_encode(chunks.column("doc_id").combine_chunks())
+        self.lengths = chunks.column("length").to_numpy()
+        self.chunk = self._read_column("chunk", np.int32)
+        self.impact = self._read_column("impact", np.float64)
+        # Each term's largest impact: the most it can add to any chunk's score (for pruning).
+        max_impact = np.zeros(len(self.df), dtype=np.float64)
+        has = self.df > 0
+        if has.any():
+            max_impact[has] = np.maximum.reduceat(self.impact, self.indptr[:-1][has])
+        dense_ids, dense = self._dense_rows(zeros)
+        return {"lengths": self.lengths, "doc_names": docs.dictionary, "doc_codes": np.asarray(docs.indices, np.int64),
+                "chunk": self.chunk, "impact": self.impact, "max_impact": max_impact, "dense_ids": dense_ids,
+                "dense": dense}
 
     @property
     def tf(self) -> np.ndarray:
@@ -302,8 +319,8 @@ class Index:
         lo, hi = self.indptr[t], self.indptr[t + 1]
         return self.chunk[lo:hi], self.impact[lo:hi]
 
-    def _dense_rows(self) -> dict[int, np.ndarray]:
-        """The commonest terms' impacts in every chunk (0 where absent), by term id.
+    def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, np.ndarray]:
+        """The commonest terms' ids, and their impacts in every chunk (0 where absent).
 
         A term in over 1/DENSE_SHARE of the chunks is looked up by nearly every query
         that has it, in a list too long to search cheaply: one array over all chunks
@@ -312,17 +329,17 @@ class Index:
         """
         n = len(self.lengths)
         common = np.flatnonzero(self.df * DENSE_SHARE > n)
-        common = common[np.argsort(-self.df[common], kind="stable")[:DENSE_TERMS]].tolist()
+        common = common[np.argsort(-self.df[common], kind="stable")[:DENSE_TERMS]]
+        rows = zeros((len(common), n), dtype=np.float64)  # in shared memory, for workers
 
-        def row(t: int) -> np.ndarray:
-            ch, imp = self._postings_of(t)
-            out = np.zeros(n, dtype=np.float64)
-            out[ch] = imp
-            return out
+        def row(i: int) -> None:
+            ch, imp = self._postings_of(common[i])
+            rows[i, ch] = imp
 
         # A row is mostly page faults and a scatter, both outside the GIL: one per core.
         with ThreadPoolExecutor(cores()) as pool:
-            return dict(zip(common, pool.map(row, common)))
+            list(pool.map(row, range(len(common))))
+        return common.astype(np.int64), rows
 
     def _lookup(self, t, cand: np.ndarray, w: float = 1.0) -> np.ndarray:
         """Term t's impact times w in each of the sorted chunks `cand` (0 where it is absent)."""
@@ -436,11 +453,7 @@ class Index:
 
     def added_terms(self, q: "QueryTerms") -> list[tuple[str, float]]:
         """The terms feedback added to a query (the text never says them), heaviest first."""
-        if q.from_feedback is None:
-            return []
-        names = self.terms.take(pa.array(q.ids)).to_pylist()
-        new = [(t, w) for t, w in zip(names, q.weights.tolist()) if q.qtf.get(t, 0) == 0]
-        return sorted(new, key=lambda tw: -tw[1])
+        return added_terms(self.terms, q)
 
     def explain(self, q: "QueryTerms", chunk: int) -> list[dict]:
         """Each query term's share of a chunk's score, adding up to it (pipekit/results.py)."""
@@ -537,19 +550,7 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
             answers = [a for batch in progress(pool.map(answer, batches), len(batches)) for a in batch]
     else:
         answers = [a for batch in progress(map(answer, batches), len(batches)) for a in batch]
-    # Document names for every query at once: one Arrow take, not a thousand.
-    run: dict[str, dict[str, float]] = {}
-    if answers:
-        names = doc_names.take(pa.array(np.concatenate([a[2] for a in answers]))).to_pylist()
-        scores = np.concatenate([a[3] for a in answers]).tolist()
-    at = 0
-    for (qid, _), a in zip(queries, answers):
-        run[qid] = dict(zip(names[at:at + len(a[2])], scores[at:at + len(a[2])]))
-        at += len(a[2])
-    cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
-    out = (cat([np.full(len(a[0]), i) for i, a in enumerate(answers)], np.int64),
-           cat([a[0] for a in answers], np.int64), cat([a[1] for a in answers], np.float64),
-           cat([np.arange(1, len(a[0]) + 1) for a in answers], np.int32))
+    out, run = collect_answers(queries, answers, doc_names)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     passes = " (two passes each: rm3 feedback)" if feedback is not None else ""
     index.note(f"queries answered{passes} in {seconds:.2f} s, {cpu:.2f} s CPU on {workers} thread{'s' * (workers > 1)} "
@@ -557,12 +558,25 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
     return out, run, scored
 
 
+def answer_partition(output_dir: str, fingerprint: str, top_k_n: int, depth: int, feedback: Feedback | None,
+                     part: tuple[int, list]):
+    """On a worker: one batch of queries (`part`: its first query's number and the queries)
+    answered by `search`, with the index this process loaded once (pipekit/resident.py)."""
+    keep_freed_memory()
+    tag = shared_tag(output_dir, fingerprint)
+    index = held(tag, lambda: Index(WorkerOutputs(output_dir), shared=tag))
+    if index.meta["fingerprint"] != fingerprint:
+        raise PipelineError("the 04_* files changed while stage 05 ran: run it again")
+    yield part[0], *search(index, part[1], top_k_n, depth, threads=1, feedback=feedback), index.load_seconds
+
+
 def run(ctx) -> None:
     sec = ctx.section
     keep_freed_memory()  # queries make many short-lived arrays: reuse their memory
     queries = load_queries(sec["queries"])
     qrels = load_qrels(sec["qrels"]) if sec["qrels"] else None  # fail before any work
-    index = Index(ctx)
+    here = ctx.engine.kind == "local"
+    index = Index(ctx, postings=here or sec["explain"])  # on a cluster the workers score
     chunks_03 = ctx.require("03_chunks.parquet", get_stage(3))
     if io.read_meta(chunks_03).get("fingerprint") != index.meta["inputs"]["upstream"]:
         raise PipelineError("03_chunks.parquet changed since the index was built: run `python 04_indexing.py`")
@@ -571,11 +585,12 @@ def run(ctx) -> None:
     if index.context is not None:
         ctx.note(f"section context {sec['section_context']}: {index.context.n:,} sections of {len(index.lengths):,} chunks")
 
-    feedback = feedback_of(sec)
-    (q, c, s, r), run_docs, scored = search(
-        index, queries, sec["top_k"], max(DEPTH, sec["top_k"]),
-        progress=lambda it, total: ctx.progress(it, total=total, desc="05 scoring", unit="batch"),
-        feedback=feedback)
+    feedback, depth = feedback_of(sec), max(DEPTH, sec["top_k"])
+    if here:  # on a thread per core, a bar over batches of queries
+        bar = lambda it, total: ctx.progress(it, total=total, desc="05 scoring", unit="batch")
+        (q, c, s, r), run_docs, scored = search(index, queries, sec["top_k"], depth, bar, feedback=feedback)
+    else:  # batches of queries as tasks, each worker loading the index once (pipekit/resident.py)
+        (q, c, s, r), run_docs, scored = on_workers(ctx, queries, index.meta["fingerprint"], sec["top_k"], depth, feedback)
     explain = [index.explain(scored[qi], int(ci)) for qi, ci in zip(q, c)] if sec["explain"] else None
     table = results_table(queries, index.chunks, (q, c, s, r), chunk_texts(chunks_03, c), explain)
     ctx.write_table("05_results.parquet", table, {"index": index.meta["fingerprint"]})

@@ -206,6 +206,10 @@ class LocalEngine:
         for part in parts:
             yield from fn(part)
 
+    def run_everywhere(self, fn: Callable, *args) -> None:
+        """`fn(*args)` in every process that ran partitions: this one."""
+        fn(*args)
+
     def close(self) -> None:
         pass
 
@@ -352,6 +356,11 @@ class DaskEngine:
                 client.cancel(list(pending))
             if bar is not None:
                 bar.close()
+
+    def run_everywhere(self, fn: Callable, *args) -> None:
+        """`fn(*args)` on every worker (stage 05 has them drop its index); none if never connected."""
+        if self._client is not None:
+            self._client.run(fn, *args)
 
     def close(self) -> None:
         if self._client is not None:

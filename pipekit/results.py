@@ -65,6 +65,34 @@ def explain_rows(index, q, chunk: int) -> list[dict]:
     return out
 
 
+def added_terms(terms: pa.Array, q) -> list[tuple[str, float]]:
+    """The terms feedback added to a query (the text never says them), heaviest first."""
+    if q.from_feedback is None:
+        return []
+    names = terms.take(pa.array(q.ids)).to_pylist()
+    new = [(t, w) for t, w in zip(names, q.weights.tolist()) if q.qtf.get(t, 0) == 0]
+    return sorted(new, key=lambda tw: -tw[1])
+
+
+def collect_answers(queries, answers: list[tuple], doc_names: pa.Array) -> tuple[tuple, dict]:
+    """Each query's answer (its chunks, their scores, its documents as codes, theirs) as
+    the hit arrays (query#, chunk, score, rank) and the document run {qid: {doc: score}}."""
+    # Document names for every query at once: one Arrow take, not a thousand.
+    run: dict[str, dict[str, float]] = {}
+    if answers:
+        names = doc_names.take(pa.array(np.concatenate([a[2] for a in answers]))).to_pylist()
+        scores = np.concatenate([a[3] for a in answers]).tolist()
+    at = 0
+    for (qid, _), a in zip(queries, answers):
+        run[qid] = dict(zip(names[at:at + len(a[2])], scores[at:at + len(a[2])]))
+        at += len(a[2])
+    cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
+    hits = (cat([np.full(len(a[0]), i) for i, a in enumerate(answers)], np.int64),
+            cat([a[0] for a in answers], np.int64), cat([a[1] for a in answers], np.float64),
+            cat([np.arange(1, len(a[0]) + 1) for a in answers], np.int32))
+    return hits, run
+
+
 def results_table(queries, chunks: pa.Table, hits, texts: list[str], explain: list | None = None) -> pa.Table:
     """05_results.parquet's rows: one per chunk hit (`hits`: query#, chunk, score, rank
     arrays), with the chunk's columns from 04_chunks (`chunks`) and its text."""

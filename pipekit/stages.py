@@ -48,7 +48,8 @@ STAGES: tuple[Stage, ...] = (
           ("04_indexing.py", "pipekit/analyzer.py", "pipekit/engine.py", "pipekit/headings.py")),
     Stage(5, "retrieval", "05_retrieval.py", "retrieval", ("05_results.parquet",),
           ("05_retrieval.py", "pipekit/analyzer.py", "pipekit/queries.py", "pipekit/io.py",
-           "pipekit/history.py", "pipekit/results.py", "pipekit/sections.py")),
+           "pipekit/history.py", "pipekit/results.py", "pipekit/sections.py", "pipekit/resident.py",
+           "pipekit/engine.py")),
 )
 
 
