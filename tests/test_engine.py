@@ -118,6 +118,7 @@ def test_sample_on_two_workers_equals_the_local_engine(tmp_path, cluster):
     proc = pipeline(cfg, tmp_path / "dask", "engine.kind=dask", f"engine.address={address}",
                     "engine.partition_rows=3")
     assert f"dask: connected to {address}" in proc.stdout
+    assert "on 2 workers (" in proc.stdout  # stage 05's queries were answered there
     assert_same_outputs(tmp_path / "local", tmp_path / "dask")
     # 01-03 were written by the workers, a part file per partition (16 files, 15 cleaned,
     # by 3): folders; the local engine's are single files.  Both forms read the same above.
@@ -147,6 +148,38 @@ def test_cranfield_on_two_workers_equals_the_local_engine(tmp_path, cluster, cra
              "engine.partition_rows=150")
     assert_same_outputs(tmp_path / "local", tmp_path / "dask")
     assert len(pd.read_parquet(tmp_path / "dask" / "01_documents.parquet")) == 1400  # 10 partitions of 150
+    # RM3 feedback on the workers: each query's second pass there too, the same answers.
+    for out, sets in ((tmp_path / "local", ()), (tmp_path / "dask", (f"engine.address={address}", "engine.kind=dask"))):
+        run_script("05_retrieval.py", "--config", str(cfg), "--set", f"paths.output={out}",
+                   "--set", "retrieval.feedback=rm3", *[w for s in sets for w in ("--set", s)])
+    assert_same_outputs(tmp_path / "local", tmp_path / "dask")
+    assert (pd.read_parquet(tmp_path / "dask" / "05_results.parquet")["query"].nunique()) == 225
+
+
+def _held_by_this_worker() -> int:
+    from pipekit import resident
+
+    return len(resident._HELD)
+
+
+def test_stage_05_on_the_workers_with_feedback_equals_local_and_lets_the_index_go(tmp_path, cluster):
+    """Queries in batches on both workers, RM3's two passes there: the outputs are the local
+    engine's, and when the stage ends no worker holds the index and no shared copy is left."""
+    import re
+
+    from pipekit.resident import shared_dir, shared_tag
+
+    address, client = cluster
+    cfg = sample_config(tmp_path)
+    for name, sets in (("local", []), ("dask", ["engine.kind=dask", f"engine.address={address}"])):
+        proc = pipeline(cfg, tmp_path / name, "retrieval.feedback=rm3", *sets)
+    batches = re.search(r"queries answered in [\d.]+ s on 2 workers \((\d+) batches", proc.stdout)
+    assert batches and int(batches.group(1)) >= 4, proc.stdout
+    assert_same_outputs(tmp_path / "local", tmp_path / "dask")
+    assert set(client.run(_held_by_this_worker).values()) == {0}
+    fingerprint = read_meta(tmp_path / "dask" / "04_postings.parquet")["fingerprint"]
+    folder = shared_dir(shared_tag(tmp_path / "dask", fingerprint))
+    assert not folder.exists() and not Path(f"{folder}.lock").exists()
 
 
 def test_a_duplicate_beir_id_in_another_partition_is_the_same_error(tmp_path, cluster):

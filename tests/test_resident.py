@@ -1,0 +1,92 @@
+"""pipekit/resident.py: what a worker loads once (stage 05's index) and how one machine's
+workers share its arrays instead of each building its own."""
+from __future__ import annotations
+
+import multiprocessing
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from pipekit import resident
+
+
+@pytest.fixture
+def tag():
+    t = f"test-{uuid.uuid4().hex[:12]}"
+    yield t
+    resident.release(t)
+
+
+def test_held_loads_once_per_key_and_a_new_key_replaces_the_old():
+    loads = []
+    load = lambda name: (lambda: loads.append(name) or name.upper())
+    try:
+        assert resident.held("a", load("a")) == "A"
+        assert resident.held("a", load("never")) == "A"
+        assert resident.held("b", load("b")) == "B"
+        assert list(resident._HELD) == ["b"]  # at most one index held
+        assert resident.held("a", load("a")) == "A"
+        assert loads == ["a", "b", "a"]
+    finally:
+        resident.release()
+    assert resident._HELD == {}
+
+
+def _arrays(zeros) -> dict:
+    big = zeros((3, 5), np.float64)
+    big[1, 2] = 7.5
+    return {"ids": np.arange(10, dtype=np.int32), "big": big, "names": pa.array(["x", None, "zz"])}
+
+
+def test_shared_arrays_are_built_once_then_mapped_read_only(tag):
+    first = resident.shared_arrays(tag, _arrays)
+
+    def never(zeros):
+        raise AssertionError("built twice")
+
+    again = resident.shared_arrays(tag, never)
+    for got in (first, again):
+        assert got["ids"].tolist() == list(range(10)) and got["ids"].dtype == np.int32
+        assert got["big"].shape == (3, 5) and got["big"][1, 2] == 7.5 and got["big"].sum() == 7.5
+        assert type(got["big"]) is np.ndarray and not got["big"].flags.writeable
+        assert got["names"].to_pylist() == ["x", None, "zz"]
+    folder = resident.shared_dir(tag)
+    assert sorted(p.name for p in folder.iterdir()) == ["big.npy", "ids.npy", "names.arrow"]
+    resident.release(tag)
+    assert not folder.exists() and not Path(f"{folder}.lock").exists()
+    assert again["big"][1, 2] == 7.5  # a process still mapping it keeps its pages
+
+
+def test_a_failed_build_leaves_nothing_and_the_next_one_builds(tag):
+    def broken(zeros):
+        zeros((2, 2), np.float64)
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        resident.shared_arrays(tag, broken)
+    folder = resident.shared_dir(tag)
+    assert not folder.exists() and not list(folder.parent.glob(f"{folder.name}.tmp-*"))
+    assert resident.shared_arrays(tag, _arrays)["ids"].sum() == 45
+
+
+def _slow_build_counting(tag: str, marks: str):
+    def build(zeros):
+        with open(marks, "a") as fh:
+            fh.write("built\n")
+        time.sleep(0.5)  # long enough for the other processes to be waiting on the lock
+        return _arrays(zeros)
+
+    return float(resident.shared_arrays(tag, build)["big"].sum())
+
+
+def test_processes_asking_at_once_share_one_build(tag, tmp_path):
+    marks = tmp_path / "marks"
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(3) as pool:
+        sums = pool.starmap(_slow_build_counting, [(tag, str(marks))] * 3)
+    assert sums == [7.5, 7.5, 7.5]
+    assert marks.read_text() == "built\n"
