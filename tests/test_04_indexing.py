@@ -120,3 +120,27 @@ def test_heading_weight_is_the_same_as_writing_the_heading_out_that_many_times()
     assert weighted[0] == written[0]
     assert weighted[2].column("impact").to_pylist() == pytest.approx(written[2].column("impact").to_pylist(),
                                                                      rel=1e-12)
+
+
+def test_merge_adjacent_sums_a_terms_repeated_chunks_and_keeps_every_term_start():
+    """Two words of a chunk that analyse to one term leave neighbouring postings after the
+    CSC step; merged, each (term, chunk) is one posting whose tf is their sum."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for _ in range(100):
+        df = rng.integers(0, 8, rng.integers(1, 30))
+        lists = [np.sort(rng.integers(0, 6, d)) for d in df]  # repeats: the neighbours to merge
+        indptr = np.concatenate([[0], np.cumsum(df)]).astype(np.int32)
+        chunk = np.concatenate(lists).astype(np.int32)
+        tf = rng.integers(1, 4, len(chunk)).astype(np.int32)
+        got_ptr, got_chunk, got_tf = indexing.merge_adjacent(indptr, chunk, tf)
+        want = []  # per term: {chunk: summed tf}, in chunk order
+        for t in range(len(df)):
+            sums: dict[int, int] = {}
+            for c, f in zip(chunk[indptr[t]:indptr[t + 1]].tolist(), tf[indptr[t]:indptr[t + 1]].tolist()):
+                sums[c] = sums.get(c, 0) + f
+            want.append(sums)
+        got = [dict(zip(got_chunk[got_ptr[t]:got_ptr[t + 1]].tolist(), got_tf[got_ptr[t]:got_ptr[t + 1]].tolist()))
+               for t in range(len(df))]
+        assert got == want and got_ptr.dtype == indptr.dtype and len(got_chunk) == got_ptr[-1]
