@@ -19,6 +19,7 @@ be mapped: their pages are compressed and encoded; these are the decoded arrays.
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -172,9 +173,13 @@ def on_workers(ctx, queries: list, fingerprint: str, top_k: int, depth: int, fee
             run.update(part_run)
             scored.extend(part_scored)
             loads.append(load)
-    finally:
-        ctx.engine.run_everywhere(release, tag)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the error that stopped the stage is the one to tell
+            ctx.engine.run_everywhere(release, tag)
         release(tag)
+        raise
+    ctx.engine.run_everywhere(release, tag)
+    release(tag)
     ctx.note(f"queries answered in {time.perf_counter() - t0:.2f} s on {ctx.engine.workers} workers "
              f"({len(hits)} batches; a worker loaded the index in {max(loads, default=0):.2f} s at most)")
     cat = lambda i, dt: np.concatenate([h[i] for h in hits]).astype(dt) if hits else np.zeros(0, dt)

@@ -90,3 +90,29 @@ def test_processes_asking_at_once_share_one_build(tag, tmp_path):
         sums = pool.starmap(_slow_build_counting, [(tag, str(marks))] * 3)
     assert sums == [7.5, 7.5, 7.5]
     assert marks.read_text() == "built\n"
+
+
+def test_a_failing_stage_still_has_every_process_let_the_index_go(tmp_path):
+    """on_workers: a task fails after a worker built the shared copy; the stage's error is
+    the one raised, and the copy and every worker's held index are released anyway."""
+    from types import SimpleNamespace
+
+    tag = resident.shared_tag(tmp_path, "fp")
+    calls = []
+
+    def failing_map(fn, parts, desc=None):
+        resident.shared_arrays(tag, _arrays)  # what the first task built
+        resident.hold(tag, "index")
+        yield from ()
+        raise RuntimeError("a task failed")
+
+    def run_everywhere(fn, *args):
+        calls.append((fn, args))
+        fn(*args)
+
+    ctx = SimpleNamespace(output_dir=tmp_path, map_partitions=failing_map, note=calls.append,
+                          engine=SimpleNamespace(workers=2, run_everywhere=run_everywhere))
+    with pytest.raises(RuntimeError, match="a task failed"):
+        resident.on_workers(ctx, [("1", "q")], "fp", 10, 100, None)
+    assert calls == [(resident.release, (tag,))]
+    assert resident._HELD == {} and not resident.shared_dir(tag).exists()
