@@ -20,7 +20,6 @@ be mapped: their pages are compressed and encoded; these are the decoded arrays.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
@@ -43,12 +42,6 @@ def held(key, load: Callable[[], Any]):
         _HELD.clear()  # the old index goes before the new one loads: never two in memory
         _HELD[key] = load()
     return _HELD[key]
-
-
-def hold(key, value) -> None:
-    """Make `value` this process's entry for `key` (the local engine's client already has it)."""
-    _HELD.clear()
-    _HELD[key] = value
 
 
 def release(tag: str | None = None) -> None:
@@ -76,6 +69,8 @@ def shared_arrays(tag: str, build: Callable[[Callable], dict]) -> dict:
     an array in the shared folder itself, for one too big to build and then copy there
     (stage 05's dense rows: 600 MB at 1M passages).  A folder appears whole or not at all
     (written aside, then renamed), so one a killed builder left half-written is never read."""
+    import fcntl  # POSIX only, as /dev/shm: imported here so that stage 05 still loads elsewhere
+
     folder = shared_dir(tag)
     with open(f"{folder}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the first builds; the others wait here, then map

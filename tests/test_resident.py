@@ -102,7 +102,7 @@ def test_a_failing_stage_still_has_every_process_let_the_index_go(tmp_path):
 
     def failing_map(fn, parts, desc=None):
         resident.shared_arrays(tag, _arrays)  # what the first task built
-        resident.hold(tag, "index")
+        resident.held(tag, lambda: "index")
         yield from ()
         raise RuntimeError("a task failed")
 
