@@ -121,7 +121,8 @@ class Index:
         self._forward = None
         if shared is not None:  # a worker: scoring needs no chunk ids or headings
             build = lambda zeros: self._derived(io.read_table(chunks_path, ["doc_id", "length"]), zeros)
-            self.__dict__.update(shared_arrays(shared, build))
+            size = 12 * int(self.indptr[-1]) + 8 * (DENSE_TERMS + 2) * self.stats["N"]  # at most
+            self.__dict__.update(shared_arrays(shared, build, size))
         else:
             self.chunks = io.read_table(chunks_path)
             if postings:
@@ -136,11 +137,10 @@ class Index:
                  f"{len(self.df):,} terms, {self.stats['N']:,} chunks)")
 
     def _derived(self, chunks: pa.Table, zeros) -> dict:
-        """What scoring needs beyond the terms, by attribute name: built here, or once per
-        machine for its workers (`shared`: pipekit/resident.py).  Of the postings only the
-        columns scoring needs are read, a row group at a time into one preallocated array.
-        Documents become small integers (first-appearance order): a document's best chunk
-        is then a group-by on ints, not on a million strings."""
+        """What scoring needs beyond the terms, by name: built here, or once per machine for
+        its workers (`shared`: pipekit/resident.py).  Of the postings only the columns
+        scoring needs are read.  Documents become small integers (first-appearance order):
+        a document's best chunk is then a group-by on ints, not on a million strings."""
         docs = pc.dictionary_encode(chunks.column("doc_id").combine_chunks())
         self.lengths = chunks.column("length").to_numpy()
         self.chunk = self._read_column("chunk", np.int32)

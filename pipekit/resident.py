@@ -49,8 +49,18 @@ def release(tag: str | None = None) -> None:
     (removing a mapped file is safe: processes still mapping it keep their pages)."""
     _HELD.clear()
     if tag is not None:
-        shutil.rmtree(shared_dir(tag), ignore_errors=True)
-        Path(f"{shared_dir(tag)}.lock").unlink(missing_ok=True)
+        for root in _roots():
+            shutil.rmtree(root / _name(tag), ignore_errors=True)
+        _lock_path(tag).unlink(missing_ok=True)
+
+
+def _name(tag: str) -> str:
+    return f"pipekit-{os.getuid() if hasattr(os, 'getuid') else 0}-{tag}"
+
+
+def _lock_path(tag: str) -> Path:
+    """One lock per tag in one place, whichever folder ends up holding the arrays."""
+    return Path(tempfile.gettempdir()) / f"{_name(tag)}.lock"
 
 
 def shared_tag(output_dir, fingerprint: str) -> str:
@@ -58,22 +68,35 @@ def shared_tag(output_dir, fingerprint: str) -> str:
     return hashlib.sha1(f"{Path(output_dir).resolve()}\0{fingerprint}".encode()).hexdigest()[:16]
 
 
-def shared_dir(tag: str) -> Path:
-    root = Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else Path(tempfile.gettempdir())
-    return root / f"pipekit-{os.getuid() if hasattr(os, 'getuid') else 0}-{tag}"
+def _roots() -> list[Path]:
+    shm = Path("/dev/shm")
+    return ([shm] if os.access(shm, os.W_OK) else []) + [Path(tempfile.gettempdir())]
 
 
-def shared_arrays(tag: str, build: Callable[[Callable], dict]) -> dict:
-    """`build(zeros)`'s arrays (NumPy or Arrow, by name), built by one process per machine
-    and memory-mapped read-only by each one that asks.  `zeros(shape, dtype)` allocates
+def shared_dir(tag: str, size: int = 0) -> Path:
+    """Where `tag`'s arrays are (or, if nowhere yet, go): shared memory when it has room
+    for `size` bytes, else the temp folder (on disk, but still one copy in the page
+    cache).  A container's /dev/shm is often 64 MB: filling it would fail the stage."""
+    name = _name(tag)
+    roots = _roots()
+    for root in roots:
+        if (root / name).exists():
+            return root / name
+    in_memory = len(roots) > 1 and shutil.disk_usage(roots[0]).free > size * 1.1
+    return (roots[0] if in_memory else roots[-1]) / name
+
+
+def shared_arrays(tag: str, build: Callable[[Callable], dict], size: int = 0) -> dict:
+    """`build(zeros)`'s arrays (NumPy or Arrow, by name, about `size` bytes), built by one
+    process per machine and memory-mapped read-only by each one that asks.  `zeros(shape, dtype)` allocates
     an array in the shared folder itself, for one too big to build and then copy there
     (stage 05's dense rows: 600 MB at 1M passages).  A folder appears whole or not at all
     (written aside, then renamed), so one a killed builder left half-written is never read."""
     import fcntl  # POSIX only, as /dev/shm: imported here so that stage 05 still loads elsewhere
 
-    folder = shared_dir(tag)
-    with open(f"{folder}.lock", "w") as lock:
+    with open(_lock_path(tag), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the first builds; the others wait here, then map
+        folder = shared_dir(tag, size)  # decided under the lock: where a builder put them, if one did
         if not folder.exists():
             aside = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
             shutil.rmtree(aside, ignore_errors=True)

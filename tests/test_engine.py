@@ -167,7 +167,7 @@ def test_stage_05_on_the_workers_with_feedback_equals_local_and_lets_the_index_g
     engine's, and when the stage ends no worker holds the index and no shared copy is left."""
     import re
 
-    from pipekit.resident import shared_dir, shared_tag
+    from pipekit.resident import _lock_path, shared_dir, shared_tag
 
     address, client = cluster
     cfg = sample_config(tmp_path)
@@ -178,8 +178,8 @@ def test_stage_05_on_the_workers_with_feedback_equals_local_and_lets_the_index_g
     assert_same_outputs(tmp_path / "local", tmp_path / "dask")
     assert set(client.run(_held_by_this_worker).values()) == {0}
     fingerprint = read_meta(tmp_path / "dask" / "04_postings.parquet")["fingerprint"]
-    folder = shared_dir(shared_tag(tmp_path / "dask", fingerprint))
-    assert not folder.exists() and not Path(f"{folder}.lock").exists()
+    tag = shared_tag(tmp_path / "dask", fingerprint)
+    assert not shared_dir(tag).exists() and not _lock_path(tag).exists()
 
 
 def test_a_duplicate_beir_id_in_another_partition_is_the_same_error(tmp_path, cluster):

@@ -57,8 +57,17 @@ def test_shared_arrays_are_built_once_then_mapped_read_only(tag):
     folder = resident.shared_dir(tag)
     assert sorted(p.name for p in folder.iterdir()) == ["big.npy", "ids.npy", "names.arrow"]
     resident.release(tag)
-    assert not folder.exists() and not Path(f"{folder}.lock").exists()
+    assert not folder.exists() and not resident._lock_path(tag).exists()
     assert again["big"][1, 2] == 7.5  # a process still mapping it keeps its pages
+
+
+def test_without_room_in_shared_memory_the_arrays_go_to_the_temp_folder(tag):
+    """A container's /dev/shm is often 64 MB: an index too big for it is built on disk."""
+    import tempfile
+
+    got = resident.shared_arrays(tag, _arrays, size=1 << 62)
+    assert resident.shared_dir(tag).parent == Path(tempfile.gettempdir())
+    assert got["big"][1, 2] == 7.5 and resident.shared_arrays(tag, None, size=0)["ids"].sum() == 45
 
 
 def test_a_failed_build_leaves_nothing_and_the_next_one_builds(tag):
