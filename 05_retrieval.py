@@ -59,7 +59,6 @@ from __future__ import annotations
 import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -73,8 +72,8 @@ from pipekit.errors import PipelineError
 from pipekit.history import metric_line, record_run
 from pipekit.io import cores
 from pipekit.malloc import keep_freed_memory
-from pipekit.queries import Feedback, feedback_of, load_qrels, load_queries, trec_run
-from pipekit.resident import WorkerOutputs, held, on_workers, shared_arrays, shared_tag
+from pipekit.queries import Feedback, QueryTerms, feedback_of, load_qrels, load_queries, trec_run
+from pipekit.resident import held, on_workers, shared_arrays, shared_tag, worker_index
 from pipekit.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
                              print_results, results_table)
 from pipekit.sections import section_context
@@ -93,11 +92,8 @@ QUERY_BATCH = 16  # queries per progress-bar step and per task of a thread (smal
 
 
 class Index:
-    """The stage-04 tables loaded for scoring: each term's postings as one slice.
-
-    `chunk[indptr[t]:indptr[t+1]]` are the chunks term t occurs in (in corpus order) and
-    `impact[...]` its BM25 weight in each.
-    """
+    """The stage-04 tables loaded for scoring, each term's postings as one slice: `chunk[indptr[t]:
+    indptr[t+1]]` are the chunks term t occurs in (in corpus order), `impact[...]` its BM25 weight in each."""
 
     def __init__(self, ctx, postings: bool = True, shared: str | None = None):
         # postings=False: no scoring (a client whose workers score); shared: see _derived.
@@ -460,19 +456,6 @@ class Index:
         return explain_rows(self, q, chunk)
 
 
-@dataclass(frozen=True)
-class QueryTerms:
-    """A query as it is scored: score(c) = Σ weights[i] · impact(ids[i], c).
-
-    Without feedback each weight is qtf(t,q) and this is SPEC's plain formula.  With
-    feedback the weights are the expanded query's and terms the text never said may join
-    (`Index.expand`)."""
-    ids: np.ndarray  # int64 term ids the index knows: the text's in query order, then feedback's
-    weights: np.ndarray  # float64 multiplier of each term's impact
-    qtf: dict  # every analysed term of the text (known to the index or not) -> times it occurs
-    from_feedback: np.ndarray | None = None  # the part of each weight feedback gave (None: no feedback)
-
-
 def run_starts(values: np.ndarray) -> np.ndarray:
     """True where a run of equal values begins in a sorted array (np.diff with prepend,
     but in one ufunc call: this runs a few times per query)."""
@@ -559,12 +542,12 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
 
 
 def answer_partition(output_dir: str, fingerprint: str, top_k_n: int, depth: int, feedback: Feedback | None,
-                     part: tuple[int, list]):
+                     context: float, part: tuple[int, list]):
     """On a worker: one batch of queries (`part`: its first query's number and the queries)
     answered by `search`, with the index this process loaded once (pipekit/resident.py)."""
     keep_freed_memory()
     tag = shared_tag(output_dir, fingerprint)
-    index = held(tag, lambda: Index(WorkerOutputs(output_dir), shared=tag))
+    index = held((tag, context), lambda: worker_index(Index, output_dir, tag, context))
     if index.meta["fingerprint"] != fingerprint:
         raise PipelineError("the 04_* files changed while stage 05 ran: run it again")
     yield part[0], *search(index, part[1], top_k_n, depth, threads=1, feedback=feedback), index.load_seconds
@@ -581,7 +564,7 @@ def run(ctx) -> None:
     if io.read_meta(chunks_03).get("fingerprint") != index.meta["inputs"]["upstream"]:
         raise PipelineError("03_chunks.parquet changed since the index was built: run `python 04_indexing.py`")
     ctx.upstream_rows = len(queries)
-    index.context = section_context(sec["section_context"], chunks_03, index)
+    index.context = section_context(sec["section_context"], chunks_03, index) if here or sec["explain"] else None
     if index.context is not None:
         ctx.note(f"section context {sec['section_context']}: {index.context.n:,} sections of {len(index.lengths):,} chunks")
 
@@ -590,7 +573,8 @@ def run(ctx) -> None:
         bar = lambda it, total: ctx.progress(it, total=total, desc="05 scoring", unit="batch")
         (q, c, s, r), run_docs, scored = search(index, queries, sec["top_k"], depth, bar, feedback=feedback)
     else:  # batches of queries as tasks, each worker loading the index once (pipekit/resident.py)
-        (q, c, s, r), run_docs, scored = on_workers(ctx, queries, index.meta["fingerprint"], sec["top_k"], depth, feedback)
+        (q, c, s, r), run_docs, scored = on_workers(ctx, queries, index.meta["fingerprint"], sec["top_k"], depth,
+                                                    feedback, sec["section_context"])
     explain = [index.explain(scored[qi], int(ci)) for qi, ci in zip(q, c)] if sec["explain"] else None
     table = results_table(queries, index.chunks, (q, c, s, r), chunk_texts(chunks_03, c), explain)
     ctx.write_table("05_results.parquet", table, {"index": index.meta["fingerprint"]})

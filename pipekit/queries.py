@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from .errors import PipelineError
 
 
@@ -143,3 +145,17 @@ def feedback_of(sec: dict) -> Feedback | None:
     if sec["feedback"] == "none":
         return None
     return Feedback(sec["feedback_docs"], sec["feedback_terms"], sec["feedback_query_weight"])
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """A query as it is scored: score(c) = Σ weights[i] · impact(ids[i], c).
+
+    Without feedback each weight is qtf(t,q) and this is SPEC's plain formula.  With
+    feedback the weights are the expanded query's and terms the text never said may join
+    (`Index.expand` in 05_retrieval.py).  Here, not in the stage file, so that workers'
+    answers holding them unpickle anywhere (a stage file is no importable module)."""
+    ids: np.ndarray  # int64 term ids the index knows: the text's in query order, then feedback's
+    weights: np.ndarray  # float64 multiplier of each term's impact
+    qtf: dict  # every analysed term of the text (known to the index or not) -> times it occurs
+    from_feedback: np.ndarray | None = None  # the part of each weight feedback gave (None: no feedback)

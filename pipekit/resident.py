@@ -137,6 +137,20 @@ def shared_arrays(tag: str, build: Callable[[Callable], dict], size: int = 0) ->
     return out
 
 
+def worker_index(index_class, output_dir, tag: str, context: float):
+    """Stage 05's Index on a worker: the machine's shared arrays, and with section context
+    the chunks' documents and headings that its sections are found from (pipekit/sections.py)."""
+    from . import io
+    from .sections import section_context
+
+    files = WorkerOutputs(output_dir)
+    index = index_class(files, shared=tag)
+    if context > 0:
+        index.chunks = io.read_table(files.path("04_chunks.parquet"), ["doc_id", "heading"])
+    index.context = section_context(context, files.path("03_chunks.parquet"), index)
+    return index
+
+
 class WorkerOutputs:
     """What stage 05's Index uses of a stage context, on a worker: the output folder
     (which every worker must see at the client's path) and notes, kept for the client."""
@@ -170,17 +184,13 @@ def query_parts(queries: list, workers: int) -> list[tuple[int, list]]:
     return [(i, queries[i:i + step]) for i in range(0, len(queries), step)]
 
 
-def on_workers(ctx, queries: list, fingerprint: str, top_k: int, depth: int, feedback):
+def on_workers(ctx, queries: list, fingerprint: str, top_k: int, depth: int, feedback, context: float = 0.0):
     """Stage 05's `search` for all queries, batch by batch wherever the engine runs
     `answer_partition`: the same hits, document run and scored queries as one call.
     Every process that loaded the index lets it go when this ends, even on an error."""
     from .engine import StageFunction
-    from .stages import load_stage
 
-    # The answers hold stage 05's QueryTerms, pickled by the workers under the name they
-    # import the stage file by; a stage run as a script is `__main__` here, so register that name.
-    load_stage(5)
-    fn = StageFunction(5, "answer_partition", (str(ctx.output_dir), fingerprint, top_k, depth, feedback))
+    fn = StageFunction(5, "answer_partition", (str(ctx.output_dir), fingerprint, top_k, depth, feedback, context))
     tag = shared_tag(ctx.output_dir, fingerprint)
     t0 = time.perf_counter()
     hits, run, scored, loads = [], {}, [], []

@@ -120,7 +120,8 @@ def section_context(weight: float, chunks_03: Path, index) -> SectionContext | N
     if weight <= 0:
         return None
     doc_id = index.chunks.column("doc_id").combine_chunks()
-    if "heading_path" in pq.ParquetFile(chunks_03).schema_arrow.names:
+    # A cluster's 03 output is a folder of part files (pipekit/io.py): its first part has the schema.
+    if "heading_path" in pq.ParquetFile(io.part_files(chunks_03)[0]).schema_arrow.names:
         paths = io.read_table(chunks_03, ["heading_path"]).column("heading_path").combine_chunks()
     else:  # a hand-made 03 file with SPEC's `heading` only: its titles, empty levels already dropped
         heading = pc.fill_null(index.chunks.column("heading").combine_chunks(), "")
