@@ -266,12 +266,22 @@ def test_a_worker_killed_during_stage_03_changes_nothing(tmp_path, cluster, cran
     engine = DaskEngine(address, 2, 40, 10.0, quiet=True)
     plain = engine._gather  # under map_partitions and map_to_parts (03's workers write their parts)
 
+    def holding():
+        # A worker "holds" a task it is running or a finished result not yet gathered: killing
+        # it loses either, so the scheduler must run that task again. Looking only at running
+        # tasks was flaky: a Cranfield partition chunks in milliseconds, and under load both
+        # workers were often between tasks (the next ones still queued on the scheduler).
+        running, results = client.processing(), client.has_what()
+        return {w: len(running.get(w, ())) + len(results.get(w, ())) for w in set(running) | set(results)}
+
     def killing_one_worker(task, parts, progress=None):
         for i, item in enumerate(plain(task, parts, progress)):
             if not killed:
-                busy = client.processing()  # worker address -> tasks it is running or holds
-                victim = max(busy, key=lambda w: len(busy[w]))
-                assert busy[victim], "no worker holds a task: the kill would test nothing"
+                deadline = time.monotonic() + 30
+                while not any((held := holding()).values()) and time.monotonic() < deadline:
+                    time.sleep(0.01)  # the window's next tasks are still being assigned
+                victim = max(held, key=held.get)
+                assert held[victim], "no worker holds a task: the kill would test nothing"
                 pid = client.run(os.getpid, workers=[victim])[victim]
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
