@@ -259,8 +259,11 @@ class DaskEngine:
         if self.address is None:
             # Processes, one thread each: the stages' Python loops hold the GIL, so only
             # processes put the other cores to work.
+            # Logs only at CRITICAL: at shutdown a worker whose heartbeat meets the closing
+            # scheduler logs a StreamClosedError traceback at ERROR (a README command printed
+            # one on a loaded machine), and a task's real failure reaches us as its exception.
             self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=1, processes=True,
-                                         dashboard_address=":0", silence_logs=logging.ERROR)
+                                         dashboard_address=":0", silence_logs=logging.CRITICAL)
             self._client = Client(self._cluster)
             if not self.quiet:
                 print(f"dask: started a local cluster of {self.n_workers} worker processes; "
