@@ -257,10 +257,9 @@ def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
 def preview(path: Path, columns: list[str] | None = None, rows: int = 3, width: int = 48) -> str:
     """The first few rows of an output, long strings shortened: what a learner looks at first."""
     import pandas as pd
-    import pyarrow.parquet as pq
 
-    pf = pq.ParquetFile(io.part_files(path)[0])
-    columns = [c for c in (columns or pf.schema_arrow.names[:6]) if c in pf.schema_arrow.names]
+    names = io.schema(path).names
+    columns = [c for c in (columns or names[:6]) if c in names]
     batch = next((b for b in io.iter_batches(path, columns, rows) if b.num_rows), None)  # a dataset's first part may be empty
     if batch is None:
         return "  (no rows)"

@@ -268,9 +268,9 @@ def row_count(path: Path) -> int:
     return sum(pq.ParquetFile(f).metadata.num_rows for f in part_files(path))
 
 
-def row_group_starts(pf: pq.ParquetFile) -> np.ndarray:
-    """Row number where each row group of a Parquet file starts, then the row count."""
-    return np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
+def schema(path: Path) -> pa.Schema:
+    """The columns of an output, a file or a dataset folder (its parts share one schema)."""
+    return pq.ParquetFile(part_files(path)[0]).schema_arrow
 
 
 def read_column(path: Path, name: str, dtype, n: int, threads: int = 1) -> np.ndarray:

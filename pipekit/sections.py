@@ -41,7 +41,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from . import io
 from .errors import PipelineError
@@ -120,8 +119,7 @@ def section_context(weight: float, chunks_03: Path, index) -> SectionContext | N
     if weight <= 0:
         return None
     doc_id = index.chunks.column("doc_id").combine_chunks()
-    # A cluster's 03 output is a folder of part files (pipekit/io.py): its first part has the schema.
-    if "heading_path" in pq.ParquetFile(io.part_files(chunks_03)[0]).schema_arrow.names:
+    if "heading_path" in io.schema(chunks_03).names:  # a file, or a cluster's folder of parts
         paths = io.read_table(chunks_03, ["heading_path"]).column("heading_path").combine_chunks()
     else:  # a hand-made 03 file with SPEC's `heading` only: its titles, empty levels already dropped
         heading = pc.fill_null(index.chunks.column("heading").combine_chunks(), "")

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import PipelineError
-from .io import output_size, part_files, read_meta
+from .io import output_size, part_files, read_meta, row_count
 
 CELL = 60  # characters of a cell shown in a table; more is shortened with its length noted
 
@@ -225,7 +225,7 @@ def show_folder(path: Path) -> str:
     out = [f"{path}"]
     for f in files:
         try:
-            n_rows = sum(pq.ParquetFile(p).metadata.num_rows for p in part_files(f))
+            n_rows = row_count(f)
         except (OSError, pa.ArrowException):
             out.append(f"  {f.name:<{width}}  (not readable)")
             continue
