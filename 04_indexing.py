@@ -61,7 +61,7 @@ from scipy import sparse
 
 from pipekit.analyzer import Analyzer
 from pipekit.cli import stage_main
-from pipekit.engine import StageFunction, iter_rows
+from pipekit.engine import StageFunction, iter_rows, progress_bar
 from pipekit.headings import drop_heading_attribute_lists
 from pipekit.malloc import release_freed_memory
 
@@ -189,29 +189,12 @@ def impacts(idf_t: np.ndarray, tf: np.ndarray, norm_c: np.ndarray, k1: float) ->
     return idf_t * tfv * (k1 + 1) / (tfv + norm_c)
 
 
-def build_index(batches, analyzer: Analyzer, k1: float, b: float, path_weight: int, progress=iter,
-                heading_weight: int = 1):
-    """All of stage 04 without the I/O: chunk batches in, the three tables out."""
-    terms, blocks, chunks, stats = build_index_blocks(batches, analyzer, k1, b, path_weight, progress,
-                                                      heading_weight)
-    postings = pa.concat_tables([POSTINGS_SCHEMA.empty_table(), *blocks])
-    return terms, postings, chunks, stats
-
-
-def build_index_blocks(batches, analyzer: Analyzer, k1: float, b: float, path_weight: int, progress=iter,
-                       heading_weight: int = 1):
-    """`build_index` with the postings as an iterator of tables, one block of terms each,
-    so the float64 impacts of a million chunks never sit in memory all at once."""
-    counts = count_chunks(batches, analyzer, path_weight, progress, heading_weight)
-    return finish_index(counts, analyzer, k1, b, path_weight, heading_weight)
-
-
-def count_partition(section: dict, part) -> Iterator[dict]:
+def count_partition(section: dict, part) -> dict:
     """The map step: the term counts of one partition of 03_chunks.parquet (a worker may
     run it; `section` is the plain config dict, which travels)."""
     analyzer = Analyzer(stemmer=section["stemmer"], stopwords=section["stopwords"])
-    yield count_chunks(iter_rows(part, INDEXED_COLUMNS, batch_size=BATCH), analyzer, section["path_weight"],
-                       heading_weight=section["heading_weight"])
+    return count_chunks(iter_rows(part, INDEXED_COLUMNS, batch_size=BATCH), analyzer, section["path_weight"],
+                        heading_weight=section["heading_weight"])
 
 
 def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, heading_weight: int = 1) -> dict:
@@ -270,110 +253,210 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
             "lengths": lengths, "meta": pa.Table.from_batches(meta_cols) if meta_cols else None}
 
 
-def merge_counts(parts: list[dict]) -> dict:
-    """The reduce step: the counts of consecutive partitions as if counted in one run.
+def vocabulary(counts: dict) -> dict:
+    """What the reduce needs of a partition's counts: its terms, each one's df in the
+    partition, and its chunks' lengths — a few MB, never the postings."""
+    return {"terms": counts["terms"], "df": np.diff(counts["col_ptr"]), "lengths": counts["lengths"]}
 
-    Terms are the sorted union; a term's postings are its postings in partition 1, then
-    in partition 2, ... (chunks renumbered after the chunks before them), which is the
-    corpus order one run gives.  Each partition's postings move once, to a slot computed
-    from the global term offsets: linear, no sort."""
-    if len(parts) == 1:
-        return parts[0]
-    names = pc.unique(pa.concat_arrays([p["terms"] for p in parts]))
-    terms = names.take(pc.sort_indices(names))  # code-point order, as one run's vocabulary sorts
-    df = np.zeros(len(terms), dtype=np.int64)
-    global_of = []
-    for p in parts:
-        g = np.asarray(pc.index_in(p["terms"], value_set=terms), dtype=np.int64)
-        df[g] += np.diff(p["col_ptr"])  # a term appears once per partition: no repeated index
-        global_of.append(g)
-    col_ptr = np.zeros(len(terms) + 1, dtype=np.int64)
+
+class Plan:
+    """The reduce: corpus statistics from every partition's vocabulary, and how the
+    postings are cut into shards.
+
+    Terms are the sorted union of the partitions' terms (code-point order, as one run's
+    vocabulary sorts); df the sum of the partitions' df; N, avgdl and each chunk's
+    length norm from all the lengths.  Chunks are numbered in partition order, so
+    partition p's chunks start after the chunks of the partitions before it: one run's
+    numbering.  Shard s holds terms [bounds[s], bounds[s+1]), whole terms of about equal
+    postings: each is written by the worker that merges it, from every partition's
+    slice of that term range."""
+
+    def __init__(self, vocabs: list[dict], k1: float, b: float, n_shards: int = 1):
+        if len(vocabs) == 1:  # one partition (the local engine): its terms are the terms
+            self.terms = vocabs[0]["terms"]
+            self.global_ids = [np.arange(len(self.terms), dtype=np.int64)]
+        else:
+            names = pc.unique(pa.concat_arrays([v["terms"] for v in vocabs]))
+            self.terms = names.take(pc.sort_indices(names))
+            # Both sides sorted the same way, so each partition's global ids increase.
+            self.global_ids = [np.asarray(pc.index_in(v["terms"], value_set=self.terms), dtype=np.int64)
+                               for v in vocabs]
+        self.df = np.zeros(len(self.terms), dtype=np.int64)
+        for g, v in zip(self.global_ids, vocabs):
+            self.df[g] += v["df"]  # a term appears once per partition: no repeated index
+        sizes = [len(v["lengths"]) for v in vocabs]
+        self.first_chunk = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self.lengths = np.concatenate([v["lengths"] for v in vocabs]) if vocabs else np.zeros(0, np.int64)
+        n = self.n_chunks = len(self.lengths)
+        self.idf = idf_of(self.df, n)
+        self.k1 = k1
+        self.avgdl = float(self.lengths.mean()) if n else 0.0
+        # With no terms at all avgdl is 0; there are then no postings to normalise either.
+        self.norm = k1 * (1 - b + b * self.lengths / self.avgdl) if self.avgdl > 0 else np.zeros(n)
+        col_ptr = np.concatenate([[0], np.cumsum(self.df)])
+        cuts = np.searchsorted(col_ptr, np.linspace(0, col_ptr[-1], max(n_shards, 1) + 1)[1:-1])
+        self.bounds = np.unique(np.concatenate([[0], cuts, [len(self.terms)]])).astype(np.int64)
+        if len(self.bounds) == 1:  # no terms: still one (empty) shard, so the output exists
+            self.bounds = np.array([0, 0], dtype=np.int64)
+
+    def shard(self, s: int, p: int) -> tuple[int, int]:
+        """Partition p's local terms that fall in shard s: a range, as both are sorted."""
+        lo, hi = np.searchsorted(self.global_ids[p], self.bounds[s:s + 2])
+        return int(lo), int(hi)
+
+    def term_table(self) -> pa.Table:
+        return pa.table({
+            "term_id": pa.array(np.arange(len(self.terms), dtype=np.int32)),
+            "term": self.terms,
+            "df": pa.array(self.df.astype(np.int32)),
+            "idf": pa.array(self.idf, pa.float64()),
+        })
+
+
+def term_slice(lo: int, hi: int, first_chunk: int, counts: dict) -> dict:
+    """A partition's postings of its terms lo..hi-1 (runs where the counts are), chunks
+    renumbered after the partitions before it."""
+    col_ptr = counts["col_ptr"]
+    a, z = int(col_ptr[lo]), int(col_ptr[hi])
+    chunk = counts["chunk"][a:z]
+    return {"df": np.diff(col_ptr[lo:hi + 1]), "chunk": chunk + np.int32(first_chunk) if first_chunk else chunk,
+            "tf": counts["tf"][a:z]}
+
+
+def merge_slices(n_terms: int, ids: list[np.ndarray], slices: list[dict]):
+    """One term range's postings from every partition's slice, term-major: a term's
+    postings are its postings in partition 1, then 2, ... which is corpus order, as one
+    run gives.  `ids[i]` are slice i's terms' positions in the range.  Each posting moves
+    once, to a slot computed from the range's term offsets: linear, no sort."""
+    if len(slices) == 1 and len(ids[0]) == n_terms:  # the local engine: nothing to merge
+        return np.concatenate([[0], np.cumsum(slices[0]["df"])]), slices[0]["chunk"], slices[0]["tf"]
+    df = np.zeros(n_terms, dtype=np.int64)
+    for g, piece in zip(ids, slices):
+        df[g] += piece["df"]
+    col_ptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(df, out=col_ptr[1:])
     chunk = np.empty(int(col_ptr[-1]), dtype=np.int32)
     tf = np.empty(int(col_ptr[-1]), dtype=np.int32)
     free = col_ptr[:-1].copy()  # each term's next empty slot
-    first_chunk = 0
-    for p, g in zip(parts, global_of):
-        local_df = np.diff(p["col_ptr"]).astype(np.int64)
-        dest = np.repeat(free[g] - p["col_ptr"][:-1], local_df) + np.arange(len(p["chunk"]), dtype=np.int64)
-        chunk[dest] = p["chunk"] + first_chunk
-        tf[dest] = p["tf"]
+    for g, piece in zip(ids, slices):
+        local_df = piece["df"].astype(np.int64)
+        local_start = np.concatenate([[0], np.cumsum(local_df)[:-1]])
+        dest = np.repeat(free[g] - local_start, local_df) + np.arange(len(piece["chunk"]), dtype=np.int64)
+        chunk[dest] = piece["chunk"]
+        tf[dest] = piece["tf"]
         free[g] += local_df
-        first_chunk += len(p["lengths"])
-    metas = [p["meta"] for p in parts if p["meta"] is not None]
-    return {"terms": terms, "col_ptr": col_ptr, "chunk": chunk, "tf": tf,
-            "lengths": np.concatenate([p["lengths"] for p in parts]),
-            "meta": pa.concat_tables(metas) if metas else None}
+    return col_ptr, chunk, tf
 
 
-def finish_index(counts: dict, analyzer: Analyzer, k1: float, b: float, path_weight: int, heading_weight: int = 1):
-    """N, avgdl, df and idf from the (merged) counts; the three tables, postings lazily."""
-    terms, col_ptr, chunk_of, tf_of, lengths = (counts[k] for k in ("terms", "col_ptr", "chunk", "tf", "lengths"))
-    n, n_terms, nnz = len(lengths), len(terms), len(chunk_of)
-    df = np.diff(col_ptr).astype(np.int64)[:n_terms]
-    idf = idf_of(df, n)
-    avgdl = float(lengths.mean()) if n else 0.0
-    # With no terms at all avgdl is 0; there are then no postings to normalise either.
-    norm = k1 * (1 - b + b * lengths / avgdl) if avgdl > 0 else np.zeros(n)
+def shard_postings(k1: float, shard: tuple) -> Iterator[pa.Table]:
+    """One shard of 04_postings.parquet: its term range merged from every partition's
+    slice, impacts from the corpus statistics, a block of whole terms (about 2M postings)
+    at a time, so the float64 impacts of a million chunks never sit in memory at once."""
+    t0, ids, idf, norm, slices = shard
+    col_ptr, chunk_of, tf_of = merge_slices(len(idf), ids, slices)
+    df = np.diff(col_ptr)
+    n_terms, target, u = len(idf), 1 << 21, 0
+    while u < n_terms:
+        # Whole terms per block, about `target` postings each (one very common term alone).
+        v = int(np.searchsorted(col_ptr, col_ptr[u] + target, side="right"))
+        v = min(max(v - 1, u + 1), n_terms)
+        lo, hi = int(col_ptr[u]), int(col_ptr[v])
+        term_of = np.repeat(np.arange(u, v, dtype=np.int32), df[u:v])
+        chunk, tf = chunk_of[lo:hi], tf_of[lo:hi]
+        yield pa.table({
+            "term_id": pa.array(term_of + np.int32(t0)),
+            "chunk": pa.array(chunk.astype(np.int32, copy=False)),
+            "tf": pa.array(tf.astype(np.int32, copy=False)),
+            "impact": pa.array(impacts(idf[term_of], tf, norm[chunk], k1), pa.float64()),
+        })
+        u = v
 
-    def posting_blocks(target: int = 1 << 21):
-        t0 = 0
-        while t0 < n_terms:
-            # Whole terms per block, about `target` postings each (one very common term alone).
-            t1 = int(np.searchsorted(col_ptr, col_ptr[t0] + target, side="right"))
-            t1 = min(max(t1 - 1, t0 + 1), n_terms)
-            lo, hi = int(col_ptr[t0]), int(col_ptr[t1])
-            term_of = np.repeat(np.arange(t0, t1, dtype=np.int32), df[t0:t1])
-            chunk = chunk_of[lo:hi]
-            tf = tf_of[lo:hi]
-            yield pa.table({
-                "term_id": pa.array(term_of, pa.int32()),
-                "chunk": pa.array(chunk.astype(np.int32, copy=False)),
-                "tf": pa.array(tf.astype(np.int32, copy=False)),
-                "impact": pa.array(impacts(idf[term_of], tf, norm[chunk], k1), pa.float64()),
-            })
-            t0 = t1
 
-    term_table = pa.table({
-        "term_id": pa.array(np.arange(n_terms, dtype=np.int32)),
-        "term": terms,
-        "df": pa.array(df.astype(np.int32)),
-        "idf": pa.array(idf, pa.float64()),
+def chunk_rows(part: tuple) -> Iterator[pa.Table]:
+    """A partition's rows of 04_chunks.parquet (runs where its counts are), given its
+    first chunk's number and its counts."""
+    first_chunk, counts = part
+    meta, n = counts["meta"], len(counts["lengths"])
+    if meta is None:
+        return
+    yield pa.table({
+        "chunk": pa.array(np.arange(first_chunk, first_chunk + n, dtype=np.int32)),
+        **{c: meta.column(c) for c in ("chunk_id", "doc_id", "heading")},
+        "page_start": meta.column("page_start").cast(pa.int32()),
+        "page_end": meta.column("page_end").cast(pa.int32()),
+        "length": pa.array(counts["lengths"].astype(np.int32)),
     })
-    chunks = counts["meta"]
-    chunk_table = pa.table({
-        "chunk": pa.array(np.arange(n, dtype=np.int32)),
-        "chunk_id": chunks.column("chunk_id") if chunks else pa.array([], pa.string()),
-        "doc_id": chunks.column("doc_id") if chunks else pa.array([], pa.string()),
-        "heading": chunks.column("heading") if chunks else pa.array([], pa.string()),
-        "page_start": chunks.column("page_start").cast(pa.int32()) if chunks else pa.array([], pa.int32()),
-        "page_end": chunks.column("page_end").cast(pa.int32()) if chunks else pa.array([], pa.int32()),
-        "length": pa.array(lengths.astype(np.int32)),
-    })
-    stats = {"N": n, "avgdl": avgdl, "k1": k1, "b": b, "n_terms": n_terms,
-             "n_postings": int(nnz), "analyzer": analyzer.settings(), "path_weight": path_weight,
-             "heading_weight": heading_weight}
-    return term_table, posting_blocks(), chunk_table, stats
+
+
+def shard_of(plan: Plan, s: int, parts: list, norm, slice_of=None) -> tuple:
+    """Shard s's argument: its first term, each partition's terms' positions in it, its
+    idf, the chunks' norms, and each partition's slice (`slice_of(fn, counts)`: made
+    where the counts are, on a cluster)."""
+    t0, t1 = int(plan.bounds[s]), int(plan.bounds[s + 1])
+    ids, slices = [], []
+    for p, counts in enumerate(parts):
+        lo, hi = plan.shard(s, p)
+        ids.append(plan.global_ids[p][lo:hi] - t0)
+        fn = StageFunction(4, "term_slice", (lo, hi, int(plan.first_chunk[p])))
+        slices.append(slice_of(fn, counts) if slice_of else fn(counts))
+    return t0, ids, plan.idf[t0:t1], norm, slices
+
+
+def corpus_stats(plan: Plan, analyzer: Analyzer, b: float, path_weight: int, heading_weight: int) -> dict:
+    return {"N": plan.n_chunks, "avgdl": plan.avgdl, "k1": plan.k1, "b": b, "n_terms": len(plan.terms),
+            "n_postings": int(plan.df.sum()), "analyzer": analyzer.settings(), "path_weight": path_weight,
+            "heading_weight": heading_weight}
+
+
+def index_in_process(parts: list[dict], analyzer: Analyzer, k1: float, b: float, path_weight: int,
+                     heading_weight: int = 1, n_shards: int = 1):
+    """Map, reduce and shards all here, from partitions' counts: the three tables (and
+    the stats).  What a cluster does, in one process: tests compare the two."""
+    plan = Plan([vocabulary(c) for c in parts], k1, b, n_shards)
+    chunks = pa.concat_tables([CHUNKS_SCHEMA.empty_table()] + [
+        t for p, c in enumerate(parts) for t in chunk_rows((int(plan.first_chunk[p]), c))])
+    blocks = [t for s in range(len(plan.bounds) - 1) for t in shard_postings(k1, shard_of(plan, s, parts, plan.norm))]
+    postings = pa.concat_tables([POSTINGS_SCHEMA.empty_table(), *blocks])
+    return plan.term_table(), postings, chunks, corpus_stats(plan, analyzer, b, path_weight, heading_weight)
+
+
+def build_index(batches, analyzer: Analyzer, k1: float, b: float, path_weight: int, progress=iter,
+                heading_weight: int = 1):
+    """All of stage 04 without the I/O: chunk batches in, the three tables out."""
+    counts = count_chunks(batches, analyzer, path_weight, progress, heading_weight)
+    return index_in_process([counts], analyzer, k1, b, path_weight, heading_weight)
 
 
 POSTINGS_SCHEMA = pa.schema([("term_id", pa.int32()), ("chunk", pa.int32()), ("tf", pa.int32()),
                              ("impact", pa.float64())])
+CHUNKS_SCHEMA = pa.schema([("chunk", pa.int32()), ("chunk_id", pa.string()), ("doc_id", pa.string()),
+                           ("heading", pa.string()), ("page_start", pa.int32()), ("page_end", pa.int32()),
+                           ("length", pa.int32())])
 
 
 def run(ctx) -> None:
-    sec = ctx.section
+    sec, engine = ctx.section, ctx.engine
     analyzer = Analyzer(stemmer=sec["stemmer"], stopwords=sec["stopwords"])
-    # Map: counts per partition (the local engine: one, the whole file); reduce: here.
-    parts = ctx.map_partitions(StageFunction(4, "count_partition", (sec,)), ctx.upstream_parts(few=True),
-                               desc="04 counting")
-    terms, postings, chunks, stats = finish_index(merge_counts(list(parts)), analyzer,
-                                                  sec["k1"], sec["b"], sec["path_weight"], sec["heading_weight"])
+    k1, b = sec["k1"], sec["b"]
+    parts = ctx.upstream_parts(few=True)  # the local engine: one, the whole file
+    # Map: each partition is counted where it runs and its counts stay there (on a
+    # cluster, in that worker's memory); only its vocabulary and lengths come here.
+    counts = [engine.submit(StageFunction(4, "count_partition", (sec,)), part) for part in parts]
+    vocabs = engine.fetch([engine.submit(StageFunction(4, "vocabulary"), c) for c in counts],
+                          progress_bar(ctx.quiet, "04 counting"))
+    # Reduce: N, avgdl, df and idf, here, from a few MB; then the postings, shard by shard,
+    # each merged and weighted by the worker that writes it (one shard here, when local).
+    plan = Plan(vocabs, k1, b, n_shards=len(parts))
+    stats = corpus_stats(plan, analyzer, b, sec["path_weight"], sec["heading_weight"])
     meta = {"corpus": stats}
-    ctx.write_table("04_chunks.parquet", chunks, meta)
-    ctx.write_table("04_terms.parquet", terms, meta)
-    with ctx.sink("04_postings.parquet", POSTINGS_SCHEMA, meta) as sink:
-        for block in postings:
-            sink.write(block)
+    ctx.write_table("04_terms.parquet", plan.term_table(), meta)
+    first = plan.first_chunk.tolist()
+    list(ctx.write_partitions("04_chunks.parquet", CHUNKS_SCHEMA, StageFunction(4, "chunk_rows"),
+                              [(first[p], c) for p, c in enumerate(counts)], desc="04 chunks", meta=meta))
+    norm = engine.share(plan.norm)
+    shards = [shard_of(plan, s, counts, norm, engine.submit) for s in range(len(plan.bounds) - 1)]
+    list(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA, StageFunction(4, "shard_postings", (k1,)),
+                              shards, desc="04 impacts", meta=meta))
     ctx.note(f"N={stats['N']:,} chunks, {stats['n_terms']:,} terms, {stats['n_postings']:,} postings, "
              f"avgdl={stats['avgdl']:.1f}, k1={stats['k1']}, b={stats['b']}, heading_weight={stats['heading_weight']}, "
              f"analyzer={stats['analyzer']}")

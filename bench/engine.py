@@ -171,13 +171,14 @@ def main(argv=None) -> int:
     parser.add_argument("--baseline", type=Path, help="another checkout whose stages to time too, local engine")
     args = parser.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
-    from distributed import Client, LocalCluster
+    from distributed import Client
+
+    from pipekit.engine import local_cluster
 
     print(f"bench/engine.py  sizes={sizes}  cores={os.cpu_count()}  baseline={args.baseline or '-'}  "
           "(shared machine: times are indicative)", flush=True)
     t0 = time.perf_counter()
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=50) as cluster, Client(cluster) as client:
+    with local_cluster(2) as cluster, Client(cluster) as client:
         print(f"  local cluster of 2 workers started in {time.perf_counter() - t0:.1f} s "
               f"(not charged to any stage)", flush=True)
         results = {size: bench_size(size, client, cluster.scheduler_address,

@@ -206,6 +206,16 @@ class LocalEngine:
         for part in parts:
             yield from fn(part)
 
+    def submit(self, fn: Callable, arg) -> Any:
+        """`fn(arg)`, now: here a result is its own handle (see DaskEngine.submit)."""
+        return fn(arg)
+
+    def fetch(self, handles: list, progress=None) -> list:
+        return list(handles)
+
+    def share(self, value) -> Any:
+        return value
+
     def run_everywhere(self, fn: Callable, *args) -> None:
         """`fn(*args)` in every process that ran partitions: this one."""
         fn(*args)
@@ -243,27 +253,20 @@ class DaskEngine:
         return max(len(self.client.scheduler_info().get("workers", {})), 1)
 
     def rows_per_part(self, n_rows: int, few: bool = False) -> int:
-        """engine.partition_rows (default 50,000).  `few`, when that key is not set: two
-        partitions a worker, which keep all busy — more would each repeat work that the
-        merge must then undo (04 analyses each partition's vocabulary) — but no more than
-        FEW_MAX_ROWS each, which bounds a task's memory."""
+        """engine.partition_rows (default 50,000).  `few`, when that key is not set: one
+        partition a worker — each analyses its own vocabulary and the reduce merges them,
+        so a second one per worker repeats that work (4 partitions at 1M passages on 2
+        workers spent 1.4 CPU s more than 2) — but no more than FEW_MAX_ROWS each, which
+        bounds a task's memory."""
         if few and self.partition_rows_set is None:
-            return min(max(-(-n_rows // (2 * self.workers)), 1), FEW_MAX_ROWS)
+            return min(max(-(-n_rows // self.workers), 1), FEW_MAX_ROWS)
         return self.partition_rows
 
     def _connect(self) -> None:
-        import logging
-
-        from distributed import Client, LocalCluster
+        from distributed import Client
 
         if self.address is None:
-            # Processes, one thread each: the stages' Python loops hold the GIL, so only
-            # processes put the other cores to work.
-            # Logs only at CRITICAL: at shutdown a worker whose heartbeat meets the closing
-            # scheduler logs a StreamClosedError traceback at ERROR (a README command printed
-            # one on a loaded machine), and a task's real failure reaches us as its exception.
-            self._cluster = LocalCluster(n_workers=self.n_workers, threads_per_worker=1, processes=True,
-                                         dashboard_address=":0", silence_logs=logging.CRITICAL)
+            self._cluster = local_cluster(self.n_workers)
             self._client = Client(self._cluster)
             if not self.quiet:
                 print(f"dask: started a local cluster of {self.n_workers} worker processes; "
@@ -285,6 +288,11 @@ class DaskEngine:
         if not self.quiet:
             print(f"dask: connected to {self.address} ({self.workers} workers); "
                   f"dashboard {self._client.dashboard_link}")
+            profiling = sum(self._client.run(_profiles).values())
+            if profiling:
+                print(f"dask: {profiling} of the workers sample their tasks' stacks for the dashboard's "
+                      "Profile page, which slows our tasks by 15-25 %: start them with "
+                      "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False")
 
     def _check_same_code(self) -> None:
         """Workers run their own checkout's stage files: one with other code would give
@@ -305,6 +313,34 @@ class DaskEngine:
                 self.close()
                 raise PipelineError(f"the Dask worker {worker} runs other code than this checkout "
                                     f"({differ} differ): start the workers from the same version")
+
+    def submit(self, fn: Callable, arg) -> Any:
+        """`fn(arg)` as a task whose result stays on the worker that made it: a handle
+        (a Dask future) that later tasks take as their argument, or inside one (a tuple,
+        a list) — the scheduler runs them where the data is, and moves only what they
+        need.  Stage 04 keeps each partition's counts so (see its `run`): a reduce that
+        gathered every posting here made this process the cluster's bottleneck."""
+        return self.client.submit(fn, arg, pure=False)
+
+    def fetch(self, handles: list, progress=None) -> list:
+        """The results of `submit` handles, here, in their order (a bar counts them done)."""
+        from distributed import as_completed
+
+        bar = progress(total=len(handles)) if progress else None
+        try:
+            for future in as_completed(handles):
+                if future.status == "error":
+                    self._raise(future.exception())
+                if bar is not None:
+                    bar.update(1)
+            return self.client.gather(handles)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def share(self, value) -> Any:
+        """`value` on every worker once, as a handle tasks take (not once per task)."""
+        return self.client.scatter(value, broadcast=True, hash=False)
 
     def map_to_parts(self, fn: Callable[[Any], Iterable], parts: list, folder: Path, schema: pa.Schema,
                      meta: dict, keep: tuple = (), progress=None) -> Iterator:
@@ -334,19 +370,7 @@ class DaskEngine:
                 try:
                     results = future.result()
                 except Exception as exc:
-                    from distributed import KilledWorker
-
-                    if isinstance(exc, KilledWorker):
-                        # Dask has already rerun it on other workers; each died (out of memory, mostly).
-                        raise PipelineError(f"a task killed every worker that ran it ({exc}): lower "
-                                            "engine.partition_rows, or give the workers more memory") from None
-                    missing = missing_module(exc)
-                    if missing is None:
-                        raise
-                    raise PipelineError(
-                        f"the Dask scheduler or a worker at {self.address or 'the local cluster'} cannot import "
-                        f"{missing!r}: start them from the root of this repository's checkout (or with it on "
-                        "PYTHONPATH), with the same packages") from None
+                    self._raise(exc)
                 future.release()
                 nxt = next(todo, None)
                 if nxt is not None:
@@ -360,6 +384,22 @@ class DaskEngine:
             if bar is not None:
                 bar.close()
 
+    def _raise(self, exc: BaseException):
+        """A task's failure, told the way a user can act on it when we know how."""
+        from distributed import KilledWorker
+
+        if isinstance(exc, KilledWorker):
+            # Dask has already rerun it on other workers; each died (out of memory, mostly).
+            raise PipelineError(f"a task killed every worker that ran it ({exc}): lower "
+                                "engine.partition_rows, or give the workers more memory") from None
+        missing = missing_module(exc)
+        if missing is None:
+            raise exc
+        raise PipelineError(
+            f"the Dask scheduler or a worker at {self.address or 'the local cluster'} cannot import "
+            f"{missing!r}: start them from the root of this repository's checkout (or with it on "
+            "PYTHONPATH), with the same packages") from None
+
     def run_everywhere(self, fn: Callable, *args) -> None:
         """`fn(*args)` on every worker (stage 05 has them drop its index); none if never connected."""
         if self._client is not None:
@@ -372,6 +412,36 @@ class DaskEngine:
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
+
+
+# Each worker's statistical profiler (for the dashboard's Profile page) samples the
+# running task's stack every 10 ms: on stage 04 at 1M passages it made the workers' tasks
+# 15-25 % slower (count 14.7 -> 12.7 s, shards 5.5 -> 4.2 s; bench/engine.py).  Our tasks
+# are few and long; where their time goes is cProfile's question, asked of one partition.
+WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+
+
+def _profiles(dask_worker) -> bool:
+    return "profile" in dask_worker.periodic_callbacks
+
+
+def local_cluster(n_workers: int, dashboard_address: str = ":0"):
+    """The cluster `engine.address: null` starts (bench/engine.py starts the same).
+
+    Processes, one thread each: the stages' Python loops hold the GIL, so only processes
+    put the other cores to work.  Logs only at CRITICAL: at shutdown a worker whose
+    heartbeat meets the closing scheduler logs a StreamClosedError traceback at ERROR (a
+    README command printed one on a loaded machine), and a task's real failure reaches
+    us as its exception.  The workers get WORKER_CONFIG (their nannies pass on the
+    config in force when they are made)."""
+    import logging
+
+    import dask
+    from distributed import LocalCluster
+
+    with dask.config.set(WORKER_CONFIG):
+        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                            dashboard_address=dashboard_address, silence_logs=logging.CRITICAL)
 
 
 def code_hashes() -> dict[str, str]:

@@ -32,6 +32,9 @@ class InlineEngine(LocalEngine):
 
     kind = "inline"
 
+    def rows_per_part(self, n_rows, few=False):
+        return self.partition_rows  # stage 04 too: many partitions, many shards, merged here
+
     def map_to_parts(self, fn, parts, folder, schema, meta, keep=(), progress=None):
         task = _WrittenPart(fn, str(folder), schema, meta, tuple(keep))
         for i, part in enumerate(parts):
@@ -106,7 +109,11 @@ def test_stages_written_as_parts_equal_the_local_files_and_stay_fresh(tmp_path, 
             a, b = pd.read_parquet(out["local"] / name), pd.read_parquet(out["parts"] / name)
             assert len(a) > 0 and a.map(repr).equals(b.map(repr)), name
             assert io.read_meta(out["local"] / name)["fingerprint"] == io.read_meta(out["parts"] / name)["fingerprint"]
-    assert [(out["parts"] / s.outputs[0]).is_dir() for s in STAGES] == [True, True, True, False, False]
+    assert [(out["parts"] / s.outputs[0]).is_dir() for s in STAGES] == [True, True, True, True, False]
+    # 04: the chunks one part per partition, the postings one per shard of terms; the terms one file.
+    assert len(io.part_files(out["parts"] / "04_chunks.parquet")) == 22  # 87 chunks, 4 a partition
+    assert len(io.part_files(out["parts"] / "04_postings.parquet")) > 1
+    assert (out["parts"] / "04_terms.parquet").is_file()
     # run_pipeline (local engine) reads the folders: everything fresh; --force rewrites them as files.
     status = run_script("run_pipeline.py", "--config", str(sample_cfg), "--set", f"paths.output={out['parts']}",
                         "--status").stdout

@@ -118,6 +118,9 @@ def test_sample_on_two_workers_equals_the_local_engine(tmp_path, cluster):
     proc = pipeline(cfg, tmp_path / "dask", "engine.kind=dask", f"engine.address={address}",
                     "engine.partition_rows=3")
     assert f"dask: connected to {address}" in proc.stdout
+    # This fixture's workers keep Dask's default stack sampler on: the run says what it costs.
+    assert "of the workers sample their tasks' stacks" in proc.stdout
+    assert "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False" in proc.stdout
     assert "on 2 workers (" in proc.stdout  # stage 05's queries were answered there
     assert_same_outputs(tmp_path / "local", tmp_path / "dask")
     # 01-03 were written by the workers, a part file per partition (16 files, 15 cleaned,
@@ -125,6 +128,11 @@ def test_sample_on_two_workers_equals_the_local_engine(tmp_path, cluster):
     for name, parts in (("01_documents.parquet", 6), ("02_preprocessed.parquet", 6), ("03_chunks.parquet", 5)):
         assert (tmp_path / "local" / name).is_file(), name
         assert len(list((tmp_path / "dask" / name).glob("part-*.parquet"))) == parts, name
+    # 04: each partition's chunk rows and each term-range shard of the postings were written
+    # by the worker that made them (87 chunks by 3: 29 parts); the term table by the client.
+    assert len(list((tmp_path / "dask" / "04_chunks.parquet").glob("part-*.parquet"))) == 29
+    assert len(list((tmp_path / "dask" / "04_postings.parquet").glob("part-*.parquet"))) > 1
+    assert (tmp_path / "dask" / "04_terms.parquet").is_file()
     # Freshness does not depend on the engine: each folder is fresh under the other engine.
     dask_sets = ("engine.kind=dask", f"engine.address={address}")
     assert status(cfg, tmp_path / "dask") == status(cfg, tmp_path / "local", *dask_sets)
@@ -402,3 +410,15 @@ def test_results_come_back_in_partition_order_with_one_bar_step_per_partition(cl
         engine.close()
     assert got == list(LocalEngine().map_partitions(range, parts)) == [i for p in parts for i in range(p)]
     assert steps == [("total", len(parts))] + [("update", 1)] * len(parts) + [("close",)]
+
+
+def test_the_cluster_a_run_starts_does_not_sample_its_workers_stacks():
+    """Dask's stack sampler (10 ms, for the dashboard) slowed stage 04's tasks by 15-25 %:
+    the cluster started for a run has it off; a default one has it on (the check can fail)."""
+    from pipekit.engine import _profiles, local_cluster
+
+    with local_cluster(1) as lc, distributed.Client(lc) as client:
+        assert list(client.run(_profiles).values()) == [False]
+    with distributed.LocalCluster(n_workers=1, processes=True, dashboard_address=None, silence_logs=50) as lc, \
+            distributed.Client(lc) as client:
+        assert list(client.run(_profiles).values()) == [True]
