@@ -25,8 +25,8 @@ the words were written out that many times (BM25F's field weighting), so the for
 above holds as written over those counts; `heading_weight: 1` is the plain formula.
 
 The counting is per batch (`count_batch`: a batch in, its sparse counts out, against
-batch-local word ids; the Vocabulary only keeps each batch's dictionary), and one global
-step (`build_index_blocks` after the loop) maps words to terms and sums: the split a
+batch-local word ids; the Vocabulary only keeps each batch's dictionary), and one step
+at the end of a partition (`count_chunks`) maps words to terms and sums: the split a
 map/reduce engine needs.
 
 How it stays fast (a million passages in well under a minute, bench/scale.py): chunks
@@ -39,12 +39,19 @@ written a block of terms at a time.  No Python loop ever runs per token.  Memory
 postings (int32 chunk and tf, float64 impact), never the text: each batch's text is
 dropped once it is counted.
 
-On a cluster (`engine.kind: dask`) the counting is a map and the rest a reduce: each
-partition of 03_chunks is counted on a worker (`count_partition`: the same counting, its
-own vocabulary), `merge_counts` moves every partition's postings into the global term
-order (chunks renumbered after the partitions before them: one run's order), and N,
-avgdl, df, idf and the impacts are computed once, from the merged counts, so the index is
-the one a single run builds.  The local engine counts the whole file as one partition.
+The stage is a map, a small reduce and a shuffle (`run`), whatever the engine:
+1. map: each partition of 03_chunks is counted (`count_partition`, its own vocabulary)
+   where it runs, and its counts stay there; only its vocabulary travels (`vocabulary`:
+   its terms, their df in it, its chunks' lengths: a few MB, no postings);
+2. reduce (`Plan`): the sorted union of the terms, df, N, avgdl, idf and each chunk's
+   length norm, and term ranges ("shards") of about equal postings;
+3. each partition writes its rows of 04_chunks (`chunk_rows`); each shard takes every
+   partition's slice of its term range (`term_slice`), merges them in corpus order
+   (`merge_slices`) and writes its postings with their impacts (`shard_postings`).
+The local engine has one partition and one shard, so nothing is merged or moved; on a
+cluster (`engine.kind: dask`) each partition's counts stay in a worker's memory and each
+shard is a part file of 04_postings.parquet, written by a worker: no posting passes
+through the client, and the index is the one a single run builds, row for row.
 
 What it deliberately does not do: compress postings, prune terms, or keep positions —
 the index stays three plain tables anyone can open in pandas.
@@ -335,13 +342,19 @@ def merge_slices(n_terms: int, ids: list[np.ndarray], slices: list[dict]):
         df[g] += piece["df"]
     col_ptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(df, out=col_ptr[1:])
-    chunk = np.empty(int(col_ptr[-1]), dtype=np.int32)
-    tf = np.empty(int(col_ptr[-1]), dtype=np.int32)
+    total = int(col_ptr[-1])
+    chunk = np.empty(total, dtype=np.int32)
+    tf = np.empty(total, dtype=np.int32)
     free = col_ptr[:-1].copy()  # each term's next empty slot
+    # int32 slots while they fit: int64 ones moved twice the bytes, and the merge took
+    # 0.4-1.5 s a 27M-posting shard instead of 0.3.
+    slot = np.int32 if total < 2**31 else np.int64
     for g, piece in zip(ids, slices):
-        local_df = piece["df"].astype(np.int64)
-        local_start = np.concatenate([[0], np.cumsum(local_df)[:-1]])
-        dest = np.repeat(free[g] - local_start, local_df) + np.arange(len(piece["chunk"]), dtype=np.int64)
+        local_df = piece["df"]
+        local_start = np.zeros(len(local_df), dtype=np.int64)
+        np.cumsum(local_df[:-1], out=local_start[1:])
+        dest = np.repeat((free[g] - local_start).astype(slot), local_df)
+        dest += np.arange(len(piece["chunk"]), dtype=slot)
         chunk[dest] = piece["chunk"]
         tf[dest] = piece["tf"]
         free[g] += local_df

@@ -33,6 +33,7 @@ from .errors import PipelineError
 
 META_KEY = b"pipekit"
 LONG_TEXT = frozenset({"text"})  # columns holding whole documents or chunks: written plain
+DISTINCT = frozenset({"chunk", "impact"})  # columns whose values rarely repeat: no dictionary
 
 
 PART = "part-{:05d}.parquet"  # a dataset's part files: zero-padded, so name order is row order
@@ -173,9 +174,15 @@ class ParquetSink:
         # copied it three more times while writing it (a dictionary attempt, then min and
         # max statistics of the column), which made stage 01 peak at 11x a 100 MB log.
         # Texts are never filtered on nor repeated, so neither is of any use for them.
-        plain = [n for n in schema.names if n in LONG_TEXT]
-        others = [_leaf(f) for f in schema if f.name not in LONG_TEXT]
-        options = {"use_dictionary": others, "write_statistics": others} if plain else {}
+        # A posting's chunk and impact are nearly all distinct: Parquet tried a dictionary
+        # for them in every row group, gave up when it overflowed and wrote them plain
+        # anyway, which made writing 27M postings take 3.2 s instead of 1.4 (and the file
+        # 15 % larger).  Repetitive columns (term_id, tf, doc_id) keep their dictionaries.
+        options = {}
+        if any(n in LONG_TEXT or n in DISTINCT for n in schema.names):
+            options["use_dictionary"] = [_leaf(f) for f in schema if f.name not in LONG_TEXT | DISTINCT]
+        if any(n in LONG_TEXT for n in schema.names):
+            options["write_statistics"] = [_leaf(f) for f in schema if f.name not in LONG_TEXT]
         self._writer = pq.ParquetWriter(self.tmp, self.schema, **options)
 
     def __enter__(self) -> "ParquetSink":

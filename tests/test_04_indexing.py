@@ -166,3 +166,26 @@ def test_partitions_counted_apart_and_merged_by_shards_equal_one_run(docs, cuts,
     for x, y in zip(one[:3], apart[:3]):
         assert x.equals(y)
     assert one[3] == apart[3]
+
+
+def test_postings_keep_dictionaries_only_for_columns_that_repeat(tmp_path):
+    """chunk and impact are nearly all distinct: a dictionary attempt per row group there
+    only cost time (writing 27M postings 3.2 s instead of 1.4); term_id and tf repeat."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from pipekit import io
+
+    n = 50_000
+    rng = np.random.default_rng(0)
+    table = pa.table({"term_id": np.repeat(np.arange(50, dtype=np.int32), n // 50),
+                      "chunk": np.arange(n, dtype=np.int32), "tf": rng.integers(1, 4, n, dtype=np.int32),
+                      "impact": rng.random(n)}, schema=indexing.POSTINGS_SCHEMA)
+    sink = io.ParquetSink(tmp_path / "04_postings.parquet", indexing.POSTINGS_SCHEMA, {})
+    sink.write(table)
+    sink.commit()
+    group = pq.ParquetFile(tmp_path / "04_postings.parquet").metadata.row_group(0)
+    has_dict = {group.column(i).path_in_schema: group.column(i).has_dictionary_page for i in range(4)}
+    assert has_dict == {"term_id": True, "chunk": False, "tf": True, "impact": False}
+    assert io.read_table(tmp_path / "04_postings.parquet").equals(table.replace_schema_metadata(
+        io.read_table(tmp_path / "04_postings.parquet").schema.metadata))
