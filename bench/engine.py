@@ -106,7 +106,7 @@ def bench_size(size: int, client, address: str, baseline: Path | None) -> dict:
     # interleaving spreads the drift over all three columns instead of charging one.
     for n in STAGES:
         for name, repo, extra in runs:
-            cfg = scale.write_config(folder, f"out-{name}")
+            cfg = scale.write_config(folder, f"out-{name}", known=repo / "config.yaml" if repo != REPO else None)
             res = run_stage(size, name, n, [sys.executable, str(repo / scale.STAGE_FILES[n]), "--config", str(cfg),
                                             *extra], folder, client)
             rows[(name, n)] = res

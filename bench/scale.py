@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -152,15 +153,24 @@ def generate(size: int, folder: Path) -> None:
     print(f"[generated {size:,} passages in {time.perf_counter() - t0:.1f} s → {folder}]", flush=True)
 
 
-def write_config(folder: Path, out: str = "out") -> Path:
-    cfg = folder / "config.yaml"
-    cfg.write_text(
-        f"paths:\n  output: {out}\n"
-        "documents:\n  input: corpus.jsonl\n"
+def write_config(folder: Path, out: str = "out", known: Path | None = None) -> Path:
+    """The bench's config.  `known`: another checkout's config.yaml; keys it does not have
+    are left out (an older checkout refuses a key it does not know, by name)."""
+    settings = {
+        "paths": {"output": out},
+        "documents": {"input": "corpus.jsonl"},
         # The plain formula, as the peers score: a heading weight above 1 (the default) counts
         # the title more often, and the best-score check against bm25s then fails on every query.
-        "indexing:\n  heading_weight: 1\n"
-        "retrieval:\n  queries: queries.jsonl\n  qrels: null\n  top_k: 10\n  feedback: none\n  section_context: 0\n")
+        "indexing": {"heading_weight": 1},
+        "retrieval": {"queries": "queries.jsonl", "qrels": None, "top_k": 10, "feedback": "none",
+                      "section_context": 0},
+    }
+    if known is not None:
+        theirs = yaml.safe_load(known.read_text()) or {}
+        settings = {sec: {k: v for k, v in keys.items() if k in (theirs.get(sec) or {})}
+                    for sec, keys in settings.items()}
+    cfg = folder / "config.yaml"
+    cfg.write_text(yaml.safe_dump(settings, sort_keys=False))
     return cfg
 
 

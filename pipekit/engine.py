@@ -288,11 +288,11 @@ class DaskEngine:
         if not self.quiet:
             print(f"dask: connected to {self.address} ({self.workers} workers); "
                   f"dashboard {self._client.dashboard_link}")
-            profiling = sum(self._client.run(_profiles).values())
-            if profiling:
-                print(f"dask: {profiling} of the workers sample their tasks' stacks for the dashboard's "
-                      "Profile page, which slows our tasks by 15-25 %: start them with "
-                      "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False")
+            untuned = sum(not tuned for tuned in self._client.run(_tuned).values())
+            if untuned:
+                print(f"dask: {untuned} of the workers run with Dask's default profiler and memory "
+                      "trimming, which slow the stages by about a fifth: start them with "
+                      "DASK_CONFIG=pipekit/dask-workers.yaml")
 
     def _check_same_code(self) -> None:
         """Workers run their own checkout's stage files: one with other code would give
@@ -414,15 +414,42 @@ class DaskEngine:
             self._cluster = None
 
 
-# Each worker's statistical profiler (for the dashboard's Profile page) samples the
-# running task's stack every 10 ms: on stage 04 at 1M passages it made the workers' tasks
-# 15-25 % slower (count 14.7 -> 12.7 s, shards 5.5 -> 4.2 s; bench/engine.py).  Our tasks
-# are few and long; where their time goes is cProfile's question, asked of one partition.
-WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+# Two of Dask's defaults for its workers cost our tasks a fifth of their time, so
+# pipekit/dask-workers.yaml changes them (the cluster a run starts reads it; README says
+# how to give it to workers you start):
+# - each worker's statistical profiler (for the dashboard's Profile page) samples the
+#   running task's stack every 10 ms: stage 04's tasks at 1M passages ran 15-25 % slower
+#   (counting 14.7 -> 12.7 s, shards 5.5 -> 4.2 s).  Our tasks are few and long; where
+#   their time goes is cProfile's question, asked of one partition;
+# - workers start with MALLOC_TRIM_THRESHOLD_=65536, so that freed memory goes back to
+#   the OS at once; that also pins glibc's mmap threshold at 128 KB, so every NumPy array
+#   above it is a fresh mapping whose pages fault in again, and stage 04's workers spent
+#   20-40 % of their time in the kernel (stage 04 at 1M: 18.7 -> 16.2 s).  The file sets
+#   the thresholds glibc's own adaptive ones grow to (mmap 32 MB, trim twice that), as
+#   the local engine's process has them; stage 04 hands its freed memory back itself
+#   (pipekit/malloc.py).
+WORKER_SETTINGS = Path(__file__).with_name("dask-workers.yaml")
 
 
-def _profiles(dask_worker) -> bool:
-    return "profile" in dask_worker.periodic_callbacks
+def worker_config() -> dict:
+    """pipekit/dask-workers.yaml as dotted keys, for dask.config.set (which would replace
+    a whole nested section given as one)."""
+    import yaml
+
+    def leaves(tree: dict, prefix: str = "") -> Iterator[tuple[str, Any]]:
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                yield from leaves(value, f"{prefix}{key}.")
+            else:
+                yield f"{prefix}{key}", value
+
+    return dict(leaves(yaml.safe_load(WORKER_SETTINGS.read_text())))
+
+
+def _tuned(dask_worker) -> bool:
+    """Does this worker run with pipekit/dask-workers.yaml's settings?"""
+    return "profile" not in dask_worker.periodic_callbacks and \
+        os.environ.get("MALLOC_MMAP_THRESHOLD_") is not None
 
 
 def local_cluster(n_workers: int, dashboard_address: str = ":0"):
@@ -432,14 +459,14 @@ def local_cluster(n_workers: int, dashboard_address: str = ":0"):
     put the other cores to work.  Logs only at CRITICAL: at shutdown a worker whose
     heartbeat meets the closing scheduler logs a StreamClosedError traceback at ERROR (a
     README command printed one on a loaded machine), and a task's real failure reaches
-    us as its exception.  The workers get WORKER_CONFIG (their nannies pass on the
-    config in force when they are made)."""
+    us as its exception.  The workers get pipekit/dask-workers.yaml's settings (their
+    nannies pass on the config in force when they are made)."""
     import logging
 
     import dask
     from distributed import LocalCluster
 
-    with dask.config.set(WORKER_CONFIG):
+    with dask.config.set(worker_config()):
         return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                             dashboard_address=dashboard_address, silence_logs=logging.CRITICAL)
 

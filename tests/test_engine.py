@@ -118,9 +118,9 @@ def test_sample_on_two_workers_equals_the_local_engine(tmp_path, cluster):
     proc = pipeline(cfg, tmp_path / "dask", "engine.kind=dask", f"engine.address={address}",
                     "engine.partition_rows=3")
     assert f"dask: connected to {address}" in proc.stdout
-    # This fixture's workers keep Dask's default stack sampler on: the run says what it costs.
-    assert "of the workers sample their tasks' stacks" in proc.stdout
-    assert "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False" in proc.stdout
+    # This fixture's workers keep Dask's default profiler and trimming: the run says what they cost.
+    assert "2 of the workers run with Dask's default profiler and memory trimming" in proc.stdout
+    assert "DASK_CONFIG=pipekit/dask-workers.yaml" in proc.stdout
     assert "on 2 workers (" in proc.stdout  # stage 05's queries were answered there
     assert_same_outputs(tmp_path / "local", tmp_path / "dask")
     # 01-03 were written by the workers, a part file per partition (16 files, 15 cleaned,
@@ -412,13 +412,44 @@ def test_results_come_back_in_partition_order_with_one_bar_step_per_partition(cl
     assert steps == [("total", len(parts))] + [("update", 1)] * len(parts) + [("close",)]
 
 
-def test_the_cluster_a_run_starts_does_not_sample_its_workers_stacks():
-    """Dask's stack sampler (10 ms, for the dashboard) slowed stage 04's tasks by 15-25 %:
-    the cluster started for a run has it off; a default one has it on (the check can fail)."""
-    from pipekit.engine import _profiles, local_cluster
+def test_the_cluster_a_run_starts_does_not_sample_its_workers_stacks_nor_trim_their_memory():
+    """Dask's stack sampler (10 ms, for the dashboard) and its MALLOC_TRIM_THRESHOLD_ slowed
+    stage 04's tasks by a fifth: the cluster started for a run takes pipekit/dask-workers.yaml
+    instead; a default one has both (so the check can fail); a worker started by hand with
+    DASK_CONFIG pointing at the file gets the same settings."""
+    from pipekit.engine import _tuned, local_cluster
 
-    with local_cluster(1) as lc, distributed.Client(lc) as client:
-        assert list(client.run(_profiles).values()) == [False]
-    with distributed.LocalCluster(n_workers=1, processes=True, dashboard_address=None, silence_logs=50) as lc, \
-            distributed.Client(lc) as client:
-        assert list(client.run(_profiles).values()) == [True]
+    env = lambda: (os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.environ.get("MALLOC_MMAP_THRESHOLD_"))  # noqa: E731
+    # A nanny sets its variables in its own process's environment too (this module's
+    # cluster fixture did), and a variable set there wins over the config: start each
+    # cluster from an environment without them, and put them back at the end.
+    saved = {k: os.environ.get(k) for k in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")}
+
+    def clear():
+        for k in saved:
+            os.environ.pop(k, None)
+
+    try:
+        clear()
+        with distributed.LocalCluster(n_workers=1, processes=True, dashboard_address=None, silence_logs=50) as lc, \
+                distributed.Client(lc) as client:
+            assert list(client.run(_tuned).values()) == [False]
+            assert list(client.run(env).values()) == [("65536", None)]
+            clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+            worker = subprocess.Popen(["dask", "worker", lc.scheduler_address, "--nworkers", "1", "--nthreads", "1"],
+                                      cwd=REPO, env=dict(clean, DASK_CONFIG="pipekit/dask-workers.yaml",
+                                                         PYTHONPATH=str(REPO)),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                client.wait_for_workers(2, timeout=60)
+                assert sorted(client.run(_tuned).values()) == [False, True]
+            finally:
+                worker.terminate()
+                worker.wait(timeout=30)
+        clear()
+        with local_cluster(1) as lc, distributed.Client(lc) as client:
+            assert list(client.run(_tuned).values()) == [True]
+            assert list(client.run(env).values()) == [("67108864", "33554432")]
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
