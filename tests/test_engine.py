@@ -431,7 +431,7 @@ def test_the_cluster_a_run_starts_does_not_sample_its_workers_stacks_nor_trim_th
 
     try:
         clear()
-        with distributed.LocalCluster(n_workers=1, processes=True, dashboard_address=None, silence_logs=50) as lc, \
+        with distributed.LocalCluster(n_workers=1, processes=True, dashboard_address=":0", silence_logs=50) as lc, \
                 distributed.Client(lc) as client:
             assert list(client.run(_tuned).values()) == [False]
             assert list(client.run(env).values()) == [("65536", None)]
