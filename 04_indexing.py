@@ -462,10 +462,10 @@ def run(ctx) -> None:
     plan = Plan(vocabs, k1, b, n_shards=len(parts))
     stats = corpus_stats(plan, analyzer, b, sec["path_weight"], sec["heading_weight"])
     meta = {"corpus": stats}
-    ctx.write_table("04_terms.parquet", plan.term_table(), meta)
     first = plan.first_chunk.tolist()
     list(ctx.write_partitions("04_chunks.parquet", CHUNKS_SCHEMA, StageFunction(4, "chunk_rows"),
                               [(first[p], c) for p, c in enumerate(counts)], desc="04 chunks", meta=meta))
+    ctx.write_table("04_terms.parquet", plan.term_table(), meta)
     norm = engine.share(plan.norm)
     shards = [shard_of(plan, s, counts, norm, engine.submit) for s in range(len(plan.bounds) - 1)]
     list(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA, StageFunction(4, "shard_postings", (k1,)),

@@ -73,7 +73,7 @@ from pipekit.history import metric_line, record_run
 from pipekit.io import cores
 from pipekit.malloc import keep_freed_memory
 from pipekit.queries import Feedback, QueryTerms, feedback_of, load_qrels, load_queries, trec_run
-from pipekit.resident import held, on_workers, shared_arrays, shared_tag, worker_index
+from pipekit.resident import held, on_workers, shared_arrays, shared_tag, warm_workers, worker_index
 from pipekit.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
                              print_results, results_table)
 from pipekit.sections import section_context
@@ -139,8 +139,8 @@ class Index:
         a document's best chunk is then a group-by on ints, not on a million strings."""
         docs = pc.dictionary_encode(chunks.column("doc_id").combine_chunks())
         self.lengths = chunks.column("length").to_numpy()
-        self.chunk = self._read_column("chunk", np.int32)
-        self.impact = self._read_column("impact", np.float64)
+        self.chunk = self._read_column("chunk", np.int32, zeros)
+        self.impact = self._read_column("impact", np.float64, zeros)
         # Each term's largest impact: the most it can add to any chunk's score (for pruning).
         max_impact = np.zeros(len(self.df), dtype=np.float64)
         has = self.df > 0
@@ -157,12 +157,12 @@ class Index:
             self._tf = self._read_column("tf", np.int32)
         return self._tf
 
-    def _read_column(self, name: str, dtype) -> np.ndarray:
+    def _read_column(self, name: str, dtype, zeros=np.empty) -> np.ndarray:
         n = int(self.indptr[-1])
         if io.row_count(self._postings_path) != n:
             raise PipelineError(f"{self._postings_path}: {io.row_count(self._postings_path):,} postings where "
                                 f"04_terms.parquet's df adds up to {n:,}: rerun `python 04_indexing.py`")
-        return io.read_column(self._postings_path, name, dtype, n, cores())
+        return io.read_column(self._postings_path, name, dtype, n, cores(), out=zeros((n,), dtype))
 
     def query_terms(self, texts: list[str]) -> list["QueryTerms"]:
         """Each query as scored: its distinct analysed terms the index knows (in query
@@ -558,7 +558,8 @@ def run(ctx) -> None:
     keep_freed_memory()  # queries make many short-lived arrays: reuse their memory
     queries = load_queries(sec["queries"])
     qrels = load_qrels(sec["qrels"]) if sec["qrels"] else None  # fail before any work
-    here = ctx.engine.kind == "local"
+    here, feedback, depth = ctx.engine.kind == "local", feedback_of(sec), max(DEPTH, sec["top_k"])
+    warm = warm_workers(ctx, queries, sec["top_k"], depth, feedback, sec["section_context"])
     index = Index(ctx, postings=here or sec["explain"])  # on a cluster the workers score
     chunks_03 = ctx.require("03_chunks.parquet", get_stage(3))
     if io.read_meta(chunks_03).get("fingerprint") != index.meta["inputs"]["upstream"]:
@@ -568,13 +569,12 @@ def run(ctx) -> None:
     if index.context is not None:
         ctx.note(f"section context {sec['section_context']}: {index.context.n:,} sections of {len(index.lengths):,} chunks")
 
-    feedback, depth = feedback_of(sec), max(DEPTH, sec["top_k"])
     if here:  # on a thread per core, a bar over batches of queries
         bar = lambda it, total: ctx.progress(it, total=total, desc="05 scoring", unit="batch")
         (q, c, s, r), run_docs, scored = search(index, queries, sec["top_k"], depth, bar, feedback=feedback)
     else:  # batches of queries as tasks, each worker loading the index once (pipekit/resident.py)
         (q, c, s, r), run_docs, scored = on_workers(ctx, queries, index.meta["fingerprint"], sec["top_k"], depth,
-                                                    feedback, sec["section_context"])
+                                                    feedback, sec["section_context"], warm)
     explain = [index.explain(scored[qi], int(ci)) for qi, ci in zip(q, c)] if sec["explain"] else None
     table = results_table(queries, index.chunks, (q, c, s, r), chunk_texts(chunks_03, c), explain)
     ctx.write_table("05_results.parquet", table, {"index": index.meta["fingerprint"]})

@@ -280,10 +280,11 @@ def schema(path: Path) -> pa.Schema:
     return pq.ParquetFile(part_files(path)[0]).schema_arrow
 
 
-def read_column(path: Path, name: str, dtype, n: int, threads: int = 1) -> np.ndarray:
-    """One numeric column of n rows into one preallocated NumPy array, a row group at a
-    time on `threads` threads: loading never holds the Arrow table and its copy at once."""
-    out = np.empty(int(n), dtype=dtype)
+def read_column(path: Path, name: str, dtype, n: int, threads: int = 1, out: np.ndarray | None = None) -> np.ndarray:
+    """One numeric column of n rows into one preallocated NumPy array (`out`, or a new
+    one), a row group at a time on `threads` threads: loading never holds the Arrow
+    table and its copy at once."""
+    out = np.empty(int(n), dtype=dtype) if out is None else out
 
     def fill(group) -> None:
         f, g, at, _ = group

@@ -25,6 +25,7 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -184,13 +185,43 @@ def query_parts(queries: list, workers: int) -> list[tuple[int, list]]:
     return [(i, queries[i:i + step]) for i in range(0, len(queries), step)]
 
 
-def on_workers(ctx, queries: list, fingerprint: str, top_k: int, depth: int, feedback, context: float = 0.0):
+def _answer(ctx, fingerprint: str, top_k: int, depth: int, feedback, context: float):
+    from .engine import StageFunction
+
+    return StageFunction(5, "answer_partition", (str(ctx.output_dir), fingerprint, top_k, depth, feedback, context))
+
+
+def warm_workers(ctx, queries: list, top_k: int, depth: int, feedback, context: float = 0.0):
+    """Have a worker start loading the index (its machine's shared copy) at once, by
+    answering the first query, while this process reads its own share of the index: the
+    two overlap instead of following each other (~0.4 s of a 6 s stage at 1M passages).
+    The handle goes to `on_workers`, which waits for it.  None when there is nothing to do."""
+    if not queries or ctx.engine.kind == "local":
+        return None
+    from . import io
+    from .stages import get_stage
+
+    fingerprint = io.read_meta(ctx.require("04_postings.parquet", get_stage(4)))["fingerprint"]
+    return ctx.engine.submit(_Drained(_answer(ctx, fingerprint, top_k, depth, feedback, context)), (0, queries[:1]))
+
+
+@dataclass(frozen=True)
+class _Drained:
+    """Run a partition function to its end and keep nothing (its side effect is the point)."""
+
+    fn: Callable
+
+    def __call__(self, part) -> None:
+        for _ in self.fn(part):
+            pass
+
+
+def on_workers(ctx, queries: list, fingerprint: str, top_k: int, depth: int, feedback, context: float = 0.0,
+               warm=None):
     """Stage 05's `search` for all queries, batch by batch wherever the engine runs
     `answer_partition`: the same hits, document run and scored queries as one call.
     Every process that loaded the index lets it go when this ends, even on an error."""
-    from .engine import StageFunction
-
-    fn = StageFunction(5, "answer_partition", (str(ctx.output_dir), fingerprint, top_k, depth, feedback, context))
+    fn = _answer(ctx, fingerprint, top_k, depth, feedback, context)
     tag = shared_tag(ctx.output_dir, fingerprint)
     t0 = time.perf_counter()
     hits, run, scored, loads = [], {}, [], []
@@ -201,6 +232,8 @@ def on_workers(ctx, queries: list, fingerprint: str, top_k: int, depth: int, fee
             run.update(part_run)
             scored.extend(part_scored)
             loads.append(load)
+        if warm is not None:
+            ctx.engine.fetch([warm])  # done before the index is let go; its error, if any, told
     except BaseException:
         with contextlib.suppress(Exception):  # the error that stopped the stage is the one to tell
             ctx.engine.run_everywhere(release, tag)
