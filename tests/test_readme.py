@@ -168,6 +168,11 @@ def test_every_command_names_real_scripts_options_and_keys():
     assert len(commands) > 20, "the README lost its commands?"
     for command, check_keys in commands:
         for words in simple_commands(command):
+            # Leading NAME=value words set the program's environment; a path they name must exist.
+            while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):
+                value = words.pop(0).split("=", 1)[1]
+                if "/" in value and not value.startswith(("/", "$")) and not (REPO / value).exists():
+                    problems.append(f"{command!r}: no {value} in the repository")
             if words[0] in ("python", "python3") and (words[1:2] != ["-m"] or words[2:3] == ["pipekit"]):
                 problems += [f"{command!r}: {p}" for p in check_python_command(words, check_keys)]
             elif words[0] in ("python", "python3", "pip", "mkdir", "printf", ".", "cd", "dask"):
@@ -189,7 +194,8 @@ def test_every_exercise_has_a_test():
 
 def test_no_placeholders_left():
     text = README.read_text(encoding="utf-8")
-    assert not re.findall(r"\b[A-Z]{3,}_[A-Z_]{3,}\b", text)
+    # An environment variable is named as one: set (`NAME=value`) or quoted whole (`NAME`).
+    assert not re.findall(r"(?<!`)\b[A-Z]{3,}_[A-Z_]{3,}\b(?![=`])", text)
 
 
 def test_readme_names_only_config_keys_that_exist():
