@@ -272,7 +272,7 @@ class Plan:
 
     Terms are the sorted union of the partitions' terms (code-point order, as one run's
     vocabulary sorts); df the sum of the partitions' df; N, avgdl and each chunk's
-    length norm from all the lengths.  Chunks are numbered in partition order, so
+    length from all the partitions' lengths.  Chunks are numbered in partition order, so
     partition p's chunks start after the chunks of the partitions before it: one run's
     numbering.  Shard s holds terms [bounds[s], bounds[s+1]), whole terms of about equal
     postings: each is written by the worker that merges it, from every partition's
@@ -293,13 +293,14 @@ class Plan:
             self.df[g] += v["df"]  # a term appears once per partition: no repeated index
         sizes = [len(v["lengths"]) for v in vocabs]
         self.first_chunk = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        self.lengths = np.concatenate([v["lengths"] for v in vocabs]) if vocabs else np.zeros(0, np.int64)
-        n = self.n_chunks = len(self.lengths)
+        lengths = np.concatenate([v["lengths"] for v in vocabs]) if vocabs else np.zeros(0, np.int64)
+        n = self.n_chunks = len(lengths)
         self.idf = idf_of(self.df, n)
-        self.k1 = k1
-        self.avgdl = float(self.lengths.mean()) if n else 0.0
-        # With no terms at all avgdl is 0; there are then no postings to normalise either.
-        self.norm = k1 * (1 - b + b * self.lengths / self.avgdl) if self.avgdl > 0 else np.zeros(n)
+        self.k1, self.b = k1, b
+        self.avgdl = float(lengths.mean()) if n else 0.0
+        # Every shard needs every chunk's length (its postings name chunks anywhere in the
+        # corpus): 4 bytes a chunk, not the 8 of a precomputed norm (100M chunks: 0.4 GB a worker).
+        self.lengths = lengths.astype(np.int32)
         col_ptr = np.concatenate([[0], np.cumsum(self.df)])
         cuts = np.searchsorted(col_ptr, np.linspace(0, col_ptr[-1], max(n_shards, 1) + 1)[1:-1])
         self.bounds = np.unique(np.concatenate([[0], cuts, [len(self.terms)]])).astype(np.int64)
@@ -361,11 +362,11 @@ def merge_slices(n_terms: int, ids: list[np.ndarray], slices: list[dict]):
     return col_ptr, chunk, tf
 
 
-def shard_postings(k1: float, shard: tuple) -> Iterator[pa.Table]:
+def shard_postings(k1: float, b: float, avgdl: float, shard: tuple) -> Iterator[pa.Table]:
     """One shard of 04_postings.parquet: its term range merged from every partition's
     slice, impacts from the corpus statistics, a block of whole terms (about 2M postings)
     at a time, so the float64 impacts of a million chunks never sit in memory at once."""
-    t0, ids, idf, norm, slices = shard
+    t0, ids, idf, lengths, slices = shard
     col_ptr, chunk_of, tf_of = merge_slices(len(idf), ids, slices)
     df = np.diff(col_ptr)
     n_terms, target, u = len(idf), 1 << 21, 0
@@ -376,11 +377,13 @@ def shard_postings(k1: float, shard: tuple) -> Iterator[pa.Table]:
         lo, hi = int(col_ptr[u]), int(col_ptr[v])
         term_of = np.repeat(np.arange(u, v, dtype=np.int32), df[u:v])
         chunk, tf = chunk_of[lo:hi], tf_of[lo:hi]
+        # With no terms at all avgdl is 0; there are then no postings to normalise either.
+        norm = k1 * (1 - b + b * lengths[chunk] / avgdl) if avgdl > 0 else np.zeros(len(chunk))
         yield pa.table({
             "term_id": pa.array(term_of + np.int32(t0)),
             "chunk": pa.array(chunk.astype(np.int32, copy=False)),
             "tf": pa.array(tf.astype(np.int32, copy=False)),
-            "impact": pa.array(impacts(idf[term_of], tf, norm[chunk], k1), pa.float64()),
+            "impact": pa.array(impacts(idf[term_of], tf, norm, k1), pa.float64()),
         })
         u = v
 
@@ -401,9 +404,9 @@ def chunk_rows(part: tuple) -> Iterator[pa.Table]:
     })
 
 
-def shard_of(plan: Plan, s: int, parts: list, norm, slice_of=None) -> tuple:
+def shard_of(plan: Plan, s: int, parts: list, lengths, slice_of=None) -> tuple:
     """Shard s's argument: its first term, each partition's terms' positions in it, its
-    idf, the chunks' norms, and each partition's slice (`slice_of(fn, counts)`: made
+    idf, the chunks' lengths, and each partition's slice (`slice_of(fn, counts)`: made
     where the counts are, on a cluster)."""
     t0, t1 = int(plan.bounds[s]), int(plan.bounds[s + 1])
     ids, slices = [], []
@@ -412,7 +415,7 @@ def shard_of(plan: Plan, s: int, parts: list, norm, slice_of=None) -> tuple:
         ids.append(plan.global_ids[p][lo:hi] - t0)
         fn = StageFunction(4, "term_slice", (lo, hi, int(plan.first_chunk[p])))
         slices.append(slice_of(fn, counts) if slice_of else fn(counts))
-    return t0, ids, plan.idf[t0:t1], norm, slices
+    return t0, ids, plan.idf[t0:t1], lengths, slices
 
 
 def corpus_stats(plan: Plan, analyzer: Analyzer, b: float, path_weight: int, heading_weight: int) -> dict:
@@ -428,7 +431,8 @@ def index_in_process(parts: list[dict], analyzer: Analyzer, k1: float, b: float,
     plan = Plan([vocabulary(c) for c in parts], k1, b, n_shards)
     chunks = pa.concat_tables([CHUNKS_SCHEMA.empty_table()] + [
         t for p, c in enumerate(parts) for t in chunk_rows((int(plan.first_chunk[p]), c))])
-    blocks = [t for s in range(len(plan.bounds) - 1) for t in shard_postings(k1, shard_of(plan, s, parts, plan.norm))]
+    blocks = [t for s in range(len(plan.bounds) - 1)
+              for t in shard_postings(k1, b, plan.avgdl, shard_of(plan, s, parts, plan.lengths))]
     postings = pa.concat_tables([POSTINGS_SCHEMA.empty_table(), *blocks])
     return plan.term_table(), postings, chunks, corpus_stats(plan, analyzer, b, path_weight, heading_weight)
 
@@ -466,10 +470,11 @@ def run(ctx) -> None:
     list(ctx.write_partitions("04_chunks.parquet", CHUNKS_SCHEMA, StageFunction(4, "chunk_rows"),
                               [(first[p], c) for p, c in enumerate(counts)], desc="04 chunks", meta=meta))
     ctx.write_table("04_terms.parquet", plan.term_table(), meta)
-    norm = engine.share(plan.norm)
-    shards = [shard_of(plan, s, counts, norm, engine.submit) for s in range(len(plan.bounds) - 1)]
-    list(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA, StageFunction(4, "shard_postings", (k1,)),
-                              shards, desc="04 impacts", meta=meta))
+    lengths = engine.share(plan.lengths)
+    shards = [shard_of(plan, s, counts, lengths, engine.submit) for s in range(len(plan.bounds) - 1)]
+    list(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA,
+                              StageFunction(4, "shard_postings", (k1, b, plan.avgdl)), shards, desc="04 impacts",
+                              meta=meta))
     ctx.note(f"N={stats['N']:,} chunks, {stats['n_terms']:,} terms, {stats['n_postings']:,} postings, "
              f"avgdl={stats['avgdl']:.1f}, k1={stats['k1']}, b={stats['b']}, heading_weight={stats['heading_weight']}, "
              f"analyzer={stats['analyzer']}")
