@@ -19,6 +19,9 @@ user runs it, so its wall time includes start-up; its peak RSS comes from wait4(
   Outputs in out-dask/, where 01-03 are folders of part files (each worker writes its
   partitions' rows; pipekit/io.py); at the end each output is compared with out-local's
   single files (rows, order, values).
+- run: stages 01-04 once more as one `run_pipeline.py --to 4 --force` process per engine
+  (outputs in out-local-run/, out-dask-run/), as a user runs the pipeline: one start-up
+  and one connection to the cluster for the four stages (`--no-pipeline` skips it).
 - `--baseline DIR`: the same stages from another checkout (the code before this change),
   local engine, outputs in out-before/: "the default run is no slower than before".
 
@@ -96,7 +99,7 @@ def same_output(a: Path, b: Path, name: str) -> bool:
     return x.replace_schema_metadata(None).equals(y.replace_schema_metadata(None))
 
 
-def bench_size(size: int, client, address: str, baseline: Path | None) -> dict:
+def bench_size(size: int, client, address: str, baseline: Path | None, pipeline: bool = True) -> dict:
     folder = scale.CORPORA / f"n{size}"
     scale.generate(size, folder)
     rows = {}
@@ -112,6 +115,16 @@ def bench_size(size: int, client, address: str, baseline: Path | None) -> dict:
             rows[(name, n)] = res
     rows["identical"] = {n: all(same_output(folder / "out-local", folder / "out-dask", o) for o in OUTPUTS[n])
                          for n in STAGES}
+    if pipeline:
+        # 01-04 as one `run_pipeline.py --to 4 --force` per engine, as a user runs the
+        # pipeline: one start-up and (Dask) one connection for the four stages.
+        for name, extra in (("local", []), ("dask", dask)):
+            cfg = scale.write_config(folder, f"out-{name}-run")
+            rows[(name, "run")] = run_stage(size, name, "01-04 run", [
+                sys.executable, str(REPO / "run_pipeline.py"), "--config", str(cfg), "--to", "4", "--force", *extra],
+                folder, client)
+        rows["identical_run"] = all(same_output(folder / "out-local", folder / "out-dask-run", o)
+                                    for n in (1, 2, 3, 4) for o in OUTPUTS[n])
     return rows
 
 
@@ -163,12 +176,21 @@ def print_table(results: dict[int, dict], baseline: bool) -> None:
             before = f"{sum(rows[('before', n)]['seconds'] for n in stages):8.1f} " if baseline else ""
             print(f"{size:>10,} {label:>5} {before}{lo:8.1f} {da:8.1f} {da / lo:10.2f} {lo_cpu:9.1f} {da_cpu:9.1f} "
                   f"{da_cpu / lo_cpu:9.2f}")
+        if ("local", "run") in rows:  # one run_pipeline.py process per engine
+            lo, da = rows[("local", "run")], rows[("dask", "run")]
+            before = f"{'':8} " if baseline else ""
+            print(f"{size:>10,} {'run':>5} {before}{lo['seconds']:8.1f} {da['seconds']:8.1f} "
+                  f"{da['seconds'] / lo['seconds']:10.2f} {lo['cpu']:9.1f} {idle_estimate(da):9.1f} "
+                  f"{idle_estimate(da) / lo['cpu']:9.2f} {lo['rss_mb']:9.0f} {da['rss_mb']:9.0f} "
+                  f"{max(da['workers_mb']):9.0f} {'yes' if rows['identical_run'] else 'NO':>5}")
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="300000,1000000", help="comma-separated passage counts (default %(default)s)")
     parser.add_argument("--baseline", type=Path, help="another checkout whose stages to time too, local engine")
+    parser.add_argument("--no-pipeline", action="store_true",
+                        help="skip timing 01-04 as one run_pipeline.py process per engine")
     args = parser.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     from distributed import Client
@@ -182,7 +204,8 @@ def main(argv=None) -> int:
         print(f"  local cluster of 2 workers started in {time.perf_counter() - t0:.1f} s "
               f"(not charged to any stage)", flush=True)
         results = {size: bench_size(size, client, cluster.scheduler_address,
-                                    args.baseline.resolve() if args.baseline else None) for size in sizes}
+                                    args.baseline.resolve() if args.baseline else None, not args.no_pipeline)
+                   for size in sizes}
     print_table(results, args.baseline is not None)
     return 0
 
