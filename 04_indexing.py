@@ -7,6 +7,7 @@ Writes three tables that together are the index, each carrying the corpus statis
 - `04_postings.parquet` term_id, chunk, tf, impact        (one row per term in a chunk,
                         sorted by term then chunk: a term's postings are one slice)
 - `04_chunks.parquet`   chunk, chunk_id, doc_id, heading, page_start, page_end, length
+(On a cluster the chunks and the postings are folders of part files, read in name order.)
 
 The idea: BM25's score is a sum over query terms of a number that depends only on the
 term and the chunk (SPEC's formula):
@@ -43,8 +44,9 @@ The stage is a map, a small reduce and a shuffle (`run`), whatever the engine:
 1. map: each partition of 03_chunks is counted (`count_partition`, its own vocabulary)
    where it runs, and its counts stay there; only its vocabulary travels (`vocabulary`:
    its terms, their df in it, its chunks' lengths: a few MB, no postings);
-2. reduce (`Plan`): the sorted union of the terms, df, N, avgdl, idf and each chunk's
-   length norm, and term ranges ("shards") of about equal postings;
+2. reduce (`Plan`): the sorted union of the terms, df, N, avgdl, idf, every chunk's
+   length (each shard computes its norms from them), and term ranges ("shards") of
+   about equal postings;
 3. each partition writes its rows of 04_chunks (`chunk_rows`); each shard takes every
    partition's slice of its term range (`term_slice`), merges them in corpus order
    (`merge_slices`) and writes its postings with their impacts (`shard_postings`).
