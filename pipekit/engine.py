@@ -290,8 +290,8 @@ class DaskEngine:
                   f"dashboard {self._client.dashboard_link}")
             untuned = sum(not tuned for tuned in self._client.run(_tuned).values())
             if untuned:
-                print(f"dask: {untuned} of the workers run with Dask's default profiler and memory "
-                      "trimming, which slow the stages by about a fifth: start them with "
+                print(f"dask: {untuned} of the workers run with Dask's default profiler, monitors and "
+                      "memory trimming, which slow the stages by about a fifth: start them with "
                       "DASK_CONFIG=pipekit/dask-workers.yaml")
 
     def _check_same_code(self) -> None:
@@ -414,7 +414,7 @@ class DaskEngine:
             self._cluster = None
 
 
-# Two of Dask's defaults for its workers cost our tasks a fifth of their time, so
+# Dask's defaults for its workers cost our tasks a fifth of their time, so
 # pipekit/dask-workers.yaml changes them (the cluster a run starts reads it; README says
 # how to give it to workers you start):
 # - each worker's statistical profiler (for the dashboard's Profile page) samples the
@@ -427,7 +427,12 @@ class DaskEngine:
 #   20-40 % of their time in the kernel (stage 04 at 1M: 18.7 -> 16.2 s).  The file sets
 #   the thresholds glibc's own adaptive ones grow to (mmap 32 MB, trim twice that), as
 #   the local engine's process has them; stage 04 hands its freed memory back itself
-#   (pipekit/malloc.py).
+#   (pipekit/malloc.py);
+# - a worker's event loop wakes every 20 ms to time itself, checks its memory every
+#   100 ms and reads the machine's counters every 500 ms; each wake takes the GIL from
+#   the task.  At 1 s / 1 s / 2 s stage 03 at 1M ran 0.6-1.3 s faster in five of five
+#   alternating pairs (17-19 s).  The cost: a worker outgrowing its memory limit is
+#   paused or restarted up to a second later.
 WORKER_SETTINGS = Path(__file__).with_name("dask-workers.yaml")
 
 
@@ -446,10 +451,14 @@ def worker_config() -> dict:
     return dict(leaves(yaml.safe_load(WORKER_SETTINGS.read_text())))
 
 
-def _tuned(dask_worker) -> bool:
-    """Does this worker run with pipekit/dask-workers.yaml's settings?"""
-    return "profile" not in dask_worker.periodic_callbacks and \
-        os.environ.get("MALLOC_MMAP_THRESHOLD_") is not None
+def _tuned() -> bool:
+    """Does this worker run with pipekit/dask-workers.yaml's settings (its config, and the
+    environment its nanny started it with)?"""
+    import dask
+
+    env = ".pre-spawn-environ."
+    return all(os.environ.get(key.split(env)[1]) == str(value) if env in key else dask.config.get(key) == value
+               for key, value in worker_config().items())
 
 
 def local_cluster(n_workers: int, dashboard_address: str = ":0"):

@@ -119,7 +119,7 @@ def test_sample_on_two_workers_equals_the_local_engine(tmp_path, cluster):
                     "engine.partition_rows=3")
     assert f"dask: connected to {address}" in proc.stdout
     # This fixture's workers keep Dask's default profiler and trimming: the run says what they cost.
-    assert "2 of the workers run with Dask's default profiler and memory trimming" in proc.stdout
+    assert "2 of the workers run with Dask's default profiler, monitors and memory trimming" in proc.stdout
     assert "DASK_CONFIG=pipekit/dask-workers.yaml" in proc.stdout
     assert "on 2 workers (" in proc.stdout  # stage 05's queries were answered there
     assert_same_outputs(tmp_path / "local", tmp_path / "dask")
@@ -417,6 +417,8 @@ def test_the_cluster_a_run_starts_does_not_sample_its_workers_stacks_nor_trim_th
     stage 04's tasks by a fifth: the cluster started for a run takes pipekit/dask-workers.yaml
     instead; a default one has both (so the check can fail); a worker started by hand with
     DASK_CONFIG pointing at the file gets the same settings."""
+    import dask
+
     from pipekit.engine import _tuned, local_cluster
 
     env = lambda: (os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.environ.get("MALLOC_MMAP_THRESHOLD_"))  # noqa: E731
@@ -450,6 +452,8 @@ def test_the_cluster_a_run_starts_does_not_sample_its_workers_stacks_nor_trim_th
         with local_cluster(1) as lc, distributed.Client(lc) as client:
             assert list(client.run(_tuned).values()) == [True]
             assert list(client.run(env).values()) == [("67108864", "33554432")]
+            assert list(client.run(lambda dask_worker: "profile" in dask_worker.periodic_callbacks).values()) == [False]
+            assert list(client.run(lambda: dask.config.get("distributed.admin.tick.interval")).values()) == ["1s"]
     finally:
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
