@@ -438,10 +438,10 @@ def test_the_cluster_a_run_starts_does_not_sample_its_workers_stacks_nor_trim_th
             assert list(client.run(_tuned).values()) == [False]
             assert list(client.run(env).values()) == [("65536", None)]
             clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-            worker = subprocess.Popen([sys.executable, "-m", "dask", "worker", lc.scheduler_address,
-                                       "--nworkers", "1", "--nthreads", "1"], cwd=REPO, env=dict(clean, DASK_CONFIG="pipekit/dask-workers.yaml",
-                                                         PYTHONPATH=str(REPO)),
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "dask", "worker", lc.scheduler_address, "--nworkers", "1", "--nthreads", "1"],
+                cwd=REPO, env=dict(clean, DASK_CONFIG="pipekit/dask-workers.yaml", PYTHONPATH=str(REPO)),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 client.wait_for_workers(2, timeout=60)
                 assert sorted(client.run(_tuned).values()) == [False, True]
