@@ -236,6 +236,8 @@ def on_workers(ctx, queries: list, fingerprint: str, top_k: int, depth: int, fee
             ctx.engine.fetch([warm])  # done before the index is let go; its error, if any, told
     except BaseException:
         with contextlib.suppress(Exception):  # the error that stopped the stage is the one to tell
+            if warm is not None:
+                ctx.engine.fetch([warm])  # still loading, it would hold the index after the release
             ctx.engine.run_everywhere(release, tag)
         release(tag)
         raise
