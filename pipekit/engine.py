@@ -66,8 +66,9 @@ class StageFunction:
 
 
 @dataclass(frozen=True)
-class _Listed:
-    """Run a partition function to the end on the worker: its results travel as one list."""
+class Listed:
+    """Run a partition function to the end on the worker: its results travel as one list
+    (a generator cannot be pickled; stage 05's warming task is one too)."""
 
     fn: Callable
 
@@ -350,7 +351,7 @@ class DaskEngine:
                             progress)
 
     def map_partitions(self, fn: Callable[[Any], Iterable], parts: list, progress=None) -> Iterator:
-        return self._gather(_Listed(fn), parts, progress)
+        return self._gather(Listed(fn), parts, progress)
 
     def _gather(self, task: Callable[[Any], list], parts: list, progress=None) -> Iterator:
         """`task(part)` for every part as a Dask task, a bounded window at a time; each

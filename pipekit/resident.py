@@ -25,7 +25,6 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -199,21 +198,11 @@ def warm_workers(ctx, queries: list, top_k: int, depth: int, feedback, context: 
     if not queries or ctx.engine.kind == "local":
         return None
     from . import io
+    from .engine import Listed
     from .stages import get_stage
 
     fingerprint = io.read_meta(ctx.require("04_postings.parquet", get_stage(4)))["fingerprint"]
-    return ctx.engine.submit(_Drained(_answer(ctx, fingerprint, top_k, depth, feedback, context)), (0, queries[:1]))
-
-
-@dataclass(frozen=True)
-class _Drained:
-    """Run a partition function to its end and keep nothing (its side effect is the point)."""
-
-    fn: Callable
-
-    def __call__(self, part) -> None:
-        for _ in self.fn(part):
-            pass
+    return ctx.engine.submit(Listed(_answer(ctx, fingerprint, top_k, depth, feedback, context)), (0, queries[:1]))
 
 
 def on_workers(ctx, queries: list, fingerprint: str, top_k: int, depth: int, feedback, context: float = 0.0,
