@@ -79,6 +79,7 @@ SCHEMA = pa.schema([
     ("note", pa.string()),
     ("n_bytes", pa.int64()),
     ("outline", OUTLINE_TYPE),
+    ("content_hash", pa.string()),
 ])
 assert tuple(SCHEMA.names) == COLUMNS
 

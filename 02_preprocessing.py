@@ -47,7 +47,7 @@ from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, iter_rows
 from pipekit.pages import OUTLINE_TYPE, FurnitureDropper, FurnitureFinder, strip_furniture
 
-COLUMNS = ["doc_id", "source", "format", "path", "title", "text", "outline"]
+COLUMNS = ["doc_id", "source", "format", "path", "title", "text", "outline", "content_hash"]
 
 # C0/C1 controls except tab (\t) and newline (\n); \f is handled first, as a page break.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -287,7 +287,7 @@ def utf8_view(texts: pa.Array, i: int) -> np.ndarray:
 
 SCHEMA = pa.schema([("doc_id", pa.string()), ("source", pa.string()), ("format", pa.string()),
                     ("path", pa.list_(pa.string())), ("title", pa.string()), ("text", pa.string()),
-                    ("outline", OUTLINE_TYPE)])
+                    ("outline", OUTLINE_TYPE), ("content_hash", pa.string())])
 
 
 def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:
@@ -313,7 +313,7 @@ def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:
                     text, removed = clean_large_paged(view, form)
                 else:
                     text, removed = clean_large(view, form), 0
-                row = batch.slice(k, 1).select(COLUMNS[:-2] + ["outline"]).to_pydict()  # all but the text
+                row = batch.slice(k, 1).select([c for c in COLUMNS if c != "text"]).to_pydict()
                 offsets = pa.py_buffer(np.array([0, text.size], dtype=np.int32))
                 row["text"] = pa.StringArray.from_buffers(1, offsets, text)
                 del text, view

@@ -530,7 +530,7 @@ def finish(chunks: list[dict], doc_id: str) -> list[dict]:
 # ---- The stage -----------------------------------------------------------------------
 
 COLUMNS = ("chunk_id", "doc_id", "ordinal", "heading_path", "heading", "path", "text",
-           "start_char", "end_char", "page_start", "page_end", "n_words", "n_chars", "format")
+           "start_char", "end_char", "page_start", "page_end", "n_words", "n_chars", "format", "content_hash")
 
 
 def _schema():
@@ -543,6 +543,7 @@ def _schema():
         ("start_char", pa.int64()), ("end_char", pa.int64()),
         ("page_start", pa.int32()), ("page_end", pa.int32()),
         ("n_words", pa.int32()), ("n_chars", pa.int32()), ("format", pa.string()),
+        ("content_hash", pa.string()),  # the source document's (stage 01): what a rerun compares
     ])
 
 
@@ -558,7 +559,7 @@ def chunk_partition(section: dict, part) -> Iterator:
     schema = _schema()
     batch_rows = 20_000  # chunks per written batch: memory stays flat on any corpus size
     cols: dict[str, list] = {c: [] for c in COLUMNS}
-    for batch in iter_rows(part, columns=["doc_id", "format", "path", "title", "text", "outline"]):
+    for batch in iter_rows(part, columns=["doc_id", "format", "path", "title", "text", "outline", "content_hash"]):
         for row in batch.to_pylist():
             doc_id = row["doc_id"]
             # text popped, chunks let go once in `cols`: a huge document's written batches are freed
@@ -568,6 +569,7 @@ def chunk_partition(section: dict, part) -> Iterator:
             for i in range(len(chunks)):
                 c, chunks[i] = chunks[i], None
                 c["doc_id"], c["path"], c["format"] = doc_id, row["path"] or [], row["format"]
+                c["content_hash"] = row["content_hash"]
                 for k in COLUMNS:
                     cols[k].append(c[k])
                 # Checked per chunk, not per document: a 400 MB log is 150,000 chunks, and

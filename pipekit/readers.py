@@ -34,11 +34,12 @@ from typing import Iterator
 
 from pipekit.errors import PipelineError
 from pipekit.html_markdown import html_to_markdown
+from pipekit.incremental import content_hash
 from pipekit.markdown_blocks import front_matter_title
 from pipekit.pages import read_outline
 
 COLUMNS = ("doc_id", "source", "format", "text", "status", "error", "path", "title",
-           "encoding", "page_labels", "note", "n_bytes", "outline")
+           "encoding", "page_labels", "note", "n_bytes", "outline", "content_hash")
 
 FORMATS = {
     ".md": "markdown", ".markdown": "markdown",
@@ -458,6 +459,7 @@ def read_document(entry: InputEntry) -> dict:
             row.update(status="skipped", error=too_large(size, entry.max_bytes, entry.format), n_bytes=size)
             return row
         row["n_bytes"] = len(data)
+        row["content_hash"] = content_hash(data)
         row.update(_READERS[entry.format](data))
         del data  # the bytes are the text's size again: not kept while the row lives on
         row["status"] = "ok"
@@ -867,7 +869,7 @@ def iter_beir(path: Path, max_bytes: int | None = None, start: int = 0,
             row = dict.fromkeys(COLUMNS)
             row.update(doc_id=doc_id, source=str(path), format="beir", text=record["text"],
                        status="ok", path=[], title=record["title"] or None, encoding="utf-8",
-                       n_bytes=len(raw))
+                       n_bytes=len(raw), content_hash=content_hash(raw))
             if max_bytes is not None and len(raw) > max_bytes:
                 row.update(text=None, status="skipped", error=too_large(len(raw), max_bytes))
             yield row
