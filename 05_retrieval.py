@@ -37,7 +37,7 @@ find the right document".  They are computed by ir-measures (trec_eval's convent
 at depth 100 whatever `top_k` is, so changing top_k never changes the metrics.
 Turning hits into rows, metrics and the terminal preview is plumbing: pipekit/results.py.
 
-With `retrieval.section_context` above 0 (off by default), a chunk's score is mixed with
+With `retrieval.section_context` above 0 (0.5 in config.yaml), a chunk's score is mixed with
 its level-2 section's, BM25 over sections as units (pipekit/sections.py): a question is
 often asked in the words of the topic around the passage that answers it.  A corpus whose
 sections are single chunks (BEIR records) scores exactly as without it.
@@ -588,9 +588,8 @@ def run(ctx) -> None:
         ctx.remove_output("05_metrics.parquet")
     answered = len(np.unique(q))
     ctx.note(f"{len(queries)} queries, {answered} with results, {len(table)} result rows (top_k={sec['top_k']})")
-    if not ctx.quiet:
-        added = [index.added_terms(x) for x in scored[:8]] if feedback is not None else None
-        print_results(table, queries, added)
+    added = [index.added_terms(x) for x in scored[:8]] if feedback is not None else None
+    ctx.show(lambda: print_results(table, queries, added))  # after the commit: `| head` costs no output
 
 
 if __name__ == "__main__":

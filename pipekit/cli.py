@@ -39,6 +39,7 @@ class StageContext:
         self.output_dir = Path(cfg["paths"]["output"])
         self.quiet = quiet
         self.notes: list[str] = []
+        self._shows: list[Callable[[], None]] = []
         self.upstream_rows: int | None = None
         # Recorded in the output: with the file's modification time (when it was finished)
         # it gives the stage's duration, which the report shows.
@@ -175,6 +176,12 @@ class StageContext:
     def note(self, text: str) -> None:
         self.notes.append(text)
 
+    def show(self, printer: Callable[[], None]) -> None:
+        """Print with `printer` once the outputs are committed, not during the run: a reader
+        who closes the pipe (`05_retrieval.py --explain | head -40`) must not cost the stage
+        its outputs, as it did when stage 05 printed its results before the commit."""
+        self._shows.append(printer)
+
     @property
     def main_output(self) -> Path:
         return self.path(self.stage.outputs[0])
@@ -236,16 +243,22 @@ def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
     try:
         ctx = StageContext(stage, cfg, quiet=quiet, options=options, engine=engine)
         try:
-            run(ctx)
-            ctx._commit()
+            with pipe_proof_stdout() as out:
+                run(ctx)
+                ctx._commit()
         except BaseException:
             ctx._abort()
             raise
+        _mark_stage_done()
+        if out.cut:  # reported now that the outputs are safe
+            raise BrokenPipeError("stdout closed while the stage ran")
     finally:
         if own:
             engine.close()
     seconds = time.perf_counter() - t0
     if not quiet:
+        for printer in ctx._shows:
+            printer()
         rows_out = ctx._sinks[0].rows if ctx._sinks else 0
         rows_in = "" if ctx.upstream_rows is None else f"{ctx.upstream_rows:,} rows in → "
         print(f"{stage.label}: {rows_in}{rows_out:,} rows out in {seconds:.2f} s → {ctx.main_output}")
@@ -303,7 +316,7 @@ def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str]
         print(f"{stage.label}: interrupted; the previous output is unchanged", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        return pipe_closed()
+        return pipe_closed(stage.label)
     return 0
 
 
@@ -319,13 +332,74 @@ def run_command(name: str, body: Callable[[], "int | None"]) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        return pipe_closed()
+        return pipe_closed(f"python -m pipekit {name}")
 
 
-def pipe_closed() -> int:
-    """`python 05_retrieval.py | head`: the reader left; stop quietly, as `cat` would.
+def pipe_closed(name: str | None = None) -> int:
+    """`python 05_retrieval.py | head`: the reader left; stop, as `cat` would, with one line
+    on stderr saying the output was cut (a reader who saw 40 lines and no error took them
+    for all of it). A stage only gets here after its outputs are committed (run_stage).
 
     Without this Python prints a BrokenPipeError traceback, and another one when it
     flushes stdout at exit; pointing stdout at /dev/null stops the second."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    _to_devnull()
+    who = name or Path(sys.argv[0]).name
+    print(f"{who}: output cut: the reader closed stdout (| head?)"
+          + ("; the outputs were written" if _STAGE_DONE else ""), file=sys.stderr)
     return 141  # 128 + SIGPIPE, what a shell reports for a command whose pipe closed
+
+
+_STAGE_DONE = False  # set once a stage has committed, so pipe_closed can say its outputs are safe
+
+
+def _mark_stage_done() -> None:
+    global _STAGE_DONE
+    _STAGE_DONE = True
+
+
+def _to_devnull() -> None:
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # a stdout without a file (captured, replaced)
+        pass
+
+
+class _PipeProof:
+    """stdout while a stage runs: a closed pipe sends the rest to /dev/null instead of
+    raising BrokenPipeError inside the stage, which would abort it before its commit.
+    The cut is reported (BrokenPipeError again) once the outputs are safe."""
+
+    def __init__(self, stream):
+        self._stream, self.cut = stream, False
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self.cut = True
+            _to_devnull()
+            self._stream = open(os.devnull, "w")
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self.cut = True
+            _to_devnull()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class pipe_proof_stdout:
+    """`with pipe_proof_stdout() as out:` the body's prints cannot end it; `out.cut` says
+    whether the pipe closed meanwhile."""
+
+    def __enter__(self) -> _PipeProof:
+        self._saved = sys.stdout
+        sys.stdout = guard = _PipeProof(sys.stdout)
+        return guard
+
+    def __exit__(self, kind, exc, tb) -> None:
+        sys.stdout = self._saved

@@ -89,3 +89,55 @@ def test_an_unquoted_glob_says_how_to_quote_it(tmp_path):
     # typed as suggested (the shell removes the single quotes), it works
     proc = run_script("01_documents.py", "--set", f"paths.output={tmp_path}", "--set", 'documents.exclude=["*.csv"]')
     assert "tables/incidents.csv" in proc.stdout and "skipped" in proc.stdout
+
+
+# --- a closed pipe loses nothing -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sample_out(tmp_path_factory):
+    out = tmp_path_factory.mktemp("papercuts") / "out"
+    run_script("run_pipeline.py", "--set", f"paths.output={out}")
+    return out
+
+
+def test_a_closed_pipe_never_costs_stage_05_its_outputs(sample_out, tmp_path):
+    """`python 05_retrieval.py --explain | head -40` ended the stage before its commit: the
+    README's next command then found no `explain` column. Stdout closed before the first
+    line is the harshest case of it."""
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "out"
+    shutil.copytree(sample_out, out)
+    (out / "05_results.parquet").unlink()
+    proc = subprocess.Popen([sys.executable, "05_retrieval.py", "--explain", "--set", f"paths.output={out}"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert "explain" in pq.read_schema(out / "05_results.parquet").names
+    assert stderr.count("\n") == 1 and "output cut" in stderr and "outputs were written" in stderr, stderr
+
+
+def test_prints_during_a_stage_cannot_abort_it(tmp_path, monkeypatch, capsys):
+    """Any print inside a stage's run() (an engine's message, a future progress line) meets
+    the closed pipe before the commit: the stage still commits, then reports the cut."""
+    import io as _io
+
+    import pyarrow as pa
+
+    from pipekit import cli
+
+    class Closed(_io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError
+
+    def run(ctx):
+        print("a line nobody reads")
+        ctx.write_table("01_documents.parquet", pa.table({"doc_id": ["a"]}))
+
+    cfg = cli.load_config(None, [f"paths.output={tmp_path}", f"documents.input={REPO / 'data' / 'sample'}"])
+    monkeypatch.setattr(sys, "stdout", Closed())
+    with pytest.raises(BrokenPipeError):
+        cli.run_stage(1, run, cfg, quiet=True)
+    assert (tmp_path / "01_documents.parquet").exists()
