@@ -551,7 +551,7 @@ def decode_text(data: bytes, declared: str | None = None) -> tuple[str, str, str
     else:
         return _checked(text, "utf-8", None, data)
     if b"\x00" in data:
-        raise Unreadable("binary file" + _utf16_hint(data))
+        raise Unreadable(_not_text(data))
     mostly = _mostly_utf8(data)
     if mostly is not None:
         text, bad = mostly
@@ -595,7 +595,7 @@ def _mostly_utf8(data: bytes) -> tuple[str, int] | None:
 def _checked(text: str, encoding: str, note: str | None, data: bytes) -> tuple[str, str, str | None]:
     controls = len(_CONTROL.findall(text))
     if controls and controls > _MAX_CONTROL_SHARE * len(text):
-        raise Unreadable("binary file" + _utf16_hint(data))
+        raise Unreadable(_not_text(data))
     if "\x00" in text:
         nuls = text.count("\x00")
         extra = f"contains {nuls} NUL character{'s' if nuls > 1 else ''} (removed by stage 02)"
@@ -603,12 +603,49 @@ def _checked(text: str, encoding: str, note: str | None, data: bytes) -> tuple[s
     return text, encoding, note
 
 
-def _utf16_hint(data: bytes) -> str:
-    sample = data[:4096]
-    if len(sample) >= 8 and (sample[1::2].count(0) > 0.8 * len(sample[1::2])
-                             or sample[0::2].count(0) > 0.8 * len(sample[0::2])):
-        return " (NUL bytes; it looks like UTF-16 without a byte-order mark: re-save it with one)"
-    return " (NUL bytes, no text)" if b"\x00" in data else " (mostly control characters)"
+def _not_text(data: bytes) -> str:
+    """Why bytes are not text, in words: binary (and what kind, when its first bytes say
+    so), or UTF-16 text that lost its byte-order mark, which a re-save fixes."""
+    if _looks_utf16(data[:4096]):
+        return ("not readable as text: it looks like UTF-16 without a byte-order mark "
+                "(every other byte is NUL): re-save it with one, or as UTF-8")
+    kind = next((name for magic, name in _MAGIC if data.startswith(magic)), None)
+    why = "NUL bytes" if b"\x00" in data else "mostly control characters"
+    return f"binary file ({kind + ': ' if kind else ''}{why}), not text"
+
+
+# The first bytes of the binary files most often found renamed or mislabelled in a
+# documents folder: naming the kind tells the user what they copied by mistake.
+_MAGIC = (
+    (b"\x7fELF", "an ELF executable or library"), (b"MZ", "a Windows executable or DLL"),
+    (b"\xcf\xfa\xed\xfe", "a Mach-O executable"), (b"\xca\xfe\xba\xbe", "a Mach-O or Java class file"),
+    (b"PK\x03\x04", "a ZIP archive (also .docx, .xlsx, .jar)"), (b"\x1f\x8b", "gzip-compressed data"),
+    (b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"),
+    (b"SQLite format 3\x00", "an SQLite database"), (b"\xd0\xcf\x11\xe0", "an old Microsoft Office file"),
+)
+
+
+def _looks_utf16(sample: bytes) -> bool:
+    """True when the bytes read as UTF-16 text (either byte order), not merely hold many NULs.
+
+    The old test, "most bytes of one parity are NUL", called /bin/ls UTF-16: an executable
+    is full of zero runs, so both parities are mostly NUL.  Text in UTF-16 has NUL in one
+    parity only (the high byte of Latin letters), never in the other, and decodes without
+    U+0000 and with next to no control characters."""
+    sample = sample[: len(sample) // 2 * 2]
+    if len(sample) < 8:
+        return False
+    for high, codec in ((sample[1::2], "utf-16-le"), (sample[0::2], "utf-16-be")):
+        low = sample[0::2] if codec == "utf-16-le" else sample[1::2]
+        if high.count(0) < 0.5 * len(high) or low.count(0) > 0.02 * len(low):
+            continue
+        try:
+            text = sample.decode(codec)
+        except UnicodeDecodeError:  # a lone surrogate at the cut is not evidence
+            text = sample[:-2].decode(codec, errors="replace")
+        if "\x00" not in text and len(_CONTROL.findall(text)) <= 0.02 * len(text):
+            return True
+    return False
 
 
 def _detect(data: bytes) -> str | None:
