@@ -11,10 +11,12 @@ its fingerprint.  Writes nothing.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from .cli import add_common_args, parse_args, run_command
+from .cli import add_common_args, parse_args, run_command, user_options
 from .config import load_config
+from .overrides import compare_why_not, unapplied_lines
 from .errors import PipelineError
 from .history import HISTORY, Run, config_changes, read_history, runs
 
@@ -115,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def body():
         cfg = load_config(args.config, args.overrides)
+        for line in unapplied_lines("python -m pipekit compare", args.overrides, compare_why_not,
+                                    user_options(sys.argv[1:] if argv is None else argv)):
+            print(line, file=sys.stderr)
         out = Path(cfg["paths"]["output"])
         all_runs = runs(read_history(out))
         if args.list:

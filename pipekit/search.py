@@ -30,6 +30,7 @@ import pyarrow as pa
 from . import io
 from .cli import add_common_args, parse_args, run_command, require_output, user_options
 from .config import SCHEMA, load_config
+from .overrides import search_why_not, unapplied_lines
 from .errors import PipelineError
 from .io import read_meta
 from .queries import feedback_of
@@ -243,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def body():
         cfg = load_config(args.config, args.overrides)
+        for line in unapplied_lines("python -m pipekit search", args.overrides, search_why_not, user_options(argv)):
+            print(line, file=sys.stderr)
         searcher = Searcher(cfg["paths"]["output"], settings=cfg["retrieval"], options=user_options(argv))
         tty = sys.stdout.isatty()
         mark = (lambda w: f"\033[1;4m{w}\033[0m") if tty else (lambda w: f"**{w}**")

@@ -1,0 +1,62 @@
+"""Which `--set` options a command that reads outputs cannot apply, said in one line each.
+
+`python -m pipekit search … --set indexing.b=0` printed the same scores as without it: the
+index had been built with b=0.75, and search scores with the index it finds, as it must
+(a query analysed or weighted unlike the index matches nothing or lies). Silence made the
+setting look applied. Each such command now names the setting, why it cannot apply here,
+and the command that makes outputs with it (the user's own --config/--set kept, so it
+writes where this command reads).
+"""
+from __future__ import annotations
+
+import shlex
+from typing import Callable
+
+from .stages import STAGES
+
+
+def override_keys(overrides: list[str]) -> list[str]:
+    """`section.key` of each `--set section.key=VALUE`, in order, each once."""
+    keys = [o.split("=", 1)[0].strip() for o in overrides or []]
+    return list(dict.fromkeys(keys))
+
+
+def stage_of(key: str):
+    """The stage whose config section holds `key` (None for paths and engine)."""
+    section = key.split(".", 1)[0]
+    return next((s for s in STAGES if s.section == section), None)
+
+
+def unapplied_lines(command: str, overrides: list[str], why_not: Callable[[str], str | None],
+                    options: list[str] = ()) -> list[str]:
+    """One line per --set that `command` cannot apply; `why_not(key)` says why (None: applied)."""
+    rerun = f"python run_pipeline.py {shlex.join(options)}".rstrip()
+    lines = []
+    for key in override_keys(overrides):
+        reason = why_not(key)
+        if reason is None:
+            continue
+        stage = stage_of(key)
+        fix = f"`{rerun}` reruns {stage.label} onward with it" if stage else "outputs are the same on any engine"
+        lines.append(f"{command}: --set {key} not applied ({reason}): {fix}")
+    return lines
+
+
+def search_why_not(key: str) -> str | None:
+    """search scores with the retrieval settings it is given; everything before stage 05
+    is baked into the index, and it answers the queries typed, judged by nobody."""
+    section = key.split(".", 1)[0]
+    if section == "paths" or (section == "retrieval" and key not in ("retrieval.queries", "retrieval.qrels")):
+        return None
+    if section == "retrieval":
+        return "search answers the queries you type"
+    if section == "engine":
+        return "search runs in this process"
+    return f"search scores with the index as {stage_of(key).label} made it"
+
+
+def compare_why_not(key: str) -> str | None:
+    """compare reads recorded runs: only where they are (paths.output) applies."""
+    if key.startswith("paths."):
+        return None
+    return "compare reads the runs recorded in 05_history.parquet"
