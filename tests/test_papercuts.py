@@ -141,3 +141,30 @@ def test_prints_during_a_stage_cannot_abort_it(tmp_path, monkeypatch, capsys):
     with pytest.raises(BrokenPipeError):
         cli.run_stage(1, run, cfg, quiet=True)
     assert (tmp_path / "01_documents.parquet").exists()
+
+
+# --- settings a reading command cannot apply are named, not ignored ---------------------
+
+
+def test_search_names_a_setting_it_cannot_apply(sample_out):
+    """`search … --set indexing.b=0` printed the default scores as if b=0 were in force."""
+    ask = lambda *sets: run_script("-m", "pipekit", "search", "when is the change freeze", "-k", "1",
+                                   "--set", f"paths.output={sample_out}", *sets)
+    plain, with_b = ask(), ask("--set", "indexing.b=0")
+    assert plain.stderr == ""
+    assert with_b.stdout == plain.stdout  # the index decides b: nothing search can change
+    line, = with_b.stderr.splitlines()
+    assert line.startswith("python -m pipekit search: --set indexing.b not applied")
+    assert f"`python run_pipeline.py --set paths.output={sample_out} --set indexing.b=0` reruns 04_indexing" in line
+    applied = ask("--set", "retrieval.section_context=0")  # a retrieval setting search does apply
+    assert applied.stderr == "" and applied.stdout != plain.stdout
+
+
+def test_compare_names_a_setting_it_cannot_apply(sample_out, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(sample_out, out)
+    run_script("05_retrieval.py", "--set", f"paths.output={out}", "--set", "retrieval.top_k=3")
+    proc = run_script("-m", "pipekit", "compare", "--set", f"paths.output={out}", "--set", "chunking.target=200")
+    line, = proc.stderr.splitlines()
+    assert "--set chunking.target not applied (compare reads the runs recorded in 05_history.parquet)" in line
+    assert "reruns 03_chunking onward" in line
