@@ -332,7 +332,7 @@ def _blocks(doc: DocText, fmt: str, base: list[str], outline) -> list:
     # it gives heads that chunk and what follows, until the document's own level-1
     # heading (if any) takes over, as it would as the page's `<h1>` on the built site.
     title = None if base else front_matter_title(doc.text)
-    return [["heading", 0, first, (1, title)] if title else ["front", 0, first, None]] + blocks
+    return [["front", 0, first, (1, title) if title else None]] + blocks
 
 
 def _chunk_blocks(doc: DocText, base: list[str], blocks: list) -> list[dict]:
@@ -399,7 +399,7 @@ def _chunk_blocks(doc: DocText, base: list[str], blocks: list) -> list[dict]:
         u = _Unit(start, end, 0)  # words are counted in flush(), only when needed
         if pending:  # a page marker opens the page: it goes with what follows it
             u.start, pending = pending[0], None
-        if kind == "heading":
+        if kind == "heading" or (kind == "front" and b[3]):
             level, title = b[3]
             if title is None:  # setext: the paragraph lines above the underline
                 title = " ".join(norm(lines[j]).strip() for j in range(b[1], b[2] - 1))
@@ -414,7 +414,10 @@ def _chunk_blocks(doc: DocText, base: list[str], blocks: list) -> list[dict]:
                 if sec_units:
                     flush()
                 sec_units, sec_blocks = [u], [b]
-                heading_only = True
+                # Front matter heads its title's section but is no heading line: a heading
+                # after it opens its own chunk (rule 9; a code of conduct's front matter and
+                # `## Our Pledge` were one chunk, chained as "# Guide" and "## Install" are).
+                heading_only = kind == "heading"
                 before_path = prev_path
             sec_path = u.path = path
             last_level = level

@@ -309,6 +309,9 @@ def _check_structure(text: str, chunks: list[dict], s, fm: int, original: str,
             lead = text[a:head_pos[inside[0]]]
             if _MARKER.sub("", lead).strip():
                 problems.append(f"chunk {k}: content before heading line {heads[inside[0]][0]}")
+            if fm and virtual and inside[0] == 0 and len(inside) > 1:
+                # Rule 9: front matter is no heading line a deeper heading chains onto.
+                problems.append(f"chunk {k}: front matter shares it with the heading at line {heads[1][0]}")
             for i in inside[1:]:
                 gap = text[starts[heads[i - 1][3] - 1]:head_pos[i]]
                 gap = gap[gap.find("\n") + 1:] if "\n" in gap else ""
@@ -505,6 +508,15 @@ def test_span_checks_catch_a_lost_character_and_a_straddle():
     lost[1]["start_char"] += 1
     lost[1]["text"] = lost[1]["text"][1:]
     assert any("not in any chunk" in p for p in check_spans(text, lost, s))
+
+
+def test_span_checks_catch_front_matter_sharing_a_chunk_with_the_heading_after_it():
+    s = chunking.Settings(target=50, max=100, min=0)
+    text = "---\ntitle: Code of Conduct\n---\n\n## Our Pledge\n\nWe pledge.\n"
+    assert check_spans(text, chunking.chunk_document(text, settings=s), s) == []
+    one = [{"heading_path": ["Code of Conduct", "Our Pledge"], "text": text.rstrip(), "start_char": 0,
+            "end_char": len(text) - 1, "page_start": None, "page_end": None}]
+    assert "chunk 0: front matter shares it with the heading at line 4" in check_spans(text, one, s)
 
 
 def test_span_checks_want_the_table_header_in_every_piece_when_a_row_fits_beside_it():

@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 from pipekit import markdown_blocks
 from pipekit.stages import load_stage
-from test_03_oracle import check_spans, oracle_blocks
+from test_03_oracle import check_spans, front_matter_span, oracle_blocks
 
 chunking = load_stage(3)
 
@@ -215,6 +215,33 @@ def test_text_without_markers_chunks_the_same_in_every_page_mode(text, s):
     outs = [chunking.chunk_document(text, settings=chunking.Settings(**{**s.__dict__, "page_markers": m}))
             for m in ("track", "strip", "keep")]
     assert outs[0] == outs[1] == outs[2]
+
+
+# -- Rule 9: front matter never shares a chunk with the heading after it -----------------------
+
+@st.composite
+def front_matter_then_heading(draw):
+    """Front matter (with a title or none, short or long enough to be cut), directly or
+    after a blank line followed by a heading of any level, then a generated document."""
+    r = draw(st.randoms(use_true_random=False))
+    # (plain words: how a YAML title with Markdown in it should read is another question)
+    plain = st.lists(st.sampled_from(["Intro", "Setup", "Usage", "API", "café", "v2.0"]), min_size=1, max_size=3)
+    lines = ["title: " + " ".join(draw(plain))] if draw(st.booleans()) else []
+    lines += [f"key{k}: " + " ".join(r.choice(WORDS[:8]) for _ in range(r.randint(1, 40)))
+              for k in range(draw(st.integers(0, 6)))]
+    heading = draw(st.one_of(atx(), setext()))
+    return "---\n" + "\n".join(lines) + "\n---\n" + draw(st.sampled_from(["", "\n"])) + heading + \
+        "\n\n" + draw(markdown_doc())
+
+
+@settings(max_examples=examples(150))
+@given(front_matter_then_heading(), budget())
+def test_front_matter_never_shares_a_chunk_with_the_heading_after_it(text, s):
+    chunks = chunking.chunk_document(text, settings=s)
+    end = front_matter_span(text)
+    heading_at = end + len(text[end:]) - len(text[end:].lstrip("\n"))
+    assert end > 0 and not any(c["start_char"] < end and c["end_char"] > heading_at for c in chunks)
+    assert check_spans(text, chunks, s) == []
 
 
 # -- CSV ---------------------------------------------------------------------------------------
