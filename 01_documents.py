@@ -96,7 +96,8 @@ def input_partitions(section: dict, rows_per_part: int | None) -> list[tuple]:
     ("files", entries) or ("beir", path, max_bytes, start byte, end byte).  `rows_per_part`
     None is one part (the local engine reads the input in one pass, as a stream)."""
     entries = list_inputs(Path(section["input"]), section["include"], section["exclude"],
-                          section["hidden"], section["follow_links"], section["max_bytes"])
+                          section["hidden"], section["follow_links"], section["max_bytes"],
+                          build_files=section["build_files"])
     if len(entries) == 1 and entries[0].format == "beir":
         path, max_bytes = str(entries[0].path), section["max_bytes"]
         if rows_per_part is None:

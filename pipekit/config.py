@@ -48,6 +48,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "exclude": Key([], "globs", "a list of glob patterns"),
         "hidden": Key(False, "bool", "true or false"),
         "follow_links": Key(False, "bool", "true or false"),
+        "build_files": Key(False, "bool", "true (read a documentation generator's build leftovers: Sphinx "
+                           "_sources/, _static/, genindex.html, search.html, MkDocs search/, 404.html) "
+                           "or false (skip them, each with a skipped row)"),
         # At most 1 GiB: a text is one Arrow string (2 GB at most, and decoding legacy
         # encodings can double it), and each stage needs up to ~8x the largest document.
         "max_bytes": Key("512 MB", "bytes", "a size from 1 byte to 1 GiB: a whole number of bytes "

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Iterator
 
 
+from pipekit import build_output
 from pipekit.errors import PipelineError
 from pipekit.html_markdown import html_to_markdown
 from pipekit.incremental import content_hash
@@ -86,6 +87,7 @@ SKIP_REASONS = {
     "duplicate": "a second name for a file already read (symlink)",
     "link": "dangling or looping symlinks",
     "other": "not regular files or .jsonl files inside a folder",
+    "build": "documentation build files (a generator's leftovers beside its pages; documents.build_files)",
 }
 
 
@@ -98,7 +100,7 @@ class Unreadable(Exception):
 
 def list_inputs(root: Path, include: list[str] = (), exclude: list[str] = (),
                 hidden: bool = False, follow_links: bool = False,
-                max_bytes: int | None = None) -> list[InputEntry]:
+                max_bytes: int | None = None, *, build_files: bool = False) -> list[InputEntry]:
     """Every file under `root` (or `root` itself when it is a file), sorted by path.
 
     Hidden files get a `skipped` row each, but a hidden *folder* gets a single skipped
@@ -110,6 +112,12 @@ def list_inputs(root: Path, include: list[str] = (), exclude: list[str] = (),
     Symlinks: one whose target lies inside the root is read, once (see `_Walk`); one that
     leads out of it is a `skipped` row naming its target unless `follow_links`.  A file
     larger than `max_bytes` is a `skipped` row naming its size and the key.
+
+    Documentation build output (pipekit/build_output.py): inside a folder recognised as
+    a Sphinx or MkDocs build by its marker files, the generator's leftovers (`_sources/`,
+    `_static/`, `genindex.html`, the search page, ...) get a `skipped` row each, unless
+    `build_files`.  Each file, not one row a folder as for hidden ones: they are few
+    enough, and a user looking for `_downloads/x.pdf` finds its own row and reason.
     """
     root = Path(root)
     try:
@@ -123,7 +131,7 @@ def list_inputs(root: Path, include: list[str] = (), exclude: list[str] = (),
         # user pointed at it.  Its size still counts: a crash is no answer to a big file.
         return [_file_entry(root, root.name, [], root_stat, [], [], in_folder=False, max_bytes=max_bytes)]
     walk = _Walk(root, root_stat, [_Glob(p) for p in include], [_Glob(p) for p in exclude],
-                 hidden, follow_links, max_bytes)
+                 hidden, follow_links, max_bytes, build_files)
     entries = walk.run()
     entries.sort(key=lambda e: e.doc_id.split("/"))
     _read_each_file_once(entries)
@@ -146,13 +154,17 @@ class _Walk:
     """
 
     def __init__(self, root: Path, root_stat: os.stat_result, include: list["_Glob"],
-                 exclude: list["_Glob"], hidden: bool, follow_links: bool, max_bytes: int | None):
+                 exclude: list["_Glob"], hidden: bool, follow_links: bool, max_bytes: int | None,
+                 build_files: bool = False):
         self.root = root
+        self.build_files = build_files
         self.root_real = os.path.realpath(root)
         self.include, self.exclude = include, exclude
         self.hidden, self.follow_links, self.max_bytes = hidden, follow_links, max_bytes
         root_key = (root_stat.st_dev, root_stat.st_ino)
-        self.stack = [(root, [], frozenset({root_key}), False)]
+        # A frame: folder, its path parts, ancestors' keys, reached via a link, the build
+        # folder it lies in (or None) and, inside a leftover folder, what that folder is.
+        self.stack = [(root, [], frozenset({root_key}), False, None, None)]
         self.deferred: list = []  # linked folders, entered once the real ones are all walked
         self.walked = {root_key: ""}  # folder (device, inode) -> the doc_id it was walked as
         self.entries: list[InputEntry] = []
@@ -168,7 +180,7 @@ class _Walk:
     def _inside(self, real: str) -> bool:
         return real == self.root_real or real.startswith(self.root_real.rstrip(os.sep) + os.sep)
 
-    def _enter_linked(self, path, rel, ancestors, key, entry) -> None:
+    def _enter_linked(self, path, rel, ancestors, key, entry, build=None, left=None) -> None:
         if key in self.walked:
             entry.format, entry.reason = "symlink", "duplicate"
             where = self.walked[key]
@@ -177,9 +189,10 @@ class _Walk:
             self.entries.append(entry)
             return
         self.walked[key] = entry.doc_id
-        self.stack.append((path, rel, ancestors | {key}, True))
+        self.stack.append((path, rel, ancestors | {key}, True, build, left))
 
-    def _list(self, folder: Path, parts: list[str], ancestors: frozenset, via_link: bool) -> None:
+    def _list(self, folder: Path, parts: list[str], ancestors: frozenset, via_link: bool,
+              build: build_output.Build | None = None, left: str | None = None) -> None:
         try:
             with os.scandir(folder) as it:
                 names = sorted(d.name for d in it)
@@ -189,10 +202,14 @@ class _Walk:
             self.entries.append(InputEntry(folder, "/".join(parts), parts[:-1], format="folder",
                                            error=f"cannot list folder: {_strerror(exc)}", via_link=via_link))
             return
+        if not self.build_files and left is None:
+            build = build_output.recognise(str(folder), set(names), "/".join(parts), len(parts)) or build
         for name in names:
             path = folder / name
             rel = parts + [name]
             doc_id = "/".join(rel)
+            what = left if left is not None or build is None else \
+                build_output.leftover(build, "/".join(rel[build.depth:]))
             is_link = path.is_symlink()
             entry = InputEntry(path, doc_id, list(parts), via_link=via_link or is_link)
             if name.startswith(".") and not self.hidden:
@@ -230,15 +247,19 @@ class _Walk:
                     entry.format, entry.reason = "folder", "excluded"
                     entry.skip = f"folder excluded by documents.exclude pattern {pattern!r}"
                 elif is_link:
-                    self.deferred.append((path, rel, ancestors, key, entry))
+                    self.deferred.append((path, rel, ancestors, key, entry, build, what))
                     continue
                 elif key in self.walked:  # a real folder met again inside a linked one
                     entry.format, entry.reason = "folder", "duplicate"
                     entry.skip = f"folder already read as {self.walked[key] or 'the input folder'}/"
                 else:
                     self.walked[key] = doc_id
-                    self.stack.append((path, rel, ancestors | {key}, via_link))
+                    self.stack.append((path, rel, ancestors | {key}, via_link, build, what))
                     continue
+                self.entries.append(entry)
+            elif stat.S_ISREG(st.st_mode) and what is not None:
+                entry.format, entry.reason, entry.n_bytes = _extension(name), "build", st.st_size
+                entry.skip = build_output.reason(build, what)
                 self.entries.append(entry)
             elif stat.S_ISREG(st.st_mode):
                 file = _file_entry(path, doc_id, list(parts), st, self.include, self.exclude,
