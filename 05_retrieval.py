@@ -72,7 +72,8 @@ from pipekit.errors import PipelineError
 from pipekit.history import metric_line, record_run
 from pipekit.io import cores
 from pipekit.malloc import keep_freed_memory
-from pipekit.queries import Feedback, QueryTerms, feedback_of, load_qrels, load_queries, trec_run
+from pipekit.queries import (Feedback, QueryTerms, feedback_noise, feedback_of, load_qrels, load_queries,
+                             trec_run)
 from pipekit.resident import held, on_workers, shared_arrays, shared_tag, warm_workers, worker_index
 from pipekit.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
                              print_results, results_table)
@@ -113,8 +114,7 @@ class Index:
         self.indptr = np.zeros(len(self.df) + 1, dtype=np.int64)
         np.cumsum(self.df, out=self.indptr[1:])
         self._postings_path = ctx.path("04_postings.parquet")
-        self._tf = None
-        self._forward = None
+        self._tf = self._forward = self._noise = None
         if shared is not None:  # a worker: scoring needs no chunk ids or headings
             build = lambda zeros: self._derived(io.read_table(chunks_path, ["doc_id", "length"]), zeros)
             size = 12 * int(self.indptr[-1]) + 8 * (DENSE_TERMS + 2) * self.stats["N"]  # at most
@@ -436,7 +436,11 @@ class Index:
         share = np.repeat(score / score.sum() / self.lengths[top], hi - lo) * tf[at]
         terms, which = np.unique(term_of[at], return_inverse=True)
         model = np.bincount(which, weights=share)
+        if self._noise is None:  # stopwords and common numbers never join (pipekit/queries.py)
+            self._noise = feedback_noise(self.terms, self.analyzer, self.df, fb.docs)
+        model[self._noise[terms] & ~np.isin(terms, q.ids)] = 0
         keep = np.lexsort((terms, -model))[:fb.terms]
+        keep = keep[model[keep] > 0]
         terms, model = terms[keep], model[keep] / model[keep].sum()
         lam, size = fb.query_weight, float(q.weights.sum())
         weight = dict(zip(q.ids.tolist(), (lam * q.weights).tolist()))  # query order first

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import PipelineError
 
@@ -138,6 +140,24 @@ class Feedback:
     docs: int = 5  # first-pass chunks the relevance model is built from
     terms: int = 50  # its heaviest terms kept
     query_weight: float = 0.7  # λ: the original query's share of the interpolation
+
+
+def feedback_noise(terms, analyzer, df: np.ndarray, docs: int) -> np.ndarray:
+    """Which index terms RM3 may not add (bool per term id): stopwords (the `questions`
+    list, analysed as the index analyses, so `does` is `doe`) and bare numbers.
+
+    On the sample RM3 added `what` and `how` (every question says them, so the top
+    chunks of any question share them) and `05`, `00`, `2025` (clock times and dates in
+    the runbooks): words that pull the second query toward whatever mentions a time.
+    A number earns its place when it is rare: in no more chunks than feedback reads (a
+    port or an error code the top chunks name, not the `00` of every clock time). A
+    stopword never does; one the query says keeps its own weight anyway."""
+    from .analyzer import STOPLISTS, Analyzer
+
+    stems = Analyzer(stemmer=analyzer.stemmer, stopwords="none").analyze(" ".join(sorted(STOPLISTS["questions"])))
+    stop = np.asarray(pc.is_in(terms, value_set=pa.array(sorted(set(stems)), pa.string())))
+    number = np.asarray(pc.match_substring_regex(terms, r"^[0-9]+$"))
+    return stop | (number & (df > docs))
 
 
 def feedback_of(sec: dict) -> Feedback | None:

@@ -1,4 +1,5 @@
 """What a newcomer runs into first: no venv, an empty folder, a lost --set, `--set key value`, a bare glob."""
+import re
 import shutil
 import subprocess
 import sys
@@ -168,3 +169,42 @@ def test_compare_names_a_setting_it_cannot_apply(sample_out, tmp_path):
     line, = proc.stderr.splitlines()
     assert "--set chunking.target not applied (compare reads the runs recorded in 05_history.parquet)" in line
     assert "reruns 03_chunking onward" in line
+
+
+# --- stopwords for questions, and what RM3 may add ----------------------------------------
+
+
+def test_the_questions_stoplist_drops_what_makes_a_sentence_a_question():
+    from pipekit.analyzer import Analyzer
+
+    q = "how do I roll back a deploy, and what can we keep from May?"
+    assert Analyzer(stopwords="english").analyze(q)[:2] == ["how", "do"]  # Lucene's 33 keep them
+    assert Analyzer(stopwords="questions").analyze(q) == ["roll", "back", "deploy", "keep", "from", "may"]
+
+
+def test_feedback_may_not_add_stopwords_or_common_numbers():
+    import numpy as np
+    import pyarrow as pa
+
+    from pipekit.analyzer import Analyzer
+    from pipekit.queries import feedback_noise
+
+    terms = pa.array(["00", "2025", "503", "doe", "flag", "how", "what"])
+    df = np.array([30, 12, 2, 9, 4, 40, 40])
+    noise = feedback_noise(terms, Analyzer(stopwords="english"), df, docs=5)
+    # `doe` is how the stemmer spells `does`; 503 is in fewer chunks than feedback reads
+    assert dict(zip(terms.to_pylist(), noise.tolist())) == {
+        "00": True, "2025": True, "503": False, "doe": True, "flag": False, "how": True, "what": True}
+
+
+def test_rm3_on_the_sample_adds_no_stopword_or_common_number(sample_out, tmp_path):
+    """Before: `what`, `how`, `05`, `00`, `2025` among the terms feedback added."""
+    out = tmp_path / "out"
+    shutil.copytree(sample_out, out)
+    proc = run_script("05_retrieval.py", "--set", f"paths.output={out}", "--set", "retrieval.feedback=rm3",
+                      "--set", "retrieval.feedback_terms=1000")
+    lines = [line for line in proc.stdout.splitlines() if "feedback added: " in line]
+    added = {t for line in lines for t in re.findall(r"(\w+) \d\.\d{3}", line)}
+    assert len(lines) == 8 and len(added) > 20
+    assert not added & {"what", "how", "do", "i", "when", "which", "who", "why"}
+    assert not {t for t in added if t.isdigit()}
