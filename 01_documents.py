@@ -60,8 +60,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipekit.cli import stage_main
-from pipekit.engine import StageFunction, line_ranges
+from pipekit.engine import StageFunction, advance, line_ranges
+from pipekit.incremental import PreviousRows, reusable_rows
 from pipekit.errors import PipelineError
+from pipekit.io import read_meta
 from pipekit.pages import OUTLINE_TYPE
 from pipekit.readers import COLUMNS, SKIP_REASONS, iter_beir, list_inputs, read_document
 
@@ -91,31 +93,59 @@ PROBLEMS_SHOWN = 10
 FILES_PER_PART = 256  # files per task on a cluster, at most
 
 
-def input_partitions(section: dict, rows_per_part: int | None) -> list[tuple]:
-    """The input, listed here and cut into the parts the engine reads (anywhere):
-    ("files", entries) or ("beir", path, max_bytes, start byte, end byte).  `rows_per_part`
-    None is one part (the local engine reads the input in one pass, as a stream)."""
-    entries = list_inputs(Path(section["input"]), section["include"], section["exclude"],
-                          section["hidden"], section["follow_links"], section["max_bytes"],
-                          build_files=section["build_files"])
+def input_partitions(section: dict, rows_per_part: int | None, entries: list | None = None,
+                     previous: tuple[str, list[int]] | None = None) -> list[tuple]:
+    """The input, listed and cut into the parts the engine reads (anywhere):
+    ("files", entries, reuse) or ("beir", path, max_bytes, start byte, end byte).
+    `rows_per_part` None is one part (the local engine reads the input in one pass, as a
+    stream).  `previous` is (01 output of the last run, its row for each entry or -1):
+    a file unchanged since then is not read again, its row is copied."""
+    if entries is None:
+        entries = list_inputs(Path(section["input"]), section["include"], section["exclude"],
+                              section["hidden"], section["follow_links"], section["max_bytes"],
+                              build_files=section["build_files"])
     if len(entries) == 1 and entries[0].format == "beir":
         path, max_bytes = str(entries[0].path), section["max_bytes"]
         if rows_per_part is None:
             return [("beir", path, max_bytes, 0, None)]
         return [("beir", path, max_bytes, a, b) for a, b in line_ranges(path, rows_per_part)]
     # Files vary from bytes to megabytes (a PDF): small groups even when records are many.
-    step = len(entries) if rows_per_part is None else min(rows_per_part, FILES_PER_PART)
-    return [("files", tuple(entries[i:i + step])) for i in range(0, len(entries), max(step, 1))]
+    step = max(len(entries) if rows_per_part is None else min(rows_per_part, FILES_PER_PART), 1)
+    path, rows = previous if previous else (None, [-1] * len(entries))
+    return [("files", tuple(entries[i:i + step]), (path, tuple(rows[i:i + step])))
+            for i in range(0, len(entries), step)]
 
 
 def read_partition(part: tuple) -> Iterator[pa.Table]:
     """The stage-01 rows of one part, in order (one row per entry), as tables of bounded size."""
     if part[0] == "beir":
-        rows = iter_beir(Path(part[1]), part[2], start=part[3], end=part[4])
-    else:
-        rows = (read_document(entry) for entry in part[1])
-    for batch in batches(rows):
-        yield pa.Table.from_pylist(batch, schema=SCHEMA)
+        for batch in batches(iter_beir(Path(part[1]), part[2], start=part[3], end=part[4])):
+            advance(len(batch))
+            yield pa.Table.from_pylist(batch, schema=SCHEMA)
+        return
+    entries, (previous, rows) = part[1], part[2]
+    old = PreviousRows(previous) if previous else None
+    k = 0
+    while k < len(entries):
+        # A run of files read now, then a run of unchanged files whose rows are copied.
+        j = k
+        while j < len(entries) and rows[j] < 0:
+            j += 1
+        for batch in batches(_read_each(entries[k:j])):
+            yield pa.Table.from_pylist(batch, schema=SCHEMA)
+        k = j
+        while j < len(entries) and rows[j] >= 0 and rows[j] - rows[k] == j - k:
+            j += 1
+        if j > k:
+            yield from old.take(rows[k], rows[k] + j - k)
+            advance(j - k)
+            k = j
+
+
+def _read_each(entries) -> Iterator[dict]:
+    for entry in entries:
+        yield read_document(entry)
+        advance()
 
 
 def batches(rows: Iterable[dict], max_rows: int = BATCH_ROWS,
@@ -194,23 +224,34 @@ class Tally:
 
 def run(ctx) -> None:
     tally = Tally()
-    parts = input_partitions(ctx.section, ctx.engine.rows_per_part(0))
+    if ctx.listing is None:  # the input is missing: list_inputs says so, in its words
+        list_inputs(Path(ctx.section["input"]))
+    entries, previous = ctx.entries, None
+    if not ctx.force and ctx.main_output.exists() and (meta := read_meta(ctx.main_output)) \
+            and meta.get("row_fingerprint") == ctx.row_fingerprint:
+        rows = reusable_rows(entries, ctx.listing, ctx.main_output, meta.get("listing"))
+        previous = (str(ctx.main_output), rows)
+        reused = sum(r >= 0 for r in rows)
+    parts = input_partitions(ctx.section, ctx.engine.rows_per_part(0), entries, previous)
     # A BEIR corpus read in parts: each part checks its own _ids, and here we check them
     # across parts (one set, as the single pass keeps).  Any problem is then reported by
     # rereading the corpus in one pass: the same message, with the line number in the file.
     split_beir = len(parts) > 1 and parts[0][0] == "beir"
     # The walk's verdicts (symlinks, skip reasons) stay here with the entries; the rows
     # come back one per entry, in order, so each is matched to its entry by position.
-    entries = iter([e for part in parts if part[0] == "files" for e in part[1]])
+    walked = iter(entries if parts[0][0] == "files" else [])
     seen: set[str] = set()
     try:
         # On a cluster each worker writes its part of the output; these columns come back.
+        beir = parts[0][0] == "beir"
         for table in ctx.write_partitions("01_documents.parquet", SCHEMA, StageFunction(1, "read_partition"),
-                                          parts, desc="01 reading", keep=("doc_id", "status", "format", "error")):
+                                          parts, desc="01 reading", keep=("doc_id", "status", "format", "error"),
+                                          meta={"listing": ctx.listing}, total=None if beir else len(entries),
+                                          unit="file"):
             tally.add_table(table)
             if parts[0][0] == "files":
                 for status in table.column("status").to_pylist():
-                    tally.walked(next(entries), {"status": status})
+                    tally.walked(next(walked), {"status": status})
             if split_beir:
                 ids = table.column("doc_id").to_pylist()
                 seen.update(ids)
@@ -229,6 +270,8 @@ def run(ctx) -> None:
         raise PipelineError(f"documents.input: the {kind} {ctx.section['input']} holds no documents to read")
     for line in tally.lines():
         ctx.note(line)
+    if previous and reused:
+        ctx.note(f"{reused:,} unchanged files: rows copied from the previous output, not read again")
 
 
 if __name__ == "__main__":

@@ -44,7 +44,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipekit.cli import stage_main
-from pipekit.engine import StageFunction, iter_rows
+from pipekit.engine import StageFunction, advance, iter_rows
+from pipekit.incremental import reuse_parts
 from pipekit.pages import OUTLINE_TYPE, FurnitureDropper, FurnitureFinder, strip_furniture
 
 COLUMNS = ["doc_id", "source", "format", "path", "title", "text", "outline", "content_hash"]
@@ -295,6 +296,7 @@ def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:
     table, each with the furniture lines removed and the documents that had any.  It
     depends on the partition alone, so the engine may run it anywhere."""
     for batch in iter_rows(part, ["status"] + COLUMNS):
+        advance(batch.num_rows)
         ok = np.asarray(pc.fill_null(pc.equal(batch.column("status"), "ok"), False))
         large = (ok & (np.asarray(pc.binary_length(batch.column("text")).fill_null(0)) > LARGE)).tolist()
         ok = ok.tolist()
@@ -337,13 +339,18 @@ def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:
 
 def run(ctx) -> None:
     clean = StageFunction(2, "clean_partition", (ctx.section["unicode_form"],))
+    # A document cleaned last time from the same stage-01 row is not cleaned again.
+    clean, parts, reused = reuse_parts(ctx, ctx.upstream_parts(), clean, nothing_column="status", extras=(0, 0))
     kept = furniture = paged = 0
-    for table, removed, docs in ctx.write_partitions("02_preprocessed.parquet", SCHEMA, clean,
-                                                     ctx.upstream_parts(), desc="02 cleaning"):
+    for table, removed, docs in ctx.write_partitions("02_preprocessed.parquet", SCHEMA, clean, parts,
+                                                     desc="02 cleaning", total=ctx.upstream_rows):
         kept += table.num_rows
         furniture += removed
         paged += docs
     ctx.note(f"{kept:,} ok documents cleaned; {ctx.upstream_rows - kept:,} error/skipped rows left out")
+    if reused:
+        ctx.note(f"{reused:,} unchanged documents: rows copied from the previous output "
+                 f"(the furniture count below is of the {kept - reused:,} cleaned now)")
     ctx.note(f"{furniture:,} page furniture lines (running headers, footers, page numbers) "
              f"removed from {paged:,} documents")
 

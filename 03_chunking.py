@@ -556,13 +556,14 @@ def chunk_partition(section: dict, part) -> Iterator:
     engine may run it anywhere (`section` is the plain config dict: it travels to workers)."""
     import pyarrow as pa
 
-    from pipekit.engine import iter_rows
+    from pipekit.engine import advance, iter_rows
 
     settings = Settings.from_section(section)
     schema = _schema()
     batch_rows = 20_000  # chunks per written batch: memory stays flat on any corpus size
     cols: dict[str, list] = {c: [] for c in COLUMNS}
     for batch in iter_rows(part, columns=["doc_id", "format", "path", "title", "text", "outline", "content_hash"]):
+        advance(batch.num_rows)
         for row in batch.to_pylist():
             doc_id = row["doc_id"]
             # text popped, chunks let go once in `cols`: a huge document's written batches are freed
@@ -586,14 +587,19 @@ def chunk_partition(section: dict, part) -> Iterator:
 
 def run(ctx) -> None:
     from pipekit.engine import StageFunction
+    from pipekit.incremental import reuse_parts
 
     settings = Settings.from_section(ctx.section)
     chunks_out = 0
-    for batch in ctx.write_partitions("03_chunks.parquet", _schema(), StageFunction(3, "chunk_partition", (ctx.section,)),
-                                      ctx.upstream_parts(), desc="03_chunking"):
+    # A document chunked last time, with these settings, from the same text keeps its chunks.
+    chunker, parts, reused = reuse_parts(ctx, ctx.upstream_parts(), StageFunction(3, "chunk_partition", (ctx.section,)))
+    for batch in ctx.write_partitions("03_chunks.parquet", _schema(), chunker, parts, desc="03 chunking",
+                                      total=ctx.upstream_rows):
         chunks_out += batch.num_rows
     ctx.note(f"{ctx.upstream_rows:,} documents → {chunks_out:,} chunks "
              f"(strategy {settings.strategy}, target {settings.target} {settings.unit}, max {settings.max})")
+    if reused:
+        ctx.note(f"{reused:,} unchanged documents: chunks copied from the previous output")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python run_pipeline.py                  # run what is stale, skip what is fresh
     python run_pipeline.py --from 3         # start at stage 03 (earlier ones must exist)
-    python run_pipeline.py --force          # run every selected stage regardless
+    python run_pipeline.py --force          # run every selected stage regardless, reusing no row
     python run_pipeline.py --status         # say, per stage, fresh or stale and why; run nothing
 
 A stage is fresh when its output exists and what the output's metadata recorded — the
@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{stage.label}: fresh, skipped")
                     continue
                 print(f"{stage.label}: running ({reasons[0]}{', …' if len(reasons) > 1 else ''})")
-                run_stage(number, load_stage(number).run, cfg, options=user_options(argv), engine=engine)
+                run_stage(number, load_stage(number).run, cfg, options=user_options(argv), engine=engine,
+                          force=args.force)
         finally:
             engine.close()
         print(f"pipeline: done in {time.perf_counter() - t0:.2f} s")

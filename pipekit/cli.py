@@ -21,16 +21,18 @@ import pyarrow as pa
 
 from . import io
 from .config import load_config
-from .engine import RowRange, make_engine, progress_bar, row_ranges
+from .engine import RowRange, make_engine, progress_bar, row_ranges, watched
 from .errors import PipelineError
-from .freshness import digest, inputs_record, recorded_fingerprint
+from .freshness import digest, input_listing, inputs_record
+from .incremental import row_fingerprint
 from .stages import Stage, get_stage
 
 
 class StageContext:
     """What a stage's run() may use. Outputs become visible only when the stage succeeds."""
 
-    def __init__(self, stage: Stage, cfg: dict, quiet: bool = False, options: list[str] = (), engine=None):
+    def __init__(self, stage: Stage, cfg: dict, quiet: bool = False, options: list[str] = (), engine=None,
+                 force: bool = False):
         self.stage = stage
         self.options = list(options)  # the user's --config/--set, repeated in "run this first" hints
         self.engine = engine if engine is not None else make_engine(cfg, quiet)
@@ -38,6 +40,7 @@ class StageContext:
         self.section = cfg[stage.section]
         self.output_dir = Path(cfg["paths"]["output"])
         self.quiet = quiet
+        self.force = force  # `--force`: make every row anew, reuse nothing from the last run
         self.notes: list[str] = []
         self._shows: list[Callable[[], None]] = []
         self.upstream_rows: int | None = None
@@ -46,14 +49,20 @@ class StageContext:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         self._sinks: list[io.ParquetSink] = []
         self._texts: list[tuple[Path, Path]] = []
-        upstream_fp = None
+        upstream_fp = upstream_rows_fp = None
+        self.listing = None
         if stage.upstream is not None:
             self.upstream_path = self.require(stage.upstream.outputs[0], stage.upstream)
-            upstream_fp = recorded_fingerprint(self.upstream_path)
+            upstream_meta = io.read_meta(self.upstream_path) or {}
+            upstream_fp, upstream_rows_fp = upstream_meta.get("fingerprint"), upstream_meta.get("row_fingerprint")
         else:
             self.upstream_path = None
-        self.inputs = inputs_record(stage, cfg, upstream_fp)
+            # Stage 01's inputs are files: listed (and hashed where they changed) once, here.
+            self.entries, self.listing = input_listing(cfg, self.main_output)
+        self.inputs = inputs_record(stage, cfg, upstream_fp, self.listing)
         self.fingerprint = digest(self.inputs)
+        # What every row depends on besides its own document (pipekit/incremental.py).
+        self.row_fingerprint = row_fingerprint(upstream_rows_fp, self.inputs["config"], self.inputs["code"])
 
     # --- reading -------------------------------------------------------------------------
     def path(self, name: str) -> Path:
@@ -84,16 +93,25 @@ class StageContext:
         n = self.upstream_rows = io.row_count(self.upstream_path)
         return row_ranges(self.upstream_path, n, self.engine.rows_per_part(n, few))
 
-    def map_partitions(self, fn, parts: list, desc: str | None = None):
+    def map_partitions(self, fn, parts: list, desc: str | None = None, total: int | None = None,
+                       unit: str = "doc"):
         """`fn(part)` for every partition, wherever the engine runs it; the results come
-        back in partition order (see pipekit/engine.py)."""
+        back in partition order (see pipekit/engine.py).  With `total` (files, documents)
+        the local engine's bar counts what `fn` reports through engine.advance."""
         desc = desc or self.stage.label
+        if self.engine.kind == "local" and total is not None:
+            return self._watched(self.engine.map_partitions(fn, parts), total, desc, unit)
         if len(parts) == 1 and self.engine.kind == "local":  # one streaming partition: count what it yields
             return self.progress(self.engine.map_partitions(fn, parts), desc=desc, unit="batch")
         return self.engine.map_partitions(fn, parts, progress=progress_bar(self.quiet, desc))
 
+    def _watched(self, items: Iterable, total: int, desc: str, unit: str) -> Iterator:
+        with watched(total, desc, unit, self.quiet):
+            yield from items
+
     def write_partitions(self, name: str, schema: pa.Schema, fn, parts: list, desc: str | None = None,
-                         keep: tuple[str, ...] = (), meta: dict | None = None) -> Iterator:
+                         keep: tuple[str, ...] = (), meta: dict | None = None, total: int | None = None,
+                         unit: str = "doc") -> Iterator:
         """`map_partitions` whose tables (each result is a table, or a tuple starting with
         one) become the output `name`; the results are yielded for the stage's summary.
 
@@ -104,7 +122,7 @@ class StageContext:
         its `keep` columns only (or just its row count): what the summary reads."""
         if not hasattr(self.engine, "map_to_parts"):
             sink = self.sink(name, schema, meta)
-            for item in self.map_partitions(fn, parts, desc):
+            for item in self.map_partitions(fn, parts, desc, total, unit):
                 sink.write(item[0] if isinstance(item, tuple) else item)
                 yield item
             return
@@ -125,6 +143,7 @@ class StageContext:
             "upstream_file": up.outputs[0] if up else None,
             "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "started_at": self.started_at,
+            "row_fingerprint": self.row_fingerprint,
             **(extra or {}),
         }
 
@@ -231,7 +250,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None, name: st
 
 
 def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
-              quiet: bool = False, options: list[str] = (), engine=None) -> StageContext:
+              quiet: bool = False, options: list[str] = (), engine=None, force: bool = False) -> StageContext:
     """Run one stage's body with commit-or-abort around it, then print its summary.
 
     `engine`: one shared by several stages (run_pipeline starts a cluster once per run);
@@ -241,7 +260,7 @@ def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
     engine = make_engine(cfg, quiet) if own else engine
     t0 = time.perf_counter()
     try:
-        ctx = StageContext(stage, cfg, quiet=quiet, options=options, engine=engine)
+        ctx = StageContext(stage, cfg, quiet=quiet, options=options, engine=engine, force=force)
         try:
             with pipe_proof_stdout() as out:
                 run(ctx)
@@ -299,6 +318,8 @@ def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str]
     stage = get_stage(number)
     parser = argparse.ArgumentParser(prog=stage.script, description=(sys.modules.get("__main__").__doc__ or "").split("\n")[0])
     add_common_args(parser)
+    parser.add_argument("--force", action="store_true",
+                        help="make every row anew (by default unchanged files and documents keep their rows)")
     for flag, setting in (flags or {}).items():
         parser.add_argument(flag, action="append_const", const=setting, dest="overrides",
                             help=f"same as --set {setting}")
@@ -306,7 +327,7 @@ def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str]
     args = parse_args(parser, argv, stage.label)
     try:
         cfg = load_config(args.config, args.overrides)
-        ctx = run_stage(number, run, cfg, options=user_options(argv))
+        ctx = run_stage(number, run, cfg, options=user_options(argv), force=args.force)
         if show_preview:
             print(f"first rows of {ctx.main_output.name}:\n{preview(ctx.main_output, preview_columns)}")
     except PipelineError as exc:

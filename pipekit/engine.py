@@ -539,6 +539,42 @@ DEFAULT_DASK_PARTITION_ROWS = 50_000  # documents or chunks per task (see README
 FEW_MAX_ROWS = 1_000_000  # chunks per stage-04 task at most: ~1 GB of a worker's memory
 
 
+_bar = None  # the local engine's progress bar while a stage runs with a person watching
+
+
+def advance(n: int = 1) -> None:
+    """Tell the progress bar that `n` more units (files, documents) are done.
+
+    Called from inside partition functions, which yield tables of many rows: counting
+    tables, stage 01 on 530 HTML pages was one silent minute.  On a Dask worker there is
+    no bar (the client counts finished partitions), so this does nothing there."""
+    if _bar is not None:
+        _bar.update(n)
+
+
+def watched(total: int, desc: str, unit: str, quiet: bool = False):
+    """A context in which `advance` moves a bar of `total` units, shown when stderr is a
+    terminal (a person is watching) and never in CI logs or pipes."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def bar():
+        global _bar
+        if quiet or not sys.stderr.isatty():
+            yield
+            return
+        from tqdm import tqdm
+
+        _bar = tqdm(total=total, desc=desc, unit=unit, leave=False, file=sys.stderr, smoothing=0.1)
+        try:
+            yield
+        finally:
+            _bar.close()
+            _bar = None
+
+    return bar()
+
+
 def progress_bar(quiet: bool, desc: str, unit: str = "partition"):
     """A factory of tqdm bars over partitions when a person is watching, else None."""
     if quiet or not sys.stderr.isatty():

@@ -2,8 +2,8 @@
 
 A stage's *inputs record* is four things: the values of its config section, the
 fingerprint of its upstream output (stage 01: the listing of the input files with their
-sizes and modification times; stage 05 adds the queries and qrels files), and a hash
-of its code.  The output's fingerprint is the hash of that record, written into the
+content hashes — pipekit/incremental.py keeps sizes and times only to know which files
+need hashing again; stage 05 adds the queries and qrels files), and a hash of its code.  The output's fingerprint is the hash of that record, written into the
 output's metadata.  A rerun with the same inputs gets the same fingerprint, so the
 stages after it stay fresh: `--set indexing.k1=1.5` reruns 04 and 05, nothing else.
 """
@@ -13,6 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from .incremental import describe_changes, file_hash, keys_of, list_files
 from .io import read_meta
 from .stages import REPO_ROOT, Stage
 
@@ -31,28 +32,36 @@ def code_hash(stage: Stage) -> str:
 
 
 def _file_stamp(path: Path) -> dict:
-    """Size and mtime of a file: cheap, and it changes whenever the file is edited."""
+    """A small file's content hash: a queries file saved unchanged is not a change."""
     try:
-        st = path.stat()
-        return {"file": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        return {"file": str(path), "hash": file_hash(path)}
     except OSError:
         return {"file": str(path), "missing": True}
 
 
-def external_inputs(stage: Stage, cfg: dict):
-    """What a stage reads from outside the pipeline's own outputs, as a stamp."""
-    if stage.number == 1:
-        from .readers import list_inputs  # the walk stage 01 does, so both see the same files
+def input_listing(cfg: dict, previous_output: Path) -> tuple[list, dict | None]:
+    """The walk stage 01 does and its listing of the files it will read, content hashes
+    taken from the previous output's record where the files' stamps say they can be."""
+    from .readers import list_inputs  # the walk stage 01 does, so both see the same files
 
-        sec = cfg["documents"]
-        root = Path(sec["input"])
-        if not root.exists():
-            return {"missing": str(root)}
-        entries = list_inputs(root, sec["include"], sec["exclude"], sec["hidden"],
-                              sec["follow_links"], sec["max_bytes"])
-        # A link not followed is not read: what it points at changing changes nothing.
-        return digest([(e.doc_id, e.skip, None if e.reason == "outside" else _file_stamp(e.path))
-                       for e in entries])
+    sec = cfg["documents"]
+    root = Path(sec["input"])
+    if not root.exists():
+        return [], None
+    entries = list_inputs(root, sec["include"], sec["exclude"], sec["hidden"],
+                          sec["follow_links"], sec["max_bytes"], build_files=sec["build_files"])
+    previous = (read_meta(previous_output) or {}).get("listing") if previous_output.exists() else None
+    return entries, list_files(entries, previous)
+
+
+def external_inputs(stage: Stage, cfg: dict, listing: dict | None = None):
+    """What a stage reads from outside the pipeline's own outputs, as a stamp: stage 01's
+    files by content (so `touch` or a fresh checkout changes nothing), stage 05's
+    queries and qrels files."""
+    if stage.number == 1:
+        if listing is None:
+            return {"missing": str(cfg["documents"]["input"])}
+        return digest(keys_of(listing))
     if stage.number == 5:
         sec = cfg["retrieval"]
         stamps = []
@@ -61,14 +70,18 @@ def external_inputs(stage: Stage, cfg: dict):
         if sec["qrels"]:
             stamps.append(_file_stamp(Path(sec["qrels"])))
         return stamps
+    if stage.number == 4 and cfg["indexing"].get("dense_model"):
+        from .dense import identity  # the model's name and files' hashes: another model makes 04 stale
+
+        return identity(cfg["indexing"]["dense_model"])
     return None
 
 
-def inputs_record(stage: Stage, cfg: dict, upstream_fingerprint: str | None) -> dict:
+def inputs_record(stage: Stage, cfg: dict, upstream_fingerprint: str | None, listing: dict | None = None) -> dict:
     return {
         "config": {f"{stage.section}.{k}": v for k, v in cfg[stage.section].items()},
         "upstream": upstream_fingerprint,
-        "external": external_inputs(stage, cfg),
+        "external": external_inputs(stage, cfg, listing),
         "code": code_hash(stage),
     }
 
@@ -93,7 +106,8 @@ def why_stale(stage: Stage, cfg: dict, output_dir: Path) -> list[str]:
     upstream_fp = None
     if stage.upstream is not None:
         upstream_fp = recorded_fingerprint(output_dir / stage.upstream.outputs[0])
-    new = inputs_record(stage, cfg, upstream_fp)
+    listing = input_listing(cfg, paths[0])[1] if stage.number == 1 else None
+    new = inputs_record(stage, cfg, upstream_fp, listing)
     reasons = []
     for name, value in new["config"].items():
         before = old.get("config", {}).get(name, "<unset>")
@@ -102,7 +116,15 @@ def why_stale(stage: Stage, cfg: dict, output_dir: Path) -> list[str]:
     if old.get("upstream") != new["upstream"]:
         reasons.append(f"upstream {stage.upstream.outputs[0]} changed" if stage.upstream else "upstream changed")
     if old.get("external") != new["external"]:
-        reasons.append("input files changed" if stage.number == 1 else "queries or qrels file changed")
+        if stage.number == 4:
+            reasons.append(f"the model of indexing.dense_model changed ({(new['external'] or {}).get('model')})")
+        elif stage.number == 1:
+            reasons.append(describe_changes(metas[0].get("listing"), listing) if listing else
+                           f"documents.input {cfg['documents']['input']} does not exist")
+        else:
+            was = {s.get("file"): s for s in old.get("external") or []}
+            changed = [s["file"] for s in new["external"] if was.get(s["file"]) != s]
+            reasons.append(f"{' and '.join(changed) or 'queries or qrels file'} changed")
     if old.get("code") != new["code"]:
         reasons.append(f"code changed ({', '.join(stage.code)})")
     return reasons

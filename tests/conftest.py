@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from hypothesis import HealthCheck, settings
@@ -25,6 +27,9 @@ settings.register_profile("search", derandomize=False, database=None, deadline=N
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from pipekit.io import read_meta  # noqa: E402  (after the path: the tests import the repository's pipekit)
+from pipekit.stages import STAGES  # noqa: E402
 SHARED_DATA = REPO.parent / "shared" / "data"
 CRANFIELD = SHARED_DATA / "cranfield" / "beir"
 
@@ -52,3 +57,40 @@ def cranfield() -> Path:
     if not (CRANFIELD / "corpus.jsonl").exists():
         pytest.skip(f"the Cranfield collection is not at {CRANFIELD} (it lives in ../shared/data)")
     return CRANFIELD
+
+
+# ---- comparing whole runs (the engines, a rerun that reused rows and a --force run) ----
+
+OUTPUTS = [n for s in STAGES for n in s.outputs] + ["05_metrics.parquet"]
+
+
+def pipeline(config: Path, out: Path, *sets: str, env=None, args: tuple = ()) -> subprocess.CompletedProcess:
+    """`run_pipeline.py --config CONFIG --set paths.output=OUT [--set S ...] [ARGS]`, which must succeed."""
+    cmd = ["run_pipeline.py", "--config", str(config), "--set", f"paths.output={out}", *args]
+    for s in sets:
+        cmd += ["--set", s]
+    proc = subprocess.run([sys.executable, *cmd], cwd=REPO, capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def assert_same_outputs(a: Path, b: Path) -> None:
+    """Same rows, same order, same values (floats within 1e-9 relative), same provenance."""
+    for name in OUTPUTS:
+        assert (a / name).exists() == (b / name).exists(), name
+        if not (a / name).exists():
+            continue
+        x, y = pd.read_parquet(a / name), pd.read_parquet(b / name)
+        assert list(x.columns) == list(y.columns) and len(x) == len(y), name
+        assert len(x) > 0, f"{name} is empty: the comparison would prove nothing"
+        for col in x.columns:
+            if x[col].dtype.kind == "f":
+                np.testing.assert_allclose(x[col].to_numpy(), y[col].to_numpy(), rtol=1e-9, atol=0,
+                                           err_msg=f"{name}:{col}")
+            else:
+                assert x[col].map(repr).tolist() == y[col].map(repr).tolist(), f"{name}:{col}"
+        mx, my = read_meta(a / name), read_meta(b / name)
+        for key in ("stage", "fingerprint", "inputs", "upstream_file", "row_fingerprint"):
+            assert mx.get(key) == my.get(key), f"{name}: provenance {key} differs"
+    assert (a / "05_results.trec").read_text() == (b / "05_results.trec").read_text()

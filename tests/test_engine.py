@@ -25,7 +25,7 @@ from pipekit.errors import ConfigError
 from pipekit.io import read_meta
 from pipekit.stages import STAGES
 
-from conftest import REPO, run_script, write_config
+from conftest import REPO, assert_same_outputs, pipeline, run_script, write_config
 
 distributed = pytest.importorskip("distributed")
 
@@ -38,37 +38,6 @@ def cluster():
                                   dashboard_address=None, silence_logs=50) as lc:
         with distributed.Client(lc) as client:
             yield lc.scheduler_address, client
-
-
-def pipeline(config: Path, out: Path, *sets: str, env=None) -> subprocess.CompletedProcess:
-    args = ["run_pipeline.py", "--config", str(config), "--set", f"paths.output={out}"]
-    for s in sets:
-        args += ["--set", s]
-    proc = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=600, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
-
-
-def assert_same_outputs(a: Path, b: Path) -> None:
-    """Same rows, same order, same values (floats within 1e-9 relative), same provenance."""
-    for name in OUTPUTS:
-        assert (a / name).exists() == (b / name).exists(), name
-        if not (a / name).exists():
-            continue
-        x, y = pd.read_parquet(a / name), pd.read_parquet(b / name)
-        assert list(x.columns) == list(y.columns) and len(x) == len(y), name
-        assert len(x) > 0, f"{name} is empty: the comparison would prove nothing"
-        for col in x.columns:
-            if x[col].dtype.kind == "f":
-                np.testing.assert_allclose(x[col].to_numpy(), y[col].to_numpy(), rtol=1e-9, atol=0,
-                                           err_msg=f"{name}:{col}")
-            else:
-                assert x[col].map(repr).tolist() == y[col].map(repr).tolist(), f"{name}:{col}"
-        mx, my = read_meta(a / name), read_meta(b / name)
-        for key in ("stage", "fingerprint", "inputs", "upstream_file"):
-            assert mx[key] == my[key], f"{name}: provenance {key} differs"
-    assert (a / "05_results.trec").read_text() == (b / "05_results.trec").read_text()
 
 
 def status(config: Path, out: Path, *sets: str) -> str:
@@ -457,3 +426,27 @@ def test_the_cluster_a_run_starts_does_not_sample_its_workers_stacks_nor_trim_th
     finally:
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
+def test_a_rerun_on_the_workers_reuses_unchanged_rows_and_equals_a_forced_local_run(tmp_path, cluster):
+    """Files added, edited and removed between two Dask runs: the second copies what it
+    can (on the workers, from the part files of the first) and writes what --force writes."""
+    import shutil
+
+    address, _ = cluster
+    docs = tmp_path / "docs"
+    shutil.copytree(REPO / "data" / "sample", docs)
+    cfg = write_config(tmp_path, documents={"input": str(docs)},
+                       retrieval={"queries": str(REPO / "data" / "queries.txt"), "qrels": str(REPO / "data" / "qrels.tsv")})
+    dask = ("engine.kind=dask", f"engine.address={address}", "engine.partition_rows=3")
+    pipeline(cfg, tmp_path / "dask", *dask)
+    (docs / "notes.md").write_text("# Notes\n\nThe pager rotates weekly.\n", encoding="utf-8")
+    (docs / "report.txt").unlink()
+    readme = docs / "handbook" / "README.md"
+    readme.write_text(readme.read_text(encoding="utf-8") + "\nOne more line.\n", encoding="utf-8")
+    rerun = pipeline(cfg, tmp_path / "dask", *dask).stdout
+    assert "input changed: 1 added (notes.md), 1 changed (handbook/README.md), 1 removed (report.txt)" in rerun
+    assert "14 unchanged files: rows copied" in rerun
+    assert "13 unchanged documents: chunks copied" in rerun
+    pipeline(cfg, tmp_path / "forced", args=("--force",))
+    assert_same_outputs(tmp_path / "dask", tmp_path / "forced")

@@ -131,12 +131,12 @@ def test_a_rewritten_upstream_output_makes_the_next_stage_stale(project):
 
 def test_an_edited_or_added_input_document_makes_01_stale(project):
     with edited(project / "docs" / "deploy.md", "\nAsk the on-call engineer first.\n"):
-        assert status(project)["01_documents"] == ["stale", "input files changed"]
+        assert status(project)["01_documents"] == ["stale", "input changed: 0 added, 1 changed (deploy.md), 0 removed"]
     all_fresh(project)
     added = project / "docs" / "new.md"
     added.write_text("# New\n\ntext\n")
     try:
-        assert status(project)["01_documents"] == ["stale", "input files changed"]
+        assert status(project)["01_documents"] == ["stale", "input changed: 1 added (new.md), 0 changed, 0 removed"]
     finally:
         added.unlink()
     all_fresh(project)
@@ -147,7 +147,7 @@ def test_an_edited_queries_or_qrels_file_makes_05_stale(project, name, more):
     with edited(project / name, more):
         st = status(project)
         assert all(st[s.label] == ["fresh"] for s in STAGES[:4])
-        assert st["05_retrieval"] == ["stale", "queries or qrels file changed"]
+        assert st["05_retrieval"] == ["stale", f"{project / name} changed"]
     all_fresh(project)
 
 

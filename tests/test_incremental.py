@@ -1,0 +1,218 @@
+"""A rerun costs what changed: unchanged files and documents keep their rows.
+
+Every scenario edits a copy of the bundled sample, reruns the pipeline on the output of
+the first run (reusing what it can), runs it again with --force into another folder, and
+asserts the two are the same rows, order, values and provenance — the only acceptable
+price of reuse is none.  The summaries say how much was reused, so each test also checks
+that reuse really happened (equality alone would pass if nothing were ever reused).
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from pipekit.incremental import PreviousRows, list_files, plan_reuse, runs
+from pipekit.readers import list_inputs
+
+from conftest import REPO, assert_same_outputs, pipeline, run_script, write_config
+
+SAMPLE = REPO / "data" / "sample"
+N_FILES = sum(1 for p in SAMPLE.rglob("*") if p.is_file())
+
+
+def sample_copy(tmp_path: Path, settle: bool = False) -> tuple[Path, Path]:
+    """A copy of the sample and a config reading it.  `settle`: wait out the window in
+    which a just-written file is hashed again whatever its stamp says (racily clean)."""
+    docs = tmp_path / "docs"
+    shutil.copytree(SAMPLE, docs)
+    cfg = write_config(tmp_path, documents={"input": str(docs)},
+                       retrieval={"queries": str(REPO / "data" / "queries.txt"),
+                                  "qrels": str(REPO / "data" / "qrels.tsv")})
+    if settle:
+        time.sleep(2.1)
+    return docs, cfg
+
+
+def rerun_and_force(tmp_path: Path, cfg: Path, change, *sets: str) -> str:
+    """First run, `change`, rerun in place, then a --force run elsewhere: equal outputs.
+    Returns the rerun's stdout (its summaries say what was reused)."""
+    pipeline(cfg, tmp_path / "out")
+    change()
+    rerun = pipeline(cfg, tmp_path / "out", *sets).stdout
+    pipeline(cfg, tmp_path / "forced", *sets, args=("--force",))
+    assert_same_outputs(tmp_path / "out", tmp_path / "forced")
+    return rerun
+
+
+def reused(stdout: str, stage: str) -> int:
+    """How many files (01) or documents (02, 03) a stage said it copied."""
+    block = re.search(rf"^{stage}: .* rows out .*\n((?:  .*\n)*)", stdout, re.M).group(1)
+    m = re.search(r"([\d,]+) unchanged (?:files|documents)", block)
+    return int(m.group(1).replace(",", "")) if m else 0
+
+
+def test_an_added_file_is_read_alone_and_the_rest_is_copied(tmp_path):
+    docs, cfg = sample_copy(tmp_path)
+    new = docs / "handbook" / "notes" / "new.md"
+
+    def add():
+        new.parent.mkdir()
+        new.write_text("# Pager etiquette\n\nAcknowledge within five minutes.\n", encoding="utf-8")
+
+    out = rerun_and_force(tmp_path, cfg, add)
+    assert "input changed: 1 added (handbook/notes/new.md), 0 changed, 0 removed" in out
+    assert reused(out, "01_documents") == N_FILES
+    ok_docs = N_FILES - 1  # the sample's truncated PDF is an error row, not a document
+    assert reused(out, "02_preprocessing") == ok_docs
+    assert reused(out, "03_chunking") == ok_docs
+
+
+def test_an_edited_file_is_read_again_and_only_its_document_redone(tmp_path):
+    docs, cfg = sample_copy(tmp_path)
+    page = docs / "handbook" / "README.md"
+    out = rerun_and_force(tmp_path, cfg, lambda: page.write_text(
+        page.read_text(encoding="utf-8") + "\n## Escalation\n\nCall the duty manager.\n", encoding="utf-8"))
+    assert "0 added, 1 changed (handbook/README.md), 0 removed" in out
+    assert reused(out, "01_documents") == N_FILES - 1
+    assert reused(out, "03_chunking") == N_FILES - 2
+
+
+def test_a_removed_file_drops_out(tmp_path):
+    docs, cfg = sample_copy(tmp_path)
+    out = rerun_and_force(tmp_path, cfg, lambda: (docs / "report.txt").unlink())
+    assert "0 added, 0 changed, 1 removed (report.txt)" in out
+    assert reused(out, "01_documents") == N_FILES - 1
+    assert reused(out, "03_chunking") == N_FILES - 2
+
+
+def test_a_renamed_file_is_a_new_document_under_its_new_name(tmp_path):
+    docs, cfg = sample_copy(tmp_path)
+    out = rerun_and_force(tmp_path, cfg, lambda: (docs / "report.txt").rename(docs / "report-2023.txt"))
+    assert "1 added (report-2023.txt), 0 changed, 1 removed (report.txt)" in out
+    assert reused(out, "01_documents") == N_FILES - 1
+
+
+def test_same_size_and_mtime_new_bytes_is_still_a_change(tmp_path):
+    docs, cfg = sample_copy(tmp_path, settle=True)
+    page = docs / "handbook" / "README.md"
+
+    def swap_bytes_keep_stamp():
+        st = page.stat()
+        data = page.read_bytes()
+        i = data.index(b"e")
+        page.write_bytes(data[:i] + b"a" + data[i + 1:])  # one byte for another: same size
+        os.utime(page, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the old modification time
+        assert page.stat().st_size == st.st_size and page.stat().st_mtime_ns == st.st_mtime_ns
+
+    out = rerun_and_force(tmp_path, cfg, swap_bytes_keep_stamp)
+    assert "0 added, 1 changed (handbook/README.md), 0 removed" in out
+    assert reused(out, "01_documents") == N_FILES - 1
+
+
+def test_touch_changes_nothing(tmp_path):
+    docs, cfg = sample_copy(tmp_path)
+    pipeline(cfg, tmp_path / "out")
+    os.utime(docs / "report.txt")  # what `touch` or a fresh checkout does
+    status = run_script("run_pipeline.py", "--config", str(cfg), "--status").stdout
+    assert "stale" not in status, status
+
+
+def test_a_chunking_change_redoes_stage_03_for_every_document_and_nothing_before(tmp_path):
+    docs, cfg = sample_copy(tmp_path)
+    out = rerun_and_force(tmp_path, cfg, lambda: None, "chunking.target=120")
+    assert "01_documents: fresh, skipped" in out and "02_preprocessing: fresh, skipped" in out
+    assert reused(out, "03_chunking") == 0
+
+
+def test_force_reuses_nothing(tmp_path):
+    docs, cfg = sample_copy(tmp_path)
+    pipeline(cfg, tmp_path / "out")
+    out = pipeline(cfg, tmp_path / "out", args=("--force",)).stdout
+    assert "unchanged" not in out
+
+
+def test_queries_file_change_is_named(tmp_path):
+    docs, cfg = sample_copy(tmp_path)
+    queries = tmp_path / "queries.txt"
+    queries.write_text("change freeze\n", encoding="utf-8")
+    run = lambda: pipeline(cfg, tmp_path / "out", f"retrieval.queries={queries}", "retrieval.qrels=null")
+    run()
+    queries.write_text("change freeze\nreplication slot\n", encoding="utf-8")
+    status = run_script("run_pipeline.py", "--config", str(cfg), "--set", f"retrieval.queries={queries}",
+                        "--set", "retrieval.qrels=null", "--status").stdout
+    assert f"why: {queries} changed" in status
+
+
+# ---- the pieces, as examples ---------------------------------------------------------------
+
+def test_a_stamp_unchanged_since_long_before_the_listing_is_not_hashed_again(tmp_path):
+    (tmp_path / "a.md").write_text("alpha", encoding="utf-8")
+    entries = list_inputs(tmp_path)
+    first = list_files(entries, None)
+    # A previous listing with a made-up hash and the file's true stamp: trusted, unread...
+    fake = {"listed_ns": first["listed_ns"] + 10**12,
+            "files": {"a.md": first["files"]["a.md"][:3] + ["feedfacefeedface|" + first["files"]["a.md"][3].split("|", 1)[1]]}}
+    assert list_files(entries, fake)["files"]["a.md"][3].startswith("feedface")
+    # ...unless the file changed close to that listing (two writes in one clock tick).
+    fake["listed_ns"] = first["listed_ns"]
+    assert not list_files(entries, fake)["files"]["a.md"][3].startswith("feedface")
+
+
+def test_plan_reuse_matches_documents_by_id_and_content():
+    previous = pa.table({"doc_id": ["a", "a", "b", "c", "c", "c"], "content_hash": ["1", "1", "2", "3", "3", "3"]})
+    upstream = pa.table({"doc_id": ["a", "new", "b", "c"], "content_hash": ["1", "9", "changed", "3"]})
+    plan = plan_reuse(upstream, previous)
+    assert plan.tolist() == [[0, 2], [-1, -1], [-1, -1], [3, 6]]
+    assert runs(plan, 0, 4) == (("old", 0, 2, 1), ("new", 1, 3), ("old", 3, 6, 1))
+    # Consecutive documents whose previous rows are consecutive are one copy.
+    same = plan_reuse(previous.group_by("doc_id").aggregate([("content_hash", "min")])
+                      .rename_columns(["doc_id", "content_hash"]).sort_by("doc_id"), previous)
+    assert runs(same, 0, 3) == (("old", 0, 6, 3),)
+
+
+def test_previous_rows_are_read_across_row_groups(tmp_path):
+    import pyarrow.parquet as pq
+
+    table = pa.table({"x": np.arange(10)})
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=3)
+    rows = PreviousRows(str(tmp_path / "t.parquet"))
+    assert pa.concat_tables(rows.take(2, 8)).column("x").to_pylist() == [2, 3, 4, 5, 6, 7]
+
+
+# ---- progress on a terminal, silence elsewhere ---------------------------------------------
+
+def test_stage_01_counts_files_on_a_terminal_and_prints_nothing_extra_elsewhere(tmp_path):
+    docs, cfg = sample_copy(tmp_path)
+    quiet = run_script("01_documents.py", "--config", str(cfg))
+    assert quiet.stderr == ""
+    # A pseudo-terminal on stderr: what a person running the stage sees.
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a window 100 columns wide
+    proc = subprocess.run([sys.executable, "01_documents.py", "--config", str(cfg), "--force"], cwd=REPO,
+                          stdout=subprocess.PIPE, stderr=slave, timeout=300)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert proc.returncode == 0
+    assert f"/{N_FILES} [".encode() in seen and b"file" in seen, seen[-400:]
