@@ -125,7 +125,8 @@ def main() -> None:
         for v, sets in variants.items():
             res[v], res[v + " wall"] = ours(name, beir, [*sets, *args.sets])
         if beir is not None:
-            res["bm25s"] = peer_bm25s(beir, "both")
+            # bm25s with our stop list, so the plain formula can be compared digit for digit
+            res["bm25s"] = peer_bm25s(beir, "both" if cfg["indexing"]["stopwords"] == "english" else "questions")
         ref = res.get("bm25s") or res["plain"]
         print(f"\n{name}")
         for v in ("plain", "heading", "feedback", "both"):

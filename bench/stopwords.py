@@ -44,8 +44,9 @@ def run(name: str, beir: Path | None, stoplist: str, feedback: str) -> dict:
 
 def question_words_left(queries: list[str]) -> float:
     """Share of queries whose analysed terms (Lucene's list) still hold a question word."""
-    stems = set(Analyzer().analyze(" ".join(sorted(QUESTION_WORDS))))
-    return sum(bool(stems & set(Analyzer().analyze(q))) for q in queries) / max(len(queries), 1)
+    lucene = Analyzer(stopwords="english")
+    stems = set(lucene.analyze(" ".join(sorted(QUESTION_WORDS))))
+    return sum(bool(stems & set(lucene.analyze(q))) for q in queries) / max(len(queries), 1)
 
 
 def main() -> None:

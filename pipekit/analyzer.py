@@ -57,7 +57,7 @@ STOPLISTS = {"english": ENGLISH_STOPWORDS, "questions": ENGLISH_STOPWORDS | QUES
 @dataclass(frozen=True)
 class Analyzer:
     stemmer: str = "english"  # "english" (Snowball via PyStemmer) or "none"
-    stopwords: str = "english"  # "english" (Lucene's 33), "questions" (those and QUESTION_WORDS) or "none"
+    stopwords: str = "questions"  # "questions" (Lucene's 33 and QUESTION_WORDS), "english" (Lucene's 33) or "none"
 
     def settings(self) -> dict:
         return asdict(self)

@@ -72,7 +72,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "k1": Key(1.2, "number", "a number >= 0", check=lambda v: v >= 0),
         "b": Key(0.75, "number", "a number from 0 to 1", check=lambda v: 0 <= v <= 1),
         "stemmer": Key("english", "choice", "english or none", ("english", "none")),
-        "stopwords": Key("english", "choice", "english, questions or none", ("english", "questions", "none")),
+        "stopwords": Key("questions", "choice", "english, questions or none", ("english", "questions", "none")),
         "path_weight": Key(1, "int", "a whole number >= 0", check=lambda v: v >= 0),
         "heading_weight": Key(3, "int", "a whole number >= 0", check=lambda v: v >= 0),
     },
