@@ -53,7 +53,7 @@ from pipekit.csv_chunks import chunk_csv
 from pipekit.doctext import DocText, Settings, count_words, measure, run_units
 from pipekit.markdown_blocks import FENCE_OPEN, MARKER, front_matter_end, front_matter_title, norm, scan_blocks
 from pipekit.structure import place_outline, plain_blocks
-from pipekit.headings import plain_heading  # a heading's text as a CommonMark reader shows it
+from pipekit.headings import heading_path, open_level, plain_heading  # a heading's text, the trail
 
 
 # ---- Packing -------------------------------------------------------------------------
@@ -114,11 +114,11 @@ def _split_block(doc: DocText, block, room: int) -> list[_Unit]:
         fence = m.group(1) + m.group(2)
         prefix, suffix = opening + nl, nl + fence
         inner_end = end - 1 if closed else end
-        cap = target - _extra_size(doc, prefix + suffix)
-        cap_first = room - _extra_size(doc, suffix)
+        cap = target - doc.extra_size(prefix + suffix)
+        cap_first = room - doc.extra_size(suffix)
         # The opening line rides with the first content line, the closing one with the
         # last, so the atoms leave room for both.
-        edge = _extra_size(doc, prefix) + (_extra_size(doc, lines[end - 1]) if closed else 0)
+        edge = doc.extra_size(prefix) + (doc.extra_size(lines[end - 1]) if closed else 0)
         atoms = list(doc.atoms(first + 1, inner_end, max(1, cap - edge)))
         if not atoms:
             return [_Unit(doc.starts[first], doc.line_end(end - 1), doc.words(doc.starts[first], doc.line_end(end - 1)))]
@@ -138,7 +138,7 @@ def _split_block(doc: DocText, block, room: int) -> list[_Unit]:
         rows = [(doc.starts[j], doc.line_end(j)) for j in range(first + 2, end)]
         rows = [(doc.words(a, b), a, b) for a, b in rows]
         if max(doc.size(w, a, b, header) for w, a, b in rows) <= doc.s.max:
-            cap = max(target - _extra_size(doc, header), max(doc.size(*r) for r in rows))
+            cap = max(target - doc.extra_size(header), max(doc.size(*r) for r in rows))
             atoms = list(doc.atoms(first + 2, end, cap))
             hw = doc.words(doc.starts[first], head_end)
             atoms[0] = (doc.starts[first], atoms[0][1], atoms[0][2] + hw)
@@ -146,23 +146,6 @@ def _split_block(doc: DocText, block, room: int) -> list[_Unit]:
         # A row that does not fit beside the header: the table is cut between lines like
         # any other block.
     return _pieces(doc, doc.atoms(first, end, max(1, target)), max(1, room), max(1, target), "", "")
-
-
-def _lstrip_start(text: str, a: int, b: int) -> int:
-    while a < b and text[a].isspace():
-        a += 1
-    return a
-
-
-def _rstrip_end(text: str, a: int, b: int) -> int:
-    """End of [a, b) without trailing whitespace."""
-    while b > a and text[b - 1].isspace():
-        b -= 1
-    return b
-
-
-def _extra_size(doc: DocText, extra: str) -> int:
-    return measure(count_words(extra), len(extra), doc.s.unit)
 
 
 def _pack(doc: DocText, units: list, blocks_of: list) -> list[list[_Unit]]:
@@ -190,7 +173,7 @@ def _pack(doc: DocText, units: list, blocks_of: list) -> list[list[_Unit]]:
                 parts = [(u.start, bs), (bs, be), (be, u.end)]
                 for k, (a, b) in reversed(list(enumerate(parts))):
                     if k != 1:  # the block keeps its own start: indentation is content
-                        a, b = _lstrip_start(doc.text, a, b), _rstrip_end(doc.text, a, b)
+                        a, b = doc.trim(a, b)
                     if a < b:
                         # Marker parts stay "sticky" like a heading line: the page they
                         # open starts the chunk that holds the block's first piece.
@@ -282,21 +265,6 @@ def _pack(doc: DocText, units: list, blocks_of: list) -> list[list[_Unit]]:
     return chunks
 
 
-def _open_level(levels: list[str], level: int, title: str, base: list[str]) -> list[str]:
-    """A heading of `level` closes the deeper ones and replaces its own: the new path."""
-    del levels[level - 1:]
-    levels.extend([""] * (level - 1 - len(levels)))
-    levels.append(title)
-    return _heading_path(list(levels), list(base))
-
-
-def _heading_path(levels: list[str], base: list[str]) -> list[str]:
-    path = base + levels
-    while path and path[-1] == "":
-        path.pop()
-    return path
-
-
 def _emit(doc: DocText, chunk: list[_Unit], path: list[str], first_chunk: bool) -> dict:
     start, end = chunk[0].start, chunk[-1].end
     prefix = chunk[0].prefix
@@ -342,7 +310,7 @@ def _chunk_blocks(doc: DocText, base: list[str], blocks: list) -> list[dict]:
     sec_units: list[_Unit] = []
     sec_blocks: list = []
     levels: list[str] = []
-    sec_path = _heading_path([], list(base))
+    sec_path = heading_path([], list(base))
     heading_only = False
     last_level = 0
     before_path = prev_path = sec_path
@@ -386,7 +354,7 @@ def _chunk_blocks(doc: DocText, base: list[str], blocks: list) -> list[dict]:
             continue
         if b[1] == b[2]:  # a PDF outline entry whose title its page does not print
             level, title = b[3]
-            path = _open_level(levels, level, plain_heading(title), base)
+            path = open_level(levels, level, plain_heading(title), base)
             if sec_units and heading_only and level > last_level:
                 sec_units[-1].path = path  # a chain, as for heading lines: the deeper path
             else:
@@ -404,7 +372,7 @@ def _chunk_blocks(doc: DocText, base: list[str], blocks: list) -> list[dict]:
             if title is None:  # setext: the paragraph lines above the underline
                 title = " ".join(norm(lines[j]).strip() for j in range(b[1], b[2] - 1))
             prev_path = sec_path
-            path = _open_level(levels, level, plain_heading(title), base)
+            path = open_level(levels, level, plain_heading(title), base)
             u.heading = True
             if sec_units and heading_only and level > last_level:
                 # "# Guide" directly followed by "## Install": one section, the deeper path.

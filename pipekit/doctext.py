@@ -157,6 +157,15 @@ class DocText:
         ln = self.lines[j]
         return self.starts[j] + len(ln) - (1 if ln.endswith("\r") else 0)
 
+    def trim(self, a: int, b: int) -> tuple[int, int]:
+        """[a, b) without the whitespace at either end (empty: a == b)."""
+        text = self.text
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        return a, b
+
     def set_markers(self, marks: list) -> None:
         for i, page in marks:
             self.mark_starts.append(self.starts[i])
@@ -198,6 +207,10 @@ class DocText:
         if len(self.strip_cum) > 1:
             w -= self.stripped(start, end)[0]
         return w
+
+    def extra_size(self, extra: str) -> int:
+        """The size of text a rule adds (a fence line, a repeated header) in the unit."""
+        return measure(count_words(extra), len(extra), self.s.unit)
 
     def size(self, words: int, start: int, end: int, extra: str = "") -> int:
         # Called for every block and candidate chunk: kept flat on purpose.

@@ -5,7 +5,8 @@ The heading trail is shown to people (it is the citation) and indexed (stage 04 
 no less.  `plain_heading(raw)` takes the raw inline source of one heading (what follows
 the `#`s, closing `#`s already removed; or a setext heading's lines joined by spaces) and
 returns the visible text of its rendering (the HTML's `textContent`), whitespace collapsed,
-at most 256 characters.
+at most 256 characters.  `open_level` and `heading_path` keep the trail itself: a heading
+of level N closes the deeper ones, a gap (a `###` under no `##`) stays an empty level.
 
 The rules are CommonMark's inline rules, as markdown-it-py (the test oracle,
 `tests/test_headings.py`) applies them to a heading parsed on its own:
@@ -43,7 +44,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["plain_heading", "strip_attribute_list", "drop_heading_attribute_lists", "HEADING_MAX"]
+__all__ = ["plain_heading", "strip_attribute_list", "drop_heading_attribute_lists", "HEADING_MAX",
+           "open_level", "heading_path"]
 
 HEADING_MAX = 256   # characters of a heading trail entry; longer ones end in "…"
 _READ_MAX = 4000    # raw characters read (see the module docstring)
@@ -527,3 +529,20 @@ def plain_heading(raw: str) -> str:
     if len(s) > HEADING_MAX:
         s = s[: HEADING_MAX - 1].rstrip() + "…"
     return s
+
+
+def open_level(levels: list[str], level: int, title: str, base: list[str]) -> list[str]:
+    """A heading of `level` closes the deeper ones and replaces its own (`levels`, the
+    open titles by level, is updated): the new heading_path, `base` first."""
+    del levels[level - 1:]
+    levels.extend([""] * (level - 1 - len(levels)))
+    levels.append(title)
+    return heading_path(list(levels), list(base))
+
+
+def heading_path(levels: list[str], base: list[str]) -> list[str]:
+    """`base` + `levels` without trailing empty levels (a `###` under no `##` keeps its gap)."""
+    path = base + levels
+    while path and path[-1] == "":
+        path.pop()
+    return path
