@@ -14,7 +14,8 @@ read it, or given a row that says why not.  This module is that promise in code:
 
 Formats: Markdown and plain text as decoded; PDF per page through PDFium with a
 `--- page N ---` line before each page, and its outline (bookmarks) in `outline`; HTML converted to Markdown so that stage 03's
-heading, list, table and code rules apply; CSV kept as its original lines (stage 03
+heading, list, table and code rules apply; reStructuredText converted to Markdown by docutils
+(pipekit/rst.py), sections as headings, for the same reason; CSV kept as its original lines (stage 03
 cuts between records and must give exact spans into the text, so we never re-serialise).
 """
 from __future__ import annotations
@@ -48,14 +49,16 @@ FORMATS = {
     ".pdf": "pdf",
     ".html": "html", ".htm": "html", ".xhtml": "html",
     ".csv": "csv", ".tsv": "csv",
+    ".rst": "rst", ".rest": "rst",
 }
 
 _HIDDEN_HINT = "set documents.hidden: true to read it"
 
 # documents.max_bytes is set for the stages' ~8x a document's size.  Converting HTML
 # builds a tree of Python objects, ~60x the page's size (a 10 MB page peaked at 600 MB),
-# so an HTML file counts that many times more against the limit.
-_SIZE_WEIGHT = {"html": 8}
+# so an HTML file counts that many times more against the limit.  reStructuredText's
+# docutils tree is as heavy: a 709 kB file of Python's docs peaked at +47 MB (~66x).
+_SIZE_WEIGHT = {"html": 8, "rst": 8}
 
 
 @dataclass
@@ -829,6 +832,23 @@ def read_html(data: bytes) -> dict:
     return {"text": markdown, "title": title, "encoding": encoding, "note": note}
 
 
+# ---- reStructuredText
+
+
+def read_rst(data: bytes) -> dict:
+    """reST converted to Markdown (pipekit/rst.py); the first section's title is the title."""
+    from pipekit.rst import rst_to_markdown  # imported late: only folders with .rst pay for docutils
+
+    text, encoding, note = decode_text(data)
+    try:
+        markdown, title = rst_to_markdown(text)
+    except RecursionError:
+        raise Unreadable("reStructuredText nested too deeply to convert") from None
+    except Exception as exc:  # noqa: BLE001 — a docutils bug on one file must not stop the folder
+        raise Unreadable(f"reStructuredText could not be converted ({type(exc).__name__}: {exc})") from None
+    return {"text": markdown, "title": title, "encoding": encoding, "note": note}
+
+
 # ---- CSV
 
 _SNIFF_BYTES = 64 * 1024
@@ -888,6 +908,7 @@ _READERS = {
     "pdf": read_pdf,
     "html": read_html,
     "csv": read_csv,
+    "rst": read_rst,
 }
 
 
