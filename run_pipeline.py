@@ -22,6 +22,7 @@ from pipekit.config import load_config
 from pipekit.engine import make_engine
 from pipekit.errors import PipelineError
 from pipekit.freshness import why_stale
+from pipekit.overrides import made_with_other_settings
 from pipekit.show import human_size
 from pipekit.stages import STAGES, load_stage
 
@@ -81,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         steps = plan(cfg, args.first, args.last, args.force)
         if args.status:
             print_status(cfg, steps)
+            note = made_with_other_settings(cfg, args.overrides)  # pipekit/overrides.py: why all is stale
+            if note:
+                print(note)
             return 0
         t0 = time.perf_counter()
         engine = make_engine(cfg)  # one cluster for the whole run, started by the first stage that runs

@@ -60,3 +60,31 @@ def compare_why_not(key: str) -> str | None:
     if key.startswith("paths."):
         return None
     return "compare reads the runs recorded in 05_history.parquet"
+
+
+def made_with_other_settings(cfg: dict, overrides: list[str]) -> str | None:
+    """One line when the outputs in paths.output were made with config values that differ
+    from these and that the user did not just --set (a deliberate --set is a question,
+    "what would rerun?"; a forgotten one is a mistake). `report --set paths.output=OUT`
+    on a folder made with `--set documents.input=…` showed every stage stale and said only
+    "config documents.input changed", which reads as if the documents had changed."""
+    from pathlib import Path
+
+    from .io import read_meta
+
+    out, explicit, diffs = Path(cfg["paths"]["output"]), set(override_keys(overrides)), {}
+    for stage in STAGES:
+        path = out / stage.outputs[0]
+        recorded = ((read_meta(path) or {}).get("inputs") or {}).get("config") or {} if path.exists() else {}
+        for name, was in recorded.items():
+            section, _, key = name.partition(".")
+            now = cfg.get(section, {}).get(key, "<unset>")
+            if now != was and name not in explicit:
+                diffs.setdefault(name, (was, now))
+    if not diffs:
+        return None
+    shown = "; ".join(f"{k} {w!r}, here {n!r}" for k, (w, n) in list(diffs.items())[:2])
+    more = f"; {len(diffs) - 2} more" if len(diffs) > 2 else ""
+    return (f"note: the outputs in {out} were made with other settings ({shown}{more}): give the --config "
+            f"or --set options of the run that made them (or keep them in a config file of your own: "
+            f"README, \"Your own documents\")")

@@ -24,6 +24,7 @@ from pathlib import Path
 from . import io
 from .cli import add_common_args, parse_args, run_command
 from .config import load_config
+from .overrides import made_with_other_settings
 from .errors import PipelineError
 from .freshness import why_stale
 from .history import HISTORY, read_history, runs
@@ -347,5 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config, args.overrides)
         path = write_report(cfg, args.out)
         print(f"report: {path} ({path.stat().st_size:,} bytes; open it in a browser)")
+        note = made_with_other_settings(cfg, args.overrides)
+        if note:
+            print(note)
 
     return run_command("report", body)

@@ -208,3 +208,23 @@ def test_rm3_on_the_sample_adds_no_stopword_or_common_number(sample_out, tmp_pat
     assert len(lines) == 8 and len(added) > 20
     assert not added & {"what", "how", "do", "i", "when", "which", "who", "why"}
     assert not {t for t in added if t.isdigit()}
+
+
+# --- a folder made with other settings says so -------------------------------------------
+
+
+def test_status_and_report_say_the_folder_was_made_with_other_settings(tmp_path):
+    """`report --set paths.output=OUT` on a folder made with `--set documents.input=…`
+    marked every stage stale with no hint that the settings, not the documents, differed."""
+    made_with = ["--set", f"paths.output={tmp_path / 'out'}", "--set", f"documents.input={REPO / 'data/sample/handbook'}"]
+    run_script("run_pipeline.py", *made_with)
+    forgot = run_script("run_pipeline.py", "--status", "--set", f"paths.output={tmp_path / 'out'}").stdout
+    notes = [line for line in forgot.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and "documents.input" in notes[0] and "made with other settings" in notes[0]
+    assert "stale" in forgot
+    same = run_script("run_pipeline.py", "--status", *made_with).stdout
+    assert "note: " not in same and "stale" not in same
+    asked = run_script("run_pipeline.py", "--status", *made_with, "--set", "indexing.k1=1.5").stdout
+    assert "note: " not in asked and "stale" in asked  # a deliberate --set is a question, not a slip
+    report = run_script("-m", "pipekit", "report", "--set", f"paths.output={tmp_path / 'out'}").stdout
+    assert sum(line.startswith("note: ") for line in report.splitlines()) == 1

@@ -262,6 +262,11 @@ EXPECT = {
     "python run_pipeline.py --set indexing.stemmer=none": ["03_chunking: fresh, skipped"],
     "python run_pipeline.py --set indexing.b=0": ["03_chunking: fresh, skipped"],
     "python run_pipeline.py --set retrieval.top_k=3": ["04_indexing: fresh, skipped", "05_retrieval: running"],
+    "python run_pipeline.py --status --config out/mine.yaml": [
+        "01_documents      01_documents.parquet", "05_retrieval      05_results.parquet"],
+    'python -m pipekit search "rolling back a release" -k 2 --config out/mine.yaml': [
+        "operations/deploys.md › Deploying Lighthouse › Rolling back"],
+    "python -m pipekit report --config out/mine.yaml": ["out/handbook/report.html ("],
     "python 05_retrieval.py --explain": ["idf=", "norm="],
     "python 05_retrieval.py --explain --set retrieval.section_context=0": ["norm=1.000"],
     "python run_pipeline.py --set retrieval.feedback=rm3": ["04_indexing: fresh, skipped", "feedback added: "],

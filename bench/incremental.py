@@ -1,0 +1,133 @@
+"""A real documentation folder, run after run: what one added, edited or removed file costs.
+
+    python bench/incremental.py --build   # once: gather the folder (below) into bench/corpora/incremental
+    python bench/incremental.py           # full run, then one file added, one edited, one removed
+
+The folder is what an engineer points the pipeline at: Debian's Python 3.11 HTML manual
+as installed (`apt-get install python3.11-doc`: 530 pages and the Sphinx build's
+leftovers, which stage 01 skips), four of R's PDF manuals (`apt-get install r-doc-pdf`)
+and the Markdown of bench/docs_qa.py's projects (`python bench/docs_qa.py --build`),
+when present.
+
+Each step is one `run_pipeline.py` process, as a user runs it, timed from start to exit.
+After each change the output folder is compared with a `--force` run on the same input
+(same rows, order, values and provenance): reuse that changed an output would be a bug,
+not a speed-up.  The goal (issue "a changed file costs its own work"): one added file
+costs at most 10 % of the full run.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from pipekit.io import read_meta  # noqa: E402
+from pipekit.stages import STAGES  # noqa: E402
+
+CORPUS = REPO / "bench" / "corpora" / "incremental"
+OUT = REPO / "bench" / "out" / "incremental"
+PYTHON_DOC = Path("/usr/share/doc/python3.11/html")
+R_MANUALS = Path("/usr/share/R/doc/manual")
+PDFS = ("R-intro.pdf", "R-data.pdf", "R-admin.pdf", "R-FAQ.pdf")
+MARKDOWN = REPO / "bench" / "corpora" / "docs_qa"
+QUESTIONS = ["how do I create a virtual environment with venv", "read a csv file into a data frame",
+             "what does the walrus operator do", "configure a proxy for package downloads"]
+
+
+def build() -> None:
+    if not PYTHON_DOC.is_dir():
+        raise SystemExit(f"{PYTHON_DOC} is missing: apt-get install python3.11-doc")
+    if CORPUS.exists():
+        shutil.rmtree(CORPUS)
+    shutil.copytree(PYTHON_DOC, CORPUS / "python-3.11", symlinks=False)
+    for name in PDFS:
+        if (R_MANUALS / name).exists():
+            (CORPUS / "r-manuals").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(R_MANUALS / name, CORPUS / "r-manuals" / name)
+    if MARKDOWN.is_dir():
+        shutil.copytree(MARKDOWN, CORPUS / "markdown")
+    files = [p for p in CORPUS.rglob("*") if p.is_file()]
+    print(f"{CORPUS.relative_to(REPO)}: {len(files):,} files, {sum(p.stat().st_size for p in files) / 1e6:.1f} MB")
+
+
+def pipeline(out: Path, *args: str) -> tuple[float, str]:
+    sets = ["--set", f"documents.input={CORPUS}", "--set", f"paths.output={out}",
+            "--set", f"retrieval.queries={QUESTIONS}", "--set", "retrieval.qrels=null"]
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "run_pipeline.py", *sets, *args], cwd=REPO,
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"run_pipeline failed:\n{proc.stdout}\n{proc.stderr}")
+    # Each stage's own time, from its summary line ("03_chunking: ... in 0.41 s → ...").
+    stages = re.findall(r"^(\d\d)_\w+: .* in ([\d.]+) s →", proc.stdout, re.M)
+    return seconds, " ".join(f"{n}:{float(t):.1f}" for n, t in stages) or "all fresh"
+
+
+def same_outputs(a: Path, b: Path) -> list[str]:
+    """Names of the outputs that differ between two output folders (empty: identical)."""
+    differ = []
+    for name in [n for s in STAGES for n in s.outputs]:
+        x, y = pd.read_parquet(a / name), pd.read_parquet(b / name)
+        mx, my = read_meta(a / name), read_meta(b / name)
+        same_rows = list(x.columns) == list(y.columns) and len(x) == len(y) and all(
+            x[c].map(repr).tolist() == y[c].map(repr).tolist() for c in x.columns)
+        if not same_rows or mx["fingerprint"] != my["fingerprint"] or mx["inputs"] != my["inputs"]:
+            differ.append(name)
+    return differ
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", action="store_true", help="gather the folder into bench/corpora/incremental")
+    args = ap.parse_args()
+    if args.build:
+        build()
+        return
+    if not CORPUS.is_dir():
+        raise SystemExit("no folder yet: python bench/incremental.py --build")
+    runs, forced = OUT / "runs", OUT / "forced"
+    shutil.rmtree(OUT, ignore_errors=True)
+    added = CORPUS / "markdown" / "notes" / "new.md"
+    edited = next(iter(sorted((CORPUS / "python-3.11" / "library").glob("venv.html"))), None)
+    removed = CORPUS / "python-3.11" / "library" / "winsound.html"
+    added.unlink(missing_ok=True)
+    full, per_stage = pipeline(runs, "--force")
+    rows = [("full run (--force)", full, None, per_stage)]
+    saved_edit, saved_removed = edited.read_bytes(), removed.read_bytes()
+    try:
+        steps = [
+            ("one file added (80 bytes of Markdown)",
+             lambda: (added.parent.mkdir(parents=True, exist_ok=True),
+                      added.write_text("# Notes\n\nThe pager rotates weekly; ask in #ops for a swap.\n"))),
+            ("one file edited (venv.html)",
+             lambda: edited.write_bytes(saved_edit.replace(b"</body>", b"<p>Edited for the bench.</p></body>"))),
+            ("one file removed (winsound.html)", lambda: removed.unlink()),
+        ]
+        for label, change in steps:
+            change()
+            seconds, per_stage = pipeline(runs)
+            pipeline(forced, "--force")
+            rows.append((label, seconds, same_outputs(runs, forced), per_stage))
+    finally:
+        added.unlink(missing_ok=True)
+        edited.write_bytes(saved_edit)
+        removed.write_bytes(saved_removed)
+    files = sum(1 for p in CORPUS.rglob("*") if p.is_file())
+    print(f"folder: {CORPUS.relative_to(REPO)} ({files:,} files); each step one run_pipeline.py process\n")
+    print(f"{'step':<40} {'seconds':>8} {'of full':>8}  {'equal to --force':<17} seconds by stage")
+    for label, seconds, differ, per_stage in rows:
+        equal = "" if differ is None else ("yes" if not differ else "NO: " + ", ".join(differ))
+        print(f"{label:<40} {seconds:8.2f} {seconds / full:8.1%}  {equal:<17} {per_stage}")
+
+
+if __name__ == "__main__":
+    main()
