@@ -3,6 +3,7 @@ installed on this machine, through stages 01 -> 02 -> 03 as the pipeline runs th
 
     python bench/structure.py                       # this checkout
     python bench/structure.py --repo /work/main     # another checkout, for before/after
+    python bench/structure.py --only html           # one format (pdf, html, markdown)
 
 Inputs (Debian documentation packages; `apt-get install -y python3-doc git-doc camlidl-doc
 docbook-xsl-doc-pdf shared-mime-info libtasn1-doc`): every PDF (also `.pdf.gz`) under
@@ -14,7 +15,10 @@ Figures:
         furniture lines stage 02 removed; `#` lines of PDF text taken for headings.
   HTML  h1-h3 outside navigation (the elements pipekit/html_markdown.py treats as
         navigation) whose text is in some chunk's heading_path, and chunks whose text
-        holds a fence that is never closed (markdown-it reads the rest as code).
+        holds a fence that is never closed (markdown-it reads the rest as code); stage 01's
+        read_html speed (MB of HTML per CPU second); chunks still holding link markup a
+        reader never sees (a `¶` permalink, a `](#...)` link to the same page, a link
+        title) and chunks with a heading path.
   Markdown  documents of bench/corpora/markdown (see bench/chunking.py --build) with YAML
         front matter, and the front-matter characters no chunk covers.
 """
@@ -24,6 +28,7 @@ import argparse
 import gzip
 import importlib.util
 import inspect
+import re
 import sys
 import time
 from pathlib import Path
@@ -109,30 +114,35 @@ def bench_pdf(readers, st2, st3) -> None:
     print(f"  {'all':44s} {'':5s} {tot[0]:7d} {tot[1]:7d} {tot[2]:9d}   ({share:.1f} % of outline titles reached)")
 
 
-def heading_texts(html: str, nav_aware: bool) -> list[str]:
-    """h1-h3 of the page outside navigation, as a reader sees their text."""
-    from bs4 import BeautifulSoup
+def heading_texts(html: str) -> list[str]:
+    """h1-h3 of the page outside navigation, as a reader sees their text (parsed with lxml,
+    navigation as this checkout's pipekit/html_markdown.py defines it)."""
+    import copy
+
+    from lxml import etree
 
     nav = mine("html_markdown")
-    _DROP_TAGS, is_navigation = nav._DROP_TAGS, nav.is_navigation
-    soup = BeautifulSoup(html, "html.parser")
+    root = nav.parse_html(html)
+    if root is None:
+        return []
+    skipped = set(nav.navigation(root)) | set(root.iter(*nav._DROP_TAGS))
     out = []
-    for h in soup.find_all(("h1", "h2", "h3")):
-        if any(p.name in _DROP_TAGS or is_navigation(p) for p in h.parents if p.name):
+    for h in root.iter("h1", "h2", "h3"):
+        if any(p in skipped for p in h.iterancestors()):
             continue
-        for a in h.find_all("a"):  # a permalink (`#`, `¶`) is decoration, not the heading
-            if nav._PERMALINK.fullmatch(a.get_text()):
-                a.decompose()
-        text = norm(h.get_text(" "))
+        h = copy.deepcopy(h)
+        h.tail = None
+        for a in h.iter("a"):  # a permalink (`#`, `¶`) is decoration, not the heading
+            if nav._PERMALINK.fullmatch("".join(a.itertext())):
+                a.tag = "bench-drop"
+        etree.strip_elements(h, "bench-drop", with_tail=False)
+        text = norm(" ".join(h.itertext()))
         if text:
             out.append(text)
     return out
 
 
-def bench_html(readers, st2, st3, limit: int) -> None:
-    sys.path.insert(0, str(HERE / "tests"))
-    from test_03_oracle import fence_left_open
-
+def html_pages(limit: int) -> list[Path]:
     files, seen = [], set()
     for root in HTML_ROOTS:
         for p in sorted(Path(root).rglob("*.html")):
@@ -140,18 +150,34 @@ def bench_html(readers, st2, st3, limit: int) -> None:
             if real not in seen and p.is_file():  # python3.11-doc links to python3.11's pages
                 seen.add(real)
                 files.append(p)
-    files = files[:limit]
+    return files[:limit]
+
+
+_SAME_PAGE_LINK = re.compile(r"\]\(#")
+_LINK_TITLE = re.compile(r"\]\([^()\s]*\s+\"[^\"\n]*\"\)")
+
+
+def bench_html(readers, st2, st3, limit: int) -> None:
+    sys.path.insert(0, str(HERE / "tests"))
+    from test_03_oracle import fence_left_open
+
+    files = html_pages(limit)
     if not files:
         print("HTML: no pages found (apt-get install -y python3-doc git-doc)")
         return
     heads = reached = chunks_n = open_fences = pages_hit = 0
+    pilcrows = anchors = titled = headed = 0
+    n_bytes = convert_s = 0.0
     t0 = time.perf_counter()
     for p in files:
         data = p.read_bytes()
+        c0 = time.process_time()
         row = readers.read_html(data)
+        convert_s += time.process_time() - c0
+        n_bytes += len(data)
         _, chunks, _ = chunk(st2, st3, row["text"], "html")
         in_paths = {norm(h) for c in chunks for h in c["heading_path"]}
-        want = heading_texts(data.decode("utf-8", "replace"), True)
+        want = heading_texts(data.decode("utf-8", "replace"))
         got = sum(norm(w) in in_paths for w in want)
         if VERBOSE and got < len(want):
             print(f"  missing in {p}: {[w for w in want if norm(w) not in in_paths][:5]}")
@@ -160,11 +186,19 @@ def bench_html(readers, st2, st3, limit: int) -> None:
         pages_hit += got < len(want)
         chunks_n += len(chunks)
         open_fences += sum(fence_left_open(c["text"]) for c in chunks)
+        pilcrows += sum("¶" in c["text"] for c in chunks)
+        anchors += sum(_SAME_PAGE_LINK.search(c["text"]) is not None for c in chunks)
+        titled += sum(_LINK_TITLE.search(c["text"]) is not None for c in chunks)
+        headed += sum(bool(c["heading_path"]) for c in chunks)
     el = time.perf_counter() - t0
     print(f"\nHTML ({len(files)} pages of {', '.join(HTML_ROOTS)}; {el:.0f} s)")
+    print(f"  stage 01 read_html: {n_bytes / 1e6:.1f} MB in {convert_s:.1f} s CPU "
+          f"({n_bytes / 1e6 / max(convert_s, 1e-9):.1f} MB/s)")
     print(f"  h1-h3 outside navigation: {heads:,}; in a heading_path: {reached:,} "
           f"({100 * reached / max(1, heads):.1f} %); pages missing one or more: {pages_hit}")
     print(f"  chunks: {chunks_n:,}; with an unbalanced fence: {open_fences}")
+    print(f"  chunks holding a ¶: {pilcrows}; a same-page link `](#`: {anchors}; a link title: {titled}; "
+          f"with a heading_path: {headed:,} ({100 * headed / max(1, chunks_n):.1f} %)")
 
 
 def bench_front_matter(st3) -> None:
@@ -201,13 +235,17 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repo", type=Path, default=HERE, help="checkout whose stages to measure")
     ap.add_argument("--html-limit", type=int, default=10_000)
+    ap.add_argument("--only", choices=("pdf", "html", "markdown"), help="measure one format")
     ap.add_argument("-v", action="store_true", help="name the headings that did not arrive")
     args = ap.parse_args()
     readers, st2, st3 = load(args.repo.resolve())
     print(f"stages of {args.repo.resolve()}\n")
-    bench_pdf(readers, st2, st3)
-    bench_html(readers, st2, st3, args.html_limit)
-    bench_front_matter(st3)
+    if args.only in (None, "pdf"):
+        bench_pdf(readers, st2, st3)
+    if args.only in (None, "html"):
+        bench_html(readers, st2, st3, args.html_limit)
+    if args.only in (None, "markdown"):
+        bench_front_matter(st3)
 
 
 if __name__ == "__main__":

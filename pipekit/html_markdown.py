@@ -1,30 +1,49 @@
-"""HTML to Markdown that stays valid Markdown, so stage 03 finds the page's structure.
+"""HTML to Markdown that stays valid Markdown, so stage 03 finds the page's structure, and
+whose text is the text a reader of the page sees.
 
-Stage 01 converts HTML to Markdown (with markdownify) and stage 03 reads the result by
-CommonMark's rules: a heading, list or code block survives only if the Markdown written
-for it parses back as one.  Real pages broke that in four ways, each fixed here before or
-during the conversion:
+Stage 01 parses the page with lxml (libxml2, in C), cleans the tree (below), and hands the
+cleaned page to html-to-markdown (a Rust converter) to write CommonMark.  The converter
+already writes what real pages need: a code block fenced with one backtick more than the
+longest run inside it (a fence around code holding ``` closed early, and a language
+reference lost 7 of its 11 section headings to one), `|` escaped in table cells, a text
+line that would read as markup (`# 5 reasons`, `1. x`, `- y`, a plain-text `~~~`
+underline that opened a fence on Valgrind's NEWS page) escaped.  The markdownify +
+BeautifulSoup converter this replaces did the same in pure Python at 0.7 MB/s per CPU
+second on the Python manual; this one at 7-8 MB/s (bench/html_converters.py).
 
+What the cleaning does, each rule for a failure seen on real pages:
+
+* Navigation is not the document: `<nav>`, `<aside>`, ARIA navigation / banner /
+  contentinfo / complementary / search regions, a page-level `<header>` or `<footer>` (one
+  inside `<article>`, `<main>` or `<section>` is the article's own and stays), and the
+  sidebars, related-links bars and breadcrumbs of documentation generators (class or id
+  words, NAV_CLASSES).  Script, style, embeds, `<title>` (taken for the title column) and
+  comments go too.
 * Layout tables.  Old pages lay out the whole page in a `<table>`; converted as a data
   table, every heading, list and paragraph inside became one escaped table cell (all 36
   headings of two such pages lost).  A table that holds headings, lists, code, block
   quotes or other tables is layout: it is unwrapped into its cells' content, in order.
   A table of plain cells is data and stays a GFM table.
-* Code containing backticks.  A ``` fence around code that itself holds ``` (a Markdown
-  tutorial, a language reference) closes early, and the rest of the page is read as code
-  — a language reference lost 7 of its 11 section headings.  Every code block is fenced
-  with one backtick more than the longest run inside it (at least three).
-* Headings that are links, or that carry a permalink (Sphinx's `¶`, a `#` anchor):
-  `## [Install](/install)` puts the address into the heading path.  Links inside a
-  heading become their text; permalink symbols go.
-* Text that looks like markup: `<script>` in a manual's prose (`&lt;script&gt;` in the
-  HTML) is escaped, or it would open a raw HTML block that swallows the rest of the page;
-  so is a run of `~~~` or ``` in prose (a plain-text underline in Valgrind's NEWS page),
-  or it would open a fence.
-* Navigation: `<nav>`, ARIA navigation / banner / contentinfo / complementary regions,
-  `<aside>`, a page-level `<header>` or `<footer>` (one inside `<article>`, `<main>` or
-  `<section>` is the article's own and stays), and the sidebars, related-links bars and
-  breadcrumbs of documentation generators (by class or id) are not the document.
+* Headings read as text: `## [Install](/install)` put the address into the heading path,
+  so links inside a heading become their text, and a link wrapped around a heading lets
+  go of it.
+* Links as a reader sees them: a permalink (Sphinx's `<a class="headerlink" href="#x">¶</a>`
+  after every heading, definition, table and code block; MkDocs' the same) is decoration
+  and goes; a link to an anchor of the same page (`href="#..."`) becomes its text, since
+  `[os.path](#module-os.path)` is only a place on the page already being read; a link's
+  tooltip title goes (`[text](url "title")` put Sphinx's "Link to this heading" or the
+  target's full name into the text).  Other links stay `[text](url)`: the address is
+  information, and stage 04 and the snippets read links as their text (pipekit/links.py).
+* An image is its alt text: its address is not searchable content, and a saved page's
+  inline `data:` images are tens of kilobytes of base64 in one "word".
+* Text that reads like a tag (`<script>` in the Python manual's prose, `&lt;script&gt;` in
+  the HTML) is escaped as `\\<`: left raw at a line start, it opened an HTML block that ran to
+  the end of the page and took 9 section headings with it.  The converter does not escape
+  it, so such text is marked in the tree and escaped after converting.
+
+Not done: CSS (`display: none` by class), forms, JavaScript-built pages.  A page nested
+deeper than the parser (2048 levels) or the converter (1024) goes is not cut short in
+silence: RecursionError, which stage 01 reports as an error row.
 
 `html_to_markdown(html)` returns (markdown, title from `<title>`).
 """
@@ -32,14 +51,12 @@ from __future__ import annotations
 
 import functools
 import re
-import warnings
 
-__all__ = ["html_to_markdown", "NAV_CLASSES", "is_navigation"]
+__all__ = ["html_to_markdown", "NAV_CLASSES", "navigation", "parse_html"]
 
 # Elements whose text is not the document: code, styling, site navigation, embeds, and
-# the <title> (already taken for the title column).  Not <head> as a whole: html.parser
-# builds no implied structure, so in a page whose </head> is missing the whole body sits
-# inside <head>, and dropping it dropped the document.
+# the <title> (already taken for the title column).  Not <head> as a whole: in a page
+# whose </head> is missing, a parser may leave body content there.
 _DROP_TAGS = ("script", "style", "noscript", "template", "nav", "aside", "iframe", "object",
               "embed", "svg", "canvas", "title", "meta", "link")
 _NAV_ROLES = ("navigation", "banner", "contentinfo", "complementary", "search")
@@ -49,128 +66,164 @@ NAV_CLASSES = re.compile(
     r"(?:^|[\s_-])(?:sphinxsidebar|sidebar|sidenav|nav|navbar|navigation|breadcrumbs?|related|"
     r"skip-?links?|topbar|footer)(?:$|[\s_-])", re.I)
 _SECTIONING = ("article", "main", "section")
+# Elements whose class or id words are judged (a <span> too: Sphinx's "related" bar).  A
+# Python loop over them beat XPath's contains()/translate() 3-6x: ~90,000 classed
+# elements in the Python manual's pages, mostly <span>s of highlighted code.
+_NAV_WORD_TAGS = ("div", "ul", "section", "table", "td", "span", "p")
 _LAYOUT_CONTENT = ("h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "dl", "pre", "blockquote", "table")
+_TABLE_PARTS = ("caption", "thead", "tbody", "tfoot", "tr", "td", "th")
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _PERMALINK = re.compile(r"[\s¶§#🔗]*")
-_BACKTICKS = re.compile(r"`+")
+# Text outside code that holds `<` before a letter, `/`, `!` or `?`: what CommonMark could
+# read as a tag.  Code (pre, code, kbd, samp, tt) is written literally and needs no escape.
+_CODE = frozenset(("pre", "code", "kbd", "samp", "tt"))
 _TAG_LIKE = re.compile(r"<(?=[A-Za-z/!?])")
-_FENCE_LIKE = re.compile(r"(?<![~`])([~`])(?=\1\1)")
-
-
-def is_navigation(tag) -> bool:
-    """Is this element site navigation (see the module docstring)?"""
-    name = tag.name
-    if name in ("nav", "aside"):
-        return True
-    attrs = tag.attrs or {}
-    if attrs.get("role") in _NAV_ROLES:
-        return True
-    if name in ("header", "footer"):
-        return tag.find_parent(_SECTIONING) is None
-    if name in ("div", "ul", "section", "table", "td", "span", "p"):
-        words = " ".join(attrs.get("class") or []) + " " + (attrs.get("id") or "")
-        return bool(words.strip()) and NAV_CLASSES.search(words) is not None
-    return False
+# Text holds a `<` only where the source wrote it as a character reference (a raw `<`
+# before a letter is a tag to the parser): pages without one skip the text-node scan.
+_LT_REFERENCE = re.compile(r"&(?:lt|#0*60(?![0-9])|#[xX]0*3[cC](?![0-9a-fA-F]))")
+# A noncharacter stands for an escaped `<` through the converter (which would escape a
+# backslash written into the tree); one already in the page is dropped first.
+_LT_MARK = "\ufdd0"
+_XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 
 def html_to_markdown(html: str) -> tuple[str, str | None]:
-    from bs4 import BeautifulSoup, Comment, MarkupResemblesLocatorWarning
+    import html_to_markdown as h2m
+    from lxml import etree
 
-    with warnings.catch_warnings():
-        # A page whose whole text looks like a URL or a file name is still a page: bs4's
-        # "did you mean to open this?" warning only confused the stage's output.
-        warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
-        soup = BeautifulSoup(html, "html.parser")
-    title = None
-    if soup.title is not None:
-        title = " ".join(soup.title.get_text().split()) or None
-    for tag in soup.find_all(_DROP_TAGS):
-        tag.decompose()
-    for tag in soup.find_all(is_navigation):
-        if not tag.decomposed:
-            tag.decompose()
-    for comment in soup.find_all(string=lambda s: isinstance(s, Comment)):
-        comment.extract()
-    _unwrap_layout_tables(soup)
-    _plain_headings(soup)
-    markdown = _converter().convert_soup(soup)
+    root = parse_html(html)
+    if root is None:
+        return "\n", None
+    title_el = next(root.iter("title"), None)
+    title = " ".join(_text(title_el).split()) or None if title_el is not None else None
+    _clean(root, escape_lt=_LT_REFERENCE.search(html) is not None)
+    result = h2m.convert(etree.tostring(root, method="html", encoding="unicode"), _options())
+    if any(str(w.kind) == "depth_limit_exceeded" for w in result.warnings):
+        raise RecursionError("HTML nested deeper than the converter reads")
+    markdown = (result.content or "").replace(_LT_MARK, "\\<")
     return re.sub(r"\n{3,}", "\n\n", markdown).strip() + "\n", title
 
 
-def _unwrap_layout_tables(soup) -> None:
+def parse_html(html: str):
+    """The page's element tree (lxml.etree), or None for a page with no markup or text."""
+    from lxml import etree
+
+    if _LT_MARK in html:
+        html = html.replace(_LT_MARK, "")
+    # lxml refuses a str that declares its encoding (XHTML pages start so); it is decoded.
+    html = _XML_DECLARATION.sub("", html, count=1)
+    parser = etree.HTMLParser(remove_comments=True, remove_pis=True, huge_tree=True)
+    root = etree.fromstring(html, parser)
+    # libxml2 stops at 2048 levels and drops the rest of the page; a cut page is no answer.
+    if any(e.level == etree.ErrorLevels.FATAL and e.type == etree.ErrorTypes.ERR_RESOURCE_LIMIT
+           for e in parser.error_log):
+        raise RecursionError("HTML nested deeper than the parser reads")
+    return root
+
+
+def navigation(root) -> list:
+    """The elements of a parsed page that are site navigation (see the module docstring);
+    script, style and embeds are not counted here."""
+    found = list(root.iter("nav", "aside"))
+    found += [el for el in root.xpath("//*[@role]") if el.get("role") in _NAV_ROLES]
+    found += [el for el in root.iter("header", "footer") if next(el.iterancestors(*_SECTIONING), None) is None]
+    search = NAV_CLASSES.search
+    for el in root.iter(*_NAV_WORD_TAGS):
+        cls, ident = el.get("class"), el.get("id")
+        if (cls or ident) and search(f"{cls or ''} {ident or ''}"):
+            found.append(el)
+    return found
+
+
+# Elements are dropped or unwrapped by renaming them, then removed by lxml in one C pass
+# each (strip_elements keeps the text after an element, strip_tags its content): moving
+# text between Python proxies element by element cost more than the parse.
+_DROP, _UNWRAP = "pipekit-drop", "pipekit-unwrap"
+
+
+def _clean(root, escape_lt: bool = True) -> None:
+    from lxml import etree
+
+    etree.strip_elements(root, *_DROP_TAGS, with_tail=False)
+    for el in navigation(root):
+        el.tag = _DROP
+    etree.strip_elements(root, _DROP, with_tail=False)
+    _unwrap_layout_tables(root)
+    _plain_headings(root)
+    _reader_links(root)
+    _images_as_alt_text(root)
+    etree.strip_elements(root, _DROP, with_tail=False)
+    etree.strip_tags(root, _UNWRAP)
+    if escape_lt:
+        _mark_tag_like_text(root)
+
+
+def _text(el) -> str:
+    return "".join(el.itertext())
+
+
+def _unwrap_layout_tables(root) -> None:
     """Tables that hold document structure become plain blocks of their cells' content."""
-    for table in soup.find_all("table"):
-        if table.decomposed or not table.find(_LAYOUT_CONTENT):
-            continue
-        for el in table.find_all(("caption", "thead", "tbody", "tfoot", "tr", "td", "th")):
-            if el.find_parent("table") is table:
-                el.name = "div"  # a cell's content stays a block of its own, in order
-                el.attrs = {}
-        table.name = "div"
-        table.attrs = {}
+    for table in [t for t in root.iter("table") if next(t.iterdescendants(*_LAYOUT_CONTENT), None) is not None]:
+        for el in list(table.iter(*_TABLE_PARTS)):
+            if next(el.iterancestors("table")) is table:
+                el.tag = "div"  # a cell's content stays a block of its own, in order
+                el.attrib.clear()
+        table.tag = "div"
+        table.attrib.clear()
 
 
-def _plain_headings(soup) -> None:
+def _plain_headings(root) -> None:
     """Headings read as text: links inside become their words, permalinks go; a link
     wrapped around a heading lets go of it."""
-    headings = soup.find_all(("h1", "h2", "h3", "h4", "h5", "h6"))
-    for h in headings:
-        for a in h.find_all("a"):
-            if _PERMALINK.fullmatch(a.get_text()):
-                a.decompose()
-            else:
-                a.unwrap()
-        outer = h.find_parent("a")
-        if outer is not None:
-            outer.unwrap()
+    for h in root.iter(*_HEADINGS):
+        for a in list(h.iter("a")):
+            a.tag = _DROP if _PERMALINK.fullmatch(_text(a)) else _UNWRAP
+        for outer in h.iterancestors("a"):
+            outer.tag = _UNWRAP
+
+
+def _reader_links(root) -> None:
+    """Permalinks go, same-page anchor links become their text, link titles go."""
+    for a in root.xpath("//a[@href or @class]"):
+        href = (a.get("href") or "").strip()
+        permalink = "headerlink" in (a.get("class") or "").split()
+        if permalink or (href.startswith("#") and _PERMALINK.fullmatch(_text(a))):
+            a.tag = _DROP
+        elif href.startswith("#"):
+            a.tag = _UNWRAP
+        elif "title" in a.attrib:
+            del a.attrib["title"]
+
+
+def _images_as_alt_text(root) -> None:
+    for img in root.iter("img"):
+        alt = " ".join((img.get("alt") or "").split())
+        if alt:
+            img.tail = alt + (img.tail or "")
+        img.tag = _DROP
+
+
+def _mark_tag_like_text(root) -> None:
+    """`<` that could open a tag, outside code, becomes a mark the output turns into `\\<`."""
+    for s in root.xpath("//text()[contains(., '<')]"):
+        owner = s.getparent()
+        context = owner.getparent() if s.is_tail else owner
+        if not _TAG_LIKE.search(s) or context is None or context.tag in _CODE or any(
+                a.tag in _CODE for a in context.iterancestors()):
+            continue
+        if s.is_tail:
+            owner.tail = _TAG_LIKE.sub(_LT_MARK, owner.tail)
+        else:
+            owner.text = _TAG_LIKE.sub(_LT_MARK, owner.text)
 
 
 @functools.lru_cache(maxsize=1)
-def _converter():
-    import markdownify
+def _options():
+    import html_to_markdown as h2m
 
-    class Converter(markdownify.MarkdownConverter):
-        # A `|` inside a cell would split it into two columns.
-        def convert_td(self, el, text, parent_tags):
-            return super().convert_td(el, text.replace("|", r"\|"), parent_tags)
-
-        def convert_th(self, el, text, parent_tags):
-            return super().convert_th(el, text.replace("|", r"\|"), parent_tags)
-
-        # An image is its alt text: its address is not searchable content, and a saved
-        # page's inline `data:` images are tens of kilobytes of base64 in one "word".
-        def convert_img(self, el, text, parent_tags):
-            return " ".join((el.get("alt") or "").split())
-
-        # A paragraph that begins "# 5 reasons" must not become a heading in stage 03, and
-        # text that reads like a tag (a manual's "<script>" or "<tool>", written &lt;...
-        # in the HTML) must not become raw HTML: a `<script>` line opened an HTML block
-        # that ran to the end of a page and took 9 of its section headings with it.
-        def escape(self, text, parent_tags):
-            text = markdownify.re_escape_misc_hashes.sub(r"\1\\\2", super().escape(text, parent_tags))
-            if "~~~" in text or "```" in text:  # a line of ~~~ in prose would open a fence
-                text = _FENCE_LIKE.sub(r"\\\1", text)
-            return _TAG_LIKE.sub(r"\\<", text) if "<" in text else text
-
-        # The fence is longer than any backtick run in the code, or the code closes it.
-        def convert_pre(self, el, text, parent_tags):
-            out = super().convert_pre(el, text, parent_tags)
-            if not out:
-                return out
-            longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
-            if longest < 3:
-                return out
-            fence = "`" * (longest + 1)
-            head, _, rest = out.partition("```")
-            body, _, tail = rest.rpartition("```")
-            return head + fence + body + fence + tail
-
-    return Converter(heading_style="atx", bullets="-", table_infer_header=True,
-                     escape_underscores=False, code_language_callback=_code_language)
-
-
-def _code_language(el) -> str | None:
-    for node in (el, el.find("code")):
-        for cls in (node.get("class") or []) if node is not None else []:
-            if cls.startswith(("language-", "lang-")):
-                return cls.split("-", 1)[1]
-    return None
+    # escape_asterisks: a literal `*args` must not become emphasis; underscores stay plain
+    # (snake_case names are everywhere in manuals, and `_` inside a word is never emphasis).
+    # compact_tables: cells unpadded, so a table costs its text, not its widest cell's width.
+    return h2m.ConversionOptions(extract_metadata=False, bullets="-", escape_asterisks=True,
+                                 escape_underscores=False, compact_tables=True)

@@ -3,6 +3,7 @@ converted text back, and every heading of the page outside its navigation must c
 as a heading, every code block as one closed fence."""
 from __future__ import annotations
 
+import pytest
 from markdown_it import MarkdownIt
 
 from pipekit.html_markdown import html_to_markdown
@@ -103,3 +104,61 @@ def test_a_line_of_tildes_in_prose_does_not_open_a_fence():
                              "<pre>a ~~~ b</pre>")
     assert not fence_left_open(md) and [h[2] for h in oracle_headings(md)] == ["Next"]
     assert "~~~~~~~~~~~" in MD.render(md) and "a ~~~ b" in md
+
+
+SPHINX_PAGE = """<html><head><title>logging — Logging facility</title></head><body>
+<div class="related" role="navigation"><ul><li><a href="index.html" title="General Index">index</a></li></ul></div>
+<section id="logging">
+<h1>logging — Logging facility<a class="headerlink" href="#logging" title="Link to this heading">¶</a></h1>
+<p>See the <a class="reference internal" href="#logger-objects"><span class="std std-ref">Logger Objects</span></a>
+section and the <a class="reference external" href="https://docs.python.org/3/howto/logging.html"
+title="Logging HOWTO">logging tutorial</a>.</p>
+<dl class="py class"><dt class="sig sig-object py" id="logging.Logger">
+<em class="property">class </em><span class="sig-name descname">Logger</span>
+<a class="headerlink" href="#logging.Logger" title="Link to this definition">¶</a></dt>
+<dd><p>Loggers are never instantiated directly.</p></dd></dl>
+<table class="docutils"><caption><span class="caption-text">Levels</span>
+<a class="headerlink" href="#id1" title="Link to this table">¶</a></caption>
+<tr><th>Level</th><th>Value</th></tr><tr><td>DEBUG</td><td>10</td></tr></table>
+<section id="logger-objects"><h2>Logger Objects<a class="headerlink" href="#logger-objects">¶</a></h2>
+<p>Jump <a href="#top">to the top</a> or read <a href="other.html#x" title="">elsewhere</a>.</p>
+</section></section></body></html>"""
+
+
+def test_permalinks_go_same_page_links_become_text_and_link_titles_go():
+    # A reader of a Sphinx page sees no ¶ after headings, definitions and tables unless
+    # hovering, a link to a place on the same page is just its words, and a link's
+    # tooltip is not on the page; an address to another page stays.
+    md, title = html_to_markdown(SPHINX_PAGE)
+    assert title == "logging — Logging facility"
+    assert "¶" not in md and "](#" not in md and "Link to this" not in md and "Logging HOWTO" not in md
+    assert "See the Logger Objects section" in md
+    assert "[logging tutorial](https://docs.python.org/3/howto/logging.html)" in md
+    assert "read [elsewhere](other.html#x)" in md and "Jump to the top or" in md
+    assert [h[2] for h in oracle_headings(md)] == ["logging — Logging facility", "Logger Objects"]
+    assert "General Index" not in md  # the navigation bar's link titles went with the bar
+
+
+def test_text_like_a_tag_is_escaped_outside_code_only():
+    md, _ = html_to_markdown("<p>Write &lt;b&gt; or &lt;/p&gt; in text; a &lt; b.</p>"
+                             "<p><code>&lt;div&gt;</code> and <kbd>&lt;Enter&gt;</kbd></p>"
+                             "<pre>if a &lt;b:\n    &lt;tag&gt;\n</pre>")
+    assert r"Write \<b> or \</p> in text; a < b." in md
+    assert "`<div>`" in md and "`<Enter>`" in md and "if a <b:\n    <tag>\n" in md
+    assert not any(t.type in ("html_block", "html_inline") for t in MD.parse(md))
+
+
+def test_a_page_deeper_than_the_converter_reads_is_an_error_not_a_cut_page():
+    # html-to-markdown skips what lies below 1024 levels (with a warning), libxml2 stops at
+    # 2048 and drops the rest of the page: either way text would vanish without a word.
+    with pytest.raises(RecursionError):
+        html_to_markdown("<div>" * 1500 + "deep text" + "</div>" * 1500 + "<p>after</p>")
+    md, _ = html_to_markdown("<div>" * 200 + "deep text" + "</div>" * 200 + "<p>after</p>")
+    assert md == "deep text\n\nafter\n"
+
+
+def test_empty_and_declared_pages_convert():
+    assert html_to_markdown("") == ("\n", None)
+    assert html_to_markdown("  \n ") == ("\n", None)
+    xhtml = '<?xml version="1.0" encoding="UTF-8"?>\n<html><head><title>X</title></head><body><h1>Hi</h1></body></html>'
+    assert html_to_markdown(xhtml) == ("# Hi\n", "X")
