@@ -72,6 +72,7 @@ from pipekit.analyzer import Analyzer
 from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, iter_rows, progress_bar
 from pipekit.headings import drop_heading_attribute_lists
+from pipekit.links import drop_link_destinations
 from pipekit.malloc import release_freed_memory
 
 INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start", "page_end"]
@@ -86,8 +87,10 @@ def indexed_runs(analyzer: Analyzer, batch: pa.RecordBatch,
     copying every text once more).  A heading run counts `heading_weight` times: a chunk's
     heading names its subject in a few words, which its text need not repeat.  The text's
     heading lines lose their attribute lists (`{ #id .class }`): markup, not words a
-    reader sees, as the heading column already has it."""
-    words, rows = analyzer.runs(drop_heading_attribute_lists(batch.column("text")))
+    reader sees, as the heading column already has it; and its links are their text
+    (pipekit/links.py): the words of `[text](url "title")`'s address and title are not
+    words of the passage."""
+    words, rows = analyzer.runs(drop_link_destinations(drop_heading_attribute_lists(batch.column("text"))))
     weights = np.ones(len(words), dtype=np.int32)
     if heading_weight == 0:
         return words, rows, weights

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import io
+from .links import link_text
 
 METRICS = ("nDCG@10", "AP@100", "R@100")
 
@@ -148,7 +149,7 @@ def print_results(results: pa.Table, queries, added=None, max_queries: int = 8) 
             pages = "" if r["page_start"] is None else (
                 f" p.{r['page_start']}" + (f"–{r['page_end']}" if r["page_end"] != r["page_start"] else ""))
             where = r["doc_id"] + (f" › {r['heading']}" if r["heading"] else "") + pages
-            snippet = textwrap.shorten(" ".join(r["text"].split()), 90, placeholder=" …")
+            snippet = textwrap.shorten(" ".join(link_text(r["text"]).split()), 90, placeholder=" …")
             print(f"  {r['rank']:>2}. {r['score']:7.3f}  {where}\n              {snippet}")
             for e in r.get("explain") or []:
                 # The query side: qtf, and with feedback the weight (a term feedback added has qtf=0).

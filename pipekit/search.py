@@ -35,6 +35,7 @@ from .errors import PipelineError
 from .io import read_meta
 from .queries import feedback_of
 from .sections import section_context
+from .links import link_text
 from .results import chunk_texts
 from .stages import get_stage, load_stage
 
@@ -175,10 +176,12 @@ def snippet(text: str, terms: set[str], analyzer, words: int = SNIPPET_WORDS,
     """The passage's densest run of `words` words in query terms, those words marked.
 
     A word is marked when one of its analysed terms is a query term, so `freezes` is
-    marked for the query `freeze` exactly when the index matched them."""
+    marked for the query `freeze` exactly when the index matched them.  Links show as their
+    text (`[the cookbook](../howto/x.html "Cookbook")` as `the cookbook`), as a reader sees
+    them and as stage 04 indexed them."""
     import numpy as np
 
-    tokens = text.split()
+    tokens = link_text(text).split()
     if not tokens:
         return ""
     flat, parent = analyzer.tokens(tokens)
