@@ -115,7 +115,7 @@ class Searcher:
 
     `settings` are the `retrieval` config values to search with (default: those stage 05
     last ran with in this folder).  Loading reads the whole index into memory, as stage
-    05 does; each search then takes milliseconds.
+    05 does; each search then takes tens of milliseconds (bench/search_speed.py).
     """
 
     def __init__(self, output_dir: str | Path, settings: dict | None = None, options: list[str] = ()):
