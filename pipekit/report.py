@@ -211,6 +211,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 .up { color: #2e7d32; } .down { color: #c62828; }
 details { margin: 0.4em 0; } summary { cursor: pointer; font-weight: 600; }
 ol.results li { margin: 0.5em 0; } .cite { font-weight: 600; } .score { color: #666; }
+.rel { background: #d8f0d8; color: #1a5e1a; border-radius: 3px; padding: 0 0.3em; font-size: 0.85em; }
 .snippet { color: #333; } mark { background: #fff0a8; padding: 0 1px; }
 ul.why { margin: 0.2em 0 0 0; color: #555; }
 """
@@ -284,14 +285,34 @@ def metrics_section(out_dir: Path, results_fp: str | None) -> str:
     return "".join(body)
 
 
-def results_section(out_dir: Path) -> str:
+def judgements(cfg: dict) -> dict[str, dict[str, int]]:
+    """The judgements stage 05 scores with (retrieval.qrels; {} without), so the page can mark
+    the shown passages they count: a query's nDCG@10 means little until a reader sees
+    which of its results were the relevant ones."""
+    from .queries import load_qrels
+
+    try:
+        return load_qrels(cfg["retrieval"]["qrels"]) if cfg["retrieval"]["qrels"] else {}
+    except PipelineError:  # stage 05 says what is wrong with the file; the page goes on without marks
+        return {}
+
+
+def relevance_mark(grade: int | None) -> str:
+    return f' <span class="rel">relevant ({grade})</span>' if grade else ""
+
+
+def results_section(out_dir: Path, judged: dict[str, dict[str, int]] | None = None) -> str:
     from .search import snippet
+
+    judged = judged or {}
 
     by_q, analyzer = top_results(out_dir)
     if not by_q:
         return "<h2>Top results</h2><p>No 05_results.parquet yet.</p>"
     parts = [f"<h2>Top results</h2><p>The best {RESULTS_SHOWN} passages of each query, as stage 05 "
-             f"ranked them; query terms are marked as the index matched them (stemmed).</p>"]
+             f"ranked them; query terms are marked as the index matched them (stemmed)"
+             + (", and <span class=\"rel\">relevant (grade)</span> marks a passage whose document the "
+                "judgements (retrieval.qrels) count, as the metrics above do" if judged else "") + ".</p>"]
     for i, (qid, (query, hits)) in enumerate(by_q.items()):
         terms = set(analyzer.analyze(query)) if analyzer else set()
         items = []
@@ -301,8 +322,9 @@ def results_section(out_dir: Path) -> str:
             cite = r["doc_id"] + (f" › {r['heading']}" if r["heading"] else "") + pages
             snip = (snippet(r["text"], terms, analyzer, mark=lambda w: f"<mark>{escape(w)}</mark>", plain=escape)
                     if analyzer else escape(r["text"][:200]))
+            grade = judged.get(qid, {}).get(r["doc_id"])
             items.append(f'<li><span class="cite">{escape(cite)}</span> <span class="score">'
-                         f'score {r["score"]:.3f}</span><br><span class="snippet">{snip}</span></li>')
+                         f'score {r["score"]:.3f}</span>{relevance_mark(grade)}<br><span class="snippet">{snip}</span></li>')
         parts.append(f"<details{' open' if i < 2 else ''}><summary>[{escape(qid)}] {escape(query)}</summary>"
                      f'<ol class="results">{"".join(items)}</ol></details>')
     return "".join(parts)
@@ -321,7 +343,7 @@ def render(cfg: dict) -> str:
             f"<title>pipekit report — {escape(str(out_dir))}</title><style>{CSS}</style></head><body>"
             f"<h1>pipekit report</h1><p class=\"meta\">{escape(str(out_dir))} · made {made}</p>"
             f"{stage_section(stages)}{chunk_section(out_dir)}{metrics_section(out_dir, results_fp)}"
-            f"{results_section(out_dir)}</body></html>\n")
+            f"{results_section(out_dir, judgements(cfg))}</body></html>\n")
 
 
 def write_report(cfg: dict, path: Path | None = None) -> Path:

@@ -228,3 +228,30 @@ def test_status_and_report_say_the_folder_was_made_with_other_settings(tmp_path)
     assert "note: " not in asked and "stale" in asked  # a deliberate --set is a question, not a slip
     report = run_script("-m", "pipekit", "report", "--set", f"paths.output={tmp_path / 'out'}").stdout
     assert sum(line.startswith("note: ") for line in report.splitlines()) == 1
+
+
+# --- the report shows which results the judgements count --------------------------------
+
+
+def test_report_marks_the_results_the_judgements_count(sample_out, tmp_path):
+    """A query's nDCG@10 in the report meant little without seeing which results were the
+    relevant ones; now each shown passage of a judged document says so, with its grade."""
+    import html
+
+    from pipekit.queries import load_qrels
+
+    page_path = tmp_path / "report.html"
+    run_script("-m", "pipekit", "report", "--set", f"paths.output={sample_out}", "--out", str(page_path))
+    page = page_path.read_text(encoding="utf-8")
+    qrels = load_qrels(REPO / "data" / "qrels.tsv")
+    for block in re.findall(r"<summary>\[(\w+)\].*?</summary>(.*?)</details>", page, re.S):
+        qid, items = block
+        for cite, mark in re.findall(r'<span class="cite">(.*?)</span>.*?</span>((?: <span class="rel">relevant \(\d\)</span>)?)<br>', items, re.S):
+            doc = html.unescape(cite).split(" › ")[0].split(", p.")[0]
+            grade = qrels.get(qid, {}).get(doc)
+            assert mark == (f' <span class="rel">relevant ({grade})</span>' if grade else ""), (qid, doc)
+    assert page.count('<span class="rel">relevant (') > 10  # the sample's judged documents are found
+    unjudged = tmp_path / "unjudged.html"
+    run_script("-m", "pipekit", "report", "--set", f"paths.output={sample_out}", "--set", "retrieval.qrels=null",
+               "--out", str(unjudged))
+    assert 'class="rel">relevant' not in unjudged.read_text(encoding="utf-8")
