@@ -37,7 +37,8 @@ What a row says:
 - `documents.max_bytes`: one 5 GB log would take the machine down in stages 02–04, so a
   larger file is a `skipped` row naming its size and the key to raise, never a crash.
 - The summary counts how many files were read through symlinks and, by reason, how many
-  were skipped (outside, too large, hidden, unknown format, ...).
+  were skipped (outside, too large, hidden, unknown format, ...), and names the files read
+  with nothing to index (a PDF without a text layer: `ok`, but it gives no chunk).
 - `encoding` is the codec the bytes were decoded with; `note` holds what a careful
   reader would mention (a detected encoding, a PDF without a text layer, a ragged CSV).
 
@@ -66,6 +67,7 @@ from pipekit.errors import PipelineError
 from pipekit.io import read_meta
 from pipekit.pages import OUTLINE_TYPE
 from pipekit.readers import COLUMNS, SKIP_REASONS, iter_beir, list_inputs, read_document
+from pipekit.unchunked import NO_TEXT_LAYER
 
 SCHEMA = pa.schema([
     ("doc_id", pa.string()),
@@ -178,6 +180,10 @@ class Tally:
         self.linked = 0
         self.problems: list[str] = []
         self.shown = shown
+        # Read, but nothing to index: a PDF without a text layer is `ok` (not broken) and
+        # gave no chunk without a word said until its note reached the summary.
+        self.blank = 0
+        self.blank_named: list[str] = []
 
     def add(self, row: dict) -> None:
         self.statuses[row["status"]] += 1
@@ -199,6 +205,11 @@ class Tally:
         self.statuses["ok"] += pc.sum(ok).as_py() or 0
         for row in table.filter(pc.invert(ok)).select(["status", "doc_id", "error", "format"]).to_pylist():
             self.add(row)
+        if "note" in table.column_names:
+            blank = table.filter(pc.and_(ok, pc.fill_null(pc.match_substring(table.column("note"), NO_TEXT_LAYER), False)))
+            self.blank += blank.num_rows
+            room = max(0, self.shown - len(self.blank_named))
+            self.blank_named += [f"ok      {r['doc_id']}: {r['note']}" for r in blank.slice(0, room).to_pylist()]
 
     def walked(self, entry, row: dict) -> None:
         if row["status"] == "ok" and entry.via_link:
@@ -219,6 +230,11 @@ class Tally:
                                                if self.reasons[r]))
         hidden = self.statuses["error"] + self.statuses["skipped"] - len(self.problems)
         more = [f"... and {hidden:,} more: status != 'ok' in 01_documents.parquet"] if hidden > 0 else []
+        if self.blank:
+            more.append(f"{self.blank:,} read with nothing to index (no text layer: scanned or image-only PDFs?)")
+            more += self.blank_named
+            if self.blank > len(self.blank_named):
+                more.append(f"... and {self.blank - len(self.blank_named):,} more: see `note` in 01_documents.parquet")
         return out + self.problems + more
 
 
@@ -245,7 +261,7 @@ def run(ctx) -> None:
         # On a cluster each worker writes its part of the output; these columns come back.
         beir = parts[0][0] == "beir"
         for table in ctx.write_partitions("01_documents.parquet", SCHEMA, StageFunction(1, "read_partition"),
-                                          parts, desc="01 reading", keep=("doc_id", "status", "format", "error"),
+                                          parts, desc="01 reading", keep=("doc_id", "status", "format", "error", "note"),
                                           meta={"listing": ctx.listing}, total=None if beir else len(entries),
                                           unit="file"):
             tally.add_table(table)

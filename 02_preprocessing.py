@@ -2,7 +2,9 @@
 
 Reads  `01_documents.parquet` (only rows with status `ok`).
 Writes `02_preprocessed.parquet`: doc_id, source, format, path, title, text (cleaned),
-       outline (a PDF's bookmarks, passed on for stage 03).
+       outline and page_labels (a PDF's bookmarks and printed page labels), note (stage
+       01's, plus "only whitespace" when cleaning left nothing), passed on for stage 03,
+       which cites the labels and says why a document gave no chunk.
 
 What "clean" means here, each rule for a reason:
 - CRLF and lone CR become LF: the chunker scans lines, and a Windows file must not look
@@ -47,8 +49,9 @@ from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, advance, iter_rows
 from pipekit.incremental import reuse_parts
 from pipekit.pages import OUTLINE_TYPE, FurnitureDropper, FurnitureFinder, strip_furniture
+from pipekit.unchunked import ONLY_WHITESPACE
 
-COLUMNS = ["doc_id", "source", "format", "path", "title", "text", "outline", "content_hash"]
+COLUMNS = ["doc_id", "source", "format", "path", "title", "text", "outline", "content_hash", "page_labels", "note"]
 
 # C0/C1 controls except tab (\t) and newline (\n); \f is handled first, as a page break.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -64,6 +67,15 @@ def form_feeds_to_markers(text: str) -> str:
     if not pages[-1].strip():  # a file that ends with a form feed has no page after it
         pages.pop()
     return "\n".join(f"--- page {n} ---\n{page.strip(chr(10))}" for n, page in enumerate(pages, 1))
+
+
+def emptied(note: str | None, raw: str | None, cleaned: str) -> str | None:
+    """Stage 01's note, plus why a text that was not empty is empty now: stage 03 names
+    every document that gives no chunk, with its reason (SPEC rule 10)."""
+    if cleaned or not raw:
+        return note
+    said = f"{ONLY_WHITESPACE} (and control characters): nothing left after cleaning"
+    return f"{note}; {said}" if note else said
 
 
 def clean_text(text: str, unicode_form: str = "NFC") -> str:
@@ -288,7 +300,8 @@ def utf8_view(texts: pa.Array, i: int) -> np.ndarray:
 
 SCHEMA = pa.schema([("doc_id", pa.string()), ("source", pa.string()), ("format", pa.string()),
                     ("path", pa.list_(pa.string())), ("title", pa.string()), ("text", pa.string()),
-                    ("outline", OUTLINE_TYPE), ("content_hash", pa.string())])
+                    ("outline", OUTLINE_TYPE), ("content_hash", pa.string()),
+                    ("page_labels", pa.list_(pa.string())), ("note", pa.string())])
 
 
 def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:
@@ -332,6 +345,7 @@ def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:
                 texts.append(text)
                 furniture += removed
                 paged += removed > 0
+            cols["note"] = [emptied(n, raw, new) for n, raw, new in zip(cols["note"], cols["text"], texts)]
             cols["text"] = texts
             yield pa.table(cols, schema=SCHEMA), furniture, paged
             k = j

@@ -53,6 +53,7 @@ from pipekit.csv_chunks import chunk_csv
 from pipekit.doctext import DocText, Settings, count_words, measure, run_units
 from pipekit.markdown_blocks import FENCE_OPEN, MARKER, front_matter_end, front_matter_title, norm, scan_blocks
 from pipekit.structure import place_outline, plain_blocks
+from pipekit.unchunked import NoChunks, reason
 from pipekit.headings import heading_path, open_level, plain_heading  # a heading's text, the trail
 
 
@@ -476,8 +477,9 @@ def chunk_document(text: str, *, fmt: str = "markdown", title: str | None = None
     fmt "text" and "pdf": paragraphs, no heading syntax; a PDF's `outline`
     ({level, title, page} entries, from stage 01) gives its headings;
     fmt "beir": heading paths start with the record's title; anything else: Markdown."""
-    if not text or not text.strip():
-        return []  # an empty document gives no chunks and no error
+    if not text or not text.strip():  # rule 10: a BEIR title alone is still findable (an empty span)
+        return [{"heading_path": [title], "text": title, "start_char": 0, "end_char": 0, "page_start": None,
+                 "page_end": None}] if fmt == "beir" and (title or "").strip() else []
     doc = DocText(text, settings)
     base = [title or ""] if fmt == "beir" else []
     if fmt == "csv" and settings.strategy == "heading":
@@ -500,8 +502,9 @@ def finish(chunks: list[dict], doc_id: str) -> list[dict]:
 
 # ---- The stage -----------------------------------------------------------------------
 
-COLUMNS = ("chunk_id", "doc_id", "ordinal", "heading_path", "heading", "path", "text",
-           "start_char", "end_char", "page_start", "page_end", "n_words", "n_chars", "format", "content_hash")
+COLUMNS = ("chunk_id", "doc_id", "ordinal", "heading_path", "heading", "path", "text", "start_char", "end_char",
+           "page_start", "page_end", "page_label_start", "page_label_end", "n_words", "n_chars", "format", "content_hash")
+PER_CHUNK = tuple(c for c in COLUMNS if not c.startswith("page_label"))  # labels are mapped per batch
 
 
 def _schema():
@@ -513,6 +516,7 @@ def _schema():
         ("path", pa.list_(pa.string())), ("text", pa.string()),
         ("start_char", pa.int64()), ("end_char", pa.int64()),
         ("page_start", pa.int32()), ("page_end", pa.int32()),
+        ("page_label_start", pa.string()), ("page_label_end", pa.string()),  # what the pages print
         ("n_words", pa.int32()), ("n_chars", pa.int32()), ("format", pa.string()),
         ("content_hash", pa.string()),  # the source document's (stage 01): what a rerun compares
     ])
@@ -525,32 +529,40 @@ def chunk_partition(section: dict, part) -> Iterator:
     import pyarrow as pa
 
     from pipekit.engine import advance, iter_rows
+    from pipekit.pages import with_labels
 
     settings = Settings.from_section(section)
     schema = _schema()
     batch_rows = 20_000  # chunks per written batch: memory stays flat on any corpus size
-    cols: dict[str, list] = {c: [] for c in COLUMNS}
-    for batch in iter_rows(part, columns=["doc_id", "format", "path", "title", "text", "outline", "content_hash"]):
+    # at[i]: chunk i's document in `labels` (its page labels); `missed`: documents without a chunk
+    cols, at, labels, missed = {c: [] for c in PER_CHUNK}, [], [], NoChunks()
+    for batch in iter_rows(part, columns=["doc_id", "format", "path", "title", "text", "outline", "content_hash",
+                                          "page_labels", "note"]):
         advance(batch.num_rows)
         for row in batch.to_pylist():
             doc_id = row["doc_id"]
-            # text popped, chunks let go once in `cols`: a huge document's written batches are freed
-            chunks = finish(chunk_document(row.pop("text") or "", fmt=row["format"] or "markdown",
-                                           title=row["title"], settings=settings,
+            # text popped and let go, chunks once in `cols`: a huge document's written batches are freed
+            text = row.pop("text") or ""
+            chunks = finish(chunk_document(text, fmt=row["format"] or "markdown", title=row["title"], settings=settings,
                                            name=PurePosixPath(doc_id).name, outline=row["outline"]), doc_id)
+            if not chunks:  # rule 10: counted, with its reason, in the summary
+                missed.add(doc_id, reason(text, row["note"]))
+            del text
+            labels.append(row["page_labels"])
             for i in range(len(chunks)):
                 c, chunks[i] = chunks[i], None
                 c["doc_id"], c["path"], c["format"] = doc_id, row["path"] or [], row["format"]
                 c["content_hash"] = row["content_hash"]
-                for k in COLUMNS:
+                for k in PER_CHUNK:
                     cols[k].append(c[k])
+                at.append(len(labels) - 1)
                 # Checked per chunk, not per document: a 400 MB log is 150,000 chunks, and
                 # one batch of them all was one more copy of the whole document.
                 if len(cols["chunk_id"]) >= batch_rows:
-                    yield pa.RecordBatch.from_pydict(cols, schema=schema)
-                    cols = {c: [] for c in COLUMNS}
-    if cols["chunk_id"]:
-        yield pa.RecordBatch.from_pydict(cols, schema=schema)
+                    yield pa.RecordBatch.from_pydict(with_labels(cols, at, labels), schema=schema), missed
+                    cols, at, labels, missed = {c: [] for c in PER_CHUNK}, [], labels[-1:], NoChunks()
+    if cols["chunk_id"] or missed.total:
+        yield pa.RecordBatch.from_pydict(with_labels(cols, at, labels), schema=schema), missed
 
 
 def run(ctx) -> None:
@@ -560,12 +572,17 @@ def run(ctx) -> None:
     settings = Settings.from_section(ctx.section)
     chunks_out = 0
     # A document chunked last time, with these settings, from the same text keeps its chunks.
-    chunker, parts, reused = reuse_parts(ctx, ctx.upstream_parts(), StageFunction(3, "chunk_partition", (ctx.section,)))
-    for batch in ctx.write_partitions("03_chunks.parquet", _schema(), chunker, parts, desc="03 chunking",
-                                      total=ctx.upstream_rows):
+    chunker, parts, reused = reuse_parts(ctx, ctx.upstream_parts(), StageFunction(3, "chunk_partition", (ctx.section,)),
+                                         extras=(None,))  # copied rows: no document without chunks among them
+    missed = NoChunks()
+    for batch, part_missed in ctx.write_partitions("03_chunks.parquet", _schema(), chunker, parts, desc="03 chunking",
+                                                   total=ctx.upstream_rows):
         chunks_out += batch.num_rows
+        missed.merge(part_missed)
     ctx.note(f"{ctx.upstream_rows:,} documents → {chunks_out:,} chunks "
              f"(strategy {settings.strategy}, target {settings.target} {settings.unit}, max {settings.max})")
+    for line in missed.lines():
+        ctx.note(line)
     if reused:
         ctx.note(f"{reused:,} unchanged documents: chunks copied from the previous output")
 

@@ -1,6 +1,7 @@
-"""Paged documents: a PDF's outline, and the furniture printed on every page.
+"""Paged documents: a PDF's outline, its printed page labels, and the furniture printed
+on every page.
 
-Two things a reader of a PDF sees that its text layer does not say:
+Three things a reader of a PDF sees that its text layer does not say:
 
 * `read_outline` (stage 01): the outline (bookmarks) is the PDF's own table of contents,
   the one structure it states outright.  Stage 01 keeps it as {level, title, page}
@@ -14,18 +15,27 @@ Two things a reader of a PDF sees that its text layer does not say:
   than half of the pages, counting "Page 3 of 9" on page 3 and "Page 4 of 9" on page 4
   as one line (a number that runs with the page), and any page number printed at the
   very top or bottom of a page as one.
+* `label_pages` (stage 03) and `cite_pages` (every citation): the label printed on a
+  page is what a reader looks up.  A manual's page 74 is often the PDF's page 102 (roman
+  front matter, a title page "T-1"); stage 01 keeps the PDF's labels (`page_labels`),
+  stage 03 gives each chunk the labels of its first and last page, and a citation says
+  the label, with the physical page beside it where the two differ.
 
 Deliberately not done: furniture in documents of one or two pages (nothing repeats
 enough to tell it from content), or in the middle of a page (a repeated line there is
-content: a table header, a refrain).
+content: a table header, a refrain); page labels guessed from the numbers a page prints
+(a PDF that states no labels is cited by its physical pages, never by a guess).
 """
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-__all__ = ["read_outline", "strip_furniture", "FurnitureFinder", "FurnitureDropper", "OUTLINE_TYPE"]
+__all__ = ["read_outline", "strip_furniture", "FurnitureFinder", "FurnitureDropper", "OUTLINE_TYPE",
+           "label_pages", "with_labels", "cite_pages"]
 
 # The `outline` column of stages 01 and 02.
 OUTLINE_TYPE = pa.list_(pa.struct([("level", pa.int32()), ("title", pa.string()), ("page", pa.int32())]))
@@ -50,6 +60,57 @@ def read_outline(pdf) -> list[dict] | None:
     except Exception:  # noqa: BLE001 — a broken outline costs the headings, not the document
         return out or None
     return out or None
+
+
+def label_pages(pages: pa.Array, doc_of: np.ndarray, labels: pa.Array) -> pa.Array:
+    """The label printed on each page: `pages` (ints, nullable) are physical page numbers
+    from 1, `doc_of[i]` the position in `labels` (list<string>, nullable: each document's
+    labels by physical page) of page i's document.  A document without labels (text paged
+    by form feeds, a PDF that states none), a page past its list or an empty label: the
+    page number as a string, so a citation always has something to print; no page: null.
+    One gather over the batch, not a Python loop over chunks."""
+    pages = pages.cast(pa.int64())
+    number = pages.cast(pa.string())
+    labels = labels.cast(pa.list_(pa.string()))
+    if len(pages) == 0 or pc.all(pc.is_null(labels)).as_py():
+        return number
+    doc_of = np.asarray(doc_of, dtype=np.int64)
+    offsets = labels.offsets.to_numpy(zero_copy_only=False).astype(np.int64)  # into labels.values
+    n_labels = pc.fill_null(pc.list_value_length(labels), 0).to_numpy(zero_copy_only=False)
+    page = pc.fill_null(pages, 0).to_numpy(zero_copy_only=False)
+    inside = (page >= 1) & (page <= n_labels[doc_of])  # a null page is 0: outside
+    at = np.where(inside, offsets[doc_of] + page - 1, 0)
+    values = labels.values
+    if len(values) == 0:
+        return number
+    printed = pc.take(values, pa.array(at))
+    use = pc.and_(pa.array(inside), pc.fill_null(pc.greater(pc.utf8_length(printed), 0), False))
+    return pc.if_else(use, printed, number)
+
+
+def with_labels(cols: dict, at: list[int], labels: list) -> dict:
+    """Stage 03's batch columns `cols` with page_label_start and page_label_end added:
+    chunk i's pages read in `labels[at[i]]`, the page labels of its document."""
+    labels = pa.array(labels, pa.list_(pa.string()))
+    at = np.asarray(at, dtype=np.int64)
+    for side in ("start", "end"):
+        cols[f"page_label_{side}"] = label_pages(pa.array(cols[f"page_{side}"], pa.int32()), at, labels)
+    return cols
+
+
+def cite_pages(start: int | None, end: int | None, label_start: str | None = None,
+               label_end: str | None = None) -> str:
+    """`p.74` or `p.74–75` by the printed labels, with the physical pages beside them
+    where they differ: `p.74 (PDF page 102)`, `p.ii–1 (PDF pages 4–7)`; "" without pages."""
+    if start is None:
+        return ""
+    end = start if end is None else end
+    first = label_start or str(start)
+    last = label_end or str(end)
+    out = f"p.{first}" + (f"–{last}" if end != start else "")
+    if (first, last) != (str(start), str(end)):
+        out += f" (PDF page {start})" if end == start else f" (PDF pages {start}–{end})"
+    return out
 
 
 _MARKER_LINE = re.compile(r"--- page \d+ ---[ \t]*$")
