@@ -6,7 +6,8 @@ Writes three tables that together are the index, each carrying the corpus statis
 - `04_terms.parquet`    term_id, term, df, idf            (one row per distinct term)
 - `04_postings.parquet` term_id, chunk, tf, impact        (one row per term in a chunk,
                         sorted by term then chunk: a term's postings are one slice)
-- `04_chunks.parquet`   chunk, chunk_id, doc_id, heading, page_start, page_end, length
+- `04_chunks.parquet`   chunk, chunk_id, doc_id, heading, page_start, page_end, page_label_start,
+                        page_label_end (what a citation prints), length
 (On a cluster the chunks and the postings are folders of part files, read in name order.)
 
 The idea: BM25's score is a sum over query terms of a number that depends only on the
@@ -75,7 +76,9 @@ from pipekit.headings import drop_heading_attribute_lists
 from pipekit.links import drop_link_destinations
 from pipekit.malloc import release_freed_memory
 
-INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start", "page_end"]
+INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start", "page_end",
+                   "page_label_start", "page_label_end"]
+CITED = ["chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_start", "page_label_end"]
 BATCH = 8192  # chunks analysed together: big enough that Arrow kernels dominate, small enough to stay flat
 TAKE_BLOCK = 1 << 20  # postings renumbered at a time (8 MB of temporaries)
 
@@ -219,7 +222,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
         indices.append(ids)
         data.append(counts)
         row_nnz.append(nnz)
-        meta_cols.append(batch.select(["chunk_id", "doc_id", "heading", "page_start", "page_end"]))
+        meta_cols.append(batch.select([c for c in CITED if c in batch.schema.names]))
     # One statement each: a concatenation holds its parts and the whole, never two lists' worth.
     cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)
     indices = cat(indices, np.int32)
@@ -405,6 +408,9 @@ def chunk_rows(part: tuple) -> Iterator[pa.Table]:
         **{c: meta.column(c) for c in ("chunk_id", "doc_id", "heading")},
         "page_start": meta.column("page_start").cast(pa.int32()),
         "page_end": meta.column("page_end").cast(pa.int32()),
+        # (a batch without labels, as tests build them: the page numbers, as for a PDF without any)
+        **{f"page_label_{s}": meta.column(f"page_label_{s}") if f"page_label_{s}" in meta.column_names
+           else meta.column(f"page_{s}").cast(pa.string()) for s in ("start", "end")},
         "length": pa.array(counts["lengths"].astype(np.int32)),
     })
 
@@ -453,6 +459,7 @@ POSTINGS_SCHEMA = pa.schema([("term_id", pa.int32()), ("chunk", pa.int32()), ("t
                              ("impact", pa.float64())])
 CHUNKS_SCHEMA = pa.schema([("chunk", pa.int32()), ("chunk_id", pa.string()), ("doc_id", pa.string()),
                            ("heading", pa.string()), ("page_start", pa.int32()), ("page_end", pa.int32()),
+                           ("page_label_start", pa.string()), ("page_label_end", pa.string()),
                            ("length", pa.int32())])
 
 

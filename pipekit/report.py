@@ -26,6 +26,7 @@ from .cli import add_common_args, parse_args, run_command
 from .config import load_config
 from .overrides import made_with_other_settings
 from .errors import PipelineError
+from .pages import cite_pages
 from .freshness import why_stale
 from .history import HISTORY, read_history, runs
 from .io import read_meta
@@ -96,7 +97,8 @@ def top_results(out_dir: Path):
     path = out_dir / "05_results.parquet"
     if not path.exists():
         return {}, None
-    cols = ["query_id", "query", "rank", "score", "doc_id", "heading", "page_start", "page_end", "text"]
+    cols = ["query_id", "query", "rank", "score", "doc_id", "heading", "page_start", "page_end",
+            "page_label_start", "page_label_end", "text"]
     by_q: dict[str, tuple[str, list[dict]]] = {}
     for r in io.read_table(path, cols).to_pylist():
         entry = by_q.setdefault(r["query_id"], (r["query"], []))
@@ -317,9 +319,8 @@ def results_section(out_dir: Path, judged: dict[str, dict[str, int]] | None = No
         terms = set(analyzer.analyze(query)) if analyzer else set()
         items = []
         for r in hits:
-            pages = "" if r["page_start"] is None else (
-                f", p.{r['page_start']}" + (f"–{r['page_end']}" if r["page_end"] != r["page_start"] else ""))
-            cite = r["doc_id"] + (f" › {r['heading']}" if r["heading"] else "") + pages
+            pages = cite_pages(r["page_start"], r["page_end"], r["page_label_start"], r["page_label_end"])
+            cite = r["doc_id"] + (f" › {r['heading']}" if r["heading"] else "") + (f", {pages}" if pages else "")
             snip = (snippet(r["text"], terms, analyzer, mark=lambda w: f"<mark>{escape(w)}</mark>", plain=escape)
                     if analyzer else escape(r["text"][:200]))
             grade = judged.get(qid, {}).get(r["doc_id"])

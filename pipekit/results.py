@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import io
+from .pages import cite_pages
 from .links import link_text
 
 METRICS = ("nDCG@10", "AP@100", "R@100")
@@ -109,6 +110,8 @@ def results_table(queries, chunks: pa.Table, hits, texts: list[str], explain: li
         "heading": chunks.column("heading").take(take),
         "page_start": chunks.column("page_start").take(take),
         "page_end": chunks.column("page_end").take(take),
+        "page_label_start": chunks.column("page_label_start").take(take),
+        "page_label_end": chunks.column("page_label_end").take(take),
         "text": pa.array(texts, pa.string()),
     }
     if explain is not None:
@@ -146,9 +149,8 @@ def print_results(results: pa.Table, queries, added=None, max_queries: int = 8) 
         if not hits:
             print("    (no chunk contains any of its terms)")
         for r in hits[:5]:
-            pages = "" if r["page_start"] is None else (
-                f" p.{r['page_start']}" + (f"–{r['page_end']}" if r["page_end"] != r["page_start"] else ""))
-            where = r["doc_id"] + (f" › {r['heading']}" if r["heading"] else "") + pages
+            pages = cite_pages(r["page_start"], r["page_end"], r["page_label_start"], r["page_label_end"])
+            where = r["doc_id"] + (f" › {r['heading']}" if r["heading"] else "") + (f" {pages}" if pages else "")
             snippet = textwrap.shorten(" ".join(link_text(r["text"]).split()), 90, placeholder=" …")
             print(f"  {r['rank']:>2}. {r['score']:7.3f}  {where}\n              {snippet}")
             for e in r.get("explain") or []:

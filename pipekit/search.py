@@ -33,6 +33,7 @@ from .config import SCHEMA, load_config
 from .overrides import search_why_not, unapplied_lines
 from .errors import PipelineError
 from .io import read_meta
+from .pages import cite_pages
 from .queries import feedback_of
 from .sections import section_context
 from .links import link_text
@@ -53,8 +54,10 @@ class Passage:
     doc_id: str
     heading: str
     heading_path: list[str]
-    page_start: int | None
+    page_start: int | None  # physical pages, from 1
     page_end: int | None
+    page_label_start: str | None  # the labels printed on them (SPEC: what a reader looks up)
+    page_label_end: str | None
     start_char: int  # the span [start_char, end_char) of the document's stage-02 text
     end_char: int
     text: str
@@ -64,9 +67,8 @@ class Passage:
 
     @property
     def pages(self) -> str:
-        if self.page_start is None:
-            return ""
-        return f"p.{self.page_start}" + (f"–{self.page_end}" if self.page_end != self.page_start else "")
+        """`p.74`, or `p.74 (PDF page 102)` where the printed label is not the physical page."""
+        return cite_pages(self.page_start, self.page_end, self.page_label_start, self.page_label_end)
 
     @property
     def citation(self) -> str:
@@ -154,7 +156,8 @@ class Searcher:
         passages = chunk_texts(self._chunks_03, c)
         take = pa.array(c)
         cols = {n: self.index.chunks.column(n).take(take).to_pylist()
-                for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end")}
+                for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_start",
+                          "page_label_end")}
         cols.update({n: self._spans.column(n).take(take).to_pylist() for n in self._spans.column_names})
         out: list[list[Passage]] = [[] for _ in texts]
         for i, qi in enumerate(q.tolist()):
@@ -163,6 +166,7 @@ class Searcher:
                 chunk_id=cols["chunk_id"][i], doc_id=cols["doc_id"][i], heading=cols["heading"][i] or "",
                 heading_path=list(cols["heading_path"][i] or []),
                 page_start=cols["page_start"][i], page_end=cols["page_end"][i],
+                page_label_start=cols["page_label_start"][i], page_label_end=cols["page_label_end"][i],
                 start_char=cols["start_char"][i], end_char=cols["end_char"][i], text=passages[i],
                 explain=self.index.explain(scored[qi], int(c[i])) if explain else None, added=added[qi]))
         return out

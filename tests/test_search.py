@@ -99,7 +99,15 @@ def test_passages_carry_their_citation_and_span(sample):
         d = p.to_dict()
         assert d["citation"] == p.citation and d["score"] == p.score
     paged = [p for p in pipekit.Searcher(sample).search("probe regions agree site marked down", 10) if p.page_start]
-    assert paged and all(re.search(r", p\.\d+(–\d+)?$", p.citation) for p in paged)
+    assert paged and all(re.search(r", p\.\S+( \(PDF pages? \d+(–\d+)?\))?$", p.citation) for p in paged)
+    # A passage cites the labels printed on its pages (03_chunks' columns), and the PDF's own
+    # page numbers beside them where they differ (the field guide prints "i", then 1, 2, ...).
+    for p in paged:
+        c = chunks.loc[p.chunk_id]
+        assert (p.page_label_start, p.page_label_end) == (c.page_label_start, c.page_label_end)
+        same = (p.page_label_start, p.page_label_end) == (str(p.page_start), str(p.page_end))
+        assert p.pages.startswith(f"p.{p.page_label_start}") and ("(PDF page" in p.citation) != same
+    assert any("(PDF page" in p.citation for p in paged)
 
 
 def test_explain_adds_up_to_the_score(sample):
