@@ -225,5 +225,8 @@ def _options():
     # escape_asterisks: a literal `*args` must not become emphasis; underscores stay plain
     # (snake_case names are everywhere in manuals, and `_` inside a word is never emphasis).
     # compact_tables: cells unpadded, so a table costs its text, not its widest cell's width.
+    # No abbreviation expansions, no blockquote `cite` addresses: like link titles, they are
+    # attributes a reader of the page does not see in its text.
     return h2m.ConversionOptions(extract_metadata=False, bullets="-", escape_asterisks=True,
-                                 escape_underscores=False, compact_tables=True)
+                                 escape_underscores=False, compact_tables=True,
+                                 expand_abbreviations=False, include_blockquote_citations=False)

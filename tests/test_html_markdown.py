@@ -139,6 +139,14 @@ def test_permalinks_go_same_page_links_become_text_and_link_titles_go():
     assert "General Index" not in md  # the navigation bar's link titles went with the bar
 
 
+def test_attributes_a_reader_does_not_see_stay_out_of_the_text():
+    md, _ = html_to_markdown('<p>Read the <abbr title="Portable Document Format">PDF</abbr>.</p>'
+                             '<blockquote cite="https://quotes.example/src"><p>Quoted.</p></blockquote>'
+                             '<p><a href="https://example.org/" title="Example home">home</a></p>')
+    assert md == "Read the PDF.\n> Quoted.\n\n[home](https://example.org/)\n"
+    assert [t.type for t in MD.parse(md)][:4] == ["paragraph_open", "inline", "paragraph_close", "blockquote_open"]
+
+
 def test_text_like_a_tag_is_escaped_outside_code_only():
     md, _ = html_to_markdown("<p>Write &lt;b&gt; or &lt;/p&gt; in text; a &lt; b.</p>"
                              "<p><code>&lt;div&gt;</code> and <kbd>&lt;Enter&gt;</kbd></p>"
