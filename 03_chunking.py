@@ -2,10 +2,12 @@
 
 A chunk is the unit BM25 ranks and the unit a citation points at, so its boundaries
 decide whether an answer can be checked.  This stage reads `02_preprocessed.parquet`
-(doc_id, format, path, title, text, outline) and writes `03_chunks.parquet`, one row per
-chunk: chunk_id `<doc_id>#<ordinal>`, heading_path / heading, the chunk text, the exact
-span `[start_char, end_char)` of the stage-02 text it came from, the pages it covers,
-and its size in words and characters.
+(doc_id, format, path, title, text, outline, page_labels, note) and writes
+`03_chunks.parquet`, one row per chunk: chunk_id `<doc_id>#<ordinal>`, heading_path /
+heading, the chunk text, the exact span `[start_char, end_char)` of the stage-02 text it
+came from, the pages it covers (numbers, and the labels printed on them: pipekit.pages),
+and its size in words and characters.  A document without text gives no chunk (a BEIR
+record's title alone gives one: rule 10); the summary names it and says why.
 
 How (strategy `heading`, the default):
 

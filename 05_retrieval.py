@@ -4,8 +4,9 @@ Reads  the stage-04 index (`04_terms`, `04_postings`, `04_chunks`), the chunk te
        `03_chunks.parquet`, the queries (`retrieval.queries`) and, if given, the
        judgements (`retrieval.qrels`).
 Writes `05_results.parquet` (query_id, query, rank, score, chunk_id, doc_id, heading,
-       page_start, page_end, text; with `retrieval.explain` also `explain`, the score
-       term by term), `05_results.trec` (the document-level run in TREC format) and,
+       page_start, page_end, page_label_start, page_label_end, text; with
+       `retrieval.explain` also `explain`, the score term by term), `05_results.trec`
+       (the document-level run in TREC format) and,
        with qrels, `05_metrics.parquet` (nDCG@10, AP@100, R@100 per query and `all`),
        also appended to the run history `05_history.parquet` (pipekit/history.py).
 
