@@ -69,6 +69,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import sparse
 
+from pipekit import dense
 from pipekit.analyzer import Analyzer
 from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, iter_rows, progress_bar
@@ -415,6 +416,14 @@ def chunk_rows(part: tuple) -> Iterator[pa.Table]:
     })
 
 
+def vector_rows(spec: str, part: tuple) -> Iterator[pa.Table]:
+    """A partition's rows of 04_vectors.parquet, given its first chunk's number and its
+    rows of 03_chunks: each chunk's heading trail and text embedded by the model
+    (pipekit/dense.py), one L2-normalised vector per chunk, in chunk order."""
+    first_chunk, rows = part
+    return dense.vector_rows(spec, iter_rows(rows, ["heading", "text"], batch_size=BATCH), first_chunk)
+
+
 def shard_of(plan: Plan, s: int, parts: list, lengths, slice_of=None) -> tuple:
     """Shard s's argument: its first term, each partition's terms' positions in it, its
     idf, the chunks' lengths, and each partition's slice (`slice_of(fn, counts)`: made
@@ -467,6 +476,8 @@ def run(ctx) -> None:
     sec, engine = ctx.section, ctx.engine
     analyzer = Analyzer(stemmer=sec["stemmer"], stopwords=sec["stopwords"])
     k1, b = sec["k1"], sec["b"]
+    if sec["dense_model"] is not None:
+        dense.model_files(sec["dense_model"])  # a missing or unreadable model stops the stage before any work
     parts = ctx.upstream_parts(few=True)  # the local engine: one, the whole file
     # Map: each partition is counted where it runs and its counts stay there (on a
     # cluster, in that worker's memory); only its vocabulary and lengths come here.
@@ -487,6 +498,12 @@ def run(ctx) -> None:
     list(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA,
                               StageFunction(4, "shard_postings", (k1, b, plan.avgdl)), shards, desc="04 impacts",
                               meta=meta))
+    if sec["dense_model"] is None:
+        ctx.remove_output(dense.VECTORS)  # an older run's vectors are not this index's
+    else:  # with a model, each chunk's vector too, embedded where its partition is (a worker, on a cluster)
+        list(ctx.write_partitions(dense.VECTORS, dense.vectors_schema(dense.model_dim(sec["dense_model"])),
+                                  StageFunction(4, "vector_rows", (sec["dense_model"],)),
+                                  [(first[p], part) for p, part in enumerate(parts)], desc="04 vectors", meta=meta))
     ctx.note(f"N={stats['N']:,} chunks, {stats['n_terms']:,} terms, {stats['n_postings']:,} postings, "
              f"avgdl={stats['avgdl']:.1f}, k1={stats['k1']}, b={stats['b']}, heading_weight={stats['heading_weight']}, "
              f"analyzer={stats['analyzer']}")

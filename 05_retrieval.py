@@ -78,6 +78,7 @@ from pipekit.queries import (Feedback, QueryTerms, feedback_noise, feedback_of, 
 from pipekit.resident import held, on_workers, shared_arrays, shared_tag, warm_workers, worker_index
 from pipekit.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
                              print_results, results_table)
+from pipekit.fusion import dense_for
 from pipekit.sections import section_context
 from pipekit.stages import get_stage
 
@@ -128,6 +129,7 @@ class Index:
             self._dense = dict(zip(self.dense_ids.tolist(), self.dense))
         self.small_query = SMALL_QUERY  # tests lower it, so their small corpora take the pruned path
         self.context = None  # the chunks' sections, when retrieval.section_context is on (pipekit/sections.py)
+        self.dense = None  # the chunks' vectors, when the index has them and retrieval.dense_weight > 0 (pipekit/fusion.py)
         self.note = ctx.note
         self.load_seconds = time.perf_counter() - t0
         ctx.note(f"index loaded in {self.load_seconds:.2f} s ({int(self.indptr[-1]):,} postings, "
@@ -500,6 +502,15 @@ def rank(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, k: int, dept
     return order[:k], docs[first], vals[order[first]]
 
 
+def candidates(index: Index, q: QueryTerms, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """BM25's chunks and scores for a query: enough to hold its top `depth` documents."""
+    if index.context is None:
+        return index.best_candidates(q.ids, depth, q.weights)
+    # Every matching chunk (pruning's bounds know no sections), then its section's evidence.
+    cols, vals = index.scores(q.ids, weights=q.weights)
+    return cols, index.context.rescore(q.ids, q.weights, cols, vals)
+
+
 def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: int, progress=None,
            threads: int | None = None, feedback: Feedback | None = None):
     """Chunk hits (query#, chunk, score, rank), the document run {qid: {doc: score}}, and
@@ -517,16 +528,17 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
         index.forward  # built here, once: the threads below only read it
     batches = [range(s, min(s + QUERY_BATCH, len(queries))) for s in range(0, len(queries), QUERY_BATCH)]
 
+    fusion = index.dense  # BM25 fused with the cosine of the query's vector and each chunk's
+    vecs = fusion.embed([text for _, text in queries]) if fusion is not None else None
+
     def answer(batch: range) -> list[tuple]:
-        out = []
+        out, tops = [], fusion.top(vecs[batch.start:batch.stop], depth) if fusion is not None else None
         for i in batch:
             if feedback is not None:  # a second query, answered like the first
                 scored[i] = index.expand(scored[i], feedback)
-            if index.context is None:
-                cols, vals = index.best_candidates(scored[i].ids, depth, scored[i].weights)
-            else:  # every matching chunk (pruning's bounds know no sections), then its section's evidence
-                cols, vals = index.scores(scored[i].ids, weights=scored[i].weights)
-                vals = index.context.rescore(scored[i].ids, scored[i].weights, cols, vals)
+            cols, vals = candidates(index, scored[i], depth)
+            if fusion is not None:  # the union of both top lists, scores min-max normalised and mixed
+                cols, vals = fusion.fuse(cols, vals, vecs[i], tops[i - batch.start], depth)
             order, docs, doc_scores = rank(cols, vals, doc_codes, top_k_n, depth)
             out.append((cols[order], vals[order], docs, doc_scores))
         return out
@@ -547,7 +559,7 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
 
 
 def answer_partition(output_dir: str, fingerprint: str, top_k_n: int, depth: int, feedback: Feedback | None,
-                     context: float, part: tuple[int, list]):
+                     context: tuple, part: tuple[int, list]):
     """On a worker: one batch of queries (`part`: its first query's number and the queries)
     answered by `search`, with the index this process loaded once (pipekit/resident.py)."""
     keep_freed_memory()
@@ -564,7 +576,8 @@ def run(ctx) -> None:
     queries = load_queries(sec["queries"])
     qrels = load_qrels(sec["qrels"]) if sec["qrels"] else None  # fail before any work
     here, feedback, depth = ctx.engine.kind == "local", feedback_of(sec), max(DEPTH, sec["top_k"])
-    warm = warm_workers(ctx, queries, sec["top_k"], depth, feedback, sec["section_context"])
+    mixing = (sec["section_context"], sec["dense_weight"])  # what a worker scores with, beside the index
+    warm = warm_workers(ctx, queries, sec["top_k"], depth, feedback, mixing)
     index = Index(ctx, postings=here or sec["explain"])  # on a cluster the workers score
     chunks_03 = ctx.require("03_chunks.parquet", get_stage(3))
     if io.read_meta(chunks_03).get("fingerprint") != index.meta["inputs"]["upstream"]:
@@ -573,15 +586,18 @@ def run(ctx) -> None:
     index.context = section_context(sec["section_context"], chunks_03, index) if here or sec["explain"] else None
     if index.context is not None:
         ctx.note(f"section context {sec['section_context']}: {index.context.n:,} sections of {len(index.lengths):,} chunks")
+    index.dense = dense_for(ctx.output_dir, index, sec["dense_weight"], ctx.note) if here or sec["explain"] else None
 
     if here:  # on a thread per core, a bar over batches of queries
         bar = lambda it, total: ctx.progress(it, total=total, desc="05 scoring", unit="batch")
         (q, c, s, r), run_docs, scored = search(index, queries, sec["top_k"], depth, bar, feedback=feedback)
     else:  # batches of queries as tasks, each worker loading the index once (pipekit/resident.py)
         (q, c, s, r), run_docs, scored = on_workers(ctx, queries, index.meta["fingerprint"], sec["top_k"], depth,
-                                                    feedback, sec["section_context"], warm)
+                                                    feedback, mixing, warm)
     explain = [index.explain(scored[qi], int(ci)) for qi, ci in zip(q, c)] if sec["explain"] else None
     table = results_table(queries, index.chunks, (q, c, s, r), chunk_texts(chunks_03, c), explain)
+    if sec["explain"] and index.dense is not None:  # each hit's BM25 part, cosine part and fused score
+        table = table.append_column("fusion", index.dense.explain(candidates, index, queries, scored, q, c, depth))
     ctx.write_table("05_results.parquet", table, {"index": index.meta["fingerprint"]})
     ctx.write_text("05_results.trec", trec_run(queries, run_docs))
     if qrels is not None:

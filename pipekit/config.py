@@ -32,7 +32,7 @@ _ADDRESS = re.compile(r"(?:tcp|tls)://[^\s/:]+:\d{1,5}/?")
 @dataclass(frozen=True)
 class Key:
     default: Any
-    kind: str  # str | path | optional_path | int | optional_int | number | bytes | bool | choice | globs | queries | optional_address
+    kind: str  # str | path | optional_path | dense_model | int | optional_int | number | bytes | bool | choice | globs | queries | optional_address
     accepts: str  # what the error message says the key accepts
     choices: tuple = ()
     check: Callable[[Any], bool] | None = field(default=None, compare=False)
@@ -75,6 +75,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "stopwords": Key("questions", "choice", "english, questions or none", ("english", "questions", "none")),
         "path_weight": Key(1, "int", "a whole number >= 0", check=lambda v: v >= 0),
         "heading_weight": Key(3, "int", "a whole number >= 0", check=lambda v: v >= 0),
+        "dense_model": Key(None, "dense_model", "null, wordllama, or the path of a sentence-transformers model folder"),
     },
     "retrieval": {
         "queries": Key("data/queries.txt", "queries",
@@ -86,6 +87,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "feedback_docs": Key(5, "int", "a whole number > 0", check=lambda v: v > 0),
         "feedback_terms": Key(50, "int", "a whole number > 0", check=lambda v: v > 0),
         "feedback_query_weight": Key(0.7, "number", "a number from 0 to 1", check=lambda v: 0 <= v <= 1),
+        "dense_weight": Key(0.3, "number", "a number from 0 to 1 (0: BM25 alone)", check=lambda v: 0 <= v <= 1),
         "section_context": Key(0.5, "number", "a number >= 0 (0: off)", check=lambda v: v >= 0),
     },
     "engine": {
@@ -141,6 +143,12 @@ def _coerce(name: str, key: Key, value: Any, base: Path) -> Any:
             value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise bad
+    elif kind == "dense_model":  # null, the model inside the wordllama wheel, or a folder (checked by stage 04)
+        if value is None or value == "wordllama":
+            return value
+        if not isinstance(value, str) or not value:
+            raise bad
+        return str((base / value).resolve()) if not Path(value).is_absolute() else value
     elif kind in ("path", "optional_path"):
         if value is None and kind == "optional_path":
             return None

@@ -137,17 +137,22 @@ def shared_arrays(tag: str, build: Callable[[Callable], dict], size: int = 0) ->
     return out
 
 
-def worker_index(index_class, output_dir, tag: str, context: float):
+def worker_index(index_class, output_dir, tag: str, mixing: tuple):
     """Stage 05's Index on a worker: the machine's shared arrays, and with section context
-    the chunks' documents and headings that its sections are found from (pipekit/sections.py)."""
+    the chunks' documents and headings that its sections are found from (pipekit/sections.py);
+    `mixing` is (retrieval.section_context, retrieval.dense_weight).  With a dense weight
+    the chunks' vectors too (pipekit/fusion.py: each worker holds its own copy)."""
     from . import io
+    from .fusion import dense_for
     from .sections import section_context
 
+    context, dense_weight = mixing
     files = WorkerOutputs(output_dir)
     index = index_class(files, shared=tag)
     if context > 0:
         index.chunks = io.read_table(files.path("04_chunks.parquet"), ["doc_id", "heading"])
     index.context = section_context(context, files.path("03_chunks.parquet"), index)
+    index.dense = dense_for(output_dir, index, dense_weight)
     return index
 
 
@@ -184,13 +189,13 @@ def query_parts(queries: list, workers: int) -> list[tuple[int, list]]:
     return [(i, queries[i:i + step]) for i in range(0, len(queries), step)]
 
 
-def _answer(ctx, fingerprint: str, top_k: int, depth: int, feedback, context: float):
+def _answer(ctx, fingerprint: str, top_k: int, depth: int, feedback, context: tuple):
     from .engine import StageFunction
 
     return StageFunction(5, "answer_partition", (str(ctx.output_dir), fingerprint, top_k, depth, feedback, context))
 
 
-def warm_workers(ctx, queries: list, top_k: int, depth: int, feedback, context: float = 0.0):
+def warm_workers(ctx, queries: list, top_k: int, depth: int, feedback, context: tuple = (0.0, 0.0)):
     """Have a worker start loading the index (its machine's shared copy) at once, by
     answering the first query, while this process reads its own share of the index: the
     two overlap instead of following each other (~0.4 s of a 6 s stage at 1M passages).
@@ -205,7 +210,7 @@ def warm_workers(ctx, queries: list, top_k: int, depth: int, feedback, context: 
     return ctx.engine.submit(Listed(_answer(ctx, fingerprint, top_k, depth, feedback, context)), (0, queries[:1]))
 
 
-def on_workers(ctx, queries: list, fingerprint: str, top_k: int, depth: int, feedback, context: float = 0.0,
+def on_workers(ctx, queries: list, fingerprint: str, top_k: int, depth: int, feedback, context: tuple = (0.0, 0.0),
                warm=None):
     """Stage 05's `search` for all queries, batch by batch wherever the engine runs
     `answer_partition`: the same hits, document run and scored queries as one call.

@@ -18,8 +18,9 @@ import numpy as np
 import pyarrow as pa
 
 from . import io
-from .pages import cite_pages
 from .links import link_text
+from .pages import cite_pages
+from .fusion import fusion_line
 
 METRICS = ("nDCG@10", "AP@100", "R@100")
 
@@ -153,6 +154,8 @@ def print_results(results: pa.Table, queries, added=None, max_queries: int = 8) 
             where = r["doc_id"] + (f" › {r['heading']}" if r["heading"] else "") + (f" {pages}" if pages else "")
             snippet = textwrap.shorten(" ".join(link_text(r["text"]).split()), 90, placeholder=" …")
             print(f"  {r['rank']:>2}. {r['score']:7.3f}  {where}\n              {snippet}")
+            if r.get("fusion"):  # a hybrid hit: its BM25 part, its cosine part, the fused score
+                print(fusion_line(r["fusion"], 14))
             for e in r.get("explain") or []:
                 # The query side: qtf, and with feedback the weight (a term feedback added has qtf=0).
                 weight = f" w={e['weight']:.3f}" if e["weight"] != e["qtf"] else ""

@@ -34,6 +34,7 @@ from .overrides import search_why_not, unapplied_lines
 from .errors import PipelineError
 from .io import read_meta
 from .pages import cite_pages
+from .fusion import dense_for, fusion_line
 from .queries import feedback_of
 from .sections import section_context
 from .links import link_text
@@ -64,6 +65,8 @@ class Passage:
     explain: list[dict] | None = field(default=None, compare=False)
     # With retrieval.feedback: the terms feedback added to the query, heaviest first.
     added: list[tuple[str, float]] | None = field(default=None, compare=False)
+    # With dense vectors and explain: the BM25 part, the cosine part and the fused score (pipekit/fusion.py).
+    fusion: dict | None = field(default=None, compare=False)
 
     @property
     def pages(self) -> str:
@@ -134,6 +137,7 @@ class Searcher:
         # texts are read per search, only those of the results, by stage 05's own reader).
         self._spans = io.read_table(self._chunks_03, ["heading_path", "start_char", "end_char"])
         self.index.context = section_context(float(self.settings["section_context"]), self._chunks_03, self.index)
+        self.index.dense = dense_for(self.output_dir, self.index, float(self.settings["dense_weight"]), self._ctx.note)
 
     @property
     def analyzer(self):
@@ -154,6 +158,9 @@ class Searcher:
             self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback)
         added = [self.index.added_terms(x) for x in scored] if feedback is not None else [None] * len(texts)
         passages = chunk_texts(self._chunks_03, c)
+        fusion = (self.index.dense.explain(self._stage.candidates, self.index, queries, scored, q, c,
+                                           max(self._stage.DEPTH, k)).to_pylist()
+                  if explain and self.index.dense is not None else [None] * len(c))
         take = pa.array(c)
         cols = {n: self.index.chunks.column(n).take(take).to_pylist()
                 for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_start",
@@ -168,7 +175,8 @@ class Searcher:
                 page_start=cols["page_start"][i], page_end=cols["page_end"][i],
                 page_label_start=cols["page_label_start"][i], page_label_end=cols["page_label_end"][i],
                 start_char=cols["start_char"][i], end_char=cols["end_char"][i], text=passages[i],
-                explain=self.index.explain(scored[qi], int(c[i])) if explain else None, added=added[qi]))
+                explain=self.index.explain(scored[qi], int(c[i])) if explain else None, added=added[qi],
+                fusion=fusion[i]))
         return out
 
     def query_terms(self, text: str) -> set[str]:
@@ -214,6 +222,8 @@ def result_lines(passages: list[Passage], terms: set[str], analyzer, mark) -> li
         lines.append(f"  {p.rank:>2}. {p.score:7.3f}  {p.citation}")
         lines += textwrap.wrap(snippet(p.text, terms, analyzer, mark=mark), 100,
                                initial_indent=" " * 13, subsequent_indent=" " * 13)
+        if p.fusion is not None:
+            lines.append(fusion_line(p.fusion, 13))
         for e in p.explain or []:
             # As stage 05 prints it: qtf, and with feedback the weight (0 qtf: feedback added it).
             weight = f" w={e['weight']:.3f}" if e["weight"] != e["qtf"] else ""

@@ -45,11 +45,12 @@ STAGES: tuple[Stage, ...] = (
            "pipekit/markdown_blocks.py", "pipekit/structure.py", "pipekit/pages.py", "pipekit/unchunked.py", "pipekit/engine.py", "pipekit/incremental.py")),
     Stage(4, "indexing", "04_indexing.py", "indexing",
           ("04_chunks.parquet", "04_terms.parquet", "04_postings.parquet"),
-          ("04_indexing.py", "pipekit/analyzer.py", "pipekit/engine.py", "pipekit/headings.py",
+          ("04_indexing.py", "pipekit/analyzer.py", "pipekit/engine.py", "pipekit/headings.py", "pipekit/dense.py",
            "pipekit/malloc.py", "pipekit/links.py")),
     Stage(5, "retrieval", "05_retrieval.py", "retrieval", ("05_results.parquet",),
           ("05_retrieval.py", "pipekit/analyzer.py", "pipekit/queries.py", "pipekit/io.py",
            "pipekit/history.py", "pipekit/results.py", "pipekit/links.py", "pipekit/sections.py", "pipekit/resident.py",
+           "pipekit/dense.py", "pipekit/fusion.py",
            "pipekit/engine.py")),
 )
 

@@ -1,0 +1,338 @@
+"""Dense vectors: one embedding per chunk, from a model that never downloads (`indexing.dense_model`).
+
+BM25 finds passages that share the question's words; a question asked in other words
+("stop a child process" for a section about `subprocess.kill`) it cannot find. An
+embedding model maps a text to a vector whose direction stands for what it is about, so
+texts about the same thing point the same way whatever their words: the cosine of two
+L2-normalised vectors (their dot product) measures it.
+
+What this module does:
+- loads the configured model, offline, with nothing downloaded (`load_model`):
+  `wordllama`, the 256-d static model inside the WordLlama wheel (an average of token
+  vectors: hundreds of thousands of words a second, no neural network at run time), or a
+  sentence-transformers model folder of the BERT family (all-MiniLM-L6-v2, bge-small, e5:
+  `config.json`, `tokenizer.json`, `model.safetensors`, `1_Pooling/config.json`), run by
+  `BertFolder`, a transformer encoder in plain NumPy — no torch, no ONNX runtime: the
+  tokenizer and safetensors readers it needs already come with WordLlama;
+- names the model (`identity`: its name and its files' BLAKE2b hashes), which stage 04
+  records, so a different model (or changed weights in the same folder) makes 04 stale;
+- embeds stage 03's chunks (heading trail, then text) into one L2-normalised float32
+  vector per chunk, in chunk order (`vector_rows`: 04_vectors.parquet);
+- embeds queries with the same model (stage 05's fusion with BM25: pipekit/fusion.py).
+
+Kept apart from the fusion so that stage 04's vectors go stale only when the embedding
+code changes, not when the way stage 05 mixes scores does.
+
+What it does not do: GPU, model architectures other than BERT's in a folder (the error
+says what the folder lacks), ONNX files (a folder needs its model.safetensors), or
+download anything.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import PipelineError
+
+WORDLLAMA = "wordllama"
+WORDLLAMA_CONFIG, WORDLLAMA_DIM = "l2_supercat", 256
+VECTORS = "04_vectors.parquet"
+EMBED_BATCH = 256  # chunks embedded per step (a progress-bar step; WordLlama pads within one)
+TOKENS_PER_BATCH = 8192  # BertFolder: tokens of one packed forward pass (its matrices stay ~50 MB)
+FOLDER_FILES = ("config.json", "tokenizer.json", "model.safetensors", "1_Pooling/config.json",
+                "sentence_bert_config.json", "modules.json")
+_MODELS: dict = {}  # this process's loaded model, by spec: a worker loads it once per stage
+
+
+# ---------------------------------------------------------------- which model, and its identity
+
+def wordllama_folder() -> Path:
+    try:
+        import wordllama
+    except ImportError:
+        raise PipelineError("indexing.dense_model is wordllama but the package is not installed: "
+                            "pip install -r requirements.txt") from None
+    return Path(wordllama.__file__).parent
+
+
+def _hash(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=8)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def model_files(spec: str) -> dict[str, Path]:
+    """The files that make the model, by name: what its identity hashes."""
+    if spec == WORDLLAMA:
+        folder = wordllama_folder()
+        return {"weights": folder / "weights" / f"{WORDLLAMA_CONFIG}_{WORDLLAMA_DIM}.safetensors"}
+    folder = Path(spec)
+    if not folder.is_dir():
+        raise PipelineError(f"indexing.dense_model: {folder} is not a folder (a sentence-transformers model "
+                            "folder, as `huggingface-cli download` or SentenceTransformer.save leave it)")
+    missing = [n for n in FOLDER_FILES[:4] if not (folder / n).is_file()]
+    if missing:
+        raise PipelineError(f"indexing.dense_model: {folder} lacks {', '.join(missing)} (needed: a BERT-family "
+                            "sentence-transformers folder with its tokenizer.json and model.safetensors)")
+    return {n: folder / n for n in FOLDER_FILES if (folder / n).is_file()}
+
+
+def identity(spec: str | None) -> dict | None:
+    """The model's name and its files' hashes (None: no model). Recorded by stage 04, so a
+    different model, or the same folder with other weights, makes the vectors stale."""
+    if spec is None:
+        return None
+    try:
+        files = model_files(spec)
+        hashes = {n: _hash(p) for n, p in files.items()}
+    except (PipelineError, OSError) as exc:  # stage 04 says it in one line; freshness only compares
+        return {"model": spec, "unreadable": str(exc)}
+    name = spec
+    if spec == WORDLLAMA:
+        from importlib.metadata import version
+
+        name = f"wordllama {version('wordllama')} {WORDLLAMA_CONFIG} {WORDLLAMA_DIM}-d"
+    return {"model": name, "files": hashes}
+
+
+def load_model(spec: str):
+    """The embedder for `spec` (cached in this process), or one line saying what is wrong."""
+    if spec not in _MODELS:
+        _MODELS.clear()
+        if spec == WORDLLAMA:
+            _MODELS[spec] = WordLlamaModel()
+        else:
+            model_files(spec)  # the missing-file message first
+            try:
+                _MODELS[spec] = BertFolder(Path(spec))
+            except PipelineError:
+                raise
+            except Exception as exc:  # a corrupt file: one line naming it, not a traceback
+                raise PipelineError(f"indexing.dense_model: cannot load {spec}: {type(exc).__name__}: {exc}") from None
+    return _MODELS[spec]
+
+
+# ---------------------------------------------------------------- the two runtimes
+
+class WordLlamaModel:
+    """WordLlama's static token vectors, averaged: the model inside its wheel, never downloaded.
+    Its vocabulary is cased and trained on lower-cased text: an upper-case query scored
+    near zero against the same words in lower case, so every text is lower-cased first."""
+
+    name = WORDLLAMA
+
+    def __init__(self):
+        from wordllama import WordLlama
+
+        self.model = WordLlama.load(config=WORDLLAMA_CONFIG, dim=WORDLLAMA_DIM, cache_dir=wordllama_folder(),
+                                    disable_download=True)
+        self.dim = WORDLLAMA_DIM
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        v = self.model.embed([t.lower() for t in texts], norm=False, batch_size=64)
+        return normalise(v)
+
+
+def normalise(v: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1 (a row of zeros, a text with no known token, stays zero)."""
+    v = np.asarray(v, dtype=np.float32)
+    n = np.linalg.norm(v, axis=1, keepdims=True)
+    return np.divide(v, n, out=np.zeros_like(v), where=n > 0)
+
+
+_ERF = (np.float32(0.3275911), [np.float32(c) for c in (1.061405429, -1.453152027, 1.421413741, -0.284496736,
+                                                       0.254829592)])
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """BERT's exact GELU, x·Φ(x) = x·(1 + erf(x/√2))/2, with erf by Abramowitz & Stegun 7.1.26
+    (error below 1.5e-7, under float32's own rounding at these magnitudes): scipy's erf took
+    a third of the encoder's time; this is a few passes of float32 arithmetic."""
+    p, coef = _ERF
+    z = x * np.float32(0.7071067811865476)
+    a = np.abs(z)
+    t = np.float32(1) / (np.float32(1) + p * a)
+    poly = np.full_like(t, coef[0])
+    for c in coef[1:]:
+        poly *= t
+        poly += c
+    poly *= t
+    erf = np.float32(1) - poly * np.exp(-a * a)
+    np.copysign(erf, z, out=erf)
+    erf += np.float32(1)
+    erf *= x
+    erf *= np.float32(0.5)
+    return erf
+
+
+def _layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * g + b
+
+
+class BertFolder:
+    """A sentence-transformers folder of the BERT family, run in NumPy (float32).
+
+    The encoder is BERT's: token + position + type embeddings, layer-normed; then per layer
+    self-attention (heads of size hidden/heads, scaled dot products, softmax) and a GELU
+    feed-forward block, each added back and layer-normed; then the folder's pooling (mean
+    of the token vectors, or the [CLS] one) and L2 normalisation.  Texts are tokenized by
+    the folder's tokenizer.json, truncated at its max_seq_length, sorted by length and
+    *packed*: the linear layers run on every token of a batch at once, attention per text
+    on its own tokens only, so no padding is computed and a text's vector does not depend
+    on which texts share its batch (the engines' outputs match)."""
+
+    def __init__(self, folder: Path):
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        cfg = json.loads((folder / "config.json").read_text())
+        if cfg.get("model_type") != "bert":
+            raise PipelineError(f"indexing.dense_model: {folder} holds a {cfg.get('model_type')!r} model; "
+                                "this runtime runs BERT-family folders (model_type bert)")
+        self.name = str(folder)
+        self.heads, self.eps = int(cfg["num_attention_heads"]), float(cfg.get("layer_norm_eps", 1e-12))
+        self.n_layers, self.dim = int(cfg["num_hidden_layers"]), int(cfg["hidden_size"])
+        st = folder / "sentence_bert_config.json"
+        max_len = json.loads(st.read_text()).get("max_seq_length", 512) if st.is_file() else 512
+        self.max_len = min(int(max_len or 512), int(cfg.get("max_position_embeddings", 512)))
+        pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
+        self.cls = bool(pooling.get("pooling_mode_cls_token")) and not pooling.get("pooling_mode_mean_tokens")
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(self.max_len)
+        from threadpoolctl import ThreadpoolController
+
+        self._threads = ThreadpoolController()
+        raw = load_file(str(folder / "model.safetensors"))
+        # Saved from BertModel ("embeddings.…") or from a wrapper ("bert.embeddings.…").
+        w = {k.split("bert.", 1)[-1] if k.startswith("bert.") else k: v.astype(np.float32) for k, v in raw.items()}
+        e = "embeddings."
+        self.word, self.pos = w[e + "word_embeddings.weight"], w[e + "position_embeddings.weight"]
+        self.type0 = w[e + "token_type_embeddings.weight"][0]
+        self.ln0 = (w[e + "LayerNorm.weight"], w[e + "LayerNorm.bias"])
+        self.layers = []
+        for i in range(self.n_layers):
+            p = f"encoder.layer.{i}."
+            a = p + "attention."
+            # Q, K and V as one matrix: one product over the batch's tokens instead of three.
+            qkv = np.concatenate([w[a + f"self.{n}.weight"] for n in ("query", "key", "value")]).T.copy()
+            qkv_b = np.concatenate([w[a + f"self.{n}.bias"] for n in ("query", "key", "value")])
+            self.layers.append((qkv, qkv_b, w[a + "output.dense.weight"].T.copy(), w[a + "output.dense.bias"],
+                                (w[a + "output.LayerNorm.weight"], w[a + "output.LayerNorm.bias"]),
+                                w[p + "intermediate.dense.weight"].T.copy(), w[p + "intermediate.dense.bias"],
+                                w[p + "output.dense.weight"].T.copy(), w[p + "output.dense.bias"],
+                                (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])))
+
+    def one_thread(self):
+        return self._threads.limit(limits=1, user_api="blas")
+
+    def token_ids(self, texts: list[str]) -> list[np.ndarray]:
+        return [np.asarray(e.ids, dtype=np.int64) for e in self.tokenizer.encode_batch(texts)]
+
+    def forward(self, ids: list[np.ndarray]) -> np.ndarray:
+        """Pooled, normalised vectors of token-id sequences, packed into one pass."""
+        lengths = [len(i) for i in ids]
+        starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        positions = np.concatenate([np.arange(n) for n in lengths])
+        x = self.word[np.concatenate(ids)] + self.pos[positions] + self.type0
+        x = _layer_norm(x, *self.ln0, self.eps)
+        for qkv, qkv_b, wo, bo, ln1, wi, bi, wo2, bo2, ln2 in self.layers:
+            q, k, v = np.split(x @ qkv + qkv_b, 3, axis=1)
+            ctx = np.empty_like(x)
+            with self.one_thread():  # small products: BLAS threads cost more than they give (45x, measured)
+                self._attend(q, k, v, starts, ctx)
+            x = _layer_norm(x + (ctx @ wo + bo), *ln1, self.eps)
+            x = _layer_norm(x + (_gelu(x @ wi + bi) @ wo2 + bo2), *ln2, self.eps)
+        if self.cls:
+            pooled = x[starts[:-1]]
+        else:
+            pooled = np.stack([x[a:z].mean(axis=0) for a, z in zip(starts[:-1].tolist(), starts[1:].tolist())])
+        return normalise(pooled)
+
+    def _attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, starts: np.ndarray, ctx: np.ndarray) -> None:
+        """Self-attention of each text over its own tokens, head by head, into `ctx`."""
+        h, dh = self.heads, self.dim // self.heads
+        scale = np.float32(1 / np.sqrt(dh))
+        for a, z in zip(starts[:-1].tolist(), starts[1:].tolist()):
+            # Contiguous heads: on strided views NumPy's matmul does not call BLAS.
+            qs = np.ascontiguousarray(q[a:z].reshape(z - a, h, dh).transpose(1, 0, 2))
+            ks = np.ascontiguousarray(k[a:z].reshape(z - a, h, dh).transpose(1, 2, 0))
+            vs = np.ascontiguousarray(v[a:z].reshape(z - a, h, dh).transpose(1, 0, 2))
+            s = (qs @ ks) * scale
+            s = np.exp(s - s.max(axis=-1, keepdims=True))
+            s /= s.sum(axis=-1, keepdims=True)
+            ctx[a:z] = (s @ vs).transpose(1, 0, 2).reshape(z - a, self.dim)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), np.float32)
+        if not texts:
+            return out
+        ids = self.token_ids(texts)
+        order = np.argsort([len(i) for i in ids], kind="stable")  # similar lengths together
+        batch: list[int] = []
+        tokens = 0
+        for i in order.tolist() + [None]:
+            if i is None or (batch and tokens + len(ids[i]) > TOKENS_PER_BATCH):
+                if batch:
+                    out[batch] = self.forward([ids[j] for j in batch])
+                batch, tokens = [], 0
+            if i is not None:
+                batch.append(i)
+                tokens += len(ids[i])
+        return out
+
+
+# ---------------------------------------------------------------- stage 04: the vectors
+
+def chunk_text(heading, text) -> str:
+    """What a chunk's vector stands for: its heading trail (what it is about), then its text."""
+    return f"{heading}\n\n{text or ''}" if heading else (text or "")
+
+
+def vectors_schema(dim: int) -> pa.Schema:
+    return pa.schema([("chunk", pa.int32()), ("vector", pa.list_(pa.float32(), dim))])
+
+
+def model_dim(spec: str) -> int:
+    """The model's vector size, without loading it (the client of a cluster never embeds)."""
+    if spec == WORDLLAMA:
+        return WORDLLAMA_DIM
+    return int(json.loads(model_files(spec)["config.json"].read_text())["hidden_size"])
+
+
+def vector_rows(spec: str, batches, first_chunk: int):
+    """04_vectors.parquet's rows for a run of chunk batches (heading, text): one table per
+    EMBED_BATCH chunks, numbered from `first_chunk`."""
+    model = load_model(spec)
+    at = first_chunk
+    for batch in batches:
+        headings, texts = batch.column("heading").to_pylist(), batch.column("text").to_pylist()
+        for s in range(0, len(texts), EMBED_BATCH):
+            v = model.embed([chunk_text(h, t) for h, t in zip(headings[s:s + EMBED_BATCH], texts[s:s + EMBED_BATCH])])
+            n = len(v)
+            yield pa.table({"chunk": pa.array(np.arange(at, at + n, dtype=np.int32)),
+                            "vector": pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), model.dim)},
+                           schema=vectors_schema(model.dim))
+            at += n
+
+
+def read_vectors(path: Path, n_chunks: int) -> np.ndarray:
+    """04_vectors.parquet as one (chunks, dim) float32 array, checked against the index."""
+    from . import io
+
+    table = io.read_table(path, ["chunk", "vector"])
+    col = table.column("vector").combine_chunks()
+    if len(col) != n_chunks:
+        raise PipelineError(f"{path}: {len(col):,} vectors for {n_chunks:,} chunks: rerun `python 04_indexing.py`")
+    dim = col.type.list_size
+    return np.ascontiguousarray(col.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim), dtype=np.float32)

@@ -1,0 +1,351 @@
+"""Dense vectors fused with BM25 (pipekit/dense.py, pipekit/fusion.py), offline.
+
+Two models, both without any download: WordLlama's static model inside its wheel (in
+requirements.txt), and a sentence-transformers folder of the BERT family, here a tiny
+randomly initialised one that `tiny_bert` writes (config, tokenizer.json, safetensors),
+run by pipekit's NumPy encoder.  What is checked: the vectors (normalised, in chunk order,
+what the model gives for each chunk's heading and text), the fusion as its formula says,
+against BM25's and the cosine's own rankings computed here; weight 0 and no model leave
+BM25 bit for bit; both engines give the same outputs; another model makes 04 stale; a
+missing folder is one line; --explain, `Searcher` and RM3 with vectors.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import REPO, run_script, write_config
+
+pytest.importorskip("wordllama")
+
+COMPARED = ("04_chunks.parquet", "04_terms.parquet", "04_postings.parquet", "04_vectors.parquet",
+            "05_results.parquet", "05_metrics.parquet")
+
+
+def pipeline(config: Path, out: Path, *sets: str) -> subprocess.CompletedProcess:
+    """`run_pipeline.py --config CONFIG --set paths.output=OUT [--set S ...]`, which must succeed."""
+    args = ["run_pipeline.py", "--config", str(config), "--set", f"paths.output={out}"]
+    for s in sets:
+        args += ["--set", s]
+    return run_script(*args)
+
+
+def assert_same_outputs(a: Path, b: Path) -> None:
+    """The index, the vectors and the results: same rows, same order, same values."""
+    for name in COMPARED:
+        x, y = pd.read_parquet(a / name), pd.read_parquet(b / name)
+        assert len(x) > 0 and list(x.columns) == list(y.columns) and len(x) == len(y), name
+        for col in x.columns:
+            assert x[col].map(repr).tolist() == y[col].map(repr).tolist(), f"{name}:{col}"
+
+WORDS = ("change freeze deploy release friday backup restore nightly replication slot port queue result "
+         "listen page paged on call alarm incident probe clock drift rejected flag feature owner review "
+         "the a is of to and when who which why what how after where").split()
+
+
+def tiny_bert(folder: Path, seed: int = 0, pooling: str = "mean") -> Path:
+    """A BERT-family sentence-transformers folder small enough to make in a test: random
+    weights (2 layers, hidden 32, 4 heads), a WordPiece vocabulary of WORDS."""
+    from safetensors.numpy import save_file
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS])}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]",
+                                                       special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    tok.save(str(folder / "tokenizer.json"))
+    h, inter, layers, heads = 32, 64, 2, 4
+    rng = np.random.default_rng(seed)
+    r = lambda *shape: (rng.standard_normal(shape) * 0.2).astype(np.float32)
+    w = {"embeddings.word_embeddings.weight": r(len(vocab), h), "embeddings.position_embeddings.weight": r(64, h),
+         "embeddings.token_type_embeddings.weight": r(2, h),
+         "embeddings.LayerNorm.weight": 1 + r(h), "embeddings.LayerNorm.bias": r(h)}
+    for i in range(layers):
+        p = f"encoder.layer.{i}."
+        for n in ("query", "key", "value"):
+            w[p + f"attention.self.{n}.weight"], w[p + f"attention.self.{n}.bias"] = r(h, h), r(h)
+        w[p + "attention.output.dense.weight"], w[p + "attention.output.dense.bias"] = r(h, h), r(h)
+        w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"] = 1 + r(h), r(h)
+        w[p + "intermediate.dense.weight"], w[p + "intermediate.dense.bias"] = r(inter, h), r(inter)
+        w[p + "output.dense.weight"], w[p + "output.dense.bias"] = r(h, inter), r(h)
+        w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"] = 1 + r(h), r(h)
+    save_file(w, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "bert", "hidden_size": h, "num_attention_heads": heads, "num_hidden_layers": layers,
+        "intermediate_size": inter, "max_position_embeddings": 64, "layer_norm_eps": 1e-12,
+        "vocab_size": len(vocab)}))
+    (folder / "1_Pooling").mkdir(exist_ok=True)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({
+        "word_embedding_dimension": h, "pooling_mode_mean_tokens": pooling == "mean",
+        "pooling_mode_cls_token": pooling == "cls"}))
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 48}))
+    return folder
+
+
+def naive_bert(folder: Path, text: str) -> np.ndarray:
+    """The same encoder written out plainly, one text, one head at a time, in float64:
+    what BertFolder's packed float32 passes must agree with."""
+    from safetensors.numpy import load_file
+    from scipy.special import erf
+    from tokenizers import Tokenizer
+
+    cfg = json.loads((folder / "config.json").read_text())
+    w = {k: v.astype(np.float64) for k, v in load_file(str(folder / "model.safetensors")).items()}
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok.enable_truncation(48)
+    ids = tok.encode(text).ids
+    ln = lambda x, p: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12) \
+        * w[p + "weight"] + w[p + "bias"]
+    lin = lambda x, p: x @ w[p + "weight"].T + w[p + "bias"]
+    x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:len(ids)] \
+        + w["embeddings.token_type_embeddings.weight"][0]
+    x = ln(x, "embeddings.LayerNorm.")
+    nh = cfg["num_attention_heads"]
+    dh = cfg["hidden_size"] // nh
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"encoder.layer.{i}."
+        q, k, v = (lin(x, p + f"attention.self.{n}.") for n in ("query", "key", "value"))
+        heads = []
+        for j in range(nh):
+            s = q[:, j * dh:(j + 1) * dh] @ k[:, j * dh:(j + 1) * dh].T / np.sqrt(dh)
+            a = np.exp(s - s.max(1, keepdims=True))
+            heads.append((a / a.sum(1, keepdims=True)) @ v[:, j * dh:(j + 1) * dh])
+        x = ln(x + lin(np.concatenate(heads, 1), p + "attention.output.dense."), p + "attention.output.LayerNorm.")
+        u = lin(x, p + "intermediate.dense.")
+        x = ln(x + lin(0.5 * u * (1 + erf(u / np.sqrt(2))), p + "output.dense."), p + "output.LayerNorm.")
+    pooled = x.mean(0)
+    return pooled / np.linalg.norm(pooled)
+
+
+def sample_config(folder: Path, **retrieval) -> Path:
+    return write_config(folder, documents={"input": str(REPO / "data" / "sample")},
+                        retrieval={"queries": str(REPO / "data" / "queries.txt"),
+                                   "qrels": str(REPO / "data" / "qrels.tsv"), **retrieval})
+
+
+def vectors(out: Path) -> np.ndarray:
+    t = pd.read_parquet(out / "04_vectors.parquet")
+    assert t["chunk"].tolist() == list(range(len(t)))
+    return np.stack(t["vector"].to_numpy()).astype(np.float32)
+
+
+def expected_fusion(bm25: dict[int, float], cos: np.ndarray, w: float, depth: int = 100) -> list[tuple[int, float]]:
+    """The fusion as the issue states it, from BM25's top chunks (`bm25`: chunk -> score)
+    and every chunk's cosine: union of the two top-`depth` lists, each score min-max
+    normalised over its own list, convex combination; best first, ties by chunk order."""
+    b_top = sorted(bm25, key=lambda c: (-bm25[c], c))[:depth]
+    d_top = sorted(range(len(cos)), key=lambda c: (-cos[c], c))[:depth]
+    bl, bh = min(bm25[c] for c in b_top), max(bm25[c] for c in b_top)
+    dl, dh = min(cos[c] for c in d_top), max(cos[c] for c in d_top)
+    out = []
+    for c in set(b_top) | set(d_top):
+        b = (bm25[c] - bl) / (bh - bl) if c in b_top else 0.0
+        d = min(max((cos[c] - dl) / (dh - dl), 0.0), 1.0)
+        f = (1 - w) * b + w * d
+        if f > 0:
+            out.append((c, f))
+    return sorted(out, key=lambda cf: (-cf[1], cf[0]))
+
+
+def chunk_numbers(out: Path) -> dict[str, int]:
+    chunks = pd.read_parquet(out / "04_chunks.parquet")
+    return dict(zip(chunks["chunk_id"], chunks["chunk"]))
+
+
+# ------------------------------------------------------------------------------- the models
+
+def test_bert_folder_agrees_with_the_encoder_written_out_and_batches_change_nothing(tmp_path):
+    from pipekit.dense import BertFolder
+
+    folder = tiny_bert(tmp_path / "m")
+    model = BertFolder(folder)
+    texts = ["When is the change freeze?", "who is paged after an alarm " * 12, "a", "", "Backup RESTORE nightly"]
+    together = model.embed(texts)
+    for t, v in zip(texts, together):
+        np.testing.assert_allclose(v, naive_bert(folder, t), atol=2e-5)
+        assert np.array_equal(model.embed([t])[0], v)  # packing others beside it changes no bit
+    np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1, atol=1e-6)
+    assert len(model.token_ids([" ".join(WORDS * 3)])[0]) == 48  # truncated at max_seq_length
+
+
+def test_wordllama_loads_from_its_wheel_and_ignores_case(monkeypatch):
+    from pipekit.dense import WordLlamaModel, identity
+
+    # Any attempt to reach a network would fail here: WordLlama must load from its wheel.
+    import socket
+    monkeypatch.setattr(socket.socket, "connect", lambda *a, **k: (_ for _ in ()).throw(OSError("no network")))
+    model = WordLlamaModel()
+    v = model.embed(["When is the CHANGE FREEZE", "when is the change freeze", "nightly backup of the database"])
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1, atol=1e-6)
+    assert np.array_equal(v[0], v[1])
+    assert v[0] @ v[2] < 0.9
+    ident = identity("wordllama")
+    assert ident["model"].startswith("wordllama ") and len(ident["files"]["weights"]) == 16
+
+
+# ------------------------------------------------------------------------- stage 04 and 05
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The sample indexed with WordLlama; BM25 alone (top 100) as the reference."""
+    root = tmp_path_factory.mktemp("dense")
+    cfg = sample_config(root)
+    pipeline(cfg, root / "bm25", "retrieval.top_k=100")
+    pipeline(cfg, root / "wl", "indexing.dense_model=wordllama", "retrieval.dense_weight=0.4")
+    return root, cfg
+
+
+def test_wordllama_vectors_are_each_chunks_heading_and_text_embedded(runs):
+    from pipekit.dense import WordLlamaModel, chunk_text
+
+    root, _ = runs
+    v = vectors(root / "wl")
+    chunks = pd.read_parquet(root / "wl" / "03_chunks.parquet")
+    assert v.shape == (len(chunks), 256)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1, atol=1e-6)
+    pick = [0, len(chunks) // 2, len(chunks) - 1]
+    again = WordLlamaModel().embed([chunk_text(chunks["heading"][i], chunks["text"][i]) for i in pick])
+    np.testing.assert_allclose(v[pick], again, atol=1e-6)
+    assert "wordllama" in json.dumps(__import__("pipekit.io", fromlist=["x"]).read_meta(root / "wl" / "04_vectors.parquet"))
+
+
+def test_hybrid_results_are_the_fusion_of_bm25_and_the_cosine(runs):
+    from pipekit.dense import WordLlamaModel
+
+    root, _ = runs
+    bm25 = pd.read_parquet(root / "bm25" / "05_results.parquet")
+    hyb = pd.read_parquet(root / "wl" / "05_results.parquet")
+    number = chunk_numbers(root / "wl")
+    v = vectors(root / "wl")
+    changed = 0
+    for qid, text in hyb.groupby("query_id", sort=False)["query"].first().items():
+        b = bm25[bm25.query_id == qid]
+        cos = v @ WordLlamaModel().embed([text])[0]
+        want = expected_fusion({number[c]: s for c, s in zip(b.chunk_id, b.score)}, cos, 0.4)[:10]
+        got = hyb[hyb.query_id == qid]
+        assert [number[c] for c in got.chunk_id] == [c for c, _ in want], qid
+        np.testing.assert_allclose(got.score, [f for _, f in want], rtol=1e-6)
+        changed += list(got.chunk_id) != list(b.chunk_id[:10])
+    assert changed > 0  # the cosine moved something, or the test would prove nothing
+
+
+def test_no_model_or_weight_zero_is_bm25_bit_for_bit(runs, tmp_path):
+    root, cfg = runs
+    pipeline(cfg, tmp_path / "w0", "indexing.dense_model=wordllama", "retrieval.dense_weight=0", "retrieval.top_k=100")
+    plain = pd.read_parquet(root / "bm25" / "05_results.parquet")
+    zero = pd.read_parquet(tmp_path / "w0" / "05_results.parquet")
+    assert zero.chunk_id.tolist() == plain.chunk_id.tolist()
+    assert zero.score.tolist() == plain.score.tolist()
+    assert not (root / "bm25" / "04_vectors.parquet").exists()
+    # Back to no model: the old vectors go, and the results are BM25's again.
+    pipeline(cfg, tmp_path / "w0", "retrieval.top_k=100")
+    assert not (tmp_path / "w0" / "04_vectors.parquet").exists()
+    assert pd.read_parquet(tmp_path / "w0" / "05_results.parquet").score.tolist() == plain.score.tolist()
+
+
+def test_explain_shows_both_parts_and_the_fused_score(runs):
+    root, cfg = runs
+    proc = run_script("05_retrieval.py", "--config", str(cfg), "--set", f"paths.output={root / 'wl'}",
+                      "--set", "indexing.dense_model=wordllama", "--set", "retrieval.dense_weight=0.4", "--explain")
+    assert "cosine" in proc.stdout and "→ fused" in proc.stdout
+    t = pd.read_parquet(root / "wl" / "05_results.parquet")
+    f = pd.DataFrame(t["fusion"].tolist())
+    np.testing.assert_allclose(f.fused, t.score, rtol=1e-12)
+    np.testing.assert_allclose(0.6 * f.bm25_norm + 0.4 * f.cosine_norm, t.score, rtol=1e-12)
+    assert (f.bm25 >= 0).all() and (f.cosine.abs() <= 1 + 1e-6).all()
+
+
+def test_searcher_answers_as_stage_05_with_vectors(runs):
+    from pipekit.search import Searcher
+
+    root, _ = runs
+    hyb = pd.read_parquet(root / "wl" / "05_results.parquet")
+    text = hyb["query"].iloc[0]
+    hits = Searcher(root / "wl", settings={"dense_weight": 0.4, "explain": False}).search(text, k=10)
+    first = hyb[hyb["query"] == text]
+    assert [h.chunk_id for h in hits] == first.chunk_id.tolist()
+    np.testing.assert_allclose([h.score for h in hits], first.score, rtol=1e-12)
+
+
+def test_rm3_with_vectors_fuses_the_expanded_query_with_the_cosine(runs, tmp_path):
+    from pipekit.dense import WordLlamaModel
+
+    root, cfg = runs
+    pipeline(cfg, tmp_path / "rm3", "retrieval.feedback=rm3", "retrieval.top_k=100")
+    pipeline(cfg, tmp_path / "both", "retrieval.feedback=rm3", "indexing.dense_model=wordllama",
+             "retrieval.dense_weight=0.4")
+    rm3 = pd.read_parquet(tmp_path / "rm3" / "05_results.parquet")
+    both = pd.read_parquet(tmp_path / "both" / "05_results.parquet")
+    number, v = chunk_numbers(tmp_path / "both"), vectors(tmp_path / "both")
+    for qid, text in both.groupby("query_id", sort=False)["query"].first().items():
+        b = rm3[rm3.query_id == qid]
+        want = expected_fusion({number[c]: s for c, s in zip(b.chunk_id, b.score)},
+                               v @ WordLlamaModel().embed([text])[0], 0.4)[:10]
+        got = both[both.query_id == qid]
+        assert [number[c] for c in got.chunk_id] == [c for c, _ in want], qid
+
+
+# ----------------------------------------------------------------------- a model folder
+
+def test_model_folder_end_to_end_and_another_model_makes_04_stale(tmp_path):
+    from pipekit.dense import BertFolder, chunk_text
+
+    folder = tiny_bert(tmp_path / "model")
+    cfg = sample_config(tmp_path, dense_weight=0.5)
+    out = tmp_path / "out"
+    pipeline(cfg, out, f"indexing.dense_model={folder}")
+    chunks = pd.read_parquet(out / "03_chunks.parquet")
+    v = vectors(out)
+    assert v.shape == (len(chunks), 32)
+    np.testing.assert_allclose(v[:3], BertFolder(folder).embed(
+        [chunk_text(h, t) for h, t in zip(chunks.heading[:3], chunks.text[:3])]), atol=1e-6)
+    status = lambda: run_script("run_pipeline.py", "--config", str(cfg), "--set", f"paths.output={out}",
+                                "--set", f"indexing.dense_model={folder}", "--status").stdout
+    assert "stale" not in status()
+    tiny_bert(folder, seed=1)  # the same folder, other weights
+    assert "the model of indexing.dense_model changed" in status()
+    pipeline(cfg, out, f"indexing.dense_model={folder}")
+    assert not np.allclose(vectors(out), v)
+
+
+def test_a_missing_or_broken_model_folder_is_one_line(tmp_path):
+    cfg = sample_config(tmp_path)
+    for folder, says in ((tmp_path / "nowhere", "is not a folder"), (tmp_path / "empty", "lacks config.json")):
+        if folder.name == "empty":
+            folder.mkdir()
+        proc = run_script("run_pipeline.py", "--config", str(cfg), "--set", f"paths.output={tmp_path / 'out'}",
+                          "--set", f"indexing.dense_model={folder}", check=False)
+        assert proc.returncode != 0
+        assert says in proc.stderr and "Traceback" not in proc.stderr
+        assert len([line for line in proc.stderr.splitlines() if "dense_model" in line]) == 1
+
+
+# ------------------------------------------------------------------------------ engines
+
+@pytest.fixture(scope="module")
+def two_workers():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, silence_logs=50) as lc:
+        yield lc.scheduler_address
+
+
+def test_both_engines_give_the_same_vectors_and_results(tmp_path, two_workers):
+    folder = tiny_bert(tmp_path / "model")
+    cfg = sample_config(tmp_path, dense_weight=0.4)
+    for model in ("wordllama", str(folder)):
+        name = Path(model).name
+        pipeline(cfg, tmp_path / f"local-{name}", f"indexing.dense_model={model}")
+        pipeline(cfg, tmp_path / f"dask-{name}", f"indexing.dense_model={model}", "engine.kind=dask",
+                 f"engine.address={two_workers}", "engine.partition_rows=7")
+        assert_same_outputs(tmp_path / f"local-{name}", tmp_path / f"dask-{name}")
+        assert np.array_equal(vectors(tmp_path / f"local-{name}"), vectors(tmp_path / f"dask-{name}"))
