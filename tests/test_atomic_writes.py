@@ -77,10 +77,36 @@ def default_sigint() -> None:
     background (`pytest ... &` in a script) inherits SIGINT ignored, and a Python that
     starts with SIGINT ignored never raises KeyboardInterrupt — the test then hung."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    die_with_parent()
 
 
-def start_paused(cfg: Path, tmp_path: Path, *overrides: str) -> subprocess.Popen:
-    """Start stage 04 and return once it is inside its first write."""
+def die_with_parent() -> None:
+    """Linux: the paused stage gets SIGKILL when the test process dies (pytest killed, a
+    crash), so not even that leaves it sleeping in its pause under init."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@pytest.fixture()
+def started():
+    """The processes a test starts, killed at its teardown whatever happened: a test whose
+    assertion failed before its own kill left the stage sleeping in its 600 s pause,
+    reparented to init, one more each failing run."""
+    procs: list[subprocess.Popen] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
+def start_paused(started: list, cfg: Path, tmp_path: Path, *overrides: str) -> subprocess.Popen:
+    """Start stage 04 (listed in `started`, so teardown kills it) and return once it is
+    inside its first write."""
     flag = tmp_path / "paused"
     args = [sys.executable, "-c", PAUSING_RUNNER, "04_indexing.py", "--config", str(cfg)]
     for o in overrides:
@@ -88,6 +114,7 @@ def start_paused(cfg: Path, tmp_path: Path, *overrides: str) -> subprocess.Popen
     proc = subprocess.Popen(args, cwd=REPO, env={**os.environ, "PAUSE_FLAG": str(flag)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=default_sigint)
+    started.append(proc)
     deadline = time.monotonic() + 120
     while not flag.exists():
         if proc.poll() is not None:
@@ -101,12 +128,12 @@ def temp_files(out: Path) -> list[Path]:
     return sorted(p for p in out.iterdir() if ".tmp" in p.name)
 
 
-def test_sigkill_mid_write_leaves_the_previous_index_and_the_next_run_completes(indexed, tmp_path):
+def test_sigkill_mid_write_leaves_the_previous_index_and_the_next_run_completes(indexed, tmp_path, started):
     cfg, out = indexed
     before = snapshot(out)
     assert {k1_of(meta) for _, meta in before.values()} == {1.2}
 
-    proc = start_paused(cfg, tmp_path, "indexing.k1=1.5")
+    proc = start_paused(started, cfg, tmp_path, "indexing.k1=1.5")
     partial = temp_files(out)
     assert partial and all(p.name.startswith("04_") for p in partial)  # written beside the output
     proc.send_signal(signal.SIGKILL)
@@ -133,10 +160,10 @@ def test_sigkill_mid_write_leaves_the_previous_index_and_the_next_run_completes(
     assert (out / "05_results.parquet").exists()
 
 
-def test_ctrl_c_mid_write_removes_the_temp_file_and_keeps_the_previous_index(indexed, tmp_path):
+def test_ctrl_c_mid_write_removes_the_temp_file_and_keeps_the_previous_index(indexed, tmp_path, started):
     cfg, out = indexed
     before = snapshot(out)
-    proc = start_paused(cfg, tmp_path, "indexing.b=0.5")
+    proc = start_paused(started, cfg, tmp_path, "indexing.b=0.5")
     assert temp_files(out)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
@@ -162,7 +189,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def test_sigkill_after_the_trec_run_is_written_leaves_the_previous_one(indexed, tmp_path):
+def test_sigkill_after_the_trec_run_is_written_leaves_the_previous_one(indexed, tmp_path, started):
     cfg, out = indexed
     qrels = tmp_path / "qrels.tsv"
     qrels.write_text("1 0 report.txt 1\n")
@@ -176,7 +203,8 @@ def test_sigkill_after_the_trec_run_is_written_leaves_the_previous_one(indexed, 
     proc = subprocess.Popen([sys.executable, "-c", PAUSING_05, "05_retrieval.py", "--config", str(cfg),
                              "--set", f"retrieval.qrels={qrels}", "--set", "retrieval.queries=[on-call rotation]"],
                             cwd=REPO, env={**os.environ, "PAUSE_FLAG": str(flag)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
+    started.append(proc)
     deadline = time.monotonic() + 120
     while not flag.exists():
         if proc.poll() is not None:
