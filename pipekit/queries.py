@@ -179,3 +179,12 @@ class QueryTerms:
     weights: np.ndarray  # float64 multiplier of each term's impact
     qtf: dict  # every analysed term of the text (known to the index or not) -> times it occurs
     from_feedback: np.ndarray | None = None  # the part of each weight feedback gave (None: no feedback)
+
+
+def nothing_found(terms) -> str:
+    """What to say when a query has no result: `search "the of and"` said no passage held
+    any of its terms, as if the corpus lacked them, when the analyzer had left no term."""
+    if not terms:
+        return ("    (every word of it is a stopword or a single letter, so there is nothing to search "
+                "for: indexing.stopwords decides which words are stopwords)")
+    return "    (no passage contains any of its terms)"

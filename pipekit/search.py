@@ -35,7 +35,7 @@ from .errors import PipelineError
 from .io import read_meta
 from .pages import cite_pages
 from .fusion import dense_for, fusion_line
-from .queries import feedback_of
+from .queries import feedback_of, nothing_found
 from .sections import section_context
 from .links import link_text
 from .results import chunk_texts
@@ -217,7 +217,7 @@ def result_lines(passages: list[Passage], terms: set[str], analyzer, mark) -> li
         lines.append("    feedback added: " + (", ".join(f"{t} {w:.3f}" for t, w in new[:8]) if new else "nothing")
                      + (f" … and {len(new) - 8} more" if len(new) > 8 else ""))
     if not passages:
-        lines.append("    (no passage contains any of its terms)")
+        lines.append(nothing_found(terms))
     for p in passages:
         lines.append(f"  {p.rank:>2}. {p.score:7.3f}  {p.citation}")
         lines += textwrap.wrap(snippet(p.text, terms, analyzer, mark=mark), 100,

@@ -255,3 +255,12 @@ def test_report_marks_the_results_the_judgements_count(sample_out, tmp_path):
     run_script("-m", "pipekit", "report", "--set", f"paths.output={sample_out}", "--set", "retrieval.qrels=null",
                "--out", str(unjudged))
     assert 'class="rel">relevant' not in unjudged.read_text(encoding="utf-8")
+
+
+def test_search_says_when_a_query_is_all_stopwords(sample_out):
+    """`search "the of and"` said no passage contained any of its terms, as if the corpus
+    lacked them; the analyzer had left no term to look for."""
+    proc = run_script("-m", "pipekit", "search", "the of and", "zebra quokka", "--set", f"paths.output={sample_out}")
+    stop, missing = proc.stdout.split("zebra quokka")
+    assert "every word of it is a stopword or a single letter" in stop and "indexing.stopwords" in stop
+    assert "no passage contains any of its terms" in missing and "stopword" not in missing
