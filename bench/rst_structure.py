@@ -19,7 +19,10 @@ FOLDER/<project>/.  The measurement runs the three stage scripts on FOLDER with 
   markup   lines outside fenced code that still start a directive (`.. name::`), role
            markup left in text (`:func:\\`...\\``), and docutils messages in the text
            ("System Message", "(ERROR/3)", "Unknown directive type");
-  stderr   bytes the stage-01 run wrote to stderr beyond its progress lines.
+  words    of the words plain docutils shows (its tree's text without messages and comments,
+           a Sphinx role it keeps as markup counted as its text),
+           the share the stage-02 text keeps (each word counted as often as docutils has it);
+  stderr   lines the stage-01 run wrote to stderr beyond its progress lines.
 """
 from __future__ import annotations
 
@@ -74,15 +77,20 @@ def shown(title: str) -> str:
     return _ROLE_TEXT.sub(text, title)
 
 
-def oracle_sections(text: str) -> list[tuple[str, ...]]:
-    """Every section's title path by plain docutils: what SPEC rule 9 calls the structure."""
-    from docutils import nodes
+def oracle(text: str):
+    """Plain docutils' tree of a text (no Sphinx): the referee."""
     from docutils.core import publish_doctree
 
-    doc = publish_doctree(text, settings_overrides={
+    return publish_doctree(text, settings_overrides={
         "_disable_config": True, "file_insertion_enabled": False, "raw_enabled": False,
         "report_level": 5, "halt_level": 5, "doctitle_xform": False, "sectsubtitle_xform": False,
         "warning_stream": io.StringIO(), "line_length_limit": 1_000_000, "syntax_highlight": "none"})
+
+
+def oracle_sections(doc) -> list[tuple[str, ...]]:
+    """Every section's title path by plain docutils: what SPEC rule 9 calls the structure."""
+    from docutils import nodes
+
     paths = []
     for section in doc.findall(nodes.section):
         path, node = [], section
@@ -92,6 +100,18 @@ def oracle_sections(text: str) -> list[tuple[str, ...]]:
             node = node.parent
         paths.append(tuple(reversed(path)))
     return paths
+
+
+def oracle_words(doc) -> Counter:
+    from docutils import nodes
+
+    # What docutils' writers never show (its messages, comments), and a Sphinx role it
+    # does not know shown as a Sphinx build shows it (`:issue:\`12\`` -> 12), not as markup.
+    for node in list(doc.findall(lambda n: isinstance(n, (nodes.system_message, nodes.comment)))):
+        node.parent.remove(node)
+    for node in list(doc.findall(nodes.problematic)):
+        node.parent.replace(node, nodes.Text(shown(node.astext())))
+    return Counter(w.lower() for w in re.findall(r"\w+", doc.astext()))
 
 
 def markup_left(text: str) -> Counter:
@@ -137,8 +157,15 @@ def measure(folder: Path, out: Path) -> None:
     titles = found = full = extra = 0
     by_project: dict[str, list[int]] = {}
     missed: list[str] = []
+    text_of = dict(zip(clean.doc_id, clean.text))
+    words_seen = words_kept = 0
     for doc_id, source in zip(rst.doc_id, rst.source):
-        expected = oracle_sections(Path(source).read_text(encoding="utf-8", errors="replace"))
+        tree = oracle(Path(source).read_text(encoding="utf-8", errors="replace"))
+        expected = oracle_sections(tree)
+        want = oracle_words(tree)
+        have = Counter(w.lower() for w in re.findall(r"\w+", text_of.get(doc_id) or ""))
+        words_seen += sum(want.values())
+        words_kept += sum(min(n, have[w]) for w, n in want.items())
         got = paths_of.get(doc_id, set())
         seen = {t for p in got for t in p}
         oracle_titles = {p[-1] for p in expected if p}
@@ -167,6 +194,8 @@ def measure(folder: Path, out: Path) -> None:
     print(f"paths: {full:,} of {titles:,} sections' whole title path starts some chunk's heading_path "
           f"({100 * full / max(titles, 1):.2f} %)")
     print(f"extra: {extra:,} heading_path entries that are no docutils section title")
+    print(f"words: {words_kept:,} of {words_seen:,} words of docutils' own text kept "
+          f"({100 * words_kept / max(words_seen, 1):.2f} %)")
     print("markup: " + ", ".join(f"{left[k]:,} {k}" for k in ("directive lines", "role markup", "docutils messages")))
     print(f"stderr of stage 01: {len(noise)} lines besides progress")
     for line in missed:

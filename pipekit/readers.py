@@ -6,7 +6,8 @@ read it, or given a row that says why not.  This module is that promise in code:
 * `list_inputs` walks `documents.input` (sorted, deterministic, no hangs on symlink
   loops, never out of the folder through a symlink unless `documents.follow_links`, each
   file once however many links lead to it) and decides, before anything is opened, which
-  files are skipped and why (hidden, excluded, unknown format, over `documents.max_bytes`);
+  files are skipped and why (hidden, excluded, unknown format, over `documents.max_bytes`,
+  a documentation generator's build leftovers: pipekit/build_output.py);
 * `read_document` turns one listed file into a row of the stage-01 columns, never
   raising for a bad file: the problem becomes `status="error"` and a one-line message;
 * `iter_beir` yields one row per record of a BEIR `corpus.jsonl`, where a malformed line
@@ -836,16 +837,22 @@ def read_html(data: bytes) -> dict:
 
 
 def read_rst(data: bytes) -> dict:
-    """reST converted to Markdown (pipekit/rst.py); the first section's title is the title."""
+    """reST converted to Markdown (pipekit/rst.py); the first section's title is the title.
+
+    When docutils itself fails (its transforms raise on some self-referring substitutions,
+    found by fuzzing), the file is still text a person wrote: it is kept as plain text,
+    format `text`, with the failure in `note`, rather than an error row with no text."""
     from pipekit.rst import rst_to_markdown  # imported late: only folders with .rst pay for docutils
 
     text, encoding, note = decode_text(data)
     try:
         markdown, title = rst_to_markdown(text)
-    except RecursionError:
-        raise Unreadable("reStructuredText nested too deeply to convert") from None
-    except Exception as exc:  # noqa: BLE001 — a docutils bug on one file must not stop the folder
-        raise Unreadable(f"reStructuredText could not be converted ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # noqa: BLE001 — RecursionError included: a deep nesting is still text
+        problem = " ".join(str(exc).split())
+        problem = problem if len(problem) <= 100 else problem[:99] + "…"
+        failed = f"docutils could not convert it ({type(exc).__name__}: {problem}): read as plain text"
+        return {"text": text, "format": "text", "encoding": encoding,
+                "note": f"{note}; {failed}" if note else failed}
     return {"text": markdown, "title": title, "encoding": encoding, "note": note}
 
 

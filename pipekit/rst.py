@@ -151,7 +151,8 @@ class _UnknownDirective(Directive):
             # version goes into the label, the rest is the note's text.
             version, rest = ("", arg) if name == "seealso" else _first_word(arg)
             node["label"], arg = f"{_LABELS[name]} {version}".strip(), rest
-        lines = [arg] if name in _LABELS else arg.split("\n")  # one signature a line
+        # One signature a line; a line ending in a backslash continues (Sphinx's rule).
+        lines = [arg] if name in _LABELS else re.sub(r"\\[ \t]*\n[ \t]*", " ", arg).split("\n")
         for line in filter(str.strip, lines):
             inline, _ = self.state.inline_text(line.strip(), self.lineno)  # roles in it resolved too
             node += nodes.paragraph(line, "", *inline)
@@ -169,19 +170,36 @@ def _first_word(text: str) -> tuple[str, str]:
     return (parts[0], parts[1] if len(parts) > 1 else "") if parts else ("", "")
 
 
+# Names docutils and Sphinx both define, where the Sphinx meaning is the one documents
+# use: `.. class:: ArgumentParser(prog=None, ...)` describes a Python class in Sphinx,
+# while docutils' `class` sets a CSS class and refused that argument, with the whole
+# description in its error (Python's argparse page lost its main section's text).  A
+# plain docutils `.. class:: special` costs one line of text ("special").
+_SPHINX_FIRST = frozenset({"class"})
+
+
 # Roles whose text is prose (a cross-reference's title, a term); the rest name code.
 _PROSE_ROLES = frozenset({"ref", "doc", "term", "numref", "abbr", "dfn", "guilabel", "menuselection",
                           "download", "std:ref", "std:doc", "std:term", "keyword", "pep", "rfc"})
 _TITLE_TARGET = re.compile(r"^(.*\S)\s*<([^<>]+)>$", re.S)
 
 
-def _unknown_role(name, rawtext, text, lineno, inliner, options=None, content=None):
-    """Any role docutils does not know: `:func:` on `~os.path.join` -> `os.path.join`."""
-    text = utils.unescape(text)
+def _shown(name: str, text: str) -> str:
+    """What a reader sees of a role: `Title <target>` -> Title, `~a.b` -> a.b, PEP 8."""
     m = _TITLE_TARGET.match(text)
     shown = m.group(1) if m else text.lstrip("~!")
     if name.lower() in ("pep", "rfc") and not m:  # as docutils and Sphinx show them: "PEP 8"
         shown = f"{name.upper()} {shown}"
+    return shown
+
+
+def _role_shown(m: re.Match) -> str:
+    return _shown(m.group(1), m.group(2))
+
+
+def _unknown_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """Any role docutils does not know: `:func:` on `~os.path.join` -> `os.path.join`."""
+    shown = _shown(name, utils.unescape(text))
     node = nodes.inline(rawtext, shown) if name.lower() in _PROSE_ROLES else nodes.literal(rawtext, shown)
     return [node], []
 
@@ -203,6 +221,8 @@ def _lenient():
     find_directive, find_role = directives.directive, roles.role
 
     def directive(name, language, document):
+        if name.lower() in _SPHINX_FIRST:
+            return _UnknownDirective, []
         cls, messages = find_directive(name, language, document)
         return (cls, messages) if cls is not None else (_UnknownDirective, [])
 
@@ -230,7 +250,8 @@ _BLOCK_LOOKALIKE = re.compile(
     r"|[-:][-:| \t]*$|<|--- page \d+ ---")
 # In refused source text: a directive's marker and its `:option:` lines are markup, and
 # an underline or overline is no text.
-_REFUSED_MARKUP = re.compile(r"^\s*(?:\.\. [\w:.+-]+::|:[\w-]+:(?=\s|$).*$)")
+_REFUSED_MARKUP = re.compile(r"^\s*(?:\.\. (?:\|[^|]+\|\s+)?[\w:.+-]+::|:[\w-]+:(?=\s|$).*$)")
+_ROLE_MARKUP = re.compile(r":([a-zA-Z][\w:+.-]*):`([^`]+)`")
 _PUNCTUATION_LINE = re.compile(r"""^([!-/:-@\[-`{-~])\1*$""")
 _PLAIN_START = re.compile(r"[^\s`>|#\\*!-]")  # a block that starts as a paragraph does
 _TITLE_SPECIAL = re.compile(r"([\\`*_\[\]<>#!&|])")
@@ -292,7 +313,8 @@ class _Writer:
         """The source text of markup docutils refused, as a paragraph; never the message."""
         out = []
         for block in node.findall(nodes.literal_block):
-            lines = [_REFUSED_MARKUP.sub("", line).strip() for line in block.astext().split("\n")]
+            lines = [_ROLE_MARKUP.sub(_role_shown, _REFUSED_MARKUP.sub("", line)).strip()
+                     for line in block.astext().split("\n")]
             text = "\n".join(line for line in lines if line and not _PUNCTUATION_LINE.match(line))
             if text:
                 out.append(_escape_lines(text))

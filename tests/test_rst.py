@@ -244,3 +244,29 @@ Usage
     install = chunks.text[1]
     assert "```\n# not a heading\npip install thing\n```" in install
     assert proc.returncode == 0
+
+
+def test_sphinx_class_directive_keeps_its_signature_and_description():
+    # docutils' own `class` directive (a CSS class) refused this, description and all.
+    markdown, _ = rst_to_markdown(
+        ".. class:: ArgumentParser(prog=None, \\\n"
+        "                          usage=None)\n\n"
+        "   Create a new :class:`ArgumentParser` object.\n")
+    assert "ArgumentParser(prog=None, usage=None)" in markdown.replace("  ", " ")
+    assert "Create a new `ArgumentParser` object." in markdown
+
+
+def test_refused_markup_keeps_its_text_with_roles_shown_as_text():
+    markdown, _ = rst_to_markdown(".. code-block:: python\n   :bogus-option: 1\n\n   x = :func:`spam`\n")
+    assert "x = spam" in markdown and ":func:" not in markdown and "bogus" not in markdown
+
+
+def test_a_file_docutils_fails_on_is_kept_as_plain_text(tmp_path):
+    # Found by fuzzing: docutils' substitution transform raises ValueError on this.
+    text = ("<div>|s|<div>```- item| x | y |\\<div>.. |s| replace:: z-----::\\\n\n"
+            ".. |s| replace:: z   +---+---+.. toctree::.. ~~~~~+---+---+.. |s| replace:: z--- page 2 ---__"
+            ".. |s| replace:: z_.. code-block:: python|")
+    (tmp_path / "odd.rst").write_text(text, encoding="utf-8")
+    row = read_document(list_inputs(tmp_path / "odd.rst")[0])
+    assert (row["status"], row["format"], row["text"]) == ("ok", "text", text)
+    assert row["note"].startswith("docutils could not convert it (") and row["note"].endswith("read as plain text")
