@@ -170,3 +170,13 @@ def test_empty_and_declared_pages_convert():
     assert html_to_markdown("  \n ") == ("\n", None)
     xhtml = '<?xml version="1.0" encoding="UTF-8"?>\n<html><head><title>X</title></head><body><h1>Hi</h1></body></html>'
     assert html_to_markdown(xhtml) == ("# Hi\n", "X")
+
+
+def test_underscores_that_could_make_emphasis_are_escaped_and_snake_case_is_not():
+    # The Python manual's heading "My class defines __del__ but ..." came back as
+    # "My class defines del but ..." (CommonMark's strong emphasis) in the heading path.
+    md, _ = html_to_markdown("<h2>Why __del__ is not called</h2><p>snake_case, a__b and _private.</p>"
+                             "<p><code>__init__</code></p>")
+    assert [h[2] for h in oracle_headings(md)] == ["Why __del__ is not called"]
+    assert r"snake_case, a__b and \_private." in md and "`__init__`" in md
+    assert not any(t.type in ("strong_open", "em_open") for t in MD.parse(md)[4].children)
