@@ -115,6 +115,17 @@ def schema_lines(schema: pa.Schema) -> list[str]:
     return [f"  {f.name:<{width}}  {f.type}{'' if f.nullable else '  not null'}" for f in schema]
 
 
+def stamp_text(stamp: dict) -> str:
+    """A queries/qrels file's stamp as a reader wants it. Stamps were sizes and times and
+    are content hashes now (pipekit/freshness.py); `show` crashed on the new ones, so it
+    reads whichever it finds."""
+    if stamp.get("missing"):
+        return "missing"
+    if "hash" in stamp:
+        return f"content {stamp['hash']}"
+    return f"{stamp['size']:,} bytes" if isinstance(stamp.get("size"), int) else "?"
+
+
 def flatten(obj, prefix: str = "") -> list[tuple[str, str]]:
     """Nested provenance JSON as (dotted key, value) pairs, in a stable order."""
     if isinstance(obj, dict) and obj:
@@ -124,9 +135,7 @@ def flatten(obj, prefix: str = "") -> list[tuple[str, str]]:
         return out
     if isinstance(obj, list) and obj and all(isinstance(v, dict) and "file" in v for v in obj):
         # stage 05's stamps of the queries/qrels files: the file names are what a reader wants
-        return [(f"{prefix}[{i}]", f"{v['file']}" + ("  (missing)" if v.get("missing") else
-                                                      f"  ({v.get('size', '?'):,} bytes)"))
-                for i, v in enumerate(obj)]
+        return [(f"{prefix}[{i}]", f"{v['file']}  ({stamp_text(v)})") for i, v in enumerate(obj)]
     return [(prefix, json.dumps(obj, ensure_ascii=False, default=str) if not isinstance(obj, str) else obj)]
 
 

@@ -264,3 +264,10 @@ def test_search_says_when_a_query_is_all_stopwords(sample_out):
     stop, missing = proc.stdout.split("zebra quokka")
     assert "every word of it is a stopword or a single letter" in stop and "indexing.stopwords" in stop
     assert "no passage contains any of its terms" in missing and "stopword" not in missing
+
+
+def test_show_reads_stage_05s_file_stamps(sample_out):
+    """The queries/qrels stamps became content hashes; `show` crashed on them (ValueError)."""
+    proc = run_script("-m", "pipekit", "show", str(sample_out / "05_results.parquet"), "--rows", "0")
+    stamps = [line for line in proc.stdout.splitlines() if "input files[" in line]
+    assert len(stamps) == 2 and all("(content " in line for line in stamps), proc.stdout
