@@ -219,9 +219,13 @@ def _mark_markup_like_text(root, escape_lt: bool) -> None:
         context = owner.getparent() if s.is_tail else owner
         if context is None or context.tag in _CODE or any(a.tag in _CODE for a in context.iterancestors()):
             continue
-        text = _UNDERSCORES.sub(_mark_emphasis_underscores, s) if "_" in s else s
+        # The whole .text / .tail, not the node XPath returned: after strip_tags one of them
+        # can be several adjacent text nodes, and writing back one node's text dropped the
+        # rest ("Macro _REENTRANT", a heading of libxslt's manual, became "_REENTRANT").
+        old = owner.tail if s.is_tail else owner.text
+        text = _UNDERSCORES.sub(_mark_emphasis_underscores, old) if "_" in old else old
         text = _TAG_LIKE.sub(_LT_MARK, text) if escape_lt else text
-        if text == s:
+        if text == old:
             continue
         if s.is_tail:
             owner.tail = text

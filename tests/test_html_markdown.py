@@ -180,3 +180,12 @@ def test_underscores_that_could_make_emphasis_are_escaped_and_snake_case_is_not(
     assert [h[2] for h in oracle_headings(md)] == ["Why __del__ is not called"]
     assert r"snake_case, a__b and \_private." in md and "`__init__`" in md
     assert not any(t.type in ("strong_open", "em_open") for t in MD.parse(md)[4].children)
+
+
+def test_text_of_an_unwrapped_link_is_kept_when_the_text_after_it_is_escaped():
+    # libxslt's manual: <h3><a name="_REENTRANT">Macro </a>_REENTRANT</h3> came back as
+    # "_REENTRANT" alone when the escape rewrote one of the heading's two text nodes.
+    md, _ = html_to_markdown('<h3><a name="_REENTRANT">Macro </a>_REENTRANT</h3>'
+                             '<p><a href="#x">see </a>&lt;b&gt; now</p>')
+    assert [h[2] for h in oracle_headings(md)] == ["Macro _REENTRANT"]
+    assert r"see \<b> now" in md
