@@ -9,6 +9,9 @@ Writes three tables that together are the index, each carrying the corpus statis
 - `04_chunks.parquet`   chunk, chunk_id, doc_id, heading, page_start, page_end, page_label_start,
                         page_label_end (what a citation prints), length
 (On a cluster the chunks and the postings are folders of part files, read in name order.)
+With `indexing.dense_model` set, also `04_vectors.parquet`: chunk, vector (one L2-normalised
+float32 vector per chunk, its heading trail and text embedded by the model, pipekit/dense.py),
+which stage 05 fuses with BM25; the model's name and file hashes are recorded with the rest.
 
 The idea: BM25's score is a sum over query terms of a number that depends only on the
 term and the chunk (SPEC's formula):
@@ -62,6 +65,7 @@ the index stays three plain tables anyone can open in pandas.
 from __future__ import annotations
 
 import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
+import time
 from typing import Iterator
 
 import numpy as np
@@ -472,6 +476,11 @@ CHUNKS_SCHEMA = pa.schema([("chunk", pa.int32()), ("chunk_id", pa.string()), ("d
                            ("length", pa.int32())])
 
 
+def meta_model(ctx) -> str:
+    """The model's name as stage 04 records it (pipekit/dense.py identity)."""
+    return (ctx.inputs.get("external") or {}).get("model", "?")
+
+
 def run(ctx) -> None:
     sec, engine = ctx.section, ctx.engine
     analyzer = Analyzer(stemmer=sec["stemmer"], stopwords=sec["stopwords"])
@@ -501,9 +510,13 @@ def run(ctx) -> None:
     if sec["dense_model"] is None:
         ctx.remove_output(dense.VECTORS)  # an older run's vectors are not this index's
     else:  # with a model, each chunk's vector too, embedded where its partition is (a worker, on a cluster)
+        t0 = time.perf_counter()
         list(ctx.write_partitions(dense.VECTORS, dense.vectors_schema(dense.model_dim(sec["dense_model"])),
                                   StageFunction(4, "vector_rows", (sec["dense_model"],)),
                                   [(first[p], part) for p, part in enumerate(parts)], desc="04 vectors", meta=meta))
+        took = time.perf_counter() - t0
+        ctx.note(f"{dense.VECTORS}: {stats['N']:,} chunks embedded by {meta_model(ctx)} in {took:.1f} s "
+                 f"({stats['N'] / max(took, 1e-9):,.0f} chunks/s)")
     ctx.note(f"N={stats['N']:,} chunks, {stats['n_terms']:,} terms, {stats['n_postings']:,} postings, "
              f"avgdl={stats['avgdl']:.1f}, k1={stats['k1']}, b={stats['b']}, heading_weight={stats['heading_weight']}, "
              f"analyzer={stats['analyzer']}")

@@ -47,6 +47,11 @@ With `retrieval.feedback: rm3`, each query is answered twice (`Index.expand`): i
 few chunks give a relevance model, whose heaviest terms join the query with small weights
 (pseudo-relevance feedback, RM3), and the expanded query is scored like any other.
 
+With vectors in the index (`indexing.dense_model`) and `retrieval.dense_weight` w > 0, the
+BM25 candidates are fused with the query's cosine to every chunk (pipekit/fusion.py):
+(1 − w)·BM25 + w·cosine, each min-max normalised over its own top 100, so a passage that
+answers in other words than the question's can still rank (`candidates`, then `fuse`).
+
 Public pieces (other tools reuse them): `Index(ctx)`, `Index.query_terms(texts)` ->
 [QueryTerms], `Index.expand(q, Feedback)`, `Index.best_candidates(ids, depth, weights)`,
 `Index.scores(ids, at_least, weights)`, `Index.explain(q, chunk)`, `rank(...)`, and
