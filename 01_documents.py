@@ -6,7 +6,9 @@ Reads  `documents.input`: a folder (walked recursively, in sorted order), one fi
        `documents.hidden` decides whether dot-files and dot-folders are read.
        Nothing outside the input is read unless `documents.follow_links` says so, and no
        file larger than `documents.max_bytes` is read at all.
-Writes `01_documents.parquet`: doc_id, source, format, text, status, error, path, title,
+Writes `01_files.parquet`: the files listed, with their content hashes (what the next run
+       compares: a file unchanged since is not read again, its row is copied).
+       `01_documents.parquet`: doc_id, source, format, text, status, error, path, title,
        encoding, page_labels, note, n_bytes, outline — one row per file (per record
        for BEIR).
 
@@ -62,7 +64,7 @@ import pyarrow.compute as pc
 
 from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, advance, line_ranges
-from pipekit.incremental import PreviousRows, reusable_rows
+from pipekit.incremental import PreviousRows, listing_table, read_listing, reusable_rows
 from pipekit.errors import PipelineError
 from pipekit.io import read_meta
 from pipekit.pages import OUTLINE_TYPE
@@ -245,7 +247,7 @@ def run(ctx) -> None:
     entries, previous = ctx.entries, None
     if not ctx.force and ctx.main_output.exists() and (meta := read_meta(ctx.main_output)) \
             and meta.get("row_fingerprint") == ctx.row_fingerprint:
-        rows = reusable_rows(entries, ctx.listing, ctx.main_output, meta.get("listing"))
+        rows = reusable_rows(entries, ctx.listing, ctx.main_output, read_listing(ctx.path("01_files.parquet")))
         previous = (str(ctx.main_output), rows)
         reused = sum(r >= 0 for r in rows)
     parts = input_partitions(ctx.section, ctx.engine.rows_per_part(0), entries, previous)
@@ -262,7 +264,7 @@ def run(ctx) -> None:
         beir = parts[0][0] == "beir"
         for table in ctx.write_partitions("01_documents.parquet", SCHEMA, StageFunction(1, "read_partition"),
                                           parts, desc="01 reading", keep=("doc_id", "status", "format", "error", "note"),
-                                          meta={"listing": ctx.listing}, total=None if beir else len(entries),
+                                          total=None if beir else len(entries),
                                           unit="file"):
             tally.add_table(table)
             if parts[0][0] == "files":
@@ -288,6 +290,8 @@ def run(ctx) -> None:
         ctx.note(line)
     if previous and reused:
         ctx.note(f"{reused:,} unchanged files: rows copied from the previous output, not read again")
+    # What the next run compares: each file's content hash, and the stamp that saves rehashing it.
+    ctx.write_table("01_files.parquet", listing_table(ctx.listing), {"listed_ns": ctx.listing["listed_ns"]})
 
 
 if __name__ == "__main__":

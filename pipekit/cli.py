@@ -58,7 +58,7 @@ class StageContext:
         else:
             self.upstream_path = None
             # Stage 01's inputs are files: listed (and hashed where they changed) once, here.
-            self.entries, self.listing = input_listing(cfg, self.main_output)
+            self.entries, self.listing = input_listing(cfg, self.path(stage.outputs[1]))
         self.inputs = inputs_record(stage, cfg, upstream_fp, self.listing)
         self.fingerprint = digest(self.inputs)
         # What every row depends on besides its own document (pipekit/incremental.py).

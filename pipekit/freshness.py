@@ -13,7 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from .incremental import describe_changes, file_hash, keys_of, list_files
+from .incremental import describe_changes, file_hash, keys_of, list_files, read_listing
 from .io import read_meta
 from .stages import REPO_ROOT, Stage
 
@@ -39,7 +39,7 @@ def _file_stamp(path: Path) -> dict:
         return {"file": str(path), "missing": True}
 
 
-def input_listing(cfg: dict, previous_output: Path) -> tuple[list, dict | None]:
+def input_listing(cfg: dict, previous_listing: Path) -> tuple[list, dict | None]:
     """The walk stage 01 does and its listing of the files it will read, content hashes
     taken from the previous output's record where the files' stamps say they can be."""
     from .readers import list_inputs  # the walk stage 01 does, so both see the same files
@@ -50,8 +50,7 @@ def input_listing(cfg: dict, previous_output: Path) -> tuple[list, dict | None]:
         return [], None
     entries = list_inputs(root, sec["include"], sec["exclude"], sec["hidden"],
                           sec["follow_links"], sec["max_bytes"], build_files=sec["build_files"])
-    previous = (read_meta(previous_output) or {}).get("listing") if previous_output.exists() else None
-    return entries, list_files(entries, previous)
+    return entries, list_files(entries, read_listing(previous_listing))
 
 
 def external_inputs(stage: Stage, cfg: dict, listing: dict | None = None):
@@ -106,7 +105,7 @@ def why_stale(stage: Stage, cfg: dict, output_dir: Path) -> list[str]:
     upstream_fp = None
     if stage.upstream is not None:
         upstream_fp = recorded_fingerprint(output_dir / stage.upstream.outputs[0])
-    listing = input_listing(cfg, paths[0])[1] if stage.number == 1 else None
+    listing = input_listing(cfg, paths[1])[1] if stage.number == 1 else None
     new = inputs_record(stage, cfg, upstream_fp, listing)
     reasons = []
     for name, value in new["config"].items():
@@ -119,7 +118,7 @@ def why_stale(stage: Stage, cfg: dict, output_dir: Path) -> list[str]:
         if stage.number == 4:
             reasons.append(f"the model of indexing.dense_model changed ({(new['external'] or {}).get('model')})")
         elif stage.number == 1:
-            reasons.append(describe_changes(metas[0].get("listing"), listing) if listing else
+            reasons.append(describe_changes(read_listing(paths[1]), listing) if listing else
                            f"documents.input {cfg['documents']['input']} does not exist")
         else:
             was = {s.get("file"): s for s in old.get("external") or []}

@@ -6,8 +6,8 @@ Markdown file to a 530-page manual rebuilt everything (104 s for a 77 s first ru
 Build tools have the answer (make, DVC, a documentation builder): unchanged inputs cost
 nothing.  Here it works at two levels:
 
-- **Files (stage 01).**  Each input file's content hash is recorded in the output's
-  metadata beside its size, modification time and change time.  A rerun hashes only the
+- **Files (stage 01).**  Each input file's content hash is recorded beside its size,
+  modification time and change time in `01_files.parquet`, one row per listed file.  A rerun hashes only the
   files whose stat changed (or that changed too close to the last listing to trust the
   clock: git's "racily clean" files), and takes the previous row of every file whose
   hash and place are unchanged.  Content, not timestamps, decides: `touch` changes
@@ -78,7 +78,7 @@ _HASHED: dict[tuple, str] = {}
 
 def list_files(entries: list, previous: dict | None) -> dict:
     """What stage 01 will read, as `{"listed_ns": ..., "files": {doc_id: [size, mtime_ns,
-    ctime_ns, key]}}`: recorded in 01_documents' metadata, compared by the next run.
+    ctime_ns, key]}}`: written to 01_files.parquet, compared by the next run.
 
     `key` is what decides whether a file's row can be reused: its content hash joined
     with everything else its row depends on (where it is, how it is read).  A skipped or
@@ -99,7 +99,8 @@ def list_files(entries: list, previous: dict | None) -> dict:
             files[e.doc_id] = [None, None, None, "unreadable"]
             continue
         was = old.get(e.doc_id)
-        where = f"{e.path}|{e.format}|{e.guessed}|{e.note}|{e.max_bytes}"
+        # Short: a folder of 100k files lists 100k of these.
+        where = content_hash(f"{e.path}|{e.format}|{e.guessed}|{e.note}|{e.max_bytes}".encode())
         if was and was[:3] == stamp and max(stamp[1], stamp[2]) < racy_after and was[3].endswith("|" + where):
             files[e.doc_id] = was
             continue
@@ -111,6 +112,30 @@ def list_files(entries: list, previous: dict | None) -> dict:
                 _HASHED[memo] = "unreadable"
         files[e.doc_id] = [*stamp, f"{_HASHED[memo]}|{where}"]
     return {"listed_ns": listed_ns, "files": files}
+
+
+LISTING_SCHEMA = pa.schema([("doc_id", pa.string()), ("size", pa.int64()), ("mtime_ns", pa.int64()),
+                            ("ctime_ns", pa.int64()), ("key", pa.string())])
+
+
+def listing_table(listing: dict) -> pa.Table:
+    """A listing as the rows of 01_files.parquet (its time goes in the file's metadata)."""
+    files = listing["files"]
+    columns = list(zip(*([d, *v] for d, v in files.items()))) or [()] * 5
+    return pa.table([pa.array(c, t.type) for c, t in zip(columns, LISTING_SCHEMA)], schema=LISTING_SCHEMA)
+
+
+def read_listing(path: Path) -> dict | None:
+    """01_files.parquet back as a listing (None when there is none, or it is unreadable)."""
+    from .io import read_meta
+
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException):
+        return None
+    listed_ns = (read_meta(path) or {}).get("listed_ns", 0)
+    rows = zip(*(table.column(n).to_pylist() for n in LISTING_SCHEMA.names))
+    return {"listed_ns": listed_ns, "files": {d: [size, m, c, k] for d, size, m, c, k in rows}}
 
 
 def keys_of(listing: dict) -> list:

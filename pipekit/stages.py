@@ -35,7 +35,7 @@ class Stage:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage(1, "documents", "01_documents.py", "documents", ("01_documents.parquet",),
+    Stage(1, "documents", "01_documents.py", "documents", ("01_documents.parquet", "01_files.parquet"),
           ("01_documents.py", "pipekit/readers.py", "pipekit/incremental.py", "pipekit/markdown_blocks.py", "pipekit/pages.py",
            "pipekit/html_markdown.py", "pipekit/engine.py", "pipekit/build_output.py", "pipekit/rst.py")),
     Stage(2, "preprocessing", "02_preprocessing.py", "preprocessing", ("02_preprocessed.parquet",),

@@ -111,14 +111,14 @@ def test_stages_written_as_parts_equal_the_local_files_and_stay_fresh(tmp_path, 
             assert io.read_meta(out["local"] / name)["fingerprint"] == io.read_meta(out["parts"] / name)["fingerprint"]
     assert [(out["parts"] / s.outputs[0]).is_dir() for s in STAGES] == [True, True, True, True, False]
     # 04: the chunks one part per partition, the postings one per shard of terms; the terms one file.
-    assert len(io.part_files(out["parts"] / "04_chunks.parquet")) == 22  # 87 chunks, 4 a partition
+    assert len(io.part_files(out["parts"] / "04_chunks.parquet")) == 22  # 88 chunks, 4 a partition
     assert len(io.part_files(out["parts"] / "04_postings.parquet")) > 1
     assert (out["parts"] / "04_terms.parquet").is_file()
     # run_pipeline (local engine) reads the folders: everything fresh; --force rewrites them as files.
     status = run_script("run_pipeline.py", "--config", str(sample_cfg), "--set", f"paths.output={out['parts']}",
                         "--status").stdout
     assert status.count(" fresh") == 5 and "stale" not in status
-    assert "     87 rows" in status  # 03_chunks: the parts' rows counted together
+    assert "     88 rows" in status  # 03_chunks: the parts' rows counted together
     run_script("run_pipeline.py", "--config", str(sample_cfg), "--set", f"paths.output={out['parts']}", "--force")
     assert [(out["parts"] / s.outputs[0]).is_file() for s in STAGES] == [True] * 5
     assert pd.read_parquet(out["parts"] / "03_chunks.parquet").map(repr).equals(
