@@ -99,6 +99,8 @@ def top_results(out_dir: Path):
         return {}, None
     cols = ["query_id", "query", "rank", "score", "doc_id", "heading", "page_start", "page_end",
             "page_label_start", "page_label_end", "text"]
+    if "fusion" in io.schema(path).names:  # hybrid results explained: each hit's BM25 and cosine (pipekit/fusion.py)
+        cols.append("fusion")
     by_q: dict[str, tuple[str, list[dict]]] = {}
     for r in io.read_table(path, cols).to_pylist():
         entry = by_q.setdefault(r["query_id"], (r["query"], []))
@@ -303,6 +305,11 @@ def relevance_mark(grade: int | None) -> str:
     return f' <span class="rel">relevant ({grade})</span>' if grade else ""
 
 
+def fusion_parts(f: dict | None) -> str:
+    """A hybrid hit's two scores beside the fused one, as stage 05 --explain recorded them."""
+    return f" (fused: bm25 {f['bm25']:.3f}, cosine {f['cosine']:.3f}, weight {f['dense_weight']:.2f})" if f else ""
+
+
 def results_section(out_dir: Path, judged: dict[str, dict[str, int]] | None = None) -> str:
     from .search import snippet
 
@@ -325,7 +332,7 @@ def results_section(out_dir: Path, judged: dict[str, dict[str, int]] | None = No
                     if analyzer else escape(r["text"][:200]))
             grade = judged.get(qid, {}).get(r["doc_id"])
             items.append(f'<li><span class="cite">{escape(cite)}</span> <span class="score">'
-                         f'score {r["score"]:.3f}</span>{relevance_mark(grade)}<br><span class="snippet">{snip}</span></li>')
+                         f'score {r["score"]:.3f}{fusion_parts(r.get("fusion"))}</span>{relevance_mark(grade)}<br><span class="snippet">{snip}</span></li>')
         parts.append(f"<details{' open' if i < 2 else ''}><summary>[{escape(qid)}] {escape(query)}</summary>"
                      f'<ol class="results">{"".join(items)}</ol></details>')
     return "".join(parts)
