@@ -82,7 +82,7 @@ _CODE = frozenset(("pre", "code", "kbd", "samp", "tt"))
 _TAG_LIKE = re.compile(r"<(?=[A-Za-z/!?])")
 # Text holds a `<` only where the source wrote it as a character reference (a raw `<`
 # before a letter is a tag to the parser): pages without one skip the text-node scan.
-_LT_REFERENCE = re.compile(r"&(?:lt|#0*60(?![0-9])|#[xX]0*3[cC](?![0-9a-fA-F]))")
+_LT_REFERENCE = re.compile(r"&(?:lt|LT|#0*60(?![0-9])|#[xX]0*3[cC](?![0-9a-fA-F]))")
 # Underscores that could open or close emphasis: a run with no letter or digit on one
 # side.  Text must stay unescaped for snake_case (underscores inside a word never make
 # emphasis), but the Python manual's heading "My class defines __del__ but ..." was read

@@ -154,6 +154,9 @@ def test_text_like_a_tag_is_escaped_outside_code_only():
     assert r"Write \<b> or \</p> in text; a < b." in md
     assert "`<div>`" in md and "`<Enter>`" in md and "if a <b:\n    <tag>\n" in md
     assert not any(t.type in ("html_block", "html_inline") for t in MD.parse(md))
+    for reference in ("&LT;", "&#60;", "&#x3C;"):  # every way a page writes the character
+        md, _ = html_to_markdown(f"<p>{reference}script> runs</p><h2>Next</h2>")
+        assert md.startswith(r"\<script> runs") and [h[2] for h in oracle_headings(md)] == ["Next"]
 
 
 def test_a_page_deeper_than_the_converter_reads_is_an_error_not_a_cut_page():
