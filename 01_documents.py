@@ -257,11 +257,11 @@ def run(ctx) -> None:
     split_beir = len(parts) > 1 and parts[0][0] == "beir"
     # The walk's verdicts (symlinks, skip reasons) stay here with the entries; the rows
     # come back one per entry, in order, so each is matched to its entry by position.
-    walked = iter(entries if parts[0][0] == "files" else [])
+    beir = bool(parts) and parts[0][0] == "beir"
+    walked = iter([] if beir else entries)
     seen: set[str] = set()
     try:
         # On a cluster each worker writes its part of the output; these columns come back.
-        beir = parts[0][0] == "beir"
         for table in ctx.write_partitions("01_documents.parquet", SCHEMA, StageFunction(1, "read_partition"),
                                           parts, desc="01 reading", keep=("doc_id", "status", "format", "error", "note"),
                                           total=None if beir else len(entries),
