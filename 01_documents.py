@@ -245,7 +245,8 @@ def run(ctx) -> None:
     if ctx.listing is None:  # the input is missing: list_inputs says so, in its words
         list_inputs(Path(ctx.section["input"]))
     entries, previous = ctx.entries, None
-    if not ctx.force and ctx.main_output.exists() and (meta := read_meta(ctx.main_output)) \
+    one_corpus = len(entries) == 1 and entries[0].format == "beir"  # its records are read anew, all
+    if not ctx.force and not one_corpus and ctx.main_output.exists() and (meta := read_meta(ctx.main_output)) \
             and meta.get("row_fingerprint") == ctx.row_fingerprint:
         rows = reusable_rows(entries, ctx.listing, ctx.main_output, read_listing(ctx.path("01_files.parquet")))
         previous = (str(ctx.main_output), rows)

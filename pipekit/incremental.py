@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa

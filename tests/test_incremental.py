@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pytest
 
 from pipekit.incremental import PreviousRows, list_files, plan_reuse, runs
 from pipekit.readers import list_inputs
@@ -216,3 +215,23 @@ def test_stage_01_counts_files_on_a_terminal_and_prints_nothing_extra_elsewhere(
     os.close(master)
     assert proc.returncode == 0
     assert f"/{N_FILES} [".encode() in seen and b"file" in seen, seen[-400:]
+
+
+def test_a_beir_corpus_is_reread_whole_but_only_changed_records_are_redone(tmp_path):
+    import json
+
+    corpus = tmp_path / "corpus.jsonl"
+    records = [{"_id": f"d{i}", "title": f"Record {i}", "text": f"passage {i} about wing flutter"} for i in range(30)]
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    cfg = write_config(tmp_path, documents={"input": str(corpus)},
+                       retrieval={"queries": ["wing flutter"], "qrels": None})
+
+    def edit_one_add_one():
+        records[7]["text"] = "passage 7 rewritten about boundary layers"
+        records.append({"_id": "d30", "title": "Record 30", "text": "a new passage"})
+        corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+
+    out = rerun_and_force(tmp_path, cfg, edit_one_add_one)
+    assert "0 added, 1 changed (corpus.jsonl), 0 removed" in out
+    assert reused(out, "01_documents") == 0  # one file: read whole again (it is fast)
+    assert reused(out, "02_preprocessing") == 29 and reused(out, "03_chunking") == 29
