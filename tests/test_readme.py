@@ -385,6 +385,15 @@ def test_quickstart_quotes_the_metrics_the_sample_gives_now(sample_outputs):
            .format_map(mean))
 
 
+def test_the_judgements_are_as_many_as_the_readme_says():
+    from pipekit.queries import load_qrels, load_queries
+
+    qrels, queries = load_qrels(REPO / "data" / "qrels.tsv"), load_queries(str(REPO / "data" / "queries.txt"))
+    n = sum(1 for judged in qrels.values() for grade in judged.values() if grade > 0)
+    quotes(README.read_text(encoding="utf-8"), f"{n} judgements of the {len(queries)} questions",
+           f"{len(queries)} questions in `data/queries.txt`")
+
+
 def test_exercise_exclude(sample_outputs, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(sample_outputs, out)
