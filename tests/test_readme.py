@@ -411,6 +411,7 @@ def test_exercise_exclude(sample_outputs, tmp_path):
     quotes(README.read_text(encoding="utf-8"), f"(`{counts.group(1)} ok, {counts.group(2)} error`)")
     assert first.rstrip().endswith("stale")
     assert "config documents.exclude changed" in status
+    assert status.splitlines()[-1].startswith("note: the outputs in") and "documents.exclude" in status.splitlines()[-1]
 
 
 def test_exercise_form_feeds(tmp_path):
