@@ -37,8 +37,9 @@ def unapplied_lines(command: str, overrides: list[str], why_not: Callable[[str],
         if reason is None:
             continue
         stage = stage_of(key)
-        fix = f"`{rerun}` reruns {stage.label} onward with it" if stage else "outputs are the same on any engine"
-        lines.append(f"{command}: --set {key} not applied ({reason}): {fix}")
+        fix = (f": `{rerun}` reruns {stage.label} onward with it" if stage else
+               ": outputs are the same on any engine" if key.startswith("engine.") else "")
+        lines.append(f"{command}: --set {key} not applied ({reason}){fix}")
     return lines
 
 

@@ -266,7 +266,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=5, metavar="N", help="rows to print (default 5; 0 for none)")
     parser.add_argument("--columns", type=columns_arg, default=None, metavar="a,b",
                         help="only these columns, in this order")
+    # Accepted so that a habit from the other commands gets one line saying it does nothing
+    # here, not argparse's usage block: show prints the file it is given, as it was written.
+    parser.add_argument("--config", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    from .overrides import unapplied_lines
+
+    why = "show prints the file it is given, as its stage wrote it"
+    options = [w for o in args.overrides for w in ("--set", o)]
+    for line in unapplied_lines("python -m pipekit show", args.overrides, lambda key: why, options):
+        print(line, file=sys.stderr)
+    if args.config:
+        print(f"python -m pipekit show: --config not applied ({why})", file=sys.stderr)
     try:
         if args.path.is_dir() and not is_dataset(args.path):
             print(show_folder(args.path))

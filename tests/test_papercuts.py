@@ -271,3 +271,12 @@ def test_show_reads_stage_05s_file_stamps(sample_out):
     proc = run_script("-m", "pipekit", "show", str(sample_out / "05_results.parquet"), "--rows", "0")
     stamps = [line for line in proc.stdout.splitlines() if "input files[" in line]
     assert len(stamps) == 2 and all("(content " in line for line in stamps), proc.stdout
+
+
+def test_show_names_the_set_it_cannot_apply(sample_out):
+    proc = run_script("-m", "pipekit", "show", str(sample_out / "04_terms.parquet"), "--rows", "1",
+                      "--set", "indexing.b=0")
+    plain = run_script("-m", "pipekit", "show", str(sample_out / "04_terms.parquet"), "--rows", "1")
+    line, = proc.stderr.splitlines()
+    assert line.startswith("python -m pipekit show: --set indexing.b not applied") and "04_indexing onward" in line
+    assert proc.stdout == plain.stdout
