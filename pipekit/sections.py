@@ -22,13 +22,13 @@ when every section is one chunk nothing is computed at all.  Only chunks that co
 query term are results: context re-weights matches, it never makes a passage without
 any of the query's words a result.
 
-Off by default (`retrieval.section_context: 0`; config.yaml has the figures).  On 58
-questions over the docs of 7 projects (bench/docs_qa.py; bench/README.md has the table
-for weights 0.25 to 1 and other grouping levels) w = 0.5 finds the answering section in
-the top 3 for 4 more questions and the right document for 5 more; on the bundled sample,
-whose questions each ask for one precise fact, it costs nDCG@10 (0.902 -> 0.889): a
-section that matches broadly lifts the wrong passage.  A reason that holds on every
-collection would make it a default; this one holds where questions are topical.
+On by default (`retrieval.section_context: 0.5` in config.yaml, which has the figures
+and the reasons; 0 turns it off).  On 58 questions over the docs of 7 projects
+(bench/docs_qa.py; bench/README.md has the table for weights 0.25 to 1 and other
+grouping levels) w = 0.5 finds the answering section in the top 3 for 4 more questions
+and the right document for 5 more; on the bundled sample, whose questions each ask for
+one precise fact, it costs nDCG@10 (0.916 -> 0.909 at the time of writing, README
+Exercise 5d): a section that matches broadly lifts the wrong passage.
 
 Cost: the sections are found once per index load (one pass over 03's heading paths);
 a query then reads every posting of its terms once more (the section sums), so with
