@@ -74,8 +74,10 @@ def candidates(before: Path | None) -> dict:
             if root is None:
                 return ""
             html_markdown._clean(root)
-            return markdownify_rs.markdownify(etree.tostring(root, method="html", encoding="unicode"),
-                                              heading_style="atx", bullets="-")
+            md = markdownify_rs.markdownify(etree.tostring(root, method="html", encoding="unicode"),
+                                            heading_style="atx", bullets="-")
+            # the escapes pipekit's cleaning marks in the tree, written as pipekit writes them
+            return md.replace(html_markdown._LT_MARK, "\\<").replace(html_markdown._UNDERSCORE_MARK, "\\_")
 
         out["markdownify-rs"] = lambda h: markdownify_rs.markdownify(h, heading_style="atx", bullets="-")
         out["lxml+markdownify-rs"] = cleaned_rs
@@ -123,6 +125,7 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=1, help="take one page in N")
     ap.add_argument("--before", type=Path, help="a checkout whose pipekit/html_markdown.py to add")
     ap.add_argument("--speed-only", action="store_true", help="skip the fidelity figures (stages 02-03)")
+    ap.add_argument("--only", help="comma-separated converter names to run (default: all)")
     args = ap.parse_args()
     files = pages(args.every)
     if not files:
@@ -140,6 +143,8 @@ def main() -> None:
     print(f"\n{'converter':22s} {'CPU s':>7s} {'MB/s':>6s}  {'h1-h3 in heading_path':>23s} {'open fences':>11s} "
           f"{'¶':>5s} {'](#':>6s} {'titles':>6s} {'chunks with heading':>20s}")
     for name, convert in candidates(args.before).items():
+        if args.only and name not in args.only.split(","):
+            continue
         t0 = time.process_time()
         markdowns = [convert(h) for h in htmls]
         cpu = time.process_time() - t0
