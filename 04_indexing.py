@@ -78,12 +78,14 @@ from pipekit.analyzer import Analyzer
 from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, iter_rows, progress_bar
 from pipekit.headings import drop_heading_attribute_lists
+from pipekit.incremental import reused_counts
 from pipekit.links import drop_link_destinations
 from pipekit.malloc import release_freed_memory
 
 INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start", "page_end",
-                   "page_label_start", "page_label_end"]
-CITED = ["chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_start", "page_label_end"]
+                   "page_label_start", "page_label_end", "content_hash"]
+CITED = ["chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_start", "page_label_end",
+         "content_hash"]
 BATCH = 8192  # chunks analysed together: big enough that Arrow kernels dominate, small enough to stay flat
 TAKE_BLOCK = 1 << 20  # postings renumbered at a time (8 MB of temporaries)
 
@@ -417,6 +419,8 @@ def chunk_rows(part: tuple) -> Iterator[pa.Table]:
         **{f"page_label_{s}": meta.column(f"page_label_{s}") if f"page_label_{s}" in meta.column_names
            else meta.column(f"page_{s}").cast(pa.string()) for s in ("start", "end")},
         "length": pa.array(counts["lengths"].astype(np.int32)),
+        "content_hash": meta.column("content_hash") if "content_hash" in meta.column_names
+        else pa.nulls(n, pa.string()),
     })
 
 
@@ -473,7 +477,7 @@ POSTINGS_SCHEMA = pa.schema([("term_id", pa.int32()), ("chunk", pa.int32()), ("t
 CHUNKS_SCHEMA = pa.schema([("chunk", pa.int32()), ("chunk_id", pa.string()), ("doc_id", pa.string()),
                            ("heading", pa.string()), ("page_start", pa.int32()), ("page_end", pa.int32()),
                            ("page_label_start", pa.string()), ("page_label_end", pa.string()),
-                           ("length", pa.int32())])
+                           ("length", pa.int32()), ("content_hash", pa.string())])
 
 
 def meta_model(ctx) -> str:
@@ -489,8 +493,11 @@ def run(ctx) -> None:
         dense.model_files(sec["dense_model"])  # a missing or unreadable model stops the stage before any work
     parts = ctx.upstream_parts(few=True)  # the local engine: one, the whole file
     # Map: each partition is counted where it runs and its counts stay there (on a
-    # cluster, in that worker's memory); only its vocabulary and lengths come here.
-    counts = [engine.submit(StageFunction(4, "count_partition", (sec,)), part) for part in parts]
+    # cluster, in that worker's memory); only its vocabulary and lengths come here.  A
+    # rerun counts only the chunks of changed documents: the others' counts are the
+    # previous index's, merged as a cluster merges partitions (pipekit/incremental.py).
+    counts, reused = reused_counts(ctx, StageFunction(4, "count_partition", (sec,)), CITED)
+    counts = counts or [engine.submit(StageFunction(4, "count_partition", (sec,)), part) for part in parts]
     vocabs = engine.fetch([engine.submit(StageFunction(4, "vocabulary"), c) for c in counts],
                           progress_bar(ctx.quiet, "04 counting"))
     # Reduce: N, avgdl, df and idf, here, from a few MB; then the postings, shard by shard,
@@ -517,6 +524,9 @@ def run(ctx) -> None:
         took = time.perf_counter() - t0
         ctx.note(f"{dense.VECTORS}: {stats['N']:,} chunks embedded by {meta_model(ctx)} in {took:.1f} s "
                  f"({stats['N'] / max(took, 1e-9):,.0f} chunks/s)")
+    if reused:
+        ctx.note(f"{reused:,} chunks of unchanged documents: counts taken from the previous index, "
+                 f"statistics and impacts computed anew")
     ctx.note(f"N={stats['N']:,} chunks, {stats['n_terms']:,} terms, {stats['n_postings']:,} postings, "
              f"avgdl={stats['avgdl']:.1f}, k1={stats['k1']}, b={stats['b']}, heading_weight={stats['heading_weight']}, "
              f"analyzer={stats['analyzer']}")

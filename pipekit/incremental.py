@@ -316,3 +316,97 @@ def reuse_parts(ctx, parts: list, fn, nothing_column: str | None = None, extras:
     if reused == 0:
         return fn, parts, 0
     return Reusing(fn, str(previous), extras), [(p, runs(plan, p.start, p.stop)) for p in parts], reused
+
+
+# ---- stage 04: the counts of unchanged chunks ----------------------------------------------
+
+def chunk_runs(current: pa.Table, previous: pa.Table) -> list[tuple]:
+    """Stage 04's runs over the chunks of 03_chunks: ("new", a, b) to count, and
+    ("old", a, b, s) — chunks a..b-1 are the previous index's s..s+(b-a)-1, made from the
+    same document text with the same settings, so their counts are the previous ones.
+    Both tables hold doc_id and content_hash per chunk."""
+    ids = current.column("doc_id").combine_chunks()
+    n = len(ids)
+    if n == 0:
+        return []
+    starts = np.flatnonzero(np.r_[True, np.asarray(pc.not_equal(ids[1:], ids[:-1]).fill_null(True))])
+    stops = np.r_[starts[1:], n]
+    docs = current.take(pa.array(starts)).select(["doc_id", "content_hash"])
+    plan = plan_reuse(docs, previous)
+    out: list[tuple] = []
+    for (a, b), (s, e) in zip(zip(starts.tolist(), stops.tolist()), plan.tolist()):
+        if s < 0 or e - s != b - a:  # a changed (or new) document: its chunks are counted
+            if out and out[-1][0] == "new" and out[-1][2] == a:
+                out[-1] = ("new", out[-1][1], b)
+            else:
+                out.append(("new", a, b))
+        elif out and out[-1][0] == "old" and out[-1][2] == a and out[-1][3] + (a - out[-1][1]) == s:
+            out[-1] = ("old", out[-1][1], b, out[-1][3])
+        else:
+            out.append(("old", a, b, s))
+    return out
+
+
+def previous_counts(postings: pa.Table, terms: pa.Array, lengths: np.ndarray, olds: list[tuple]) -> list[dict]:
+    """Stage 04's per-partition counts (terms, col_ptr, chunk, tf, lengths) of each old
+    run, cut out of the previous index: its postings are term-major and its term ids
+    alphabetical, so a run's postings, kept in order, are already its own term-major
+    counts.  One stable sort over all postings finds every run's share (linear in the
+    index, however many runs)."""
+    chunk = np.asarray(postings.column("chunk"), dtype=np.int64)
+    term = np.asarray(postings.column("term_id"), dtype=np.int64)
+    tf = np.asarray(postings.column("tf"), dtype=np.int32)
+    firsts = np.array([s for _, a, b, s in olds], dtype=np.int64)
+    lasts = firsts + np.array([b - a for _, a, b, s in olds], dtype=np.int64)
+    order_of = np.argsort(firsts, kind="stable")
+    run = order_of[np.clip(np.searchsorted(firsts[order_of], chunk, side="right") - 1, 0, None)]
+    inside = (chunk >= firsts[run]) & (chunk < lasts[run])
+    keep = np.flatnonzero(inside)
+    by_run = keep[np.argsort(run[keep], kind="stable")]
+    bounds = np.searchsorted(run[by_run], np.arange(len(olds) + 1))
+    out = []
+    for r, (_, a, b, s) in enumerate(olds):
+        sel = by_run[bounds[r]:bounds[r + 1]]
+        t = term[sel]
+        ids, df = np.unique(t, return_counts=True)
+        out.append({"terms": terms.take(pa.array(ids)), "col_ptr": np.r_[0, np.cumsum(df)].astype(np.int64),
+                    "chunk": (chunk[sel] - s).astype(np.int32), "tf": tf[sel],
+                    "lengths": lengths[s:s + (b - a)].astype(np.int64)})
+    return out
+
+
+def reused_counts(ctx, count_range: Callable, cited: list[str]) -> tuple[list[dict] | None, int]:
+    """Stage 04's partition counts with every unchanged chunk's counts taken from the
+    previous index (None: count everything).  Stage 04's statistics are global, so only
+    the counting is reused: N, avgdl, df, idf and every impact are computed anew from
+    the merged counts, as a cluster merges its partitions' (the same tables, tested).
+    On the local engine only: a cluster's counts stay on its workers."""
+    from .engine import RowRange, iter_rows
+    from .io import read_meta, read_table
+
+    folder = ctx.output_dir
+    names = [folder / n for n in ("04_chunks.parquet", "04_terms.parquet", "04_postings.parquet")]
+    if ctx.force or ctx.engine.kind != "local" or not all(p.exists() for p in names):
+        return None, 0
+    if any((read_meta(p) or {}).get("row_fingerprint") != ctx.row_fingerprint for p in names):
+        return None, 0
+    previous = read_table(names[0], ["doc_id", "content_hash", "length"])
+    if "content_hash" not in previous.column_names:
+        return None, 0
+    runs_ = chunk_runs(read_table(ctx.upstream_path, ["doc_id", "content_hash"]), previous)
+    olds = [r for r in runs_ if r[0] == "old"]
+    if not olds:
+        return None, 0
+    old_counts = iter(previous_counts(read_table(names[2], ["term_id", "chunk", "tf"]),
+                                      read_table(names[1], ["term"]).column("term").combine_chunks(),
+                                      np.asarray(previous.column("length")), olds))
+    out = []
+    for r in runs_:
+        if r[0] == "new":
+            out.append(count_range(RowRange(str(ctx.upstream_path), r[1], r[2])))
+            continue
+        counts = next(old_counts)
+        # What 04_chunks cites comes from today's 03 rows (the same chunks, by construction).
+        counts["meta"] = pa.Table.from_batches(list(iter_rows(RowRange(str(ctx.upstream_path), r[1], r[2]), cited)))
+        out.append(counts)
+    return out, sum(b - a for _, a, b, _ in olds)

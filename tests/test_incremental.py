@@ -30,6 +30,7 @@ from conftest import REPO, assert_same_outputs, pipeline, run_script, write_conf
 
 SAMPLE = REPO / "data" / "sample"
 N_FILES = sum(1 for p in SAMPLE.rglob("*") if p.is_file())
+N_CHUNKS = 88  # the sample's chunks with the default settings (tests/test_datasets.py counts them too)
 
 
 def sample_copy(tmp_path: Path, settle: bool = False) -> tuple[Path, Path]:
@@ -57,9 +58,9 @@ def rerun_and_force(tmp_path: Path, cfg: Path, change, *sets: str) -> str:
 
 
 def reused(stdout: str, stage: str) -> int:
-    """How many files (01) or documents (02, 03) a stage said it copied."""
+    """How many files (01), documents (02, 03) or chunks (04) a stage said it reused."""
     block = re.search(rf"^{stage}: .* rows out .*\n((?:  .*\n)*)", stdout, re.M).group(1)
-    m = re.search(r"([\d,]+) unchanged (?:files|documents)", block)
+    m = re.search(r"([\d,]+) (?:unchanged (?:files|documents)|chunks of unchanged documents)", block)
     return int(m.group(1).replace(",", "")) if m else 0
 
 
@@ -77,6 +78,7 @@ def test_an_added_file_is_read_alone_and_the_rest_is_copied(tmp_path):
     ok_docs = N_FILES - 1  # the sample's truncated PDF is an error row, not a document
     assert reused(out, "02_preprocessing") == ok_docs
     assert reused(out, "03_chunking") == ok_docs
+    assert reused(out, "04_indexing") == N_CHUNKS  # every chunk but the new file's
 
 
 def test_an_edited_file_is_read_again_and_only_its_document_redone(tmp_path):
@@ -87,6 +89,7 @@ def test_an_edited_file_is_read_again_and_only_its_document_redone(tmp_path):
     assert "0 added, 1 changed (handbook/README.md), 0 removed" in out
     assert reused(out, "01_documents") == N_FILES - 1
     assert reused(out, "03_chunking") == N_FILES - 2
+    assert 0 < reused(out, "04_indexing") < N_CHUNKS
 
 
 def test_a_removed_file_drops_out(tmp_path):
@@ -133,7 +136,15 @@ def test_a_chunking_change_redoes_stage_03_for_every_document_and_nothing_before
     docs, cfg = sample_copy(tmp_path)
     out = rerun_and_force(tmp_path, cfg, lambda: None, "chunking.target=120")
     assert "01_documents: fresh, skipped" in out and "02_preprocessing: fresh, skipped" in out
-    assert reused(out, "03_chunking") == 0
+    assert reused(out, "03_chunking") == 0 and reused(out, "04_indexing") == 0
+
+
+def test_a_bm25_parameter_change_reruns_04_alone_and_recounts_it_whole(tmp_path):
+    """k1 changes every impact but no count; 04 still recounts every chunk (its row
+    fingerprint holds every indexing setting): slower than it need be, never wrong."""
+    docs, cfg = sample_copy(tmp_path)
+    out = rerun_and_force(tmp_path, cfg, lambda: None, "indexing.k1=1.5")
+    assert "03_chunking: fresh, skipped" in out and reused(out, "04_indexing") == 0
 
 
 def test_force_reuses_nothing(tmp_path):
