@@ -17,7 +17,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from pipekit.cli import add_common_args, parse_args, pipe_closed, run_stage, user_options
+from pipekit.cli import add_common_args, guard_stdout, parse_args, pipe_closed, run_stage, user_options
 from pipekit.config import load_config
 from pipekit.engine import make_engine
 from pipekit.errors import PipelineError
@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(parser, argv, "run_pipeline")
     if args.first > args.last:
         parser.error(f"--from {args.first} comes after --to {args.last}")
+    out = guard_stdout()  # `| head` cuts the printing, never the run (pipekit/cli.py)
     try:
         cfg = load_config(args.config, args.overrides)
         steps = plan(cfg, args.first, args.last, args.force)
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return pipe_closed()
-    return 0
+    return pipe_closed("run_pipeline") if out.cut else 0
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import os
 import shlex
 import sys
 import time
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -261,15 +262,16 @@ def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
     t0 = time.perf_counter()
     try:
         ctx = StageContext(stage, cfg, quiet=quiet, options=options, engine=engine, force=force)
+        outer = isinstance(sys.stdout, _PipeProof)  # a whole command guarded (run_pipeline): it reports
         try:
-            with pipe_proof_stdout() as out:
+            with (nullcontext(sys.stdout) if outer else pipe_proof_stdout()) as out:
                 run(ctx)
                 ctx._commit()
         except BaseException:
             ctx._abort()
             raise
-        _mark_stage_done()
-        if out.cut:  # reported now that the outputs are safe
+        _mark_stage_done(stage.label)
+        if out.cut and not outer:  # reported now that the outputs are safe
             raise BrokenPipeError("stdout closed while the stage ran")
     finally:
         if own:
@@ -366,16 +368,18 @@ def pipe_closed(name: str | None = None) -> int:
     _to_devnull()
     who = name or Path(sys.argv[0]).name
     print(f"{who}: output cut: the reader closed stdout (| head?)"
-          + ("; the outputs were written" if _STAGE_DONE else ""), file=sys.stderr)
+          + (f"; outputs written up to {_STAGE_DONE}" if _STAGE_DONE else ""), file=sys.stderr)
     return 141  # 128 + SIGPIPE, what a shell reports for a command whose pipe closed
 
 
-_STAGE_DONE = False  # set once a stage has committed, so pipe_closed can say its outputs are safe
+# The last stage that committed, so pipe_closed can say which outputs are safe: "the outputs
+# were written" read as if every stage had run, when a run had stopped after stage 01.
+_STAGE_DONE: str | None = None
 
 
-def _mark_stage_done() -> None:
+def _mark_stage_done(label: str) -> None:
     global _STAGE_DONE
-    _STAGE_DONE = True
+    _STAGE_DONE = label
 
 
 def _to_devnull() -> None:
@@ -411,6 +415,15 @@ class _PipeProof:
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
+
+
+def guard_stdout() -> _PipeProof:
+    """For a command that runs several stages: from here on a closed stdout only stops the
+    printing (`run_pipeline.py | head` ran stage 01 and stopped); the command checks
+    `.cut` at its end and reports it with pipe_closed."""
+    if not isinstance(sys.stdout, _PipeProof):
+        sys.stdout = _PipeProof(sys.stdout)
+    return sys.stdout
 
 
 class pipe_proof_stdout:

@@ -117,7 +117,7 @@ def test_a_closed_pipe_never_costs_stage_05_its_outputs(sample_out, tmp_path):
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141
     assert "explain" in pq.read_schema(out / "05_results.parquet").names
-    assert stderr.count("\n") == 1 and "output cut" in stderr and "outputs were written" in stderr, stderr
+    assert stderr.count("\n") == 1 and "output cut" in stderr and "outputs written up to 05_retrieval" in stderr, stderr
 
 
 def test_prints_during_a_stage_cannot_abort_it(tmp_path, monkeypatch, capsys):
@@ -280,3 +280,17 @@ def test_show_names_the_set_it_cannot_apply(sample_out):
     line, = proc.stderr.splitlines()
     assert line.startswith("python -m pipekit show: --set indexing.b not applied") and "04_indexing onward" in line
     assert proc.stdout == plain.stdout
+
+
+def test_a_closed_pipe_never_stops_run_pipeline_before_its_last_stage(sample_out, tmp_path):
+    """`run_pipeline.py | head -1` ran stage 01 and stopped at its first summary line."""
+    out = tmp_path / "out"
+    shutil.copytree(sample_out, out)
+    before = (out / "05_results.parquet").stat().st_mtime_ns
+    proc = subprocess.Popen([sys.executable, "run_pipeline.py", "--force", "--set", f"paths.output={out}"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 141
+    assert (out / "05_results.parquet").stat().st_mtime_ns > before  # every stage ran, 05 too
+    assert stderr.count("\n") == 1 and "outputs written up to 05_retrieval" in stderr, stderr
