@@ -103,7 +103,9 @@ class _WrittenPart:
     def __call__(self, indexed) -> list:
         index, part = indexed
         out = []
-        sink = ParquetSink(Path(self.folder) / PART.format(index), self.schema, self.meta)
+        # The stage's temp folder is never made here: a task still running when its stage
+        # failed (and removed the folder) must not bring the folder back as a leftover.
+        sink = ParquetSink(Path(self.folder) / PART.format(index), self.schema, self.meta, make_folder=False)
         try:
             for item in self.fn(part):
                 table = item[0] if isinstance(item, tuple) else item

@@ -161,10 +161,11 @@ def _leaf(field: pa.Field) -> str:
 class ParquetSink:
     """Write record batches to a temp file; `commit()` renames it over the target."""
 
-    def __init__(self, path: Path, schema: pa.Schema, meta: dict):
+    def __init__(self, path: Path, schema: pa.Schema, meta: dict, make_folder: bool = True):
         self.path = Path(path)
         self.tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if make_folder:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         sweep_orphans(self.path)
         metadata = dict(schema.metadata or {})
         metadata[META_KEY] = json.dumps(meta, sort_keys=True, default=str).encode()
