@@ -716,3 +716,21 @@ def test_lesson4_path_weight_puts_handbook_near_the_top(sample_outputs, tmp_path
     pipeline(out, "--set", "indexing.path_weight=0")
     without = read(out, "04_terms.parquet").set_index("term").df
     assert without["handbook"] < terms.set_index("term").df["handbook"] / 2
+
+
+def test_your_own_documents_config_serves_every_command(tmp_path):
+    """The section's config file, written by its own printf line, makes outputs that
+    --status then finds fresh, with no `note:` line: one file, the same settings everywhere."""
+    section = README.read_text(encoding="utf-8").split("## Your own documents", 1)[1].split("\n## ", 1)[0]
+    commands = [c for lang, body in code_blocks(section) if lang == "bash" for c in block_commands(body)]
+    (tmp_path / "data").symlink_to(REPO / "data", target_is_directory=True)
+    made = subprocess.run(["bash", "-c", commands[0]], cwd=tmp_path, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    cfg = str(tmp_path / "out" / "mine.yaml")
+    run_script("run_pipeline.py", "--config", cfg)
+    status = run_script("run_pipeline.py", "--status", "--config", cfg).stdout
+    states = [line.split()[-1] for line in status.splitlines() if line[:2].isdigit()]
+    assert states == ["fresh"] * 5 and "note: " not in status
+    assert (tmp_path / "out" / "handbook" / "05_results.parquet").exists()
+    forgot = run_script("run_pipeline.py", "--status", "--set", f"paths.output={tmp_path / 'out' / 'handbook'}").stdout
+    assert forgot.splitlines()[-1].startswith("note: ") and "documents.input" in forgot.splitlines()[-1]
