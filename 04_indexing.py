@@ -76,7 +76,7 @@ from scipy import sparse
 from pipekit import dense
 from pipekit.analyzer import Analyzer
 from pipekit.cli import stage_main
-from pipekit.engine import StageFunction, iter_rows, progress_bar
+from pipekit.engine import StageFunction, advance, iter_rows, progress_bar, watched
 from pipekit.headings import drop_heading_attribute_lists
 from pipekit.incremental import reused_counts
 from pipekit.links import drop_link_destinations
@@ -225,6 +225,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     vocab = Vocabulary(analyzer)
     indices, data, row_nnz, meta_cols = [], [], [], []
     for batch in progress(batches):
+        advance(batch.num_rows)  # the local engine's bar (a cluster counts partitions instead)
         ids, counts, nnz = count_batch(vocab, batch, path_weight, heading_weight)
         indices.append(ids)
         data.append(counts)
@@ -496,8 +497,9 @@ def run(ctx) -> None:
     # cluster, in that worker's memory); only its vocabulary and lengths come here.  A
     # rerun counts only the chunks of changed documents: the others' counts are the
     # previous index's, merged as a cluster merges partitions (pipekit/incremental.py).
-    counts, reused = reused_counts(ctx, StageFunction(4, "count_partition", (sec,)), CITED)
-    counts = counts or [engine.submit(StageFunction(4, "count_partition", (sec,)), part) for part in parts]
+    with watched(ctx.upstream_rows if engine.kind == "local" else 0, "04 counting", "chunk", ctx.quiet):
+        counts, reused = reused_counts(ctx, StageFunction(4, "count_partition", (sec,)), CITED)
+        counts = counts or [engine.submit(StageFunction(4, "count_partition", (sec,)), part) for part in parts]
     vocabs = engine.fetch([engine.submit(StageFunction(4, "vocabulary"), c) for c in counts],
                           progress_bar(ctx.quiet, "04 counting"))
     # Reduce: N, avgdl, df and idf, here, from a few MB; then the postings, shard by shard,

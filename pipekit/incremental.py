@@ -381,7 +381,7 @@ def reused_counts(ctx, count_range: Callable, cited: list[str]) -> tuple[list[di
     the counting is reused: N, avgdl, df, idf and every impact are computed anew from
     the merged counts, as a cluster merges its partitions' (the same tables, tested).
     On the local engine only: a cluster's counts stay on its workers."""
-    from .engine import RowRange, iter_rows
+    from .engine import RowRange, advance, iter_rows
     from .io import read_meta, read_table
 
     folder = ctx.output_dir
@@ -406,6 +406,7 @@ def reused_counts(ctx, count_range: Callable, cited: list[str]) -> tuple[list[di
             out.append(count_range(RowRange(str(ctx.upstream_path), r[1], r[2])))
             continue
         counts = next(old_counts)
+        advance(r[2] - r[1])
         # What 04_chunks cites comes from today's 03 rows (the same chunks, by construction).
         counts["meta"] = pa.Table.from_batches(list(iter_rows(RowRange(str(ctx.upstream_path), r[1], r[2]), cited)))
         out.append(counts)
