@@ -8,8 +8,8 @@ longest run inside it (a fence around code holding ``` closed early, and a langu
 reference lost 7 of its 11 section headings to one), `|` escaped in table cells, a text
 line that would read as markup (`# 5 reasons`, `1. x`, `- y`, a plain-text `~~~`
 underline that opened a fence on Valgrind's NEWS page) escaped.  The markdownify +
-BeautifulSoup converter this replaces did the same in pure Python at 0.7 MB/s per CPU
-second on the Python manual; this one at 7-8 MB/s (bench/html_converters.py).
+BeautifulSoup converter this replaces did the same in pure Python at 1.0 MB per CPU
+second on the Python manual; this one at 9.5 (bench/html_converters.py).
 
 What the cleaning does, each rule for a failure seen on real pages:
 
