@@ -21,12 +21,17 @@ What a row says:
   a second name for a file already read).  A hidden or excluded *folder* is one skipped row, not entered.  A bad
   file never stops the run, because one broken file in a folder of thousands must not
   cost the other thousands.
-- `format` is markdown, text, pdf, html, csv or beir; for a skipped file, its extension.
+- `format` is markdown, text, pdf, html, rst, csv or beir; for a skipped file, its extension.
 - PDFs get a `--- page N ---` line before each page (N physical, from 1), so stage 03
   can tell every chunk its pages; the PDF's own page labels go to `page_labels`, and
   its outline (bookmarks: level, title, page) to `outline`, from which stage 03 takes
   the chunks' headings.
-- HTML arrives as Markdown, so headings, lists, tables and code keep their structure.
+- HTML arrives as Markdown, so headings, lists, tables and code keep their structure;
+  so does reStructuredText, read by docutils (section titles at the levels it gives).
+- A documentation generator's build output (a Sphinx or MkDocs folder, known by its
+  marker files) is read for its pages only: `_sources/` (a raw copy of every page, which
+  outranked the pages themselves), `_static/`, the index and search pages are `skipped`
+  rows saying what they are (`documents.build_files: true` reads them).
 - CSV keeps its original text: stage 03 cuts between its records and must be able to
   point at exact character spans.  A malformed CSV (ragged rows, an unclosed quote) is
   still `ok` — its text is readable — with the problem in `note`.
@@ -43,6 +48,10 @@ What a row says:
   with nothing to index (a PDF without a text layer: `ok`, but it gives no chunk).
 - `encoding` is the codec the bytes were decoded with; `note` holds what a careful
   reader would mention (a detected encoding, a PDF without a text layer, a ragged CSV).
+- A rerun reads only what changed: a file whose content hash and place are as
+  `01_files.parquet` recorded gets its previous row back, unread (pipekit/incremental.py;
+  only files whose size or times moved are hashed again).  The output is a `--force`
+  run's, row for row.
 
 What it deliberately does not do: clean the text (stage 02 normalises line ends, Unicode
 and control characters, so every format is cleaned by the same rules), guess structure
