@@ -30,6 +30,10 @@ rule on the whole string, a 100 MB log peaked at 16x its size.  A large document
 pages (form feeds, `--- page N ---` lines) is read by slices twice (`clean_large_paged`):
 once to find its furniture, which compares its pages, once to clean it without.
 
+A rerun cleans only the documents that changed: one whose stage-01 `content_hash` is
+the one its previous row was cleaned from, with the same settings and code of stages 01
+and 02, gets that row back (pipekit/incremental.py; `--force` cleans everything).
+
 What it deliberately does not do: touch Markdown structure, code, indentation or line
 breaks inside paragraphs (stage 03 needs them), lower-case or strip punctuation (that is
 the analyzer's job in stage 04, so chunks stay readable for citation), or drop documents.

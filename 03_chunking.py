@@ -35,6 +35,9 @@ starting with the header row (pipekit.csv_chunks).  Strategy `fixed` ignores str
 purpose: windows of `target` units with `overlap`, cut at whitespace — the baseline the
 heading chunker is compared against.
 
+A rerun chunks only the documents that changed: the others keep their previous chunks,
+copied (same `content_hash`, same settings and code of stages 01–03; pipekit/incremental.py).
+
 Deliberately not done here: no text is rewritten (chunk text is the source span plus only
 what the rules add, so CRLF, tabs, indentation and zero-width characters survive), no
 tokenising or stemming (stage 04), no guessing of headings a format does not state (a
