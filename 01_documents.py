@@ -73,6 +73,7 @@ import pyarrow.compute as pc
 
 from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, advance, line_ranges
+from pipekit.fastpath import beir_tables
 from pipekit.incremental import PreviousRows, listing_table, read_listing, reusable_rows
 from pipekit.errors import PipelineError
 from pipekit.io import read_meta
@@ -132,9 +133,10 @@ def input_partitions(section: dict, rows_per_part: int | None, entries: list | N
 def read_partition(part: tuple) -> Iterator[pa.Table]:
     """The stage-01 rows of one part, in order (one row per entry), as tables of bounded size."""
     if part[0] == "beir":
-        for batch in batches(iter_beir(Path(part[1]), part[2], start=part[3], end=part[4])):
-            advance(len(batch))
-            yield pa.Table.from_pylist(batch, schema=SCHEMA)
+        # Columns, not a dict per record: iter_beir's rows, in the same batches (pipekit/fastpath.py).
+        for table in beir_tables(Path(part[1]), part[2], part[3], part[4], SCHEMA, BATCH_ROWS, BATCH_CHARS):
+            advance(table.num_rows)
+            yield table
         return
     entries, (previous, rows) = part[1], part[2]
     old = PreviousRows(previous) if previous else None

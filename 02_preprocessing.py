@@ -51,6 +51,7 @@ import pyarrow.compute as pc
 
 from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, advance, iter_rows
+from pipekit.fastpath import clean_texts
 from pipekit.incremental import reuse_parts
 from pipekit.pages import OUTLINE_TYPE, FurnitureDropper, FurnitureFinder, strip_furniture
 from pipekit.unchunked import ONLY_WHITESPACE
@@ -342,17 +343,20 @@ def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:
             j = k + 1
             while j < n and ok[j] and not large[j]:
                 j += 1
-            cols = batch.slice(k, j - k).to_pydict()
-            texts, furniture, paged = [], 0, 0
-            for t in cols["text"]:
-                text, removed = clean_document(t or "", form)
-                texts.append(text)
-                furniture += removed
-                paged += removed > 0
-            cols["note"] = [emptied(n, raw, new) for n, raw, new in zip(cols["note"], cols["text"], texts)]
-            cols["text"] = texts
-            yield pa.table(cols, schema=SCHEMA), furniture, paged
+            # Texts that are clean already (short ASCII records, mostly) are finished as a
+            # column; the others go through clean_document one by one (pipekit/fastpath.py).
+            run = batch.slice(k, j - k)
+            texts, notes, furniture, paged = clean_texts(run.column("text"), run.column("note"),
+                                                         lambda t, n: _clean_one(t, n, form))
+            cols = {c: texts if c == "text" else notes if c == "note" else run.column(c) for c in COLUMNS}
+            yield pa.Table.from_arrays(list(cols.values()), schema=SCHEMA), furniture, paged
             k = j
+
+
+def _clean_one(raw: str | None, note: str | None, form: str) -> tuple[str, str | None, int]:
+    """(cleaned text, note, furniture lines removed) of one ordinary document."""
+    text, removed = clean_document(raw or "", form)
+    return text, emptied(note, raw, text), removed
 
 
 def run(ctx) -> None:

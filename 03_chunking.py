@@ -531,43 +531,46 @@ def chunk_partition(section: dict, part) -> Iterator:
     """Stage 03 on one partition of 02_preprocessed.parquet: its documents' chunks, in
     order, in record batches of bounded size.  It depends on the partition alone, so the
     engine may run it anywhere (`section` is the plain config dict: it travels to workers)."""
-    import pyarrow as pa
-
     from pipekit.engine import advance, iter_rows
+    from pipekit.fastpath import ChunkRows, one_chunk, runs, single_chunks
     from pipekit.pages import with_labels
 
     settings = Settings.from_section(section)
     schema = _schema()
-    batch_rows = 20_000  # chunks per written batch: memory stays flat on any corpus size
-    # at[i]: chunk i's document in `labels` (its page labels); `missed`: documents without a chunk
-    cols, at, labels, missed = {c: [] for c in PER_CHUNK}, [], [], NoChunks()
+    # 20,000 chunks per written batch: memory stays flat on any corpus size; `missed`: documents without a chunk
+    rows, missed = ChunkRows(schema, PER_CHUNK, 20_000, with_labels), NoChunks()
     for batch in iter_rows(part, columns=["doc_id", "format", "path", "title", "text", "outline", "content_hash",
                                           "page_labels", "note"]):
         advance(batch.num_rows)
-        for row in batch.to_pylist():
-            doc_id = row["doc_id"]
-            # text popped and let go, chunks once in `cols`: a huge document's written batches are freed
-            text = row.pop("text") or ""
-            chunks = finish(chunk_document(text, fmt=row["format"] or "markdown", title=row["title"], settings=settings,
-                                           name=PurePosixPath(doc_id).name, outline=row["outline"]), doc_id)
-            if not chunks:  # rule 10: counted, with its reason, in the summary
-                missed.add(doc_id, reason(text, row["note"]))
-            del text
-            labels.append(row["page_labels"])
-            for i in range(len(chunks)):
-                c, chunks[i] = chunks[i], None
-                c["doc_id"], c["path"], c["format"] = doc_id, row["path"] or [], row["format"]
-                c["content_hash"] = row["content_hash"]
-                for k in PER_CHUNK:
-                    cols[k].append(c[k])
-                at.append(len(labels) - 1)
-                # Checked per chunk, not per document: a 400 MB log is 150,000 chunks, and
-                # one batch of them all was one more copy of the whole document.
-                if len(cols["chunk_id"]) >= batch_rows:
-                    yield pa.RecordBatch.from_pydict(with_labels(cols, at, labels), schema=schema), missed
-                    cols, at, labels, missed = {c: [] for c in PER_CHUNK}, [], labels[-1:], NoChunks()
-    if cols["chunk_id"] or missed.total:
-        yield pa.RecordBatch.from_pydict(with_labels(cols, at, labels), schema=schema), missed
+        # Short records that are one line and one chunk are made a run at a time, as
+        # columns (pipekit/fastpath.py says which and why the rows are the same).
+        for a, b, fast in runs(one_chunk(batch, settings)):
+            if fast:
+                rows.add_table(single_chunks(batch.slice(a, b - a), schema))
+            for row in ([] if fast else batch.slice(a, b - a).to_pylist()):
+                doc_id = row["doc_id"]
+                # text popped and let go, chunks once in `rows`: a huge document's written batches are freed
+                text = row.pop("text") or ""
+                chunks = finish(chunk_document(text, fmt=row["format"] or "markdown", title=row["title"], settings=settings,
+                                               name=PurePosixPath(doc_id).name, outline=row["outline"]), doc_id)
+                if not chunks:  # rule 10: counted, with its reason, in the summary
+                    missed.add(doc_id, reason(text, row["note"]))
+                del text
+                for i in range(len(chunks)):
+                    c, chunks[i] = chunks[i], None
+                    c["doc_id"], c["path"], c["format"] = doc_id, row["path"] or [], row["format"]
+                    c["content_hash"] = row["content_hash"]
+                    rows.add(c, row["page_labels"])
+                    # Checked per chunk, not per document: a 400 MB log is 150,000 chunks, and
+                    # one batch of them all was one more copy of the whole document.
+                    if len(rows) >= rows.size:
+                        yield rows.take(), missed
+                        missed = NoChunks()
+            while len(rows) >= rows.size:
+                yield rows.take(), missed
+                missed = NoChunks()
+    if len(rows) or missed.total:
+        yield rows.take(everything=True), missed
 
 
 def run(ctx) -> None:

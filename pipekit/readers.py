@@ -932,6 +932,25 @@ def iter_beir(path: Path, max_bytes: int | None = None, start: int = 0,
     range's first line: the caller that split the file rescans it whole for the message."""
     path = Path(path)
     seen: set[str] = set()
+    for line_no, raw in beir_lines(path, start, end):
+        record = _beir_record(path, line_no, raw)
+        doc_id = record["_id"]
+        if doc_id in seen:
+            raise PipelineError(f"{path}, line {line_no}: _id {doc_id!r} appears twice")
+        seen.add(doc_id)
+        row = dict.fromkeys(COLUMNS)
+        row.update(doc_id=doc_id, source=str(path), format="beir", text=record["text"],
+                   status="ok", path=[], title=record["title"] or None, encoding="utf-8",
+                   n_bytes=len(raw), content_hash=content_hash(raw))
+        if max_bytes is not None and len(raw) > max_bytes:
+            row.update(text=None, status="skipped", error=too_large(len(raw), max_bytes))
+        yield row
+
+
+def beir_lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw bytes) of each non-blank line of a BEIR corpus that begins in
+    [start, end), a UTF-8 BOM taken off the file's first line: what `iter_beir` reads,
+    and pipekit.fastpath.beir_tables too, so both see the same lines under the same numbers."""
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -947,18 +966,7 @@ def iter_beir(path: Path, max_bytes: int | None = None, start: int = 0,
                 raw = raw[len(codecs.BOM_UTF8):]
             if not raw.strip():
                 continue
-            record = _beir_record(path, line_no, raw)
-            doc_id = record["_id"]
-            if doc_id in seen:
-                raise PipelineError(f"{path}, line {line_no}: _id {doc_id!r} appears twice")
-            seen.add(doc_id)
-            row = dict.fromkeys(COLUMNS)
-            row.update(doc_id=doc_id, source=str(path), format="beir", text=record["text"],
-                       status="ok", path=[], title=record["title"] or None, encoding="utf-8",
-                       n_bytes=len(raw), content_hash=content_hash(raw))
-            if max_bytes is not None and len(raw) > max_bytes:
-                row.update(text=None, status="skipped", error=too_large(len(raw), max_bytes))
-            yield row
+            yield line_no, raw
 
 
 def _beir_record(path: Path, line_no: int, raw: bytes) -> dict:

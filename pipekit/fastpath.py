@@ -1,0 +1,282 @@
+"""Fast paths for collections of many short records: the per-record rules, a batch at a time.
+
+A BEIR corpus is hundreds of thousands of one-paragraph records.  Stages 01–03 handle a
+record in Python (a dict per row, six regex passes to clean it, a Markdown scan, a line
+table and a packer to chunk it), and on 200,000 synthetic passages that was ~13 s of a
+21 s run, for records with nothing to clean and nothing to split.  The rules are right;
+only their cost per record is the problem.  This module makes the same rows with Arrow
+and NumPy over whole columns, *for the records where the per-record rules provably do
+nothing but the obvious*, and sends every other record down the per-record path.  Each
+function says which records qualify and why its result is exactly the slow path's;
+tests/test_fastpath.py draws short records (ASCII and not, titles or none, blank lines,
+control characters, CRs, trailing spaces, long words) through both and compares rows.
+
+Stage 01, `beir_tables`: the same lines (`readers.beir_lines`), each parsed by json.loads
+once; a record of the usual shape (an object whose `_id` is a non-empty string, `title`
+and `text` strings or absent) goes straight into columns; any other line is handed to
+`readers._beir_record`, which converts it (an integer `_id`, a null title) or raises its
+exact message.  What went is the dict per row and Table.from_pylist's walk over it.
+
+Stage 02, `clean_texts`: a text that is ASCII (NFC, NFKC and NFD all leave ASCII alone),
+holds no control character (so no CR, no form feed), no `--- page ` (no page, so no
+furniture), no space or tab before a line end or at the end, no three newlines in a row,
+does not start with a newline and holds something besides whitespace: every rule of
+`clean_document` leaves it unchanged except the last, which strips the newlines at its
+end and adds one.  That is one Arrow expression; the rest are cleaned one by one.
+
+Stage 03, `one_chunk` / `single_chunks`: a BEIR record under the `heading` strategy whose
+text is ASCII, one line (no newline but a final one), without control characters, that
+starts with a letter or digit and whose size in the budget unit is at most `max`.  Its
+line is one block (no heading, fence, quote, table, front matter or page marker starts
+with a letter or digit, and the other blocks need a second line), so the chunker makes one
+section of one unit; a unit within `max` is one chunk — whole when it fits `target`, and
+`_pack` keeps a lone unit whole up to `max`.  That chunk is the line: ordinal 0, span
+[0, length of the line), heading path [title] (none without one), no pages.  ASCII keeps
+the word counts exact: Python's str.split() and Arrow's split agree on ASCII whitespace
+once control characters (Python splits at \\x1c-\\x1f, Arrow does not) are excluded.
+
+Deliberately not fast-pathed: anything with non-ASCII text (Unicode normalisation and
+Unicode whitespace are the per-record code's to decide), files (one file is one document
+of any size and structure), and strategies other than `heading`.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["beir_tables", "clean_texts", "already_clean", "one_chunk", "single_chunks", "ChunkRows", "runs"]
+
+
+# ---- stage 01: a BEIR corpus into columns ---------------------------------------------------
+
+def beir_tables(path: Path, max_bytes: int | None, start: int, end: int | None, schema: pa.Schema,
+                max_rows: int, max_chars: int) -> Iterator[pa.Table]:
+    """`iter_beir`'s rows as tables of `max_rows` rows or `max_chars` characters of text
+    (whichever comes first, as 01_documents.batches cuts them), built as columns."""
+    from .incremental import content_hash
+    from .errors import PipelineError
+    from .readers import _beir_record, beir_lines, too_large
+
+    path = Path(path)
+    seen: set[str] = set()
+    loads = json.loads
+    ids, titles, texts, sizes, hashes, skipped = [], [], [], [], [], []
+    chars = 0
+    for line_no, raw in beir_lines(path, start, end):
+        try:
+            rec = loads(raw.decode("utf-8"))
+        except ValueError:  # UnicodeDecodeError and JSONDecodeError: _beir_record says which
+            rec = None
+        if not (type(rec) is dict and type(doc_id := rec.get("_id")) is str and doc_id
+                and type(title := rec.get("title", "")) is str and type(text := rec.get("text", "")) is str):
+            rec = _beir_record(path, line_no, raw)  # converts what it accepts, raises on the rest
+            doc_id, title, text = rec["_id"], rec["title"], rec["text"]
+        if doc_id in seen:
+            raise PipelineError(f"{path}, line {line_no}: _id {doc_id!r} appears twice")
+        seen.add(doc_id)
+        if max_bytes is not None and len(raw) > max_bytes:
+            skipped.append((len(ids), too_large(len(raw), max_bytes)))
+            text = None
+        ids.append(doc_id)
+        titles.append(title or None)
+        texts.append(text)
+        sizes.append(len(raw))
+        hashes.append(content_hash(raw))
+        chars += len(text or "")
+        if len(ids) >= max_rows or chars >= max_chars:
+            yield _beir_table(path, ids, titles, texts, sizes, hashes, skipped, schema)
+            ids, titles, texts, sizes, hashes, skipped = [], [], [], [], [], []
+            chars = 0
+    if ids:
+        yield _beir_table(path, ids, titles, texts, sizes, hashes, skipped, schema)
+
+
+def _beir_table(path, ids, titles, texts, sizes, hashes, skipped, schema) -> pa.Table:
+    n = len(ids)
+    status, error = ["ok"] * n, [None] * n
+    for i, message in skipped:
+        status[i], error[i] = "skipped", message
+    columns = {
+        "doc_id": pa.array(ids, pa.string()), "source": pa.array([str(path)] * n, pa.string()),
+        "format": pa.array(["beir"] * n, pa.string()), "text": pa.array(texts, pa.string()),
+        "status": pa.array(status, pa.string()), "error": pa.array(error, pa.string()),
+        "path": pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.string())),
+        "title": pa.array(titles, pa.string()), "encoding": pa.array(["utf-8"] * n, pa.string()),
+        "n_bytes": pa.array(sizes, pa.int64()), "content_hash": pa.array(hashes, pa.string()),
+    }
+    return pa.Table.from_arrays([columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in schema],
+                                schema=schema)
+
+
+# ---- stage 02: texts that are clean already -------------------------------------------------
+
+# Anything one of clean_document's rules would change, in an ASCII text (RE2 syntax: `$`
+# is the end of the text only, `^` its start).
+_NEEDS_CLEANING = r"[\x00-\x08\x0b-\x1f\x7f]|[ \t]\n|[ \t]$|\n\n\n|^\n|--- page "
+
+
+def already_clean(texts: pa.Array) -> np.ndarray:
+    """Which texts clean_document leaves as they are but for the newlines at their end."""
+    ok = pc.and_(pc.string_is_ascii(texts), pc.invert(pc.match_substring_regex(texts, _NEEDS_CLEANING)))
+    ok = pc.and_(ok, pc.match_substring_regex(texts, r"[^ \t\n]"))  # not only whitespace
+    return np.asarray(pc.fill_null(ok, False), dtype=bool)
+
+
+def _final_newline(texts: pa.Array) -> pa.Array:
+    """text.strip("\\n") + "\\n" for texts that do not start with a newline."""
+    return pc.binary_join_element_wise(pc.utf8_rtrim(texts, characters="\n"), "\n", "")
+
+
+def clean_texts(texts: pa.Array, notes: pa.Array,
+                clean_one: Callable[[str | None, str | None], tuple[str, str | None, int]]):
+    """(texts, notes, furniture lines, documents with furniture) of stage 02 for a run of
+    ordinary documents: the clean ones by one Arrow expression, the others by
+    `clean_one(text, note) -> (text, note, furniture lines)`, one at a time."""
+    fast = already_clean(texts)
+    out = _final_newline(texts)
+    slow = np.flatnonzero(~fast)
+    if not len(slow):
+        return out, notes, 0, 0
+    cleaned = [clean_one(t, n) for t, n in zip(texts.take(slow).to_pylist(), notes.take(slow).to_pylist())]
+    mask = pa.array(~fast)
+    out = pc.replace_with_mask(out, mask, pa.array([c[0] for c in cleaned], pa.string()))
+    notes = pc.replace_with_mask(notes, mask, pa.array([c[1] for c in cleaned], pa.string()))
+    return out, notes, sum(c[2] for c in cleaned), sum(c[2] > 0 for c in cleaned)
+
+
+# ---- stage 03: records that are one chunk ----------------------------------------------------
+
+# One line (a newline only at the end), no control character, starting with a letter or digit.
+_ONE_LINE = r"^[A-Za-z0-9][^\n\x00-\x08\x0b-\x1f\x7f]*\n?$"
+
+
+def runs(mask: np.ndarray) -> Iterator[tuple[int, int, bool]]:
+    """(start, end, value) of the runs of equal values in a boolean array."""
+    edges = np.flatnonzero(np.diff(mask.view(np.int8))) + 1
+    bounds = [0, *edges.tolist(), len(mask)]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        yield a, b, bool(mask[a])
+
+
+def _words(lines: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(len(s.split()), doctext.count_words(s)) of each ASCII string: whitespace-separated
+    words, and the budget's words (one per 10 characters of a longer run), found with
+    NumPy over the column's bytes (Arrow's split made a string per word, 2 s on 200k)."""
+    lines = pc.fill_null(lines, "")
+    n = len(lines)
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset:lines.offset + n + 1].astype(np.int64)
+    data = lines.buffers()[2]
+    data = np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]] if data is not None else np.zeros(0, np.uint8)
+    offsets -= offsets[0]
+    # str.isspace() in ASCII: space, \t \n \v \f \r and the separators \x1c-\x1f
+    word = ~((data == 32) | ((data >= 9) & (data <= 13)) | ((data >= 28) & (data <= 31)))
+    first, last = word.copy(), word.copy()  # a run's first and last character
+    first[1:] &= ~word[:-1]
+    last[:-1] &= ~word[1:]
+    # a run ends with its string: the next string's first character starts one
+    at = offsets[1:-1][offsets[1:-1] < len(data)]
+    first[at] = word[at]
+    ends = offsets[1:][offsets[1:] > 0] - 1
+    last[ends] = word[ends]
+    starts, stops = np.flatnonzero(first), np.flatnonzero(last)
+    owner = np.searchsorted(offsets, starts, side="right") - 1
+    n_words = np.bincount(owner, minlength=n)
+    extra = np.bincount(owner, weights=(stops - starts) // 10, minlength=n).astype(np.int64)
+    return n_words, n_words + extra
+
+
+def one_chunk(batch: pa.RecordBatch, settings) -> np.ndarray:
+    """Which rows of a batch of 02_preprocessed.parquet chunk_document makes exactly one
+    chunk of, that chunk being the text's one line (see the module docstring)."""
+    n = batch.num_rows
+    if settings.strategy != "heading" or n == 0:
+        return np.zeros(n, dtype=bool)
+    text = batch.column("text")
+    ok = pc.and_(pc.equal(batch.column("format"), "beir"), pc.is_valid(batch.column("path")))
+    ok = pc.and_(ok, pc.string_is_ascii(text))
+    ok = np.asarray(pc.fill_null(pc.and_(ok, pc.match_substring_regex(text, _ONE_LINE)), False), dtype=bool)
+    if not ok.any():
+        return ok
+    line = pc.utf8_rtrim(text, characters="\n")
+    if settings.unit == "words":
+        size = _words(pc.fill_null(line, ""))[1]
+    else:
+        chars = pc.fill_null(pc.utf8_length(line), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        size = chars if settings.unit == "chars" else -(-chars // 4)
+    return ok & (size <= settings.max)
+
+
+def single_chunks(batch: pa.RecordBatch, schema: pa.Schema) -> pa.Table:
+    """The stage-03 rows of records that `one_chunk` chose: one chunk each, its text the line."""
+    n = batch.num_rows
+    doc_id, title = batch.column("doc_id"), batch.column("title")
+    text = pc.utf8_rtrim(batch.column("text"), characters="\n")
+    n_chars = pc.utf8_length(text)
+    has_title = np.asarray(pc.fill_null(pc.greater(pc.binary_length(title), 0), False), dtype=bool)
+    offsets = np.concatenate(([0], np.cumsum(has_title))).astype(np.int32)
+    zeros = np.zeros(n, dtype=np.int64)
+    columns = {
+        "chunk_id": pc.binary_join_element_wise(doc_id, "0", "#"), "doc_id": doc_id,
+        "ordinal": pa.array(zeros.astype(np.int32)),
+        "heading_path": pa.ListArray.from_arrays(pa.array(offsets), title.filter(pa.array(has_title))),
+        "heading": pc.fill_null(title, ""), "path": batch.column("path"), "text": text,
+        "start_char": pa.array(zeros), "end_char": n_chars.cast(pa.int64()),
+        "n_words": pa.array(_words(text)[0].astype(np.int32)), "n_chars": n_chars.cast(pa.int32()),
+        "format": batch.column("format"), "content_hash": batch.column("content_hash"),
+    }
+    return pa.Table.from_arrays([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type)
+                                 for f in schema], schema=schema)
+
+
+class ChunkRows:
+    """Stage 03's chunk rows in document order, added a chunk at a time (the per-document
+    chunker, as Python values) or a table at a time (the fast path), and taken out in
+    tables of exactly `size` rows: the batches the per-document loop alone would write."""
+
+    def __init__(self, schema: pa.Schema, columns: tuple[str, ...], size: int, with_labels: Callable):
+        self.schema, self.columns, self.size, self.with_labels = schema, columns, size, with_labels
+        self.tables: list[pa.Table] = []
+        self.in_tables = 0
+        self._reset([])
+
+    def _reset(self, labels: list) -> None:
+        self.cols = {c: [] for c in self.columns}
+        self.at, self.labels = [], labels
+
+    def __len__(self) -> int:
+        return self.in_tables + len(self.at)
+
+    def add(self, chunk: dict, labels) -> None:
+        """One chunk of a document whose page labels are `labels` (the last ones added, or new)."""
+        if not self.labels or self.labels[-1] is not labels:
+            self.labels.append(labels)
+        for k in self.columns:
+            self.cols[k].append(chunk[k])
+        self.at.append(len(self.labels) - 1)
+
+    def add_table(self, table: pa.Table) -> None:
+        self._seal()
+        self.tables.append(table)
+        self.in_tables += table.num_rows
+
+    def _seal(self) -> None:
+        """The chunks added one by one so far, as a table (page labels mapped)."""
+        if self.at:
+            batch = pa.RecordBatch.from_pydict(self.with_labels(self.cols, self.at, self.labels), schema=self.schema)
+            self.tables.append(pa.Table.from_batches([batch]))
+            self.in_tables += batch.num_rows
+        self._reset(self.labels[-1:])
+
+    def take(self, everything: bool = False) -> pa.Table:
+        """The first `size` rows (or all of them), out of the store."""
+        self._seal()
+        table = pa.concat_tables(self.tables) if self.tables else self.schema.empty_table()
+        n = table.num_rows if everything else min(self.size, table.num_rows)
+        rest = table.slice(n)
+        self.tables, self.in_tables = ([rest], rest.num_rows) if rest.num_rows else ([], 0)
+        return table.slice(0, n).combine_chunks()

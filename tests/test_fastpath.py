@@ -1,0 +1,186 @@
+"""pipekit/fastpath.py gives exactly the per-record rows: stage 01's BEIR columns, stage 02's
+already-clean texts and stage 03's one-chunk records, each drawn by hypothesis (short
+records, ASCII and not, with and without titles, blank lines, control characters, CRs,
+trailing spaces, long words, Markdown-looking starts) through both paths and compared.
+The sample, Cranfield and the engines are compared end to end by their own tests."""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from pipekit import fastpath
+from pipekit.engine import RowRange
+from pipekit.errors import PipelineError
+from pipekit.readers import iter_beir
+from pipekit.stages import load_stage
+
+S1, S2, S3 = load_stage(1), load_stage(2), load_stage(3)
+
+
+def examples(ci: int) -> int:
+    """`ci` examples under the CI profile, scaled by the "search" profile (tests/conftest.py)."""
+    return ci * settings.default.max_examples // 100
+
+
+PIECES = ["alpha", "beta", "Gamma", "7", "1.", "2)", "#", "# ", "##", "-", "- ", "---", "--- page 3 ---", "```",
+          ">", "|", "=", "<b>", "[x]:", "    ", " ", "  ", "\t", "\n", "\n\n", "\n\n\n", "\r", "\r\n", "\f",
+          "\x00", "\x07", "\x1c", "\x1f", "\x7f", "\x85", "\xa0", "\u3000", "café", "e\u0301", "naïve",
+          "abcdefghijklmnopqrstuvwxyz", "x" * 10, "y" * 11, "z" * 31, "é" * 12, "日本語のテキスト"]
+TEXTS = st.lists(st.sampled_from(PIECES), max_size=30).map("".join) | st.text(max_size=80)
+# Words and spaces only: the records the fast paths are for, so each run exercises them.
+PLAIN = st.lists(st.sampled_from(["alpha", "beta", "Gamma", "7", "x" * 10, "y" * 11, "z" * 31, " ", "\n"]),
+                 min_size=1, max_size=40).map("".join).map(lambda s: "w " + s)
+# One line that opens a Markdown block (a heading, a list, a fence, a quote, a table row ...):
+# the lines the stage-03 fast path must leave to the chunker.
+MARKDOWN_LINE = st.tuples(st.sampled_from(["# ", "## ", "#", "- ", "* ", "1. ", "2) ", "> ", "```", "~~~", "---", "***",
+                                           "    ", "\t", "<b>", "<!-- ", "[x]: ", "| ", "=", "--- page 3 ---", "+++"]),
+                          PLAIN, st.sampled_from(["", "\n"])).map("".join)
+TITLES = st.none() | st.sampled_from(["", " ", "Title", "Café au lait", "a › b", "\x00x"]) | st.text(max_size=12)
+
+
+# ---- stage 01 -------------------------------------------------------------------------------
+
+RECORDS = st.lists(st.fixed_dictionaries(
+    {"_id": st.one_of(st.text(min_size=1, max_size=6), st.integers(0, 50))},
+    optional={"title": st.none() | TITLES, "text": st.none() | TEXTS | PLAIN}), max_size=12)
+
+
+def _jsonl(records, blank_lines: bool, bom: bool) -> bytes:
+    lines = [json.dumps(r, ensure_ascii=bool(i % 2)) for i, r in enumerate(records)]
+    if blank_lines:
+        lines = [x for line in lines for x in (line, "  ")]
+    return (b"\xef\xbb\xbf" if bom else b"") + "\n".join(lines).encode("utf-8") + b"\n"
+
+
+def _rows(fn):
+    try:
+        return fn(), None
+    except PipelineError as exc:
+        return None, str(exc)
+
+
+@settings(max_examples=examples(150))
+@given(records=RECORDS, blank=st.booleans(), bom=st.booleans(), max_bytes=st.sampled_from([None, 60, 10_000]),
+       rows=st.sampled_from([1, 3, 4096]), chars=st.sampled_from([5, 32 * 1024 * 1024]))
+def test_beir_tables_are_iter_beir(records, blank, bom, max_bytes, rows, chars):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "corpus.jsonl"
+        path.write_bytes(_jsonl(records, blank, bom))
+        slow, slow_err = _rows(lambda: [pa.Table.from_pylist(b, schema=S1.SCHEMA)
+                                        for b in S1.batches(iter_beir(path, max_bytes), rows, chars)])
+        fast, fast_err = _rows(lambda: list(fastpath.beir_tables(path, max_bytes, 0, None, S1.SCHEMA, rows, chars)))
+    assert fast_err == slow_err
+    if slow is not None:
+        assert [t.num_rows for t in fast] == [t.num_rows for t in slow]  # the same row groups
+        assert all(f.equals(s) for f, s in zip(fast, slow))
+
+
+def test_beir_tables_reports_a_bad_line_as_iter_beir_does(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    for body, message in ((b'{"_id": "a", "text": "x"}\n{"_id": "a"}\n', "line 2: _id 'a' appears twice"),
+                          (b'{"_id": "a"}\n\n{"_id": 1.5}\n', 'line 3: "_id" must be a non-empty string or integer'),
+                          (b'{"_id": "a", "text": 3}\n', '"text" must be a string, got int'),
+                          (b'{"_id": "a"\n', "not valid JSON"), (b'\xff\n', "not UTF-8")):
+        path.write_bytes(body)
+        with pytest.raises(PipelineError, match=message):
+            list(fastpath.beir_tables(path, None, 0, None, S1.SCHEMA, 10, 10_000))
+
+
+# ---- stage 02 -------------------------------------------------------------------------------
+
+@settings(max_examples=examples(300))
+@given(texts=st.lists(st.none() | TEXTS | PLAIN, max_size=12),
+       form=st.sampled_from(["NFC", "NFKC", "none"]), data=st.data())
+def test_clean_texts_is_clean_document(texts, form, data):
+    notes = data.draw(st.lists(st.none() | st.just("read with a note"), min_size=len(texts), max_size=len(texts)))
+    slow = [S2._clean_one(t, n, form) for t, n in zip(texts, notes)]
+    got, got_notes, furniture, paged = fastpath.clean_texts(pa.array(texts, pa.string()), pa.array(notes, pa.string()),
+                                                            lambda t, n: S2._clean_one(t, n, form))
+    assert got.to_pylist() == [s[0] for s in slow]
+    assert got_notes.to_pylist() == [s[1] for s in slow]
+    assert (furniture, paged) == (sum(s[2] for s in slow), sum(s[2] > 0 for s in slow))
+
+
+def test_plain_records_take_the_column_path_and_others_do_not():
+    texts = pa.array(["one short paragraph", "ends with newlines\n\n", "trailing space \nx", "tab\there",
+                      "Caf\u00e9", "\nleading", "a\rb", "--- page 2 ---\nx", "   ", None])
+    assert fastpath.already_clean(texts).tolist() == [True, True, False, True, False, False, False, False, False, False]
+
+
+# ---- stage 03 -------------------------------------------------------------------------------
+
+CHUNKING = st.builds(lambda unit, target, over: {"unit": unit, "target": target, "max": target + over,
+                                                 "min": min(3, target)},
+                     st.sampled_from(["words", "chars", "tokens"]), st.integers(1, 40), st.integers(0, 30))
+
+
+def _chunks(section: dict, records, formats) -> pa.Table:
+    """Stage 03's rows of stage-02 records (doc_id, title, text), through chunk_partition."""
+    n = len(records)
+    table = pa.table({"doc_id": pa.array([f"d{i}" for i in range(n)], pa.string()), "format": pa.array(formats, pa.string()),
+                      "path": pa.array([[] if i % 3 else ["a", "b"] for i in range(n)], pa.list_(pa.string())),
+                      "title": pa.array([t for t, _ in records], pa.string()),
+                      "text": pa.array([x for _, x in records], pa.string()),
+                      "outline": pa.nulls(n, S2.SCHEMA.field("outline").type),
+                      "content_hash": [f"h{i}" for i in range(n)],
+                      "page_labels": pa.nulls(n, pa.list_(pa.string())), "note": pa.nulls(n, pa.string())})
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "02.parquet"
+        pq.write_table(table, path, row_group_size=5)
+        out = [t for t, _ in S3.chunk_partition({**S3.Settings().__dict__, **section}, RowRange(str(path), 0, n))]
+    return pa.concat_tables([pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b for b in out]
+                            ).combine_chunks() if out else None
+
+
+@settings(max_examples=examples(200))
+@given(raw=st.lists(st.tuples(TITLES, st.none() | TEXTS | PLAIN | MARKDOWN_LINE), max_size=14), section=CHUNKING,
+       cleaned=st.booleans(), data=st.data())
+def test_single_chunks_are_chunk_document(raw, section, cleaned, data):
+    records = [(t, S2.clean_text(x or "") if cleaned else x) for t, x in raw]
+    formats = data.draw(st.lists(st.sampled_from(["beir", "beir", "beir", "text", "markdown"]),
+                                 min_size=len(records), max_size=len(records)))
+    fast = _chunks(section, records, formats)
+    original = fastpath.one_chunk
+    fastpath.one_chunk = lambda batch, settings: np.zeros(batch.num_rows, dtype=bool)  # every record alone
+    try:
+        slow = _chunks(section, records, formats)
+    finally:
+        fastpath.one_chunk = original
+    assert (fast is None) == (slow is None)
+    if slow is not None:
+        assert fast.schema == slow.schema
+        for name in slow.column_names:
+            assert fast.column(name).to_pylist() == slow.column(name).to_pylist(), name
+
+
+def test_one_chunk_picks_short_beir_lines_within_max():
+    settings_ = S3.Settings(target=5, max=8, min=1)
+    batch = pa.record_batch({
+        "text": ["one two three\n", "a b c d e f g h\n", "a b c d e f g h i\n", "# heading\n", "two\nlines\n",
+                 "caf\u00e9\n", "one two\n"],
+        "format": ["beir"] * 6 + ["markdown"], "path": pa.array([[]] * 7, pa.list_(pa.string()))})
+    assert fastpath.one_chunk(batch, settings_).tolist() == [True, True, False, False, False, False, False]
+
+
+def test_chunk_rows_hand_out_batches_of_exactly_the_size():
+    schema = S3._schema()
+    rows = fastpath.ChunkRows(schema, S3.PER_CHUNK, 3, lambda cols, at, labels: {
+        **cols, "page_label_start": [None] * len(at), "page_label_end": [None] * len(at)})
+    chunk = {"chunk_id": "d#0", "doc_id": "d", "ordinal": 0, "heading_path": [], "heading": "", "path": [],
+             "text": "t", "start_char": 0, "end_char": 1, "page_start": None, "page_end": None, "n_words": 1,
+             "n_chars": 1, "format": "beir", "content_hash": "h"}
+    rows.add(chunk, None)
+    rows.add_table(pa.Table.from_pylist([{**chunk, "chunk_id": f"e{i}#0"} for i in range(4)], schema=schema))
+    rows.add(chunk, None)
+    sizes = []
+    while len(rows) >= 3:
+        sizes.append(rows.take().column("chunk_id").to_pylist())
+    sizes.append(rows.take(everything=True).column("chunk_id").to_pylist())
+    assert sizes == [["d#0", "e0#0", "e1#0"], ["e2#0", "e3#0", "d#0"], []]
