@@ -49,7 +49,7 @@ few chunks give a relevance model, whose heaviest terms join the query with smal
 
 With vectors in the index (`indexing.dense_model`) and `retrieval.dense_weight` w > 0, the
 BM25 candidates are fused with the query's cosine to every chunk (pipekit/fusion.py):
-(1 − w)·BM25 + w·cosine, each min-max normalised over its own top 100, so a passage that
+(1 − w)·BM25 + w·cosine, each divided by the best of its own top 100, so a passage that
 answers in other words than the question's can still rank (`candidates`, then `fuse`).
 
 Public pieces (other tools reuse them): `Index(ctx)`, `Index.query_terms(texts)` ->
@@ -542,7 +542,7 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
             if feedback is not None:  # a second query, answered like the first
                 scored[i] = index.expand(scored[i], feedback)
             cols, vals = candidates(index, scored[i], depth)
-            if fusion is not None:  # the union of both top lists, scores min-max normalised and mixed
+            if fusion is not None:  # the union of both top lists, each score over its best, mixed
                 cols, vals = fusion.fuse(cols, vals, vecs[i], tops[i - batch.start], depth)
             order, docs, doc_scores = rank(cols, vals, doc_codes, top_k_n, depth)
             out.append((cols[order], vals[order], docs, doc_scores))

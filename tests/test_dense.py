@@ -139,18 +139,15 @@ def vectors(out: Path) -> np.ndarray:
 
 
 def expected_fusion(bm25: dict[int, float], cos: np.ndarray, w: float, depth: int = 100) -> list[tuple[int, float]]:
-    """The fusion as the issue states it, from BM25's top chunks (`bm25`: chunk -> score)
-    and every chunk's cosine: union of the two top-`depth` lists, each score min-max
-    normalised over its own list, convex combination; best first, ties by chunk order."""
+    """The fusion as pipekit/fusion.py states it, from BM25's top chunks (`bm25`: chunk ->
+    score) and every chunk's cosine: union of the two top-`depth` lists, each score divided
+    by its own list's best, convex combination; best first, ties by chunk order."""
     b_top = sorted(bm25, key=lambda c: (-bm25[c], c))[:depth]
     d_top = sorted(range(len(cos)), key=lambda c: (-cos[c], c))[:depth]
-    bl, bh = min(bm25[c] for c in b_top), max(bm25[c] for c in b_top)
-    dl, dh = min(cos[c] for c in d_top), max(cos[c] for c in d_top)
+    bh, dh = max(bm25[c] for c in b_top), max(cos[c] for c in d_top)
     out = []
     for c in set(b_top) | set(d_top):
-        b = (bm25[c] - bl) / (bh - bl) if c in b_top else 0.0
-        d = min(max((cos[c] - dl) / (dh - dl), 0.0), 1.0)
-        f = (1 - w) * b + w * d
+        f = (1 - w) * (bm25[c] / bh if c in b_top else 0.0) + w * cos[c] / dh
         if f > 0:
             out.append((c, f))
     return sorted(out, key=lambda cf: (-cf[1], cf[0]))

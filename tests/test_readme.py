@@ -718,6 +718,40 @@ def test_lesson4_path_weight_puts_handbook_near_the_top(sample_outputs, tmp_path
     assert without["handbook"] < terms.set_index("term").df["handbook"] / 2
 
 
+def test_exercise_dense(sample_outputs, tmp_path):
+    pytest.importorskip("wordllama")
+    import pandas as pd
+
+    out = tmp_path / "out"
+    shutil.copytree(sample_outputs, out)
+    pipeline(out)
+    default = ndcg(out)
+    proc = pipeline(out, "--set", "indexing.dense_model=wordllama")
+    for s in STAGES[:3]:
+        assert f"{s.label}: fresh, skipped" in proc.stdout  # "01-03 are fresh; 04 reruns"
+    assert "04_indexing: running (config indexing.dense_model changed" in proc.stdout
+    hybrid = ndcg(out)
+    moves = compare_moves(out)
+    assert moves["config"] == ["indexing.dense_model: None -> 'wordllama'"]
+    assert moves["order"][0] == "4" and hybrid["all"] > default["all"]  # "rising", "query 4 ... moving most"
+    qrels = pd.read_csv(REPO / "data" / "qrels.tsv", sep="\t", dtype=str)
+    judged = set(qrels[qrels["query-id"] == "4"]["corpus-id"])
+    first = lambda: read(out, "05_results.parquet").query("query_id == '4'").drop_duplicates("doc_id").doc_id.tolist()
+    assert set(first()[:2]) == judged  # "with the cosine they come first and second"
+    run_script("05_retrieval.py", "--set", f"paths.output={out}", "--set", "retrieval.dense_weight=1")
+    dense = ndcg(out)
+    assert dense["all"] < default["all"]  # "the cosine alone is worse than either"
+    quotes(exercise_text("dense"), f"({moved(default['all'], hybrid['all'])} at the time",
+           f"({moved(default['4'], hybrid['4'])})", f"({moved(default['all'], dense['all'])})")
+    shown = run_script("05_retrieval.py", "--explain", "--set", f"paths.output={out}",
+                       "--set", "retrieval.dense_weight=0.3").stdout
+    assert "× 0.70 + cosine" in shown and "→ fused" in shown
+    assert "fusion" in read(out, "05_results.parquet").columns
+    pipeline(out)
+    assert not (out / "04_vectors.parquet").exists()  # "removes 04_vectors.parquet"
+    assert ndcg(out) == default  # "back to BM25 alone"
+
+
 def test_your_own_documents_config_serves_every_command(tmp_path):
     """The section's config file, written by its own printf line, makes outputs that
     --status then finds fresh, with no `note:` line: one file, the same settings everywhere."""
