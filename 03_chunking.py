@@ -542,11 +542,11 @@ def chunk_partition(section: dict, part) -> Iterator:
     for batch in iter_rows(part, columns=["doc_id", "format", "path", "title", "text", "outline", "content_hash",
                                           "page_labels", "note"]):
         advance(batch.num_rows)
-        # Short records that are one line and one chunk are made a run at a time, as
-        # columns (pipekit/fastpath.py says which and why the rows are the same).
-        for a, b, fast in runs(one_chunk(batch, settings)):
+        # Records that are one line and one chunk: made as columns (pipekit/fastpath.py says which, and why the same)
+        fast_rows, words = one_chunk(batch, settings)
+        for a, b, fast in runs(fast_rows):
             if fast:
-                rows.add_table(single_chunks(batch.slice(a, b - a), schema))
+                rows.add_table(single_chunks(batch.slice(a, b - a), schema, None if words is None else words[a:b]))
             for row in ([] if fast else batch.slice(a, b - a).to_pylist()):
                 doc_id = row["doc_id"]
                 # text popped and let go, chunks once in `rows`: a huge document's written batches are freed

@@ -163,56 +163,69 @@ def runs(mask: np.ndarray) -> Iterator[tuple[int, int, bool]]:
         yield a, b, bool(mask[a])
 
 
-def _words(lines: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+# str.isspace() in ASCII: space, \t \n \v \f \r and the separators \x1c-\x1f
+_SPACE = np.zeros(256, dtype=bool)
+_SPACE[[32, 9, 10, 11, 12, 13, 28, 29, 30, 31]] = True
+
+
+def _words(lines: pa.Array, budget: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(len(s.split()), doctext.count_words(s)) of each ASCII string: whitespace-separated
-    words, and the budget's words (one per 10 characters of a longer run), found with
-    NumPy over the column's bytes (Arrow's split made a string per word, 2 s on 200k)."""
+    words, and the budget's words (one more per 10 characters of a run beyond the first
+    10), counted with NumPy over the column's bytes: Arrow's split made a string per word
+    (2 s on 200k passages).  `budget` False: the first only (the second is the same)."""
     lines = pc.fill_null(lines, "")
     n = len(lines)
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset:lines.offset + n + 1].astype(np.int64)
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset:lines.offset + n + 1]
     data = lines.buffers()[2]
     data = np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]] if data is not None else np.zeros(0, np.uint8)
-    offsets -= offsets[0]
-    # str.isspace() in ASCII: space, \t \n \v \f \r and the separators \x1c-\x1f
-    word = ~((data == 32) | ((data >= 9) & (data <= 13)) | ((data >= 28) & (data <= 31)))
-    first, last = word.copy(), word.copy()  # a run's first and last character
-    first[1:] &= ~word[:-1]
-    last[:-1] &= ~word[1:]
-    # a run ends with its string: the next string's first character starts one
-    at = offsets[1:-1][offsets[1:-1] < len(data)]
-    first[at] = word[at]
-    ends = offsets[1:][offsets[1:] > 0] - 1
-    last[ends] = word[ends]
-    starts, stops = np.flatnonzero(first), np.flatnonzero(last)
-    owner = np.searchsorted(offsets, starts, side="right") - 1
-    n_words = np.bincount(owner, minlength=n)
-    extra = np.bincount(owner, weights=(stops - starts) // 10, minlength=n).astype(np.int64)
+    offsets = offsets - offsets[0]
+    space = _SPACE[data]
+    word = ~space
+    start = word.copy()  # a run's first character: after a space, or at its string's start
+    start[1:] &= space[:-1]
+    inner = offsets[1:-1][offsets[1:-1] < len(data)]
+    start[inner] = word[inner]
+    at = lambda flags: np.concatenate(([0], np.cumsum(flags, dtype=np.int32)))[offsets]
+    n_words = np.diff(at(start))
+    if not budget:
+        return n_words, n_words
+    # A run's characters 10, 20, 30 ... (from 0) each add a budget word: (length - 1) // 10.
+    # Found by each character's distance from its run's start; skipped when no 11 word
+    # characters stand in a row anywhere (the usual case: no long run, nothing to add).
+    cum = np.concatenate(([0], np.cumsum(word, dtype=np.int32)))
+    if len(data) <= 10 or not (cum[11:] - cum[:-11] == 11).any():
+        return n_words, n_words
+    idx = np.arange(len(data), dtype=np.int32)
+    pos = idx - np.maximum.accumulate(np.where(start, idx, 0))
+    extra = np.diff(at(word & (pos >= 10) & (pos % 10 == 0)))
     return n_words, n_words + extra
 
 
-def one_chunk(batch: pa.RecordBatch, settings) -> np.ndarray:
+def one_chunk(batch: pa.RecordBatch, settings) -> tuple[np.ndarray, np.ndarray | None]:
     """Which rows of a batch of 02_preprocessed.parquet chunk_document makes exactly one
-    chunk of, that chunk being the text's one line (see the module docstring)."""
+    chunk of, that chunk being the text's one line (see the module docstring); with the
+    unit `words`, also every row's word count (single_chunks' n_words), counted once."""
     n = batch.num_rows
     if settings.strategy != "heading" or n == 0:
-        return np.zeros(n, dtype=bool)
+        return np.zeros(n, dtype=bool), None
     text = batch.column("text")
     ok = pc.and_(pc.equal(batch.column("format"), "beir"), pc.is_valid(batch.column("path")))
     ok = pc.and_(ok, pc.string_is_ascii(text))
     ok = np.asarray(pc.fill_null(pc.and_(ok, pc.match_substring_regex(text, _ONE_LINE)), False), dtype=bool)
     if not ok.any():
-        return ok
+        return ok, None
     line = pc.utf8_rtrim(text, characters="\n")
     if settings.unit == "words":
-        size = _words(pc.fill_null(line, ""))[1]
-    else:
-        chars = pc.fill_null(pc.utf8_length(line), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-        size = chars if settings.unit == "chars" else -(-chars // 4)
-    return ok & (size <= settings.max)
+        n_words, size = _words(line)
+        return ok & (size <= settings.max), n_words
+    chars = pc.fill_null(pc.utf8_length(line), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    size = chars if settings.unit == "chars" else -(-chars // 4)
+    return ok & (size <= settings.max), None
 
 
-def single_chunks(batch: pa.RecordBatch, schema: pa.Schema) -> pa.Table:
-    """The stage-03 rows of records that `one_chunk` chose: one chunk each, its text the line."""
+def single_chunks(batch: pa.RecordBatch, schema: pa.Schema, n_words: np.ndarray | None = None) -> pa.Table:
+    """The stage-03 rows of records that `one_chunk` chose: one chunk each, its text the
+    line (`n_words`: their word counts, when one_chunk counted them)."""
     n = batch.num_rows
     doc_id, title = batch.column("doc_id"), batch.column("title")
     text = pc.utf8_rtrim(batch.column("text"), characters="\n")
@@ -220,13 +233,15 @@ def single_chunks(batch: pa.RecordBatch, schema: pa.Schema) -> pa.Table:
     has_title = np.asarray(pc.fill_null(pc.greater(pc.binary_length(title), 0), False), dtype=bool)
     offsets = np.concatenate(([0], np.cumsum(has_title))).astype(np.int32)
     zeros = np.zeros(n, dtype=np.int64)
+    if n_words is None:
+        n_words = _words(text, budget=False)[0]
     columns = {
         "chunk_id": pc.binary_join_element_wise(doc_id, "0", "#"), "doc_id": doc_id,
         "ordinal": pa.array(zeros.astype(np.int32)),
         "heading_path": pa.ListArray.from_arrays(pa.array(offsets), title.filter(pa.array(has_title))),
         "heading": pc.fill_null(title, ""), "path": batch.column("path"), "text": text,
         "start_char": pa.array(zeros), "end_char": n_chars.cast(pa.int64()),
-        "n_words": pa.array(_words(text)[0].astype(np.int32)), "n_chars": n_chars.cast(pa.int32()),
+        "n_words": pa.array(np.asarray(n_words, dtype=np.int32)), "n_chars": n_chars.cast(pa.int32()),
         "format": batch.column("format"), "content_hash": batch.column("content_hash"),
     }
     return pa.Table.from_arrays([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type)

@@ -139,6 +139,13 @@ def _chunks(section: dict, records, formats) -> pa.Table:
                             ).combine_chunks() if out else None
 
 
+def _outcome(fn):
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001  (compared, not hidden: see the caller)
+        return f"{type(exc).__name__}: {exc}"
+
+
 @settings(max_examples=examples(200))
 @given(raw=st.lists(st.tuples(TITLES, st.none() | TEXTS | PLAIN | MARKDOWN_LINE), max_size=14), section=CHUNKING,
        cleaned=st.booleans(), data=st.data())
@@ -146,18 +153,34 @@ def test_single_chunks_are_chunk_document(raw, section, cleaned, data):
     records = [(t, S2.clean_text(x or "") if cleaned else x) for t, x in raw]
     formats = data.draw(st.lists(st.sampled_from(["beir", "beir", "beir", "text", "markdown"]),
                                  min_size=len(records), max_size=len(records)))
-    fast = _chunks(section, records, formats)
+    fast = _outcome(lambda: _chunks(section, records, formats))
     original = fastpath.one_chunk
-    fastpath.one_chunk = lambda batch, settings: np.zeros(batch.num_rows, dtype=bool)  # every record alone
+    fastpath.one_chunk = lambda batch, settings: (np.zeros(batch.num_rows, dtype=bool), None)  # every record alone
     try:
-        slow = _chunks(section, records, formats)
+        slow = _outcome(lambda: _chunks(section, records, formats))
     finally:
         fastpath.one_chunk = original
+    if isinstance(slow, str):  # the chunker's own failure (one the fast path never takes) stays the same
+        assert fast == slow
+        return
     assert (fast is None) == (slow is None)
     if slow is not None:
         assert fast.schema == slow.schema
         for name in slow.column_names:
             assert fast.column(name).to_pylist() == slow.column(name).to_pylist(), name
+
+
+@settings(max_examples=examples(300))
+@given(st.lists(st.lists(st.sampled_from(["a", "bc", "x" * 10, "y" * 11, "z" * 25, " ", "  ", "\t", "\n", "\x0b",
+                                          "\x1c", "\x1f", "\x7f", "!"]), max_size=12).map("".join), max_size=8),
+       st.integers(0, 3))
+def test_word_counts_are_split_and_count_words(texts, skip):
+    from pipekit.doctext import count_words
+
+    column = pa.array(["pad"] * skip + texts, pa.string()).slice(skip)  # an offset into the buffers, as a slice has
+    n_words, budget = fastpath._words(column)
+    assert n_words.tolist() == [len(t.split()) for t in texts]
+    assert budget.tolist() == [count_words(t) for t in texts]
 
 
 def test_one_chunk_picks_short_beir_lines_within_max():
@@ -166,7 +189,7 @@ def test_one_chunk_picks_short_beir_lines_within_max():
         "text": ["one two three\n", "a b c d e f g h\n", "a b c d e f g h i\n", "# heading\n", "two\nlines\n",
                  "caf\u00e9\n", "one two\n"],
         "format": ["beir"] * 6 + ["markdown"], "path": pa.array([[]] * 7, pa.list_(pa.string()))})
-    assert fastpath.one_chunk(batch, settings_).tolist() == [True, True, False, False, False, False, False]
+    assert fastpath.one_chunk(batch, settings_)[0].tolist() == [True, True, False, False, False, False, False]
 
 
 def test_chunk_rows_hand_out_batches_of_exactly_the_size():
