@@ -63,7 +63,10 @@ class StageContext:
         self.inputs = inputs_record(stage, cfg, upstream_fp, self.listing)
         self.fingerprint = digest(self.inputs)
         # What every row depends on besides its own document (pipekit/incremental.py).
-        self.row_fingerprint = row_fingerprint(upstream_rows_fp, self.inputs["config"], self.inputs["code"])
+        # An upstream output without one (made by hand, or by older code) vouches for no row:
+        # then nothing is reused downstream of it.
+        self.row_fingerprint = None if stage.upstream and upstream_rows_fp is None else \
+            row_fingerprint(upstream_rows_fp, self.inputs["config"], self.inputs["code"])
 
     # --- reading -------------------------------------------------------------------------
     def path(self, name: str) -> Path:

@@ -24,21 +24,26 @@ MOVED = 1e-9  # a change smaller than this is float noise, not a moved query
 
 
 def pick(all_runs: list[Run], name: str) -> Run:
-    """A run by number (negative from the end) or by fingerprint prefix."""
+    """A run by number (negative from the end) or by fingerprint prefix.  A prefix may be
+    all digits (one fingerprint in 40 starts with eight): a number no run has is tried
+    as a prefix before it is called missing."""
     try:
         n = int(name)
     except ValueError:
-        found = [r for r in all_runs if r.fingerprint.startswith(name)]
-        if len(found) == 1:
-            return found[0]
-        raise PipelineError(f"{'no run' if not found else 'several runs'} with fingerprint {name!r}; "
-                            f"`python -m pipekit compare --list` lists them") from None
-    if n < 0 and -n <= len(all_runs):
-        return all_runs[n]
-    for r in all_runs:
-        if r.number == n:
-            return r
-    raise PipelineError(f"no run {n}: the history holds runs {all_runs[0].number} to {all_runs[-1].number}")
+        n = None
+    if n is not None:
+        if n < 0 and -n <= len(all_runs):
+            return all_runs[n]
+        for r in all_runs:
+            if r.number == n:
+                return r
+    found = [r for r in all_runs if r.fingerprint.startswith(name)]
+    if len(found) == 1:
+        return found[0]
+    if n is not None and not found:
+        raise PipelineError(f"no run {n}: the history holds runs {all_runs[0].number} to {all_runs[-1].number}")
+    raise PipelineError(f"{'no run' if not found else 'several runs'} with fingerprint {name!r}; "
+                        f"`python -m pipekit compare --list` lists them")
 
 
 def moved_queries(a: Run, b: Run) -> list[tuple[str, dict[str, tuple[float, float]]]]:

@@ -304,7 +304,7 @@ def reuse_parts(ctx, parts: list, fn, nothing_column: str | None = None, extras:
 
     previous = ctx.main_output
     meta = read_meta(previous) if previous.exists() and not ctx.force else None
-    if not meta or meta.get("row_fingerprint") != ctx.row_fingerprint:
+    if not meta or ctx.row_fingerprint is None or meta.get("row_fingerprint") != ctx.row_fingerprint:
         return fn, parts, 0
     columns = ["doc_id", "content_hash"] + ([nothing_column] if nothing_column else [])
     upstream = read_columns(ctx.upstream_path, columns)
@@ -388,11 +388,14 @@ def reused_counts(ctx, count_range: Callable, cited: list[str]) -> tuple[list[di
     names = [folder / n for n in ("04_chunks.parquet", "04_terms.parquet", "04_postings.parquet")]
     if ctx.force or ctx.engine.kind != "local" or not all(p.exists() for p in names):
         return None, 0
-    if any((read_meta(p) or {}).get("row_fingerprint") != ctx.row_fingerprint for p in names):
+    if ctx.row_fingerprint is None or \
+            any((read_meta(p) or {}).get("row_fingerprint") != ctx.row_fingerprint for p in names):
+        return None, 0
+    from .io import schema
+
+    if not all("content_hash" in schema(p).names for p in (names[0], ctx.upstream_path)):
         return None, 0
     previous = read_table(names[0], ["doc_id", "content_hash", "length"])
-    if "content_hash" not in previous.column_names:
-        return None, 0
     runs_ = chunk_runs(read_table(ctx.upstream_path, ["doc_id", "content_hash"]), previous)
     olds = [r for r in runs_ if r[0] == "old"]
     if not olds:

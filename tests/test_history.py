@@ -134,3 +134,18 @@ def test_the_history_table_is_documented_and_typed(three_runs):
     assert schema.names == ["run", "time", "fingerprint", "query_id", "query", "metric", "value",
                             "changed", "config"]
     assert pq.ParquetFile(out / HISTORY).metadata.num_rows == 3 * 15 * 3  # runs × (14 queries + all) × metrics
+
+
+def test_a_fingerprint_prefix_of_digits_is_found_as_a_prefix():
+    """'75696666' was read as run number 75,696,666 and reported missing (a real failure:
+    about one fingerprint in 40 starts with eight decimal digits)."""
+    from types import SimpleNamespace
+
+    from pipekit.compare import pick
+
+    runs = [SimpleNamespace(number=1, fingerprint="a1b2c3d4e5f60718"),
+            SimpleNamespace(number=2, fingerprint="7569666612abcdef")]
+    assert pick(runs, "75696666").number == 2
+    assert pick(runs, "2").number == 2 and pick(runs, "-2").number == 1
+    with pytest.raises(Exception, match="no run 3"):
+        pick(runs, "3")
