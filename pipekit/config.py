@@ -32,7 +32,7 @@ _ADDRESS = re.compile(r"(?:tcp|tls)://[^\s/:]+:\d{1,5}/?")
 @dataclass(frozen=True)
 class Key:
     default: Any
-    kind: str  # str | path | optional_path | dense_model | int | optional_int | number | bytes | bool | choice | globs | queries | optional_address
+    kind: str  # str | path | optional_path | dense_model | int | optional_int | number | optional_number | bytes | bool | choice | globs | queries | optional_address
     accepts: str  # what the error message says the key accepts
     choices: tuple = ()
     check: Callable[[Any], bool] | None = field(default=None, compare=False)
@@ -87,7 +87,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "feedback_docs": Key(5, "int", "a whole number > 0", check=lambda v: v > 0),
         "feedback_terms": Key(50, "int", "a whole number > 0", check=lambda v: v > 0),
         "feedback_query_weight": Key(0.7, "number", "a number from 0 to 1", check=lambda v: 0 <= v <= 1),
-        "dense_weight": Key(0.3, "number", "a number from 0 to 1 (0: BM25 alone)", check=lambda v: 0 <= v <= 1),
+        "dense_weight": Key(None, "optional_number", "null (the model's default) or a number from 0 to 1 (0: BM25 alone)",
+                            check=lambda v: v is None or 0 <= v <= 1),
         "section_context": Key(0.5, "number", "a number >= 0 (0: off)", check=lambda v: v >= 0),
     },
     "engine": {
@@ -130,7 +131,9 @@ def _coerce(name: str, key: Key, value: Any, base: Path) -> Any:
         value = parse_size(value)
         if value is None:
             raise bad
-    elif kind == "number":
+    elif kind == "optional_number" and value is None:
+        pass
+    elif kind in ("number", "optional_number"):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise bad
         value = float(value)

@@ -137,7 +137,7 @@ class Searcher:
         # texts are read per search, only those of the results, by stage 05's own reader).
         self._spans = io.read_table(self._chunks_03, ["heading_path", "start_char", "end_char"])
         self.index.context = section_context(float(self.settings["section_context"]), self._chunks_03, self.index)
-        self.index.dense = dense_for(self.output_dir, self.index, float(self.settings["dense_weight"]), self._ctx.note)
+        self.index.dense = dense_for(self.output_dir, self.index, self.settings["dense_weight"], self._ctx.note)
 
     @property
     def analyzer(self):

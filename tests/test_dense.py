@@ -273,6 +273,23 @@ def test_searcher_answers_as_stage_05_with_vectors(runs):
     np.testing.assert_allclose([h.score for h in hits], first.score, rtol=1e-12)
 
 
+def test_a_null_weight_is_the_models_measured_default(runs):
+    from pipekit.dense import WordLlamaModel
+    from pipekit.fusion import WORDLLAMA_WEIGHT
+    from pipekit.search import Searcher
+
+    root, _ = runs
+    searcher = Searcher(root / "wl", settings={"dense_weight": None, "explain": False})
+    assert searcher.index.dense.weight == WORDLLAMA_WEIGHT
+    bm25 = pd.read_parquet(root / "bm25" / "05_results.parquet")
+    number, v = chunk_numbers(root / "wl"), vectors(root / "wl")
+    text = bm25["query"].iloc[0]
+    b = bm25[bm25["query"] == text]
+    want = expected_fusion({number[c]: s for c, s in zip(b.chunk_id, b.score)},
+                           v @ WordLlamaModel().embed([text])[0], WORDLLAMA_WEIGHT)[:10]
+    assert [number[h.chunk_id] for h in searcher.search(text, k=10)] == [c for c, _ in want]
+
+
 def test_rm3_with_vectors_fuses_the_expanded_query_with_the_cosine(runs, tmp_path):
     from pipekit.dense import WordLlamaModel
 
@@ -308,6 +325,9 @@ def test_model_folder_end_to_end_and_another_model_makes_04_stale(tmp_path):
     status = lambda: run_script("run_pipeline.py", "--config", str(cfg), "--set", f"paths.output={out}",
                                 "--set", f"indexing.dense_model={folder}", "--status").stdout
     assert "stale" not in status()
+    from pipekit.fusion import FOLDER_WEIGHT
+    from pipekit.search import Searcher
+    assert Searcher(out, settings={"dense_weight": None}).index.dense.weight == FOLDER_WEIGHT
     tiny_bert(folder, seed=1)  # the same folder, other weights
     assert "the model of indexing.dense_model changed" in status()
     pipeline(cfg, out, f"indexing.dense_model={folder}")
