@@ -518,11 +518,12 @@ def run(ctx) -> None:
                               meta=meta))
     if sec["dense_model"] is None:
         ctx.remove_output(dense.VECTORS)  # an older run's vectors are not this index's
-    else:  # with a model, each chunk's vector too, embedded where its partition is (a worker, on a cluster)
+    else:  # with a model, each chunk's vector too, embedded where its partition is (a worker, on a cluster);
+        # chunk numbers are 03's row numbers (whatever partitions the counts came from, reused or not)
         t0 = time.perf_counter()
         list(ctx.write_partitions(dense.VECTORS, dense.vectors_schema(dense.model_dim(sec["dense_model"])),
                                   StageFunction(4, "vector_rows", (sec["dense_model"],)),
-                                  [(first[p], part) for p, part in enumerate(parts)], desc="04 vectors", meta=meta))
+                                  [(part.start, part) for part in parts], desc="04 vectors", meta=meta))
         took = time.perf_counter() - t0
         ctx.note(f"{dense.VECTORS}: {stats['N']:,} chunks embedded by {meta_model(ctx)} in {took:.1f} s "
                  f"({stats['N'] / max(took, 1e-9):,.0f} chunks/s)")

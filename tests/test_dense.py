@@ -308,6 +308,26 @@ def test_rm3_with_vectors_fuses_the_expanded_query_with_the_cosine(runs, tmp_pat
         assert [number[c] for c in got.chunk_id] == [c for c, _ in want], qid
 
 
+def test_a_rerun_that_reuses_counts_writes_the_vectors_a_forced_run_writes(tmp_path):
+    import shutil
+
+    docs = tmp_path / "docs"
+    shutil.copytree(REPO / "data" / "sample", docs)
+    cfg = write_config(tmp_path, documents={"input": str(docs)},
+                       retrieval={"queries": str(REPO / "data" / "queries.txt"), "qrels": None})
+    pipeline(cfg, tmp_path / "out", "indexing.dense_model=wordllama")
+    page = docs / "handbook" / "operations" / "deploys.md"
+    page.write_text(page.read_text() + "\n## Rollback drills\n\nEvery quarter we roll a release back on purpose.\n")
+    pipeline(cfg, tmp_path / "out", "indexing.dense_model=wordllama")
+    run_script("run_pipeline.py", "--config", str(cfg), "--set", f"paths.output={tmp_path / 'forced'}",
+               "--set", "indexing.dense_model=wordllama", "--force")
+    for name in ("04_chunks.parquet", "04_vectors.parquet", "05_results.parquet"):
+        x, y = pd.read_parquet(tmp_path / "out" / name), pd.read_parquet(tmp_path / "forced" / name)
+        assert x.drop(columns="text", errors="ignore").map(repr).equals(
+            y.drop(columns="text", errors="ignore").map(repr)), name
+    assert np.array_equal(vectors(tmp_path / "out"), vectors(tmp_path / "forced"))
+
+
 # ----------------------------------------------------------------------- a model folder
 
 def test_model_folder_end_to_end_and_another_model_makes_04_stale(tmp_path):
