@@ -163,42 +163,40 @@ def runs(mask: np.ndarray) -> Iterator[tuple[int, int, bool]]:
         yield a, b, bool(mask[a])
 
 
-# str.isspace() in ASCII: space, \t \n \v \f \r and the separators \x1c-\x1f
-_SPACE = np.zeros(256, dtype=bool)
-_SPACE[[32, 9, 10, 11, 12, 13, 28, 29, 30, 31]] = True
+_LONG_RUN = r"[^ \t\n\x0b\x0c\r\x1c-\x1f]{11}"  # 11 characters str.split() does not split at (RE2)
 
 
 def _words(lines: pa.Array, budget: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """(len(s.split()), doctext.count_words(s)) of each ASCII string: whitespace-separated
-    words, and the budget's words (one more per 10 characters of a run beyond the first
-    10), counted with NumPy over the column's bytes: Arrow's split made a string per word
-    (2 s on 200k passages).  `budget` False: the first only (the second is the same)."""
+    """(len(s.split()), doctext.count_words(s)) of each ASCII string.  Words are counted
+    with NumPy over the column's bytes (a word starts where a space ends, or where its
+    string starts); the budget's count differs only for a string with a run of more than
+    10 characters, found by one regex search and counted by count_words itself (rare: a
+    URL).  Arrow's split made a string per word (2 s on 200k passages), its regex counts
+    a match at a time (1 s each).  `budget` False: the first count only (returned twice)."""
+    from .doctext import count_words
+
     lines = pc.fill_null(lines, "")
     n = len(lines)
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset:lines.offset + n + 1]
     data = lines.buffers()[2]
     data = np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]] if data is not None else np.zeros(0, np.uint8)
     offsets = offsets - offsets[0]
-    space = _SPACE[data]
-    word = ~space
-    start = word.copy()  # a run's first character: after a space, or at its string's start
+    # str.isspace() in ASCII: space, \t \n \v \f \r (9-13) and the separators \x1c-\x1f (28-31)
+    byte = data.view(np.int8)  # minus k wraps below k round to 128 and up (as uint8), in NumPy's fast loop
+    space = (data == 32) | ((byte - 9).view(np.uint8) <= 4) | ((byte - 28).view(np.uint8) <= 3)
+    start = ~space
     start[1:] &= space[:-1]
-    inner = offsets[1:-1][offsets[1:-1] < len(data)]
-    start[inner] = word[inner]
-    at = lambda flags: np.concatenate(([0], np.cumsum(flags, dtype=np.int32)))[offsets]
-    n_words = np.diff(at(start))
+    first = offsets[:-1][np.diff(offsets) > 0]  # each non-empty string's first byte
+    start[first] = ~space[first]
+    n_words = np.zeros(n, dtype=np.int64)
+    if len(first):  # a sum from each non-empty string's start to the next one's (the empty ones hold no byte)
+        n_words[np.diff(offsets) > 0] = np.add.reduceat(start, first, dtype=np.int64)
     if not budget:
         return n_words, n_words
-    # A run's characters 10, 20, 30 ... (from 0) each add a budget word: (length - 1) // 10.
-    # Found by each character's distance from its run's start; skipped when no 11 word
-    # characters stand in a row anywhere (the usual case: no long run, nothing to add).
-    cum = np.concatenate(([0], np.cumsum(word, dtype=np.int32)))
-    if len(data) <= 10 or not (cum[11:] - cum[:-11] == 11).any():
-        return n_words, n_words
-    idx = np.arange(len(data), dtype=np.int32)
-    pos = idx - np.maximum.accumulate(np.where(start, idx, 0))
-    extra = np.diff(at(word & (pos >= 10) & (pos % 10 == 0)))
-    return n_words, n_words + extra
+    units = n_words.copy()
+    for i in np.flatnonzero(np.asarray(pc.fill_null(pc.match_substring_regex(lines, _LONG_RUN), False))):
+        units[i] = count_words(lines[int(i)].as_py())
+    return n_words, units
 
 
 def one_chunk(batch: pa.RecordBatch, settings) -> tuple[np.ndarray, np.ndarray | None]:
