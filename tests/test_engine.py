@@ -450,3 +450,14 @@ def test_a_rerun_on_the_workers_reuses_unchanged_rows_and_equals_a_forced_local_
     assert "13 unchanged documents: chunks copied" in rerun
     pipeline(cfg, tmp_path / "forced", args=("--force",))
     assert_same_outputs(tmp_path / "dask", tmp_path / "forced")
+    # Then a rename, new bytes under the old size and mtime, and a chunking setting at once.
+    (docs / "notes.md").rename(docs / "pager-notes.md")
+    page = docs / "tables" / next(p.name for p in (docs / "tables").iterdir() if p.suffix == ".csv")
+    st, data = page.stat(), page.read_bytes()
+    page.write_bytes(data.replace(b"a", b"e", 1))
+    os.utime(page, ns=(st.st_atime_ns, st.st_mtime_ns))
+    rerun = pipeline(cfg, tmp_path / "dask", *dask, "chunking.target=150").stdout
+    assert "1 added (pager-notes.md), 1 changed (tables/" in rerun and "1 removed (notes.md)" in rerun
+    assert "unchanged documents: chunks copied" not in rerun  # a new target: every document rechunked
+    pipeline(cfg, tmp_path / "forced", "chunking.target=150", args=("--force",))
+    assert_same_outputs(tmp_path / "dask", tmp_path / "forced")
