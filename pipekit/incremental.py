@@ -161,15 +161,15 @@ def describe_changes(before: dict | None, now: dict) -> str:
 def reusable_rows(entries: list, listing: dict, previous_path: Path | None,
                   previous_listing: dict | None) -> list[int]:
     """For each entry, the row of the previous 01 output to take instead of reading the
-    file, or -1.  Only files that were read (status ok or error) are reused: a skipped
-    row costs nothing to make again."""
+    file, or -1.  Skipped rows are copied too, though they cost nothing to make: made
+    anew, the 562 skipped build files of a Sphinx folder cut the copied rows into
+    hundreds of pieces (and the output into as many row groups)."""
     out = [-1] * len(entries)
     if previous_path is None or not previous_listing:
         return out
     old = previous_listing.get("files", {})
-    table = read_columns(previous_path, ["doc_id", "content_hash"])
-    row_of = {d: i for i, (d, h) in enumerate(zip(table.column("doc_id").to_pylist(),
-                                                   table.column("content_hash").to_pylist())) if h is not None}
+    table = read_columns(previous_path, ["doc_id"])
+    row_of = {d: i for i, d in enumerate(table.column("doc_id").to_pylist())}
     for k, e in enumerate(entries):
         was = old.get(e.doc_id)
         if was and was[3] == listing["files"][e.doc_id][3] and e.doc_id in row_of:
@@ -253,20 +253,31 @@ class PreviousRows:
         self.groups = row_groups(Path(path))
         self.firsts = [at for _, _, at, _ in self.groups]
         self._cached: tuple[int, pa.Table] | None = None
+        self._files: dict[Path, pq.ParquetFile] = {}  # opened once: reopening per group tripled the reads
 
     def _group(self, g: int) -> pa.Table:
         if self._cached is None or self._cached[0] != g:
             f, group, _, _ = self.groups[g]
-            self._cached = (g, pq.ParquetFile(f).read_row_group(group))
+            if f not in self._files:
+                self._files[f] = pq.ParquetFile(f)
+            self._cached = (g, self._files[f].read_row_group(group))
         return self._cached[1]
 
-    def take(self, start: int, stop: int) -> Iterator[pa.Table]:
+    def slices(self, start: int, stop: int) -> Iterator[pa.Table]:
         while start < stop:
             g = bisect.bisect_right(self.firsts, start) - 1
             _, _, at, n = self.groups[g]
             k = min(stop, at + n) - start
             yield self._group(g).slice(start - at, k)
             start += k
+
+    def take(self, start: int, stop: int) -> Iterator[pa.Table]:
+        """Rows [start, stop) as one table (its slices joined, not copied): written as
+        one row group, not one per slice — a rerun's output otherwise split further on
+        every rerun, and each later read paid for the pieces."""
+        pieces = list(self.slices(start, stop))
+        if pieces:
+            yield pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
 
 
 @dataclass(frozen=True)
