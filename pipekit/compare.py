@@ -25,8 +25,9 @@ MOVED = 1e-9  # a change smaller than this is float noise, not a moved query
 
 def pick(all_runs: list[Run], name: str) -> Run:
     """A run by number (negative from the end) or by fingerprint prefix.  A prefix may be
-    all digits (one fingerprint in 40 starts with eight): a number no run has is tried
-    as a prefix before it is called missing."""
+    all digits (one fingerprint in 40 starts with eight): a number of six digits or more
+    that no run has is tried as a prefix before it is called missing (a short one is a
+    run number: `7` must not pick the run whose fingerprint happens to start with 7)."""
     try:
         n = int(name)
     except ValueError:
@@ -37,7 +38,7 @@ def pick(all_runs: list[Run], name: str) -> Run:
         for r in all_runs:
             if r.number == n:
                 return r
-    found = [r for r in all_runs if r.fingerprint.startswith(name)]
+    found = [r for r in all_runs if r.fingerprint.startswith(name)] if n is None or len(name) >= 6 else []
     if len(found) == 1:
         return found[0]
     if n is not None and not found:

@@ -149,3 +149,5 @@ def test_a_fingerprint_prefix_of_digits_is_found_as_a_prefix():
     assert pick(runs, "2").number == 2 and pick(runs, "-2").number == 1
     with pytest.raises(Exception, match="no run 3"):
         pick(runs, "3")
+    with pytest.raises(Exception, match="no run 7"):  # a short number is a run number, never a prefix
+        pick(runs, "7")
