@@ -7,12 +7,12 @@ Build tools have the answer (make, DVC, a documentation builder): unchanged inpu
 nothing.  Here it works at two levels:
 
 - **Files (stage 01).**  Each input file's content hash is recorded beside its size,
-  modification time and change time in `01_files.parquet`, one row per listed file.  A rerun hashes only the
-  files whose stat changed (or that changed too close to the last listing to trust the
-  clock: git's "racily clean" files), and takes the previous row of every file whose
-  hash and place are unchanged.  Content, not timestamps, decides: `touch` changes
-  nothing, and a file whose bytes changed with its size and mtime put back is still
-  seen (its change time moved).
+  modification time and change time in `01_files.parquet`, one row per listed file.  A
+  rerun hashes only the files whose stat changed (or that changed too close to the last
+  listing to trust the clock: git's "racily clean" files), and takes the previous row of
+  every file whose hash and place are unchanged.  Content, not timestamps, decides:
+  `touch` changes nothing, and a file whose bytes changed with its size and mtime put
+  back is still seen (its change time moved).
 - **Documents (stages 02 and 03).**  Every row carries its source document's
   `content_hash` from stage 01.  Each stage records a *row fingerprint*: the hash of the
   config values and code of every stage up to it, but not of the input files.  When the
@@ -20,10 +20,14 @@ nothing.  Here it works at two levels:
   the one its previous rows were made from gets those rows back, untouched.  A setting
   that changes every document (`chunking.target`) changes the row fingerprint, so the
   stage reruns for all of them.
+- **Counts (stage 04, local engine).**  The term counts of an unchanged document's
+  chunks are cut from the previous index and merged with the new chunks' counts as a
+  cluster merges partitions; N, avgdl, df, idf and every impact are computed anew, since
+  one new chunk changes them all.
 
 What it deliberately does not do: decide freshness (pipekit/freshness.py does, per
-stage, and a `--force` run reuses nothing), or reuse in stages 04 and 05, whose
-statistics (N, avgdl, df) are global: one new chunk changes every score.
+stage, and a `--force` run reuses nothing), reuse on a cluster in stage 04 (its counts
+live on the workers), or reuse anything in stage 05.
 The outputs are exactly those of a `--force` run — same rows, order, values and
 provenance — which tests/test_incremental.py checks for every kind of change.
 """
