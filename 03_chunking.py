@@ -564,13 +564,11 @@ def chunk_partition(section: dict, part) -> Iterator:
                     # Checked per chunk, not per document: a 400 MB log is 150,000 chunks, and
                     # one batch of them all was one more copy of the whole document.
                     if len(rows) >= rows.size:
-                        yield rows.take(), missed
-                        missed = NoChunks()
+                        yield rows.take(), missed.take()
             while len(rows) >= rows.size:
-                yield rows.take(), missed
-                missed = NoChunks()
+                yield rows.take(), missed.take()
     if len(rows) or missed.total:
-        yield rows.take(everything=True), missed
+        yield rows.take(everything=True), missed.take()
 
 
 def run(ctx) -> None:

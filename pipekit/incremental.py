@@ -198,6 +198,11 @@ def read_columns(path: Path, columns: list[str]) -> pa.Table:
     return read_table(path, columns)
 
 
+def doc_starts(ids: pa.Array) -> np.ndarray:
+    """Where each document's run of rows begins (every stage writes a document's rows together)."""
+    return np.flatnonzero(np.r_[True, np.asarray(pc.not_equal(ids[1:], ids[:-1]).fill_null(True))])
+
+
 def plan_reuse(upstream: pa.Table, previous: pa.Table, nothing: np.ndarray | None = None) -> np.ndarray:
     """For each upstream document, the rows [start, stop) of the previous output made from
     it, or start = -1 when it must be made again.  Vectorised: a million documents cost
@@ -212,7 +217,7 @@ def plan_reuse(upstream: pa.Table, previous: pa.Table, nothing: np.ndarray | Non
     ids = previous.column("doc_id")
     if previous.num_rows:
         ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
-        starts = np.flatnonzero(np.r_[True, np.asarray(pc.not_equal(ids[1:], ids[:-1]).fill_null(True))])
+        starts = doc_starts(ids)
         stops = np.r_[starts[1:], previous.num_rows]
         doc = pc.take(ids, pa.array(starts))
         digest = pc.take(previous.column("content_hash"), pa.array(starts))
@@ -344,7 +349,7 @@ def chunk_runs(current: pa.Table, previous: pa.Table) -> list[tuple]:
     n = len(ids)
     if n == 0:
         return []
-    starts = np.flatnonzero(np.r_[True, np.asarray(pc.not_equal(ids[1:], ids[:-1]).fill_null(True))])
+    starts = doc_starts(ids)
     stops = np.r_[starts[1:], n]
     docs = current.take(pa.array(starts)).select(["doc_id", "content_hash"])
     plan = plan_reuse(docs, previous)

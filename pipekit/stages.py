@@ -52,7 +52,7 @@ STAGES: tuple[Stage, ...] = (
            "pipekit/malloc.py", "pipekit/links.py", "pipekit/incremental.py")),
     Stage(5, "retrieval", "05_retrieval.py", "retrieval", ("05_results.parquet",),
           ("05_retrieval.py", "pipekit/analyzer.py", "pipekit/queries.py", "pipekit/io.py",
-           "pipekit/history.py", "pipekit/results.py", "pipekit/links.py", "pipekit/sections.py", "pipekit/resident.py",
+           "pipekit/history.py", "pipekit/results.py", "pipekit/ranks.py", "pipekit/links.py", "pipekit/sections.py", "pipekit/resident.py",
            "pipekit/dense.py", "pipekit/fusion.py",
            "pipekit/engine.py")),
 )

@@ -60,6 +60,13 @@ class NoChunks:
         self.counts.update(other.counts)
         self.named += other.named[:max(0, self.shown - len(self.named))]
 
+    def take(self) -> "NoChunks":
+        """What was counted so far, handed out with a batch of chunks; counting restarts."""
+        taken = NoChunks(self.shown)
+        taken.counts, taken.named = self.counts, self.named
+        self.counts, self.named = Counter(), []
+        return taken
+
     @property
     def total(self) -> int:
         return sum(self.counts.values())
