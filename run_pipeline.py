@@ -27,8 +27,9 @@ from pipekit.show import human_size
 from pipekit.stages import STAGES, load_stage
 
 
-def plan(cfg: dict, first: int, last: int, force: bool) -> list[tuple[int, list[str]]]:
-    """[(stage number, reasons to run it)]; empty reasons mean fresh, skip it."""
+def plan(cfg: dict, first: int, last: int, force: bool, walks: dict | None = None) -> list[tuple[int, list[str]]]:
+    """[(stage number, reasons to run it)]; empty reasons mean fresh, skip it.
+    `walks` receives stage 01's walk of the input folder, for stage 01 to reuse."""
     out_dir = Path(cfg["paths"]["output"])
     steps, upstream_runs = [], False
     for stage in STAGES[first - 1:last]:
@@ -37,7 +38,7 @@ def plan(cfg: dict, first: int, last: int, force: bool) -> list[tuple[int, list[
         elif upstream_runs:
             reasons = [f"upstream stage {stage.number - 1:02d} runs first"]
         else:
-            reasons = why_stale(stage, cfg, out_dir)
+            reasons = why_stale(stage, cfg, out_dir, walks)
         upstream_runs = upstream_runs or bool(reasons)
         steps.append((stage.number, reasons))
     return steps
@@ -80,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     out = guard_stdout()  # `| head` cuts the printing, never the run (pipekit/cli.py)
     try:
         cfg = load_config(args.config, args.overrides)
-        steps = plan(cfg, args.first, args.last, args.force)
+        walks: dict = {}
+        steps = plan(cfg, args.first, args.last, args.force, walks)
         if args.status:
             print_status(cfg, steps)
             note = made_with_other_settings(cfg, args.overrides)  # pipekit/overrides.py: why all is stale
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 print(f"{stage.label}: running ({reasons[0]}{', …' if len(reasons) > 1 else ''})")
                 run_stage(number, load_stage(number).run, cfg, options=user_options(argv), engine=engine,
-                          force=args.force)
+                          force=args.force, walk=walks.get(number))
         finally:
             engine.close()
         print(f"pipeline: done in {time.perf_counter() - t0:.2f} s")

@@ -33,7 +33,7 @@ class StageContext:
     """What a stage's run() may use. Outputs become visible only when the stage succeeds."""
 
     def __init__(self, stage: Stage, cfg: dict, quiet: bool = False, options: list[str] = (), engine=None,
-                 force: bool = False):
+                 force: bool = False, walk: tuple | None = None):
         self.stage = stage
         self.options = list(options)  # the user's --config/--set, repeated in "run this first" hints
         self.engine = engine if engine is not None else make_engine(cfg, quiet)
@@ -58,8 +58,9 @@ class StageContext:
             upstream_fp, upstream_rows_fp = upstream_meta.get("fingerprint"), upstream_meta.get("row_fingerprint")
         else:
             self.upstream_path = None
-            # Stage 01's inputs are files: listed (and hashed where they changed) once, here.
-            self.entries, self.listing = input_listing(cfg, self.path(stage.outputs[1]))
+            # Stage 01's inputs are files: listed (and hashed where they changed) once, here,
+            # or just before by run_pipeline's freshness check (`walk`), which is then reused.
+            self.entries, self.listing = walk or input_listing(cfg, self.path(stage.outputs[1]))
         self.inputs = inputs_record(stage, cfg, upstream_fp, self.listing)
         self.fingerprint = digest(self.inputs)
         # What every row depends on besides its own document (pipekit/incremental.py).
@@ -254,17 +255,19 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None, name: st
 
 
 def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
-              quiet: bool = False, options: list[str] = (), engine=None, force: bool = False) -> StageContext:
+              quiet: bool = False, options: list[str] = (), engine=None, force: bool = False,
+              walk: tuple | None = None) -> StageContext:
     """Run one stage's body with commit-or-abort around it, then print its summary.
 
     `engine`: one shared by several stages (run_pipeline starts a cluster once per run);
-    without it the stage makes its own from the config and closes it when done."""
+    without it the stage makes its own from the config and closes it when done.
+    `walk`: stage 01's input walk, when the caller has just made it (`why_stale`)."""
     stage = get_stage(number)
     own = engine is None
     engine = make_engine(cfg, quiet) if own else engine
     t0 = time.perf_counter()
     try:
-        ctx = StageContext(stage, cfg, quiet=quiet, options=options, engine=engine, force=force)
+        ctx = StageContext(stage, cfg, quiet=quiet, options=options, engine=engine, force=force, walk=walk)
         outer = isinstance(sys.stdout, _PipeProof)  # a whole command guarded (run_pipeline): it reports
         try:
             with (nullcontext(sys.stdout) if outer else pipe_proof_stdout()) as out:

@@ -90,8 +90,11 @@ def recorded_fingerprint(path: Path) -> str | None:
     return meta.get("fingerprint") if meta else None
 
 
-def why_stale(stage: Stage, cfg: dict, output_dir: Path) -> list[str]:
-    """Reasons the stage must run (empty list: it is fresh). Upstream staleness is the caller's."""
+def why_stale(stage: Stage, cfg: dict, output_dir: Path, walks: dict | None = None) -> list[str]:
+    """Reasons the stage must run (empty list: it is fresh). Upstream staleness is the caller's.
+
+    `walks`: where stage 01's walk is left for the run that follows (run_pipeline), so a
+    folder of thousands of files is walked once per run, not once to judge and again to read."""
     paths = [output_dir / name for name in stage.outputs]
     missing = [p.name for p in paths if not p.exists()]
     if missing:
@@ -105,7 +108,12 @@ def why_stale(stage: Stage, cfg: dict, output_dir: Path) -> list[str]:
     upstream_fp = None
     if stage.upstream is not None:
         upstream_fp = recorded_fingerprint(output_dir / stage.upstream.outputs[0])
-    listing = input_listing(cfg, paths[1])[1] if stage.number == 1 else None
+    listing = None
+    if stage.number == 1:
+        walk = input_listing(cfg, paths[1])
+        listing = walk[1]
+        if walks is not None:
+            walks[1] = walk
     new = inputs_record(stage, cfg, upstream_fp, listing)
     reasons = []
     for name, value in new["config"].items():

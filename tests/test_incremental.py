@@ -246,3 +246,21 @@ def test_a_beir_corpus_is_reread_whole_but_only_changed_records_are_redone(tmp_p
     assert "0 added, 1 changed (corpus.jsonl), 0 removed" in out
     assert reused(out, "01_documents") == 0  # one file: read whole again (it is fast)
     assert reused(out, "02_preprocessing") == 29 and reused(out, "03_chunking") == 29
+
+
+def test_run_pipeline_walks_the_input_folder_once_per_run(tmp_path, monkeypatch):
+    """The freshness check's walk is the one stage 01 reads by: on a folder of thousands of
+    files a second walk was a tenth of a one-file rerun, and two walks could disagree."""
+    import pipekit.readers
+    import run_pipeline
+
+    docs, cfg = sample_copy(tmp_path)
+    pipeline(cfg, tmp_path / "out")
+    (docs / "new.md").write_text("# New\n\nA page added after the first run.\n", encoding="utf-8")
+    walks = []
+    real = pipekit.readers.list_inputs
+    monkeypatch.setattr(pipekit.readers, "list_inputs", lambda *a, **k: walks.append(a[0]) or real(*a, **k))
+    assert run_pipeline.main(["--config", str(cfg), "--set", f"paths.output={tmp_path / 'out'}"]) == 0
+    assert walks == [docs]
+    pipeline(cfg, tmp_path / "forced", args=("--force",))
+    assert_same_outputs(tmp_path / "out", tmp_path / "forced")
