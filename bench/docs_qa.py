@@ -41,6 +41,7 @@ Needs requirements-bench.txt (bm25s, PyStemmer, langchain-text-splitters, markdo
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import re
 import shutil
@@ -119,10 +120,11 @@ def build() -> None:
             folder = Path(src["folder"])
             if not folder.is_dir():
                 raise SystemExit(f"{folder} is missing: install it with `apt-get install {src['package']}`")
-            for f in sorted(folder.rglob("*.md")):
-                target = dest / folder.name / f.relative_to(folder)
+            # Debian compresses the larger pages (Node 18's nodejs-doc: 4 .md, 60 .md.gz).
+            for f in sorted([*folder.rglob("*.md"), *folder.rglob("*.md.gz")]):
+                target = dest / folder.name / f.relative_to(folder).with_suffix("" if f.suffix == ".gz" else ".md")
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(f, target)
+                target.write_bytes(gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes())
                 n += 1
         else:
             spec = f"{src['package']}=={src['version']}"

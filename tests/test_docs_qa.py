@@ -53,3 +53,22 @@ def test_every_section_exists_once_in_its_document():
     if not all((docs_qa.CORPUS / s["name"]).is_dir() for s in docs_qa.sources()):
         pytest.skip(f"the documentation is not in {docs_qa.CORPUS} (python bench/docs_qa.py --build)")
     docs_qa.validate(docs_qa.questions())  # raises SystemExit naming each question that does not match
+
+
+def test_build_unpacks_debians_gzipped_pages(tmp_path, monkeypatch):
+    import gzip
+
+    api = tmp_path / "doc" / "api"
+    api.mkdir(parents=True)
+    (api / "small.md").write_text("# Small\n")
+    (api / "fs.md.gz").write_bytes(gzip.compress(b"# File system\n\n## fs.readFile\n"))
+    (api / "fs.html").write_text("<h1>not Markdown</h1>")
+    monkeypatch.setattr(docs_qa, "sources", lambda: [{"name": "nodejs", "kind": "debian", "package": "nodejs-doc",
+                                                      "version": "-", "folder": str(api)}])
+    monkeypatch.setattr(docs_qa, "BENCH", tmp_path)
+    monkeypatch.setattr(docs_qa, "CORPUS", tmp_path / "corpus")
+    monkeypatch.setattr(docs_qa, "REPO", tmp_path)
+    docs_qa.build()
+    got = tmp_path / "corpus" / "nodejs" / "api"
+    assert sorted(p.name for p in got.iterdir()) == ["fs.md", "small.md"]
+    assert (got / "fs.md").read_text() == "# File system\n\n## fs.readFile\n"
