@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -29,18 +30,22 @@ OUTPUTS = get_stage(4).outputs
 # Runs a stage script as __main__, pausing inside the first ParquetWriter.write_table.
 PAUSING_RUNNER = r"""
 import os, runpy, sys, time
-import pyarrow.parquet as pq
+import pipekit.io
 
 flag = os.environ["PAUSE_FLAG"]
-original = pq.ParquetWriter.write_table
+original = pipekit.io.ParquetSink.write
 
+# Pauses the stage itself (the main thread, where Ctrl-C lands) once its first batch is in
+# the temp file: Parquet's encoding runs on a writer thread, so pausing there would leave
+# the stage running on, and an interrupted stage rightly waits for the batch in flight.
 def write_then_pause(self, *args, **kwargs):
     original(self, *args, **kwargs)
+    self._finish_in_flight()
     if not os.path.exists(flag):
         open(flag, "w").close()
         time.sleep(600)
 
-pq.ParquetWriter.write_table = write_then_pause
+pipekit.io.ParquetSink.write = write_then_pause
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
@@ -219,3 +224,20 @@ def test_sigkill_after_the_trec_run_is_written_leaves_the_previous_one(indexed, 
     proc.wait(timeout=30)
     # ... and a killed run leaves the previous one whole.
     assert (out / "05_results.trec").read_bytes() == trec
+
+
+def test_an_error_on_the_writer_thread_reaches_the_stage_and_leaves_no_temp_file(tmp_path, monkeypatch):
+    """Batches are encoded on a thread of their own (pipekit/io.py); a failure there (a full
+    disk) must still stop the stage, with its own message, and leave nothing behind."""
+    from pipekit import io
+
+    def disk_full(self, table, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", disk_full)
+    sink = io.ParquetSink(tmp_path / "x.parquet", pa.schema([("n", pa.int32())]), meta={})
+    sink.write(pa.table({"n": pa.array([1, 2, 3], pa.int32())}))  # handed over, not yet failed
+    with pytest.raises(OSError, match="No space left"):
+        sink.write(pa.table({"n": pa.array([4], pa.int32())}))
+    sink.abort()
+    assert list(tmp_path.iterdir()) == []
