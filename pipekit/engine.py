@@ -35,6 +35,7 @@ import os
 import socket
 import sys
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -44,8 +45,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import PipelineError
-from .io import PART, ParquetSink, row_groups
+from .io import PART, ParquetSink, cores, row_groups
 
+# Chunks from which the local engine counts stage 04 on a thread per core: below it the
+# merge of the partitions' counts costs about what the second core saves.
+PARALLEL_ROWS = 50_000
 IN_FLIGHT_PER_WORKER = 2  # tasks queued per worker: enough to keep it busy, few enough to bound client memory
 
 
@@ -143,7 +147,30 @@ def row_ranges(path, n_rows: int, rows_per_part: int | None) -> list[RowRange]:
 def iter_rows(part: RowRange, columns: list[str] | None = None,
               batch_size: int = 2048) -> Iterator[pa.RecordBatch]:
     """The record batches of one row range of an output (a file, or a dataset folder:
-    the range may span part files), reading only the row groups that hold it."""
+    the range may span part files), reading only the row groups that hold it, the next
+    batch read ahead while the stage works on this one (`read_ahead`)."""
+    return read_ahead(_range_batches(part, columns, batch_size))
+
+
+_END = object()
+
+
+def read_ahead(items: Iterator) -> Iterator:
+    """`items`, the next one made on a thread of its own while this one is used: Parquet
+    decodes outside the GIL, so a stage computing on one core no longer waits for its
+    input between batches.  One item ahead at most: memory holds one batch more."""
+    with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as pool:
+        items = iter(items)
+        pending = pool.submit(next, items, _END)
+        while True:
+            item = pending.result()
+            if item is _END:
+                return
+            pending = pool.submit(next, items, _END)
+            yield item
+
+
+def _range_batches(part: RowRange, columns: list[str] | None, batch_size: int) -> Iterator[pa.RecordBatch]:
     if part.stop <= part.start:
         return
     wanted: dict[Path, list[int]] = {}
@@ -201,9 +228,21 @@ class LocalEngine:
 
     def rows_per_part(self, n_rows: int, few: bool = False) -> int | None:
         """Rows per partition: None (one partition, the whole input, streamed), unless
-        engine.partition_rows asks for more (tests do, to cut the sample); always None
-        for `few` (a stage whose partitions must be merged: one needs no merge)."""
-        return None if few else self.partition_rows
+        engine.partition_rows asks for more (tests do, to cut the sample).  For `few` (a
+        stage whose partitions are counted apart and merged, 04) one partition per core
+        once the input is large enough that a core's time outweighs the merge, else one."""
+        if few:
+            threads = cores()
+            return -(-n_rows // threads) if threads > 1 and n_rows >= PARALLEL_ROWS else None
+        return self.partition_rows
+
+    def submit_each(self, fn: Callable, parts: list) -> list:
+        """`fn(part)` for every part, now, a thread per core: counting is Arrow and NumPy
+        work, done outside the GIL, so the stage's other core is no longer idle."""
+        if len(parts) <= 1:
+            return [fn(p) for p in parts]
+        with ThreadPoolExecutor(min(len(parts), cores())) as pool:
+            return list(pool.map(fn, parts))
 
     def map_partitions(self, fn: Callable[[Any], Iterable], parts: list, progress=None) -> Iterator:
         for part in parts:
@@ -324,6 +363,10 @@ class DaskEngine:
         need.  Stage 04 keeps each partition's counts so (see its `run`): a reduce that
         gathered every posting here made this process the cluster's bottleneck."""
         return self.client.submit(fn, arg, pure=False)
+
+    def submit_each(self, fn: Callable, parts: list) -> list:
+        """A `submit` handle per part: each part's result stays on its worker."""
+        return [self.submit(fn, p) for p in parts]
 
     def fetch(self, handles: list, progress=None) -> list:
         """The results of `submit` handles, here, in their order (a bar counts them done)."""

@@ -189,3 +189,33 @@ def test_postings_keep_dictionaries_only_for_columns_that_repeat(tmp_path):
     assert has_dict == {"term_id": True, "chunk": False, "tf": True, "impact": False}
     assert io.read_table(tmp_path / "04_postings.parquet").equals(table.replace_schema_metadata(
         io.read_table(tmp_path / "04_postings.parquet").schema.metadata))
+
+
+def test_counting_on_a_thread_per_core_gives_the_index_one_partition_gives(tmp_path, monkeypatch):
+    """A large input is counted as one partition per core, on threads (pipekit/engine.py):
+    the index must be the one a single partition makes, row for row."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from pipekit import engine
+    from pipekit.cli import run_stage
+    from pipekit.config import load_config
+
+    from conftest import REPO, pipeline, write_config
+
+    cfg = write_config(tmp_path, documents={"input": str(REPO / "data" / "sample")},
+                       retrieval={"queries": str(REPO / "data" / "queries.txt"), "qrels": None})
+    pipeline(cfg, tmp_path / "one", args=("--to", "4"))
+    shutil.copytree(tmp_path / "one", tmp_path / "threads")
+    monkeypatch.setattr(engine, "PARALLEL_ROWS", 1)  # the sample's 89 chunks count as "large"
+    monkeypatch.setattr(engine, "cores", lambda: 3)  # three parts even on a one-core machine
+    counted = []
+    plain = engine.LocalEngine.submit_each
+    monkeypatch.setattr(engine.LocalEngine, "submit_each",
+                        lambda self, fn, parts: counted.append(len(parts)) or plain(self, fn, parts))
+    run_stage(4, load_stage(4).run, load_config(cfg, [f"paths.output={tmp_path / 'threads'}"]), quiet=True, force=True)
+    assert counted == [3]
+    for name in ("04_chunks.parquet", "04_terms.parquet", "04_postings.parquet"):
+        one, threads = pq.read_table(tmp_path / "one" / name), pq.read_table(tmp_path / "threads" / name)
+        assert one.num_rows > 80 and one.equals(threads), name
