@@ -523,7 +523,8 @@ def run(ctx) -> None:
         t0 = time.perf_counter()
         list(ctx.write_partitions(dense.VECTORS, dense.vectors_schema(dense.model_dim(sec["dense_model"])),
                                   StageFunction(4, "vector_rows", (sec["dense_model"],)),
-                                  [(part.start, part) for part in parts], desc="04 vectors", meta=meta))
+                                  [(part.start, part) for part in dense.block_parts(parts)], desc="04 vectors",
+                                  meta=meta))
         took = time.perf_counter() - t0
         ctx.note(f"{dense.VECTORS}: {stats['N']:,} chunks embedded by {meta_model(ctx)} in {took:.1f} s "
                  f"({stats['N'] / max(took, 1e-9):,.0f} chunks/s)")

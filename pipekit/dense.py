@@ -188,8 +188,9 @@ class BertFolder:
     of the token vectors, or the [CLS] one) and L2 normalisation.  Texts are tokenized by
     the folder's tokenizer.json, truncated at its max_seq_length, sorted by length and
     *packed*: the linear layers run on every token of a batch at once, attention per text
-    on its own tokens only, so no padding is computed and a text's vector does not depend
-    on which texts share its batch (the engines' outputs match)."""
+    on its own tokens only, so no padding is computed.  A text's vector then depends on the
+    texts beside it only in its last bits (BLAS's summation order follows the shape of the
+    product); stage 04 packs the same texts together on every engine (`vector_rows`)."""
 
     def __init__(self, folder: Path):
         from safetensors.numpy import load_file
@@ -311,19 +312,46 @@ def model_dim(spec: str) -> int:
 
 
 def vector_rows(spec: str, batches, first_chunk: int):
-    """04_vectors.parquet's rows for a run of chunk batches (heading, text): one table per
-    EMBED_BATCH chunks, numbered from `first_chunk`."""
+    """04_vectors.parquet's rows for a run of chunk batches (heading, text), numbered from
+    `first_chunk`, embedded in blocks of EMBED_BATCH chunks at fixed places in the corpus
+    (chunks k·EMBED_BATCH up to the next multiple), whatever batches the rows arrive in.
+
+    Why fixed blocks: a model folder's vector of a text changes in its last bits with the
+    texts packed beside it (BLAS picks its summation order by the shape of the product:
+    seen with OpenBLAS 0.3.31), so blocks that followed the batches or partitions made the
+    engines disagree.  Partitions start on a block (`block_parts`), so every engine packs
+    the same texts together and writes the same bits."""
     model = load_model(spec)
     at = first_chunk
+    headings: list = []
+    texts: list = []
+
+    def embedded(n: int) -> pa.Table:
+        nonlocal at, headings, texts
+        v = model.embed([chunk_text(h, t) for h, t in zip(headings[:n], texts[:n])])
+        headings, texts = headings[n:], texts[n:]
+        table = pa.table({"chunk": pa.array(np.arange(at, at + n, dtype=np.int32)),
+                          "vector": pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), model.dim)},
+                         schema=vectors_schema(model.dim))
+        at += n
+        return table
+
     for batch in batches:
-        headings, texts = batch.column("heading").to_pylist(), batch.column("text").to_pylist()
-        for s in range(0, len(texts), EMBED_BATCH):
-            v = model.embed([chunk_text(h, t) for h, t in zip(headings[s:s + EMBED_BATCH], texts[s:s + EMBED_BATCH])])
-            n = len(v)
-            yield pa.table({"chunk": pa.array(np.arange(at, at + n, dtype=np.int32)),
-                            "vector": pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), model.dim)},
-                           schema=vectors_schema(model.dim))
-            at += n
+        headings += batch.column("heading").to_pylist()
+        texts += batch.column("text").to_pylist()
+        while len(texts) >= EMBED_BATCH - at % EMBED_BATCH:
+            yield embedded(EMBED_BATCH - at % EMBED_BATCH)
+    if texts:
+        yield embedded(len(texts))
+
+
+def block_parts(parts: list, block: int = EMBED_BATCH) -> list:
+    """The partitions' row ranges re-cut so that each starts on a multiple of `block`
+    (vector_rows' blocks then never straddle two partitions)."""
+    from .engine import RowRange
+
+    cuts = sorted({0, parts[-1].stop} | {p.start - p.start % block for p in parts})
+    return [RowRange(parts[0].path, a, b) for a, b in zip(cuts, cuts[1:])] or parts[:1]
 
 
 def read_vectors(path: Path, n_chunks: int) -> np.ndarray:

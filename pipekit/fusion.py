@@ -72,7 +72,11 @@ class Dense:
         self.vectors, self.spec, self.weight = vectors, spec, float(weight)
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        return load_model(self.spec).embed(list(texts))
+        """The queries' vectors, each embedded alone: packed with others, a model folder's
+        vector changes in its last bits with its neighbours (pipekit/dense.py), and a
+        cluster's workers see other neighbours than one process does."""
+        model = load_model(self.spec)
+        return np.concatenate([model.embed([t]) for t in texts]) if len(texts) else model.embed([])
 
     def explain(self, candidates, index, queries, scored, q, c, depth: int):
         return explain_hits(self, candidates, index, queries, scored, q, c, depth)
