@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -64,18 +65,25 @@ def get_stage(number: int) -> Stage:
     return STAGES[number - 1]
 
 
+_LOADING = threading.RLock()  # reentrant: a stage file being loaded may load another
+
+
 def load_stage(number: int) -> ModuleType:
-    """Import a numbered stage file (`03_chunking.py`) as a module, once."""
+    """Import a numbered stage file (`03_chunking.py`) as a module, once.
+
+    Under a lock: stage 04 counts on a thread per core, and a second thread found the
+    module registered but not yet executed (no `count_partition` in it)."""
     stage = get_stage(number)
     name = f"stage_{stage.label}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / stage.script)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # registered first so dataclasses and pickling can find it
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
+    with _LOADING:
+        if name in sys.modules:
+            return sys.modules[name]
+        spec = importlib.util.spec_from_file_location(name, REPO_ROOT / stage.script)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # registered first so dataclasses and pickling can find it
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        return module

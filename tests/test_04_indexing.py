@@ -191,16 +191,16 @@ def test_postings_keep_dictionaries_only_for_columns_that_repeat(tmp_path):
         io.read_table(tmp_path / "04_postings.parquet").schema.metadata))
 
 
-def test_counting_on_a_thread_per_core_gives_the_index_one_partition_gives(tmp_path, monkeypatch):
+def test_counting_on_a_thread_per_core_gives_the_index_one_partition_gives(tmp_path):
     """A large input is counted as one partition per core, on threads (pipekit/engine.py):
-    the index must be the one a single partition makes, row for row."""
+    the index must be the one a single partition makes, row for row.  Run as a user runs
+    it (`python 04_indexing.py`, the stage file as __main__), where the threads each load
+    the stage module for their partition."""
     import shutil
+    import subprocess
+    import sys
 
     import pyarrow.parquet as pq
-
-    from pipekit import engine
-    from pipekit.cli import run_stage
-    from pipekit.config import load_config
 
     from conftest import REPO, pipeline, write_config
 
@@ -208,14 +208,23 @@ def test_counting_on_a_thread_per_core_gives_the_index_one_partition_gives(tmp_p
                        retrieval={"queries": str(REPO / "data" / "queries.txt"), "qrels": None})
     pipeline(cfg, tmp_path / "one", args=("--to", "4"))
     shutil.copytree(tmp_path / "one", tmp_path / "threads")
-    monkeypatch.setattr(engine, "PARALLEL_ROWS", 1)  # the sample's 89 chunks count as "large"
-    monkeypatch.setattr(engine, "cores", lambda: 3)  # three parts even on a one-core machine
-    counted = []
-    plain = engine.LocalEngine.submit_each
-    monkeypatch.setattr(engine.LocalEngine, "submit_each",
-                        lambda self, fn, parts: counted.append(len(parts)) or plain(self, fn, parts))
-    run_stage(4, load_stage(4).run, load_config(cfg, [f"paths.output={tmp_path / 'threads'}"]), quiet=True, force=True)
-    assert counted == [3]
+    runner = (
+        "import runpy, sys\n"
+        "from pipekit import engine\n"
+        "engine.PARALLEL_ROWS = 1  # the sample's 89 chunks count as large\n"
+        "engine.cores = lambda: 3  # three parts even on a one-core machine\n"
+        "plain = engine.LocalEngine.submit_each\n"
+        "def counted(self, fn, parts):\n"
+        "    print('partitions counted:', len(parts))\n"
+        "    return plain(self, fn, parts)\n"
+        "engine.LocalEngine.submit_each = counted\n"
+        "sys.argv = sys.argv[1:]\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", runner, "04_indexing.py", "--config", str(cfg), "--force",
+                           "--set", f"paths.output={tmp_path / 'threads'}"], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "partitions counted: 3" in proc.stdout
     for name in ("04_chunks.parquet", "04_terms.parquet", "04_postings.parquet"):
         one, threads = pq.read_table(tmp_path / "one" / name), pq.read_table(tmp_path / "threads" / name)
         assert one.num_rows > 80 and one.equals(threads), name
