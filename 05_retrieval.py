@@ -84,7 +84,7 @@ from pipekit.resident import held, on_workers, shared_arrays, shared_tag, warm_w
 from pipekit.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
                              print_results, results_table)
 from pipekit.fusion import dense_for
-from pipekit.ranks import nth_best_document, rank, run_starts
+from pipekit.ranks import TopPostings, nth_best_document, rank, run_starts, sorted_unique
 from pipekit.sections import section_context
 from pipekit.stages import get_stage
 
@@ -122,7 +122,7 @@ class Index:
         self.indptr = np.zeros(len(self.df) + 1, dtype=np.int64)
         np.cumsum(self.df, out=self.indptr[1:])
         self._postings_path = ctx.path("04_postings.parquet")
-        self._tf = self._forward = self._noise = None
+        self._tf = self._forward = self._noise = self._sorted_terms = None
         if shared is not None:  # a worker: scoring needs no chunk ids or headings
             build = lambda zeros: self._derived(io.read_table(chunks_path, ["doc_id", "length"]), zeros)
             size = 12 * int(self.indptr[-1]) + 8 * (DENSE_TERMS + 2) * self.stats["N"]  # at most
@@ -133,6 +133,7 @@ class Index:
                 self.__dict__.update(self._derived(self.chunks, np.zeros))
         if postings:
             self._dense = dict(zip(self.dense_ids.tolist(), self.dense))
+            self._seeds = TopPostings(self._postings_of)  # each term's floor seeds, found once
         self.small_query = SMALL_QUERY  # tests lower it, so their small corpora take the pruned path
         self.context = None  # the chunks' sections, when retrieval.section_context is on (pipekit/sections.py)
         self.dense = None  # the chunks' vectors, when the index has them and retrieval.dense_weight > 0 (pipekit/fusion.py)
@@ -179,8 +180,7 @@ class Index:
         Anserini and bm25s count a repeated term each time: "flow ... flow" asks for flow
         twice as hard)."""
         flat, parent = self.analyzer.tokens(texts)
-        ids = pc.index_in(flat, value_set=self.terms)  # one hash lookup per query term, in C
-        ids = np.asarray(pc.fill_null(ids, -1), dtype=np.int64)
+        ids = self._term_ids(flat)
         qtf: list[dict[str, int]] = [{} for _ in texts]
         known: list[dict[int, int]] = [{} for _ in texts]
         for q, w, t in zip(parent.tolist(), flat.to_pylist(), ids.tolist()):  # a few terms per query: cheap
@@ -190,6 +190,20 @@ class Index:
         return [QueryTerms(np.fromiter(k, dtype=np.int64, count=len(k)),
                            np.fromiter(k.values(), dtype=np.float64, count=len(k)), f)
                 for k, f in zip(known, qtf)]
+
+    def _term_ids(self, words: pa.Array) -> np.ndarray:
+        """Each word's term id, -1 if the index lacks it.  Stage 04 writes the terms sorted,
+        so a binary search over them (as Python strings, made on the first call and kept)
+        finds them; pc.index_in hashes every term of the index again on each call: tens
+        of ms at 200k terms, which each single search through pipekit.Searcher would pay."""
+        if self._sorted_terms is None:
+            ordered = len(self.terms) < 2 or pc.all(pc.less(self.terms[:-1], self.terms[1:])).as_py()
+            self._sorted_terms = self.terms.to_numpy(zero_copy_only=False) if ordered else False
+        if self._sorted_terms is False or len(self.terms) == 0:  # not sorted: one hash lookup per word, in C
+            return np.asarray(pc.fill_null(pc.index_in(words, value_set=self.terms), -1), dtype=np.int64)
+        w = words.to_numpy(zero_copy_only=False)
+        pos = np.minimum(np.searchsorted(self._sorted_terms, w), len(self.terms) - 1)
+        return np.where(self._sorted_terms[pos] == w, pos, -1).astype(np.int64)
 
     def best_candidates(self, term_ids: np.ndarray, depth: int,
                         weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -252,23 +266,19 @@ class Index:
         Any chunks scored exactly will do, so take the likeliest: each of the rarest terms'
         2·depth highest-impact postings, until they cover 2·depth chunks.  A very long list
         is sampled (every n-th posting) first: a bound from a sample is still a bound.
+        A term's seeds depend on the term alone: found once, kept (ranks.TopPostings).
         """
         by_df = sorted(range(len(df)), key=df.__getitem__)
         want = 2 * depth
         while True:
             parts, reach = [], 0
             for i in by_df:
-                ch, imp = self._postings_of(term_ids[i])
-                if len(ch) > SEED_SAMPLE:
-                    step = len(ch) // SEED_SAMPLE
-                    ch, imp = ch[::step], imp[::step]
-                if len(ch) > want:
-                    ch = ch[np.argpartition(imp, len(imp) - want)[len(imp) - want:]]
+                ch = self._seeds(int(term_ids[i]), want, SEED_SAMPLE)
                 parts.append(ch)
                 reach += len(ch)
                 if reach >= want:
                     break
-            cand = np.unique(np.concatenate(parts))
+            cand = parts[0] if len(parts) == 1 else sorted_unique(np.concatenate(parts))
             floor = nth_best_document(cand, self._looked_up(term_ids, w, cand), self.doc_codes, depth)
             if floor > 0 or reach < want or want > sum(df):
                 break
@@ -307,7 +317,7 @@ class Index:
             parts.append(ch[imp >= cut] if cut > 0 else ch)
         if sum(len(p) for p in parts) * CUT_PAYS > total:
             return self.scores(term_ids, need, weights=w)  # the cuts keep too much: add the lists whole
-        cand = np.unique(np.concatenate(parts))
+        cand = sorted_unique(np.concatenate(parts))
         score = self._looked_up(term_ids, w, cand)
         keep = score >= need
         return cand[keep], score[keep]
@@ -315,9 +325,9 @@ class Index:
     def _looked_up(self, term_ids, w, cand: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
         """`start` (or 0) plus each term's weighted impact in the sorted chunks `cand`, added
         in the order given (query order, as everywhere, so equal scores stay equal)."""
-        score = np.zeros(len(cand)) if start is None else start
-        for t, wt in zip(term_ids, w):
-            score = score + self._lookup(t, cand, wt)
+        score = np.zeros(len(cand)) if start is None else start.copy()
+        for t, wt in zip(np.asarray(term_ids).tolist(), np.asarray(w).tolist()):
+            score += self._lookup(t, cand, wt)  # in place: the same sums, no new array each time
         return score
 
     def _postings_of(self, t) -> tuple[np.ndarray, np.ndarray]:
@@ -359,17 +369,16 @@ class Index:
         # Both sorted, so search the fewer in the more (the one searched for is the loop):
         # NumPy's searchsorted starts each search where the last one ended.
         # Same dtype on both sides, or NumPy would first copy the whole list to int64.
+        # take(mode="clip") reads a position past the end as the last: no pass to clamp them.
         cand = cand.astype(ch.dtype, copy=False)
         if len(cand) > SEARCH_SWAP * len(ch):
             pos = np.searchsorted(cand, ch)
-            np.minimum(pos, len(cand) - 1, out=pos)
-            hit = cand[pos] == ch
+            hit = cand.take(pos, mode="clip") == ch
             out = np.zeros(len(cand), dtype=np.float64)
             out[pos[hit]] = imp[hit]
             return out
         pos = np.searchsorted(ch, cand)
-        np.minimum(pos, len(ch) - 1, out=pos)
-        return np.where(ch[pos] == cand, imp[pos], 0.0)
+        return np.where(ch.take(pos, mode="clip") == cand, imp.take(pos, mode="clip"), 0.0)
 
     def scores(self, term_ids: np.ndarray, at_least: float = 0.0,
                weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -120,10 +120,15 @@ class Searcher:
 
     `settings` are the `retrieval` config values to search with (default: those stage 05
     last ran with in this folder).  Loading reads the whole index into memory, as stage
-    05 does; each search then takes tens of milliseconds (bench/search_speed.py).
+    05 does, and (`keep_texts`, the default) every chunk's text: a search then reads
+    nothing from disk and takes a few milliseconds (bench/search_speed.py).  Fetching the
+    texts of each search's hits from 03_chunks.parquet instead (keep_texts=False: less
+    memory, the texts' size, and a faster load, for a search or two) decodes a whole row
+    group of 20,000 texts per hit, tens of milliseconds each.
     """
 
-    def __init__(self, output_dir: str | Path, settings: dict | None = None, options: list[str] = ()):
+    def __init__(self, output_dir: str | Path, settings: dict | None = None, options: list[str] = (),
+                 keep_texts: bool = True):
         self.output_dir = Path(output_dir)
         self.settings = dict(recorded_settings(self.output_dir), **(settings or {}))
         self._stage = load_stage(5)
@@ -133,9 +138,10 @@ class Searcher:
         if (read_meta(self._chunks_03) or {}).get("fingerprint") != self.index.meta["inputs"]["upstream"]:
             raise PipelineError(f"03_chunks.parquet in {self.output_dir} changed since the index was built: "
                                 f"rerun `python 04_indexing.py`")
-        # What a citation needs beyond 04_chunks' columns, for every chunk (small: no text;
-        # texts are read per search, only those of the results, by stage 05's own reader).
+        # What a citation needs beyond 04_chunks' columns, for every chunk; with keep_texts the
+        # texts too (as read: one Arrow buffer per row group, taken from without copying them all).
         self._spans = io.read_table(self._chunks_03, ["heading_path", "start_char", "end_char"])
+        self._texts = io.read_table(self._chunks_03, ["text"]).column("text") if keep_texts else None
         self.index.context = section_context(float(self.settings["section_context"]), self._chunks_03, self.index)
         self.index.dense = dense_for(self.output_dir, self.index, self.settings["dense_weight"], self._ctx.note)
 
@@ -157,7 +163,8 @@ class Searcher:
         (q, c, s, r), _, scored = self._stage.search(
             self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback)
         added = [self.index.added_terms(x) for x in scored] if feedback is not None else [None] * len(texts)
-        passages = chunk_texts(self._chunks_03, c)
+        passages = (self._texts.take(pa.array(c, pa.int64())).to_pylist() if self._texts is not None
+                    else chunk_texts(self._chunks_03, c))  # only the hits' row groups are read
         fusion = (self.index.dense.explain(self._stage.candidates, self.index, queries, scored, q, c,
                                            max(self._stage.DEPTH, k)).to_pylist()
                   if explain and self.index.dense is not None else [None] * len(c))
@@ -263,7 +270,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(args.config, args.overrides)
         for line in unapplied_lines("python -m pipekit search", args.overrides, search_why_not, user_options(argv)):
             print(line, file=sys.stderr)
-        searcher = Searcher(cfg["paths"]["output"], settings=cfg["retrieval"], options=user_options(argv))
+        # Queries on the command line: a search or two, so their texts are read per search
+        # (a faster start); at the prompt, many: every text is read once, up front.
+        searcher = Searcher(cfg["paths"]["output"], settings=cfg["retrieval"], options=user_options(argv),
+                            keep_texts=not args.queries)
         tty = sys.stdout.isatty()
         mark = (lambda w: f"\033[1;4m{w}\033[0m") if tty else (lambda w: f"**{w}**")
         for text in (args.queries or prompt_queries()):

@@ -17,7 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings, strategies as st
 
+from pipekit import ranks
 from pipekit.analyzer import Analyzer
 from pipekit.stages import load_stage
 
@@ -218,3 +220,92 @@ def test_chunk_texts_reads_the_rows_asked_for_in_order(tmp_path):
     pq.write_table(pa.table({"text": texts}), path, row_group_size=64)
     rows = np.array([999, 0, 500, 63, 64, 500])
     assert retrieval.chunk_texts(path, rows) == [texts[r] for r in rows]
+
+
+# --- the pieces the fast path is built from, each against the plain way -------------------
+
+def test_term_ids_equal_a_hash_lookup(tmp_path):
+    # Binary search over the sorted terms (kept), and the hash lookup it falls back to when
+    # the terms are not sorted, both give pc.index_in's ids (-1: a word the index lacks).
+    rng = np.random.default_rng(11)
+    words, texts, doc_ids = random_corpus(rng)
+    index = build(tmp_path, texts, doc_ids)
+    asked = pa.array(words + ["neverseen", "a", "zzzz", "w1", "w1x", "w10x"] + words[::-1])
+    want = np.asarray(pa.compute.fill_null(pa.compute.index_in(asked, value_set=index.terms), -1))
+    assert index._term_ids(asked).tolist() == want.tolist()
+    index._sorted_terms = False  # as if stage 04 had written them unsorted
+    assert index._term_ids(asked).tolist() == want.tolist()
+
+
+def test_floor_seeds_are_each_terms_best_postings(tmp_path):
+    # What the floor starts from, kept per term: the `want` highest impacts (every n-th
+    # posting of a long list), sorted: computed here from scratch.
+    rng = np.random.default_rng(12)
+    words, texts, doc_ids = random_corpus(rng, n_chunks=600)
+    index = build(tmp_path, texts, doc_ids)
+    for t in range(len(index.df)):
+        for want, sample in ((8, 10**9), (8, 50), (10**6, 10**9)):
+            ch, imp = index._postings_of(t)
+            if len(ch) > sample:
+                ch, imp = ch[::len(ch) // sample], imp[::len(ch) // sample]
+            got = index._seeds(t, want, sample)
+            assert got.tolist() == sorted(got.tolist())
+            assert len(got) == min(want, len(ch))
+            assert set(got.tolist()) <= set(ch.tolist())
+            if len(ch) > want:  # none left out beats one kept
+                kept = np.isin(ch, got)
+                assert imp[~kept].max() <= imp[kept].min()
+            assert index._seeds(t, want, sample) is got  # kept, not found again
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 30), min_size=0, max_size=200))
+def test_sorted_unique_is_np_unique(values):
+    a = np.asarray(values, dtype=np.int64)
+    assert ranks.sorted_unique(a).tolist() == np.unique(a).tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3)), min_size=0, max_size=60),
+       st.integers(1, 5), st.integers(1, 8), st.data())
+def test_rank_is_a_full_sort(rows, k, depth, data):
+    # Chunks in corpus order, each document's chunks consecutive, scores with many ties:
+    # rank's shortcuts (a partition, documents counted from runs) give a plain full sort's answer.
+    k = min(k, depth)
+    # Documents numbered in order of first appearance, as the index numbers them.
+    docs = np.cumsum([0] + [int(d > 0) for d, _ in rows[1:]])[:len(rows)] if rows else np.zeros(0, np.int64)
+    vals = np.array([float(s) for _, s in rows]) + 0.5
+    cols = np.arange(len(rows))
+    if len(rows) > 4 and data.draw(st.booleans()):  # some chunks not among the candidates
+        cols = np.array(sorted(data.draw(st.sets(st.integers(0, len(rows) - 1), min_size=1))), dtype=np.int64)
+        vals = vals[cols]
+    order, top_docs, doc_scores = ranks.rank(cols, vals, docs, k, depth)
+    full = sorted(range(len(cols)), key=lambda i: (-vals[i], cols[i]))
+    assert order.tolist() == full[:k]
+    best = {}
+    for i in full:
+        best.setdefault(int(docs[cols[i]]), vals[i])
+    assert top_docs.tolist() == list(best)[:depth]
+    assert doc_scores.tolist() == list(best.values())[:depth]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(0.05, 1.0), st.integers(1, 30))
+def test_pruned_candidates_hold_the_exhaustive_best(tmp_path_factory, seed, new_doc, depth):
+    # MaxScore (floor, heavy terms read, light ones looked up) keeps every chunk of the best
+    # `depth` documents with its score, whatever the corpus, query and depth: rank gives
+    # from its candidates what it gives from every matching chunk's exact score.
+    rng = np.random.default_rng(seed)
+    words, texts, doc_ids = random_corpus(rng, n_chunks=300, vocab=25, new_doc=new_doc)
+    index = build(tmp_path_factory.mktemp("idx"), texts, doc_ids)
+    index.small_query = 0
+    for text in [" ".join(rng.choice(words, size=int(rng.integers(1, 7)))) for _ in range(8)]:
+        q = index.query_terms([text])[0]
+        k = min(5, depth)
+        got = ranks.rank(*index.best_candidates(q.ids, depth, q.weights), index.doc_codes, k, depth)
+        cols, vals = index.scores(q.ids, weights=q.weights)
+        want = ranks.rank(cols, vals, index.doc_codes, k, depth)
+        pc_, pv = index.best_candidates(q.ids, depth, q.weights)
+        assert pc_[got[0]].tolist() == cols[want[0]].tolist(), text
+        assert got[1].tolist() == want[1].tolist(), text
+        np.testing.assert_allclose(got[2], want[2], rtol=1e-12, atol=0)

@@ -54,6 +54,16 @@ def test_searcher_answers_exactly_as_stage_05(sample, k, feedback):
     assert searcher.search("zzzz qqqq", k) == []
 
 
+def test_texts_kept_or_read_per_search_are_the_same_passages(sample):
+    # keep_texts (the default) holds every chunk's text; without it each search reads its hits'
+    # texts from 03_chunks.parquet: the same passages either way.
+    kept, read = pipekit.Searcher(sample), pipekit.Searcher(sample, keep_texts=False)
+    assert read._texts is None and kept._texts is not None
+    for q in SAMPLE_QUERIES + EXTRA:
+        assert kept.search(q, 10) == read.search(q, 10), q
+        assert [p.text for p in kept.search(q, 10)] == [p.text for p in read.search(q, 10)], q
+
+
 def test_search_on_cranfield_equals_stage_05(cranfield, tmp_path):
     """225 real queries over 1,400 abstracts: long enough lists for stage 05's pruning."""
     out = tmp_path / "cran"
