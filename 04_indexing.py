@@ -492,14 +492,14 @@ def run(ctx) -> None:
     k1, b = sec["k1"], sec["b"]
     if sec["dense_model"] is not None:
         dense.model_files(sec["dense_model"])  # a missing or unreadable model stops the stage before any work
-    parts = ctx.upstream_parts(few=True)  # the local engine: the whole file, or one part per core
+    parts = ctx.upstream_parts(few=True)  # the local engine: one, the whole file
     # Map: each partition is counted where it runs and its counts stay there (on a
     # cluster, in that worker's memory); only its vocabulary and lengths come here.  A
     # rerun counts only the chunks of changed documents: the others' counts are the
     # previous index's, merged as a cluster merges partitions (pipekit/incremental.py).
     with watched(ctx.upstream_rows if engine.kind == "local" else 0, "04 counting", "chunk", ctx.quiet):
         counts, reused = reused_counts(ctx, StageFunction(4, "count_partition", (sec,)), CITED)
-        counts = counts or engine.submit_each(StageFunction(4, "count_partition", (sec,)), parts)
+        counts = counts or [engine.submit(StageFunction(4, "count_partition", (sec,)), part) for part in parts]
     vocabs = engine.fetch([engine.submit(StageFunction(4, "vocabulary"), c) for c in counts],
                           progress_bar(ctx.quiet, "04 counting"))
     # Reduce: N, avgdl, df and idf, here, from a few MB; then the postings, shard by shard,

@@ -45,11 +45,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import PipelineError
-from .io import PART, ParquetSink, cores, row_groups
+from .io import PART, ParquetSink, row_groups
 
-# Chunks from which the local engine counts stage 04 on a thread per core: below it the
-# merge of the partitions' counts costs about what the second core saves.
-PARALLEL_ROWS = 50_000
 IN_FLIGHT_PER_WORKER = 2  # tasks queued per worker: enough to keep it busy, few enough to bound client memory
 
 
@@ -228,21 +225,11 @@ class LocalEngine:
 
     def rows_per_part(self, n_rows: int, few: bool = False) -> int | None:
         """Rows per partition: None (one partition, the whole input, streamed), unless
-        engine.partition_rows asks for more (tests do, to cut the sample).  For `few` (a
-        stage whose partitions are counted apart and merged, 04) one partition per core
-        once the input is large enough that a core's time outweighs the merge, else one."""
-        if few:
-            threads = cores()
-            return -(-n_rows // threads) if threads > 1 and n_rows >= PARALLEL_ROWS else None
-        return self.partition_rows
-
-    def submit_each(self, fn: Callable, parts: list) -> list:
-        """`fn(part)` for every part, now, a thread per core: counting is Arrow and NumPy
-        work, done outside the GIL, so the stage's other core is no longer idle."""
-        if len(parts) <= 1:
-            return [fn(p) for p in parts]
-        with ThreadPoolExecutor(min(len(parts), cores())) as pool:
-            return list(pool.map(fn, parts))
+        engine.partition_rows asks for more (tests do, to cut the sample); always None
+        for `few` (a stage whose partitions must be merged: one needs no merge).  Counting
+        stage 04 as one partition per core on threads was tried: at 200k chunks no faster
+        on this 2-core machine and a quarter more peak memory (the merge's copies)."""
+        return None if few else self.partition_rows
 
     def map_partitions(self, fn: Callable[[Any], Iterable], parts: list, progress=None) -> Iterator:
         for part in parts:
@@ -363,10 +350,6 @@ class DaskEngine:
         need.  Stage 04 keeps each partition's counts so (see its `run`): a reduce that
         gathered every posting here made this process the cluster's bottleneck."""
         return self.client.submit(fn, arg, pure=False)
-
-    def submit_each(self, fn: Callable, parts: list) -> list:
-        """A `submit` handle per part: each part's result stays on its worker."""
-        return [self.submit(fn, p) for p in parts]
 
     def fetch(self, handles: list, progress=None) -> list:
         """The results of `submit` handles, here, in their order (a bar counts them done)."""

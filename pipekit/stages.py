@@ -71,8 +71,9 @@ _LOADING = threading.RLock()  # reentrant: a stage file being loaded may load an
 def load_stage(number: int) -> ModuleType:
     """Import a numbered stage file (`03_chunking.py`) as a module, once.
 
-    Under a lock: stage 04 counts on a thread per core, and a second thread found the
-    module registered but not yet executed (no `count_partition` in it)."""
+    Under a lock: a process running partitions on several threads (a Dask worker with
+    threads_per_worker > 1; tried for stage 04 locally) had a second thread find the module
+    registered but not yet executed (no `count_partition` in it)."""
     stage = get_stage(number)
     name = f"stage_{stage.label}"
     with _LOADING:

@@ -461,3 +461,20 @@ def test_a_rerun_on_the_workers_reuses_unchanged_rows_and_equals_a_forced_local_
     assert "unchanged documents: chunks copied" not in rerun  # a new target: every document rechunked
     pipeline(cfg, tmp_path / "forced", "chunking.target=150", args=("--force",))
     assert_same_outputs(tmp_path / "dask", tmp_path / "forced")
+
+
+def test_threads_loading_a_stage_at_once_all_get_it_whole():
+    """A worker running partitions on several threads loads the stage module from each:
+    without the lock in load_stage, the second thread got it registered but not executed."""
+    code = ("import threading\n"
+            "from pipekit.stages import load_stage\n"
+            "barrier, got = threading.Barrier(4), []\n"
+            "def load():\n"
+            "    barrier.wait()\n"
+            "    got.append(hasattr(load_stage(4), 'count_partition'))\n"
+            "threads = [threading.Thread(target=load) for _ in range(4)]\n"
+            "[t.start() for t in threads]; [t.join() for t in threads]\n"
+            "print(got)\n")
+    for _ in range(3):
+        proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert proc.stdout.strip() == "[True, True, True, True]", proc.stdout + proc.stderr
