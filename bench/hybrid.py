@@ -88,13 +88,7 @@ def docs_qa_sweep(model: str, label: str, weights) -> dict[float, tuple]:
     import docs_qa
 
     docs_qa.check_corpus()
-    qs = []
-    for q in docs_qa.questions():  # each on its own: a machine's Node.js docs may be another version
-        try:
-            docs_qa.validate([q])
-            qs.append(q)
-        except SystemExit as exc:
-            print(f"  docs_qa: left out {str(exc).splitlines()[-1].strip()}")
+    qs = docs_qa.answerable(docs_qa.questions())  # a machine's Node.js docs may be another version
     print(f"  docs_qa: {len(qs)} questions whose section is in this machine's documents", flush=True)
     docs_qa.OUT.mkdir(parents=True, exist_ok=True)
     found = {}
@@ -330,7 +324,7 @@ def measured_sets(model: str, label: str, wanted: list[str]) -> list[Measured]:
             import docs_qa
 
             docs_qa_sweep(model, label, [0.0])  # builds (or finds fresh) its output folder
-            qs = [q for q in docs_qa.questions() if _validates(docs_qa, q)]
+            qs = docs_qa.answerable(docs_qa.questions())
             sets.append(Measured(name, docs_qa.OUT / f"hybrid-{label}", [(q["id"], q["question"]) for q in qs],
                                  questions=qs, top_k=docs_qa.DEPTH))
         elif name == "sample" or (DATA / name / "beir" / "corpus.jsonl").exists():
@@ -340,14 +334,6 @@ def measured_sets(model: str, label: str, wanted: list[str]) -> list[Measured]:
                 (beir / "queries.jsonl", beir / "qrels.tsv")
             sets.append(Measured(name, OUT / f"{name}-{label}", load_queries(str(queries)), qrels=load_qrels(qrels)))
     return sets
-
-
-def _validates(docs_qa, q) -> bool:
-    try:
-        docs_qa.validate([q])
-        return True
-    except SystemExit:
-        return False
 
 
 def fusions(model: str, label: str, wanted: list[str], weights: list[float]) -> None:

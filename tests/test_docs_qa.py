@@ -52,7 +52,10 @@ def test_scores_count_distinct_sections_and_documents():
 def test_every_section_exists_once_in_its_document():
     if not all((docs_qa.CORPUS / s["name"]).is_dir() for s in docs_qa.sources()):
         pytest.skip(f"the documentation is not in {docs_qa.CORPUS} (python bench/docs_qa.py --build)")
-    docs_qa.validate(docs_qa.questions())  # raises SystemExit naming each question that does not match
+    qs = docs_qa.questions()
+    kept = docs_qa.answerable(qs)  # raises SystemExit naming a pinned source's question that does not match
+    left_out = [q["id"] for q in qs if q not in kept]
+    assert all(i.startswith("node-") for i in left_out) and len(left_out) <= 3, left_out
 
 
 def test_build_unpacks_debians_gzipped_pages(tmp_path, monkeypatch):
