@@ -237,6 +237,8 @@ class ParquetSink:
             if self._writer is not None:
                 try:
                     self._finish_in_flight()
+                except Exception:
+                    pass  # the stage is failing already: its own error is the one to report
                 finally:
                     self._thread.shutdown()
                     self._writer.close()

@@ -241,3 +241,9 @@ def test_an_error_on_the_writer_thread_reaches_the_stage_and_leaves_no_temp_file
         sink.write(pa.table({"n": pa.array([4], pa.int32())}))
     sink.abort()
     assert list(tmp_path.iterdir()) == []
+    # A stage failing for its own reason while a write fails too: abort reports nothing
+    # of its own (the stage's error is the one a person must see) and cleans up.
+    sink = io.ParquetSink(tmp_path / "y.parquet", pa.schema([("n", pa.int32())]), meta={})
+    sink.write(pa.table({"n": pa.array([1], pa.int32())}))
+    sink.abort()
+    assert list(tmp_path.iterdir()) == []
