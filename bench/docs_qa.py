@@ -216,21 +216,24 @@ def document_sections(text: str) -> list[tuple]:
     return out
 
 
+def mismatch(q: dict) -> str | None:
+    """Why a question does not match its document (None: its section is there, exactly
+    once; the question then carries its trail key and the section as shown)."""
+    path = CORPUS / q["doc"]
+    if not path.is_file():
+        return f"{q['id']}: no document {q['doc']}"
+    want = trail_key(q["section"].split(" › "))
+    q["key"] = want
+    found = [(s, t) for s, t in document_sections(path.read_text(encoding="utf-8")) if s[-len(want):] == want]
+    if len(found) != 1:
+        return f"{q['id']}: section {q['section']!r} found {len(found)} times in {q['doc']}"
+    q["shown"] = found[0][1]
+    return None
+
+
 def validate(qs: list[dict]) -> None:
     """Every question's section exists in its document, exactly once."""
-    problems = []
-    for q in qs:
-        path = CORPUS / q["doc"]
-        if not path.is_file():
-            problems.append(f"{q['id']}: no document {q['doc']}")
-            continue
-        want = trail_key(q["section"].split(" › "))
-        q["key"] = want
-        found = [(s, t) for s, t in document_sections(path.read_text(encoding="utf-8")) if s[-len(want):] == want]
-        if len(found) == 1:
-            q["shown"] = found[0][1]
-        else:
-            problems.append(f"{q['id']}: section {q['section']!r} found {len(found)} times in {q['doc']}")
+    problems = [p for p in map(mismatch, qs) if p]
     if problems:
         raise SystemExit("questions file does not match the documents:\n  " + "\n  ".join(problems))
 
@@ -242,16 +245,11 @@ def answerable(qs: list[dict]) -> list[dict]:
     `--max-old-space-size` section), so a question of theirs that is missing is left out,
     and said so, instead of stopping the bench."""
     unpinned = {s["name"] for s in sources() if s["version"] == "-"}
-    kept = []
-    for q in qs:
-        try:
-            validate([q])
-            kept.append(q)
-        except SystemExit as exc:
-            if q["doc"].split("/")[0] not in unpinned:
-                raise
-            print(f"left out {str(exc).splitlines()[-1].strip()} (this machine's version)")
-    return kept
+    missing = {q["id"]: p for q in qs if (p := mismatch(q))}
+    validate([q for q in qs if q["id"] in missing and q["doc"].split("/")[0] not in unpinned])
+    for problem in missing.values():
+        print(f"left out {problem} (this machine's version)")
+    return [q for q in qs if q["id"] not in missing]
 
 
 # --------------------------------------------------------------------------------------

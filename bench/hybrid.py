@@ -185,7 +185,7 @@ class Variant:
 def fusion_class():
     import numpy as np
 
-    from pipekit.fusion import Dense, scaled, top_chunks
+    from pipekit.fusion import Dense, scaled
 
     class Fused(Dense):
         norm, bound = "best", 0.0
@@ -193,18 +193,7 @@ def fusion_class():
         def fuse(self, cols, vals, qvec, dense_top, depth, parts=False):
             if self.norm == "best":
                 return super().fuse(cols, vals, qvec, dense_top, depth, parts)
-            pick = top_chunks(cols, vals, depth)
-            b_cols, b_vals = cols[pick], vals[pick]
-            d_cols = dense_top[0]
-            union = np.union1d(b_cols.astype(np.int64), d_cols)
-            bm25 = np.zeros(len(union))
-            order = np.argsort(b_cols)
-            sb = b_cols[order]
-            at = np.minimum(np.searchsorted(sb, union), max(len(sb) - 1, 0))
-            in_b = (sb[at] == union) if len(sb) else np.zeros(len(union), bool)
-            bm25[in_b] = b_vals[order][at[in_b]]
-            cos = (self.vectors[union] @ np.asarray(qvec, np.float32)).astype(np.float64)
-            in_d = np.isin(union, d_cols)
+            union, bm25, cos, in_b, in_d = self.union_scores(cols, vals, qvec, dense_top, depth)
             if self.norm == "min-max":
                 def norm(x, ref):
                     lo, hi = (ref.min(), ref.max()) if len(ref) else (0.0, 0.0)

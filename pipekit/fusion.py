@@ -99,17 +99,13 @@ class Dense:
                 best[i] = (cols[keep], vals[keep])
         return [(c[np.argsort(c)], v[np.argsort(c)]) for c, v in best]
 
-    def fuse(self, cols: np.ndarray, vals: np.ndarray, qvec: np.ndarray, dense_top: tuple, depth: int,
-             parts: bool = False):
-        """BM25's candidates (chunks `cols` in corpus order, scores `vals`) fused with the
-        query's cosines (`dense_top`: its best chunks and cosines, from `top`): the union of
-        both top-`depth` lists, each chunk scored (1 − w)·bm25/best + w·cos/best, in corpus
-        order; chunks scoring 0 or less are dropped.  With `parts`, also each chunk's BM25 score,
-        cosine and their normalised values (for --explain)."""
-        w = self.weight
-        b_pick = top_chunks(cols, vals, depth)
-        b_cols, b_vals = cols[b_pick], vals[b_pick]
-        d_cols, d_vals = dense_top
+    def union_scores(self, cols: np.ndarray, vals: np.ndarray, qvec: np.ndarray, dense_top: tuple, depth: int):
+        """What any fusion of the two lists starts from: the union of BM25's top `depth`
+        (of chunks `cols`, scores `vals`) and the cosine's (`dense_top`), in corpus order;
+        each member's BM25 score (0 where BM25 did not score it) and cosine; and whether it
+        is in BM25's top list and in the cosine's."""
+        b_cols = cols[top_chunks(cols, vals, depth)]
+        d_cols = dense_top[0]
         union = np.union1d(b_cols.astype(np.int64), d_cols)
         # A chunk's BM25 score if BM25 scored it at all (0 otherwise: below its top's minimum).
         bm25 = np.zeros(len(union))
@@ -120,11 +116,23 @@ class Dense:
             hit = sc[at] == union
             bm25[hit] = vals[order][at[hit]]
         cos = (self.vectors[union] @ np.asarray(qvec, np.float32)).astype(np.float64)
+        return union, bm25, cos, np.isin(union, b_cols), np.isin(union, d_cols)
+
+    def fuse(self, cols: np.ndarray, vals: np.ndarray, qvec: np.ndarray, dense_top: tuple, depth: int,
+             parts: bool = False):
+        """BM25's candidates (chunks `cols` in corpus order, scores `vals`) fused with the
+        query's cosines (`dense_top`: its best chunks and cosines, from `top`): the union of
+        both top-`depth` lists, each chunk scored (1 − w)·bm25/best + w·cos/best, in corpus
+        order; chunks scoring 0 or less are dropped.  With `parts`, also each chunk's BM25 score,
+        cosine and their normalised values (for --explain)."""
+        w = self.weight
+        union, bm25, cos, in_b, in_d = self.union_scores(cols, vals, qvec, dense_top, depth)
         # A chunk outside BM25's top list: part 0 (whether BM25 scored it depends on pruning).
-        b_norm = np.where(np.isin(union, b_cols), scaled(bm25, b_vals.max() if len(b_vals) else 0.0), 0.0)
+        b_own = bm25[in_b]
+        b_norm = np.where(in_b, scaled(bm25, b_own.max() if len(b_own) else 0.0), 0.0)
         # The cosine's best from the same products as every union member's (a matrix-vector
         # product may round differently from the blocked one `top` used).
-        d_own = cos[np.isin(union, d_cols)]
+        d_own = cos[in_d]
         d_norm = scaled(cos, d_own.max() if len(d_own) else 0.0)
         fused = (1 - w) * b_norm + w * d_norm
         keep = fused > 0
