@@ -22,6 +22,7 @@ from pipekit.config import load_config
 from pipekit.engine import make_engine
 from pipekit.errors import PipelineError
 from pipekit.freshness import why_stale
+from pipekit.io import defer_pandas
 from pipekit.overrides import made_with_other_settings
 from pipekit.show import human_size
 from pipekit.stages import STAGES, load_stage
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.first > args.last:
         parser.error(f"--from {args.first} comes after --to {args.last}")
     out = guard_stdout()  # `| head` cuts the printing, never the run (pipekit/cli.py)
+    defer_pandas()  # no stage needs pandas: 0.25 s less a run (pipekit/io.py)
     try:
         cfg = load_config(args.config, args.overrides)
         walks: dict = {}

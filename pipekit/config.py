@@ -218,13 +218,18 @@ def glob_hint(name: str, raw: str) -> str:
     return f"; quote the patterns for YAML and the option for the shell: --set '{name}=[{quoted}]'"
 
 
+# libyaml's safe loader when PyYAML was built with it (the wheels are): the same values, read
+# in 1 ms instead of 12 — config.yaml is read by every stage process.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> dict:
     """Read, merge, override and validate. Returns {section: {key: value}}."""
     path = Path(path) if path is not None else DEFAULT_CONFIG
     raw: dict = {}
     if path.exists():
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            raw = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER) or {}
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" line {mark.line + 1}" if mark is not None else ""

@@ -379,17 +379,18 @@ def previous_counts(postings: pa.Table, terms: pa.Array, lengths: np.ndarray, ol
     firsts = np.array([s for _, a, b, s in olds], dtype=np.int64)
     lasts = firsts + np.array([b - a for _, a, b, s in olds], dtype=np.int64)
     order_of = np.argsort(firsts, kind="stable")
-    run = order_of[np.clip(np.searchsorted(firsts[order_of], chunk, side="right") - 1, 0, None)]
-    inside = (chunk >= firsts[run]) & (chunk < lasts[run])
-    keep = np.flatnonzero(inside)
-    by_run = keep[np.argsort(run[keep], kind="stable")]
-    bounds = np.searchsorted(run[by_run], np.arange(len(olds) + 1))
+    run = order_of[np.maximum(np.searchsorted(firsts[order_of], chunk, side="right") - 1, 0)]
+    keep = np.flatnonzero((chunk >= firsts[run]) & (chunk < lasts[run]))
+    # NumPy's stable sort of 16-bit keys is a radix sort: linear in the postings.
+    key = run[keep].astype(np.uint16 if len(olds) < 1 << 16 else np.int64)
+    by_run = keep[np.argsort(key, kind="stable")]
+    bounds = np.r_[0, np.cumsum(np.bincount(key, minlength=len(olds)))]
     out = []
     for r, (_, a, b, s) in enumerate(olds):
         sel = by_run[bounds[r]:bounds[r + 1]]
-        t = term[sel]
-        ids, df = np.unique(t, return_counts=True)
-        out.append({"terms": terms.take(pa.array(ids)), "col_ptr": np.r_[0, np.cumsum(df)].astype(np.int64),
+        t = term[sel]  # ascending: the postings are term-major and the sort kept their order
+        starts = np.flatnonzero(np.r_[True, t[1:] != t[:-1]]) if len(t) else np.zeros(0, np.int64)
+        out.append({"terms": terms.take(pa.array(t[starts])), "col_ptr": np.r_[starts, len(t)].astype(np.int64),
                     "chunk": (chunk[sel] - s).astype(np.int32), "tf": tf[sel],
                     "lengths": lengths[s:s + (b - a)].astype(np.int64)})
     return out

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
@@ -34,6 +35,37 @@ from .errors import PipelineError
 META_KEY = b"pipekit"
 LONG_TEXT = frozenset({"text"})  # columns holding whole documents or chunks: written plain
 DISTINCT = frozenset({"chunk", "impact"})  # columns whose values rarely repeat: no dictionary
+
+
+class _PandasNotYet:
+    """An import finder that says pandas is missing, for the moment `defer_pandas` needs."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pandas":
+            raise ImportError("pandas deferred: pipekit.io.defer_pandas")
+        return None
+
+
+def defer_pandas() -> None:
+    """Keep pyarrow from importing pandas until something asks for a DataFrame.
+
+    The first time pyarrow turns any list or NumPy array into an Arrow array it imports
+    pandas, only to ask whether the object is a Series: 0.25 s of every stage process (a
+    third of a rerun that adds one file, whose stages never touch pandas).  pyarrow tries
+    that import once, so it is made to fail once, here: pyarrow remembers "no pandas" for
+    that check, and still imports pandas the moment a DataFrame is asked for (`to_pandas`,
+    `Table.from_pandas`; from then on it recognises Series again).  Only the scripts call
+    this, before their first Arrow array: their own code never gives pyarrow a pandas
+    object, so the check answers the same without pandas.  A library user's process
+    (Searcher in a notebook) is left as pyarrow made it."""
+    if "pandas" in sys.modules:
+        return  # already loaded: the check costs nothing
+    sys.meta_path.insert(0, _PandasNotYet)
+    try:
+        pa.array([0])  # pyarrow's one look for pandas happens now, and finds none
+    finally:
+        sys.meta_path.remove(_PandasNotYet)
 
 
 PART = "part-{:05d}.parquet"  # a dataset's part files: zero-padded, so name order is row order

@@ -1,0 +1,78 @@
+"""What a process pays before its stage's own work: libraries it never uses are not imported.
+
+A rerun after one changed file is mostly start-up (bench/incremental.py), and a class runs
+the five stages as five processes: pandas (0.25 s) and scipy (0.16 s) imported for nothing
+were a quarter of that rerun.
+"""
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from conftest import REPO
+from pipekit.cli import preview
+
+
+def imported(*args: str, cwd=REPO) -> set[str]:
+    """The packages a `python -X importtime <args>` process loaded (a package counts once one
+    of its modules is loaded: the probe that finds pandas "missing" is logged, alone, too)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    return {n.split(".")[0] for n in names if "." in n}
+
+
+def test_the_pipeline_never_imports_pandas(tmp_path):
+    # pyarrow imports pandas on its first Arrow array unless told not to (pipekit.io.defer_pandas)
+    mods = imported("run_pipeline.py", "--force", "--set", f"paths.output={tmp_path}")
+    assert "pyarrow" in mods and "ir_measures" in mods  # it did run, and evaluated
+    assert "pandas" not in mods
+
+
+def test_a_stage_run_alone_prints_its_preview_without_pandas(tmp_path):
+    subprocess.run([sys.executable, "run_pipeline.py", "--to", "2", "--set", f"paths.output={tmp_path}"], cwd=REPO,
+                   check=True, capture_output=True)
+    assert "pandas" not in imported("03_chunking.py", "--set", f"paths.output={tmp_path}")
+
+
+def test_stage_05_without_feedback_does_not_import_scipy(tmp_path):
+    subprocess.run([sys.executable, "run_pipeline.py", "--to", "4", "--set", f"paths.output={tmp_path}"], cwd=REPO,
+                   check=True, capture_output=True)
+    assert "scipy" not in imported("05_retrieval.py", "--set", f"paths.output={tmp_path}")
+    assert "scipy" in imported("05_retrieval.py", "--set", f"paths.output={tmp_path}", "--set", "retrieval.feedback=rm3")
+
+
+def test_deferred_pandas_still_makes_dataframes_and_reads_series():
+    code = """
+import sys, math
+import pyarrow as pa
+from pipekit.io import defer_pandas
+defer_pandas()
+pa.array([1, 2]); pa.table({"a": [1.0, None]})
+assert "pandas" not in sys.modules
+frame = pa.table({"a": [1.0, None]}).to_pandas()   # asking for a DataFrame imports pandas
+assert frame["a"].isna().tolist() == [False, True]
+import pandas as pd
+assert pa.array(pd.Series([1.0, math.nan])).null_count == 1  # a Series is a Series again: NaN is null
+assert pa.array(pd.Series(["x", "y"], dtype="category")).type.id == pa.dictionary(pa.int8(), pa.string()).id
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_preview_lays_out_the_first_rows_as_columns(tmp_path):
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"chunk_id": ["a.md#0", "a.md#1", "b.md#0", "b.md#1"],
+                             "heading_path": [["Guide", "Setup"], [], None, ["B"]],
+                             "score": [1.5, 0.25, 2.0, 3.0],
+                             "text": ["line one\nline two", "x" * 60, "short", "z"]}), path)
+    lines = preview(path, ["chunk_id", "heading_path", "score", "text"], rows=3, width=20).splitlines()
+    assert len(lines) == 4  # the header and three rows
+    assert lines[0].split() == ["chunk_id", "heading_path", "score", "text"]
+    assert lines[1].split() == ["a.md#0", "[Guide,", "Setup]", "1.5", "line", "one⏎line", "two"]
+    assert lines[2].endswith("x" * 19 + "…") and " [] " in lines[2] and " 0.25 " in lines[2]
+    assert " None " in lines[3]
+    assert len({len(line) for line in lines}) == 1  # right-aligned columns: every line as wide
