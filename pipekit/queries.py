@@ -15,6 +15,7 @@ problem: a judgement file that half-loads gives metrics that look plausible and 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,10 +118,15 @@ def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
+_TO_ESCAPE = re.compile(r"[\s%]")  # \s in a str pattern is str.isspace's whitespace, Unicode's included
+
+
 def trec_field(name: str) -> str:
     """A query or document id as one TREC field: whitespace (a file name with a space)
-    would split it, so whitespace and `%` are written %-escaped, as in a URL."""
-    return "".join("".join(f"%{b:02X}" for b in c.encode()) if c.isspace() or c == "%" else c for c in name)
+    would split it, so whitespace and `%` are written %-escaped, as in a URL.  (Found by
+    one regex search in C: a run file has a line per document and query, 100,000 of them
+    for 1,000 queries, and checking them a character at a time in Python took 0.3 s.)"""
+    return _TO_ESCAPE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode()), name)
 
 
 def trec_run(queries, run: dict) -> str:

@@ -198,8 +198,11 @@ class _Walk:
     def _list(self, folder: Path, parts: list[str], ancestors: frozenset, via_link: bool,
               build: build_output.Build | None = None, left: str | None = None) -> None:
         try:
+            # The scan's entries know whether each name is a symlink (from the directory
+            # itself) and keep the stat they take: one system call a file instead of two.
             with os.scandir(folder) as it:
-                names = sorted(d.name for d in it)
+                found = sorted(it, key=lambda d: d.name)
+            names = [d.name for d in found]
         except OSError as exc:
             if not parts:
                 raise PipelineError(f"documents.input: cannot list {folder}: {exc.strerror}") from None
@@ -208,13 +211,13 @@ class _Walk:
             return
         if not self.build_files and left is None:
             build = build_output.recognise(str(folder), set(names), "/".join(parts), len(parts)) or build
-        for name in names:
+        for found_entry, name in zip(found, names):
             path = folder / name
             rel = parts + [name]
             doc_id = "/".join(rel)
             what = left if left is not None or build is None else \
                 build_output.leftover(build, "/".join(rel[build.depth:]))
-            is_link = path.is_symlink()
+            is_link = found_entry.is_symlink()
             entry = InputEntry(path, doc_id, list(parts), via_link=via_link or is_link)
             if name.startswith(".") and not self.hidden:
                 is_dir = _is_dir_quiet(path)
@@ -224,7 +227,7 @@ class _Walk:
                 self.entries.append(entry)
                 continue
             try:
-                st = path.stat()
+                st = found_entry.stat()
             except OSError as exc:
                 entry.format = "symlink" if is_link else _extension(name)
                 entry.skip, entry.error = _stat_problem(path, is_link, exc)
