@@ -24,9 +24,11 @@ Figures are one run each on this project's 2-core machine, shared: they move wit
 
 --fusions answers every set's questions in this process, through stage 05's own `search`, with
 the fusion's scaling or the vectors swapped (`Variant`: min-max, z-scores, reciprocal ranks, a
-bound on each score; WordLlama with its heading counted 3 times or its first 128 dimensions;
+bound on each score; WordLlama with its heading counted 3 times, its first 128 dimensions, its
+function words left out of the average or cut from the text, SIF's weights and common component;
 Rocchio feedback on the query vector), then bootstraps each collection's queries for 95 %
-intervals of the differences: whether a percent more is more than noise.
+intervals of the differences: whether a percent more is more than noise.  `--only WORDS,...`
+measures only the variants whose label contains one of them (beside the adopted fusion).
 """
 from __future__ import annotations
 
@@ -163,6 +165,80 @@ DEFAULT_WEIGHT = 0.3  # WordLlama's (pipekit/fusion.py): the variants are compar
 RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
 FEEDBACK_DOCS, FEEDBACK_SHARE = 5, 0.3  # Rocchio on the query vector: RM3's fb_docs and 1 - its original weight
 HEADING_REPEATS = 3  # a chunk's heading counted as indexing.heading_weight counts it for BM25
+SIF_A = 1e-3  # SIF's a (Arora et al. 2017: their default; 1e-4 .. 1e-3 worked alike there)
+
+
+def function_word_pattern():
+    """A whole function word of BM25's stop list (analysis.stopwords' default, `questions`),
+    lower-case; a word joined to another by - or _ (on-call, is_valid) is not one."""
+    import re
+
+    return re.compile(r"(?<![\w-])(?:" + function_words() + r")(?![\w-])")
+
+
+def function_words() -> str:
+    """BM25's default stop list (pipekit/analyzer.py, `questions`) as a regex alternation."""
+    from pipekit.analyzer import STOPLISTS
+
+    return "|".join(sorted(STOPLISTS["questions"], key=lambda w: (-len(w), w)))  # longest first
+
+
+def token_ids(model, texts: list[str], keep_function_words: bool = True):
+    """WordLlama's tokens of each text, lower-cased and tokenized as the model does it; with
+    `keep_function_words` False, the tokens that spell a whole function word (with the one space
+    before it that the token carries) left out, unless the text has nothing else."""
+    import numpy as np
+
+    pattern, wl = function_word_pattern(), model.model
+    out = []
+    for at in range(0, len(texts), 256):
+        part = [t.lower() for t in texts[at:at + 256]]
+        for e, text in zip(wl.tokenizer.encode_batch(part, add_special_tokens=False), part):
+            n = sum(e.attention_mask)
+            ids = np.clip(np.array(e.ids[:n], np.int64), 0, len(wl.embedding) - 1)
+            if not keep_function_words:
+                marked = np.zeros(len(text), bool)
+                for m in pattern.finditer(text):
+                    marked[m.start() - (m.start() > 0 and text[m.start() - 1].isspace()):m.end()] = True
+                cs = np.concatenate([[0], np.cumsum(marked)])
+                off = np.array(e.offsets[:n], np.int64).reshape(-1, 2)
+                drop = (off[:, 1] > off[:, 0]) & (cs[off[:, 1]] - cs[off[:, 0]] == off[:, 1] - off[:, 0])
+                if not drop.all():
+                    ids = ids[~drop]
+            out.append(ids)
+    return out
+
+
+def averaged(model, ids: list, weight=None):
+    """Each text's (weighted) average of its tokens' vectors, not normalised."""
+    import numpy as np
+
+    table = model.model.embedding
+    out = np.zeros((len(ids), table.shape[1]), np.float32)
+    for i, t in enumerate(ids):
+        if len(t):
+            out[i] = table[t].mean(axis=0) if weight is None else (weight[t][:, None] * table[t]).mean(axis=0)
+    return out
+
+
+def cut_function_words(text: str) -> str:
+    """`text` lower-cased with its function words (and the spaces after each) cut out of the
+    text itself, before tokenizing: unlike `token_ids`, this changes the neighbours' tokens
+    (the word after a cut one at a line's start loses its leading-space token, "on-call"
+    becomes "-call")."""
+    import re
+
+    low = text.lower()
+    cut = re.sub(r"\b(?:" + function_words() + r")\b[ \t]*", "", low)
+    return cut.strip() or low
+
+
+def content_embed(model, texts: list[str]):
+    """WordLlama's vectors of `texts` without their function words (`token_ids`): the other
+    tokens are exactly the model's."""
+    from pipekit.dense import normalise
+
+    return normalise(averaged(model, token_ids(model, texts, keep_function_words=False)))
 
 
 class Variant:
@@ -303,6 +379,49 @@ class Measured:
         texts = ["\n\n".join([hh] * HEADING_REPEATS + [tt or ""]) if hh else (tt or "") for hh, tt in zip(h, t)]
         return load_model(self.base.spec).embed(texts)
 
+    def content_vectors(self):
+        """The chunks' and the queries' vectors with function words taken out first
+        (`content_embed`): an average of static word vectors spends weight on the
+        words every text has, pulling every vector toward one common direction."""
+        from pipekit.dense import chunk_text, load_model
+
+        model = load_model(self.base.spec)
+        h, t = self.chunks.column("heading").to_pylist(), self.chunks.column("text").to_pylist()
+        chunks = content_embed(model, [chunk_text(hh, tt) for hh, tt in zip(h, t)])
+        return chunks, content_embed(model, [q for _, q in self.queries])
+
+    def cut_vectors(self):
+        """The chunks' and the queries' vectors of their text with function words cut out (`cut_function_words`)."""
+        from pipekit.dense import chunk_text, load_model
+
+        model = load_model(self.base.spec)
+        h, t = self.chunks.column("heading").to_pylist(), self.chunks.column("text").to_pylist()
+        return (model.embed([cut_function_words(chunk_text(hh, tt)) for hh, tt in zip(h, t)]),
+                model.embed([cut_function_words(q) for _, q in self.queries]))
+
+    def sif_vectors(self, pc: bool, weights: bool = True):
+        """SIF (Arora et al. 2017): each token weighted SIF_A / (SIF_A + p(token)), p its share
+        of this collection's chunk tokens (0 if unseen: weight 1), the weighted average
+        taken; with `pc`, the projection on the chunks' first singular vector removed from
+        chunks and queries alike (their common component)."""
+        import numpy as np
+
+        from pipekit.dense import chunk_text, load_model, normalise
+
+        model = load_model(self.base.spec)
+        h, t = self.chunks.column("heading").to_pylist(), self.chunks.column("text").to_pylist()
+        c_ids = token_ids(model, [chunk_text(hh, tt) for hh, tt in zip(h, t)])
+        q_ids = token_ids(model, [q for _, q in self.queries])
+        weight = None
+        if weights:
+            counts = np.bincount(np.concatenate(c_ids), minlength=len(model.model.embedding)).astype(np.float64)
+            weight = (SIF_A / (SIF_A + counts / counts.sum())).astype(np.float32)
+        c, q = averaged(model, c_ids, weight), averaged(model, q_ids, weight)
+        if pc:
+            u = np.linalg.svd(c.astype(np.float64), full_matrices=False)[2][0].astype(np.float32)
+            c, q = c - np.outer(c @ u, u), q - np.outer(q @ u, u)
+        return normalise(c), normalise(q)
+
 
 def measured_sets(model: str, label: str, wanted: list[str]) -> list[Measured]:
     from pipekit.queries import load_qrels, load_queries
@@ -325,24 +444,46 @@ def measured_sets(model: str, label: str, wanted: list[str]) -> list[Measured]:
     return sets
 
 
-def fusions(model: str, label: str, wanted: list[str], weights: list[float]) -> None:
+def fusions(model: str, label: str, wanted: list[str], weights: list[float], only=()) -> None:
     """Every Variant at every weight on every set; then how far from noise the differences are."""
     import numpy as np
 
     sets = measured_sets(model, label, wanted)
-    variants = [Variant("divided by the best (adopted)"), Variant("min-max", "min-max"), Variant("z-score", "z-score"),
-                Variant(f"reciprocal rank (k {RRF_K})", "rrf"), Variant("theoretical bound", "bound")]
-    if model == "wordllama":  # repeating words is weighting them only in an average of word vectors
-        variants.append(Variant(f"heading x{HEADING_REPEATS} in the vectors", vectors={m.name: m.heading_vectors()
-                                                                                     for m in sets}))
-        from pipekit.dense import normalise
 
-        # Matryoshka-trained: a prefix of the 256 is the smaller model (the larger ones download)
-        variants.append(Variant("first 128 of the 256 dimensions", vectors={m.name: normalise(m.base.vectors[:, :128])
-                                                                          for m in sets},
-                                queries={m.name: normalise(m.qvecs[:, :128]) for m in sets}))
-    variants.append(Variant(f"query + BM25 top {FEEDBACK_DOCS} (Rocchio {1 - FEEDBACK_SHARE:g}/{FEEDBACK_SHARE:g})",
-                            queries={m.name: m.feedback_queries() for m in sets}))
+    def pair(label, per_set):  # vectors and query vectors of each set, from a function of the set
+        got = {m.name: per_set(m) for m in sets}
+        return Variant(label, vectors={n: c for n, (c, _) in got.items()}, queries={n: q for n, (_, q) in got.items()})
+
+    from pipekit.dense import normalise
+
+    lazy = [("divided by the best (adopted)", lambda: Variant("divided by the best (adopted)")),
+            ("min-max", lambda: Variant("min-max", "min-max")), ("z-score", lambda: Variant("z-score", "z-score")),
+            (f"reciprocal rank (k {RRF_K})", lambda: Variant(f"reciprocal rank (k {RRF_K})", "rrf")),
+            ("theoretical bound", lambda: Variant("theoretical bound", "bound"))]
+    if model == "wordllama":  # repeating words is weighting them only in an average of word vectors
+        lazy += [(f"heading x{HEADING_REPEATS} in the vectors",
+                  lambda: Variant(f"heading x{HEADING_REPEATS} in the vectors",
+                                  vectors={m.name: m.heading_vectors() for m in sets})),
+                 # Matryoshka-trained: a prefix of the 256 is the smaller model (the larger ones download)
+                 ("first 128 of the 256 dimensions",
+                  lambda: pair("first 128 of the 256 dimensions",
+                               lambda m: (normalise(m.base.vectors[:, :128]), normalise(m.qvecs[:, :128])))),
+                 ("function words left out of the average",
+                  lambda: pair("function words left out of the average", lambda m: m.content_vectors())),
+                 ("function words cut from the text", lambda: pair("function words cut from the text",
+                                                                   lambda m: m.cut_vectors())),
+                 (f"SIF weights (a {SIF_A:g})", lambda: pair(f"SIF weights (a {SIF_A:g})",
+                                                            lambda m: m.sif_vectors(pc=False))),
+                 (f"SIF weights (a {SIF_A:g}), first component removed",
+                  lambda: pair(f"SIF weights (a {SIF_A:g}), first component removed",
+                               lambda m: m.sif_vectors(pc=True))),
+                 ("first component removed", lambda: pair("first component removed",
+                                                          lambda m: m.sif_vectors(pc=True, weights=False)))]
+    rocchio = f"query + BM25 top {FEEDBACK_DOCS} (Rocchio {1 - FEEDBACK_SHARE:g}/{FEEDBACK_SHARE:g})"
+    lazy.append((rocchio, lambda: Variant(rocchio, queries={m.name: m.feedback_queries() for m in sets})))
+    # The adopted fusion always (the others are compared with it); the rest as --only picks them.
+    variants = [make() for label, make in lazy
+                if label == lazy[0][0] or not only or any(o.lower() in label.lower() for o in only)]
     shared = [m for m in sets if m.qrels is not None and m.name != "sample"]
     bm25 = {m.name: m.per_query(None, 0) for m in sets}
     got: dict = {}
@@ -363,6 +504,10 @@ def fusions(model: str, label: str, wanted: list[str], weights: list[float]) -> 
         print(f"  {'mean ratio':<10}" + "".join(f"{np.mean(r):>9.4f}" for r in ratios)
               + f"   (the {len(shared)} shared collections; worst: " + " ".join(f"{min(r):.3f}" for r in ratios) + ")",
               flush=True)
+        best = int(np.argmax([np.mean(r) for r in ratios]))
+        print(f"  at its best weight {weights[best]:g}, ratio to BM25: " + ", ".join(
+            f"{m.name} {got[v.label, m.name][weights[best]].mean() / bm25[m.name].mean():.4f}"
+            for m in sets if m.qrels is not None) + f", mean (3) {np.mean(ratios[best]):.4f}", flush=True)
     noise(shared, variants, weights, bm25, got)
 
 
@@ -391,6 +536,8 @@ def noise(shared, variants, weights, bm25, got) -> None:
         best = max(weights, key=lambda w: np.mean([got[v.label, m.name][w].mean() / bm25[m.name].mean() for m in shared]))
         print(f"{v.label} at {best:g} - adopted at {w0:g}: "
               + interval({m.name: got[v.label, m.name][best] - got[adopted, m.name][w0] for m in shared}), flush=True)
+        print(f"{v.label} at {best:g} - BM25: "
+              + interval({m.name: got[v.label, m.name][best] - bm25[m.name] for m in shared}), flush=True)
 
 
 def main() -> None:
@@ -404,6 +551,8 @@ def main() -> None:
     ap.add_argument("--speed-chunks", type=int, default=300)
     ap.add_argument("--fusions", action="store_true",
                     help="other normalisations, vectors and query vectors, in-process, with 95 %% intervals")
+    ap.add_argument("--only", default="", metavar="WORDS,...",
+                    help="--fusions: only the variants whose label contains one of these (and the adopted one)")
     args = ap.parse_args()
     models = ([] if args.no_wordllama else [("wordllama", "wordllama")]) + \
         [(str(Path(m).resolve()), Path(m).name) for m in args.model]
@@ -416,7 +565,8 @@ def main() -> None:
     wanted = args.collections.split(",")
     if args.fusions:
         for model, label in models:
-            fusions(model, label, wanted, [w for w in weights if 0 < w < 1] + [1.0])
+            fusions(model, label, wanted, [w for w in weights if 0 < w < 1] + [1.0],
+                    [o for o in args.only.split(",") if o])
         return
     for model, label in models:
         print(f"\n{label}:", flush=True)

@@ -55,3 +55,19 @@ def test_best_is_the_pipelines_own_fusion():
 def test_each_alternative_scales_as_documented(norm, bm25, cosine):
     want = [0.5 * b + 0.5 * c for b, c in zip(bm25, cosine)]
     same_up_to_a_shift(fused(norm, bound=8.0), want)
+
+
+def test_function_words_leave_the_average_and_nothing_else_changes():
+    """bench/README's "function words left out of the average": a query of function words
+    and one content word embeds as that word; a text without function words, a word joined
+    by - or _ (on-call, is_valid) and a text of nothing but function words embed as the model
+    embeds them.  Cutting them from the text instead changes the neighbours' tokens."""
+    pytest.importorskip("wordllama")
+    from pipekit.dense import load_model
+
+    model = load_model("wordllama")
+    got = hybrid.content_embed(model, ["What is the HEAT of it?", "heat?", "the on-call is_valid flag", "what is it"])
+    want = model.embed(["heat?", "on-call is_valid flag", "what is it"])
+    np.testing.assert_allclose(got[0], want[0], atol=1e-6)
+    np.testing.assert_allclose(got[1:], want, atol=1e-6)
+    assert hybrid.cut_function_words("The on-call rotation\n\nThe pager") == "-call rotation\n\npager"
