@@ -71,9 +71,8 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from scipy import sparse
 
-from pipekit import dense
+from pipekit import counting, dense
 from pipekit.analyzer import Analyzer
 from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, advance, iter_rows, progress_bar, watched
@@ -178,9 +177,8 @@ def count_batch(vocab: Vocabulary, batch: pa.RecordBatch, path_weight: int, head
     cols = vocab.encode_batch(words) - np.int32(start)
     # COO -> CSR sums duplicate (chunk, word) entries: that sum *is* the word's frequency.
     shape = (batch.num_rows, max(vocab.size - start, 1))
-    counts = sparse.coo_matrix((weights, (rows.astype(np.int32), cols)), shape=shape).tocsr()
-    return counts.indices.astype(np.int32, copy=False) + np.int32(start), counts.data.astype(np.int32, copy=False), \
-        np.diff(counts.indptr)
+    indptr, indices, data = counting.to_csr(rows.astype(np.int32), cols, weights, shape)
+    return indices.astype(np.int32, copy=False) + np.int32(start), data.astype(np.int32, copy=False), np.diff(indptr)
 
 
 def merge_adjacent(indptr: np.ndarray, chunk: np.ndarray, tf: np.ndarray):
@@ -266,11 +264,9 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
 
     # Term-major order: CSR -> CSC moves each posting once (a counting sort, so within a
     # term the chunks stay in corpus order). The chunk-major copy is dropped right after.
-    csr = sparse.csr_matrix((data, indices, indptr), shape=(n, max(n_terms, 1)), copy=False)
+    csc = counting.to_csc(indptr, indices, data, (n, max(n_terms, 1)))
     del data, indices
-    csc = csr.tocsc()
-    del csr
-    col_ptr, chunk_of, tf_of = merge_adjacent(csc.indptr, csc.indices, csc.data)
+    col_ptr, chunk_of, tf_of = merge_adjacent(*csc)
     del csc
     return {"terms": terms, "col_ptr": col_ptr[:n_terms + 1], "chunk": chunk_of, "tf": tf_of,
             "lengths": lengths, "meta": pa.Table.from_batches(meta_cols) if meta_cols else None}

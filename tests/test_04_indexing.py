@@ -190,3 +190,51 @@ def test_postings_keep_dictionaries_only_for_columns_that_repeat(tmp_path):
     assert io.read_table(tmp_path / "04_postings.parquet").equals(table.replace_schema_metadata(
         io.read_table(tmp_path / "04_postings.parquet").schema.metadata))
 
+
+
+@settings(max_examples=60)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 30), st.integers(1, 4)), max_size=300),
+       st.integers(41, 60), st.integers(31, 50))
+def test_numpy_counting_matches_scipy(entries, n_rows, n_cols):
+    """pipekit/counting.py: a few chunks are counted with NumPy (a rerun after one added file
+    does not import scipy for them), the rest with scipy: the arrays must be the same."""
+    import numpy as np
+    from scipy import sparse
+
+    from pipekit import counting
+
+    rows = np.array([e[0] for e in entries], dtype=np.int32)
+    cols = np.array([e[1] for e in entries], dtype=np.int32)
+    w = np.array([e[2] for e in entries], dtype=np.int32)
+    shape = (n_rows, n_cols)
+    csr = sparse.coo_matrix((w, (rows, cols)), shape=shape).tocsr()
+    got = counting.to_csr(rows, cols, w, shape)
+    for mine, theirs in zip(got, (csr.indptr, csr.indices, csr.data)):
+        assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs)
+    csc = csr.tocsc()
+    got = counting.to_csc(csr.indptr, csr.indices, csr.data, shape)
+    for mine, theirs in zip(got, (csc.indptr, csc.indices, csc.data)):
+        assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs)
+
+
+def test_a_small_rerun_counts_without_scipy(tmp_path):
+    """One added file's chunks are counted in NumPy: stage 04's rerun never loads scipy."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        (docs / f"d{i}.md").write_text(f"# Doc {i}\n\nwords about topic {i} and more words\n")
+    sets = ["--set", f"documents.input={docs}", "--set", f"paths.output={tmp_path / 'out'}",
+            "--set", "retrieval.queries=['topic words']", "--set", "retrieval.qrels=null"]
+    subprocess.run([sys.executable, "run_pipeline.py", *sets], cwd=REPO, check=True, capture_output=True)
+    (docs / "new.md").write_text("# New\n\nanother topic\n")
+    code = ("import runpy, sys; sys.argv = ['run_pipeline.py'] + sys.argv[1:]\n"
+            "try:\n    runpy.run_path('run_pipeline.py', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print('scipy' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code, *sets], cwd=REPO, capture_output=True, text=True)
+    assert "04_indexing: 4 rows in" in proc.stdout, proc.stdout + proc.stderr  # stage 04 ran, on the new file too
+    assert proc.stdout.strip().splitlines()[-1] == "False", proc.stdout + proc.stderr
