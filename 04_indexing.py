@@ -37,7 +37,8 @@ map/reduce engine needs.
 How it stays fast (a million passages in well under a minute, bench/scale.py): chunks
 are cut into words a batch at a time on whole Arrow columns; each batch numbers its own
 distinct words and is counted against those numbers (a sparse-matrix build: scipy sums
-duplicate (chunk, word) pairs in C); only at the end is each distinct word of the corpus
+duplicate (chunk, word) pairs in C; pipekit/counting.py, which counts a handful of chunks
+in NumPy so that a small rerun does not load scipy); only at the end is each distinct word of the corpus
 analysed once (stopwords, stem) and the counts relabelled with term ids; the term-major
 postings are one CSR -> CSC conversion, which is linear; impacts are computed and
 written a block of terms at a time.  No Python loop ever runs per token.  Memory is the
