@@ -305,17 +305,17 @@ class Index:
             return self.scores(term_ids, need, weights=w)
         weight = (self.max_impact[term_ids] * w).tolist()
         later = sum(weight)
-        parts, total = [], 0
+        parts, kept, total = [], 0, int(self.df[term_ids].sum())
         for i in sorted(range(len(weight)), key=weight.__getitem__, reverse=True):
             later -= weight[i]
             # On the unweighted impacts (no pass to multiply the list), a hair lower: the
             # exact scores below decide, the cut only has to keep every chunk that could pass.
             cut = (need - later * SAFE_UP) / w[i] * SAFE_DOWN
             ch, imp = self._postings_of(term_ids[i])
-            total += len(ch)
             parts.append(ch[imp >= cut] if cut > 0 else ch)
-        if sum(len(p) for p in parts) * CUT_PAYS > total:
-            return self.scores(term_ids, need, weights=w)  # the cuts keep too much: add the lists whole
+            kept += len(parts[-1])
+            if kept * CUT_PAYS > total:  # the cuts keep too much (and will only keep more): add the lists whole
+                return self.scores(term_ids, need, weights=w)
         cand = sorted_unique(np.concatenate(parts))
         score = self._looked_up(term_ids, w, cand)
         keep = score >= need
