@@ -24,7 +24,8 @@ Figures are one run each on this project's 2-core machine, shared: they move wit
 
 --fusions answers every set's questions in this process, through stage 05's own `search`, with
 the fusion's scaling or the vectors swapped (`Variant`: min-max, z-scores, reciprocal ranks, a
-bound on each score; WordLlama with its heading counted 3 times, its first 128 dimensions, its
+bound on each score; WordLlama with its heading trail counted 3 times or its own heading counted
+indexing.heading_weight times (the parents once), its first 128 dimensions, its
 function words left out of the average or cut from the text, SIF's weights and common component;
 Rocchio feedback on the query vector), then bootstraps each collection's queries for 95 %
 intervals of the differences: whether a percent more is more than noise.  `--only WORDS,...`
@@ -233,6 +234,19 @@ def cut_function_words(text: str) -> str:
     return cut.strip() or low
 
 
+def own_heading_text(path, text, heading_weight: int) -> str:
+    """A chunk's text to embed with its own heading (the last non-empty element of its
+    heading trail) counted `heading_weight` times and the parents once: the trail (as
+    pipekit/dense.py's chunk_text writes it), then the own heading heading_weight − 1 more
+    times, then the text.  One heading (a BEIR title): the same as the heading x3 variant."""
+    from pipekit.dense import chunk_text
+
+    trail = [h for h in (path or []) if h]
+    if not trail:
+        return text or ""
+    return chunk_text("\n\n".join([" › ".join(trail)] + [trail[-1]] * (heading_weight - 1)), text)
+
+
 def content_embed(model, texts: list[str]):
     """WordLlama's vectors of `texts` without their function words (`token_ids`): the other
     tokens are exactly the model's."""
@@ -379,6 +393,18 @@ class Measured:
         texts = ["\n\n".join([hh] * HEADING_REPEATS + [tt or ""]) if hh else (tt or "") for hh, tt in zip(h, t)]
         return load_model(self.base.spec).embed(texts)
 
+    def own_heading_vectors(self):
+        """The chunks' vectors with the chunk's own heading (the last of its heading trail)
+        counted `indexing.heading_weight` times (stage 04's, from the index) and its parents
+        once: the trail as stage 04 embeds it, then the own heading weight − 1 times more
+        (`own_heading_text`).  The own heading says what the section is about; the parents
+        are context every sibling section shares."""
+        from pipekit.dense import load_model
+
+        hw = int(self.index.stats["heading_weight"])
+        p, t = self.chunks.column("heading_path").to_pylist(), self.chunks.column("text").to_pylist()
+        return load_model(self.base.spec).embed([own_heading_text(pp, tt, hw) for pp, tt in zip(p, t)])
+
     def content_vectors(self):
         """The chunks' and the queries' vectors with function words taken out first
         (`content_embed`): an average of static word vectors spends weight on the
@@ -464,6 +490,9 @@ def fusions(model: str, label: str, wanted: list[str], weights: list[float], onl
         lazy += [(f"heading x{HEADING_REPEATS} in the vectors",
                   lambda: Variant(f"heading x{HEADING_REPEATS} in the vectors",
                                   vectors={m.name: m.heading_vectors() for m in sets})),
+                 ("own heading x heading_weight in the vectors",
+                  lambda: Variant("own heading x heading_weight in the vectors",
+                                  vectors={m.name: m.own_heading_vectors() for m in sets})),
                  # Matryoshka-trained: a prefix of the 256 is the smaller model (the larger ones download)
                  ("first 128 of the 256 dimensions",
                   lambda: pair("first 128 of the 256 dimensions",
