@@ -334,7 +334,16 @@ class DatasetSink:
         replace_output(self.tmp, self.path)
 
     def abort(self) -> None:
-        _remove(self.tmp)
+        # Renamed aside before it is deleted: a worker whose task was cancelled but still
+        # runs may create its part in the folder while rmtree empties it, and rmtree then
+        # leaves the folder behind (seen in CI).  Under another name no worker finds it;
+        # a part it then opens fails for want of the folder (workers never make it).
+        aside = self.path.with_name(f"{self.path.name}.old-{os.getpid()}")
+        try:
+            os.replace(self.tmp, aside)
+        except OSError:
+            aside = self.tmp
+        _remove(aside)
 
 
 MAX_THREADS = 4  # beyond a few, threads mostly wait for each other (Python runs one at a time)
