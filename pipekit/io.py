@@ -34,8 +34,11 @@ from .errors import PipelineError
 
 META_KEY = b"pipekit"
 LONG_TEXT = frozenset({"text"})  # columns holding whole documents or chunks: written plain
-DISTINCT = frozenset({"chunk", "impact"})
-TEXT_CODEC = "lz4"  # LONG_TEXT columns' codec (the rest: Parquet's default, snappy); see ParquetSink  # columns whose values rarely repeat: no dictionary
+DISTINCT = frozenset({"chunk", "impact"})  # columns whose values rarely repeat: no dictionary
+# LONG_TEXT columns' codec; the rest keep Parquet's default, snappy.  LZ4 (pyarrow writes the
+# interoperable LZ4_RAW) decodes 200k passages' texts in 84 ms where snappy took 579, and
+# encodes them faster, at the same size; zstd is 30 % smaller but half as fast to read.
+TEXT_CODEC = "lz4"
 
 
 class _PandasNotYet:
@@ -400,7 +403,7 @@ def take_rows(path: Path, column: str, rows, threads: int | None = None) -> list
         for i, v in zip(at.tolist(), values.take(pa.array(rows[at] - start)).to_pylist()):
             out[i] = v
 
-    # At most one group per thread in memory at once, as reading them one by one kept.
+    # Each thread holds one group's column at a time: memory grows with the threads, not the groups.
     with ThreadPoolExecutor(max(1, min(threads or cores(), len(groups)))) as pool:
         list(pool.map(fill, np.unique(group_of).tolist()))
     return out
