@@ -17,8 +17,8 @@ bm25s and rank_bm25 index exactly what we index.
 Every stage runs as its own process (`python 0N_*.py --config ...`), so its wall time
 includes start-up and imports, and its peak RSS comes from wait4() of that one process.
 Scaling is judged on wall time per passage, at 100k, 300k and 1M.  Each stage also runs
-three times on 1,000 passages; its fastest wall time there (interpreter, imports — pyarrow
-pulls in pandas at its first conversion — config: about a second at any size) is printed
+three times on 1,000 passages; its fastest wall time there (interpreter, imports, config:
+about a quarter of a second at any size) is printed
 as start-up, with the time per passage beyond it, to show what is fixed and what grows.
 Stage 05 answers a fixed 1,000 queries over a vocabulary that is 200k terms at every
 size, so its time per passage must fall with size: it is judged on its load and its query
