@@ -56,7 +56,7 @@ def defer_pandas() -> None:
 
     The first time pyarrow turns any list or NumPy array into an Arrow array it imports
     pandas, only to ask whether the object is a Series: 0.25 s of every stage process (a
-    third of a rerun that adds one file, whose stages never touch pandas).  pyarrow tries
+    fifth of a rerun that adds one file, whose stages never touch pandas).  pyarrow tries
     that import once, so it is made to fail once, here: pyarrow remembers "no pandas" for
     that check, and still imports pandas the moment a DataFrame is asked for (`to_pandas`,
     `Table.from_pandas`; from then on it recognises Series again).  Only the scripts call
