@@ -31,9 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     if command in COMMANDS:
         # Imported on demand: `show` should not pay for loading the search code.
         module = importlib.import_module(f".{command}", __package__)
-        from .io import defer_pandas
+        if command != "show":  # show prints any Parquet file: nanosecond times need pandas to become values
+            from .io import defer_pandas
 
-        defer_pandas()  # a DataFrame is made only when one is shown (pipekit/io.py)
+            defer_pandas()  # pipekit/io.py: no DataFrame is made, pandas need not load
         return module.main(rest)
     print(f"python -m pipekit: error: unknown command {command!r}; commands: {', '.join(COMMANDS)}",
           file=sys.stderr)

@@ -25,6 +25,8 @@ def to_csr(rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, shape: tuple
 
         m = sparse.coo_matrix((weights, (rows, cols)), shape=shape).tocsr()
         return m.indptr, m.indices, m.data
+    if len(rows) and not (0 <= rows.min() and rows.max() < shape[0] and 0 <= cols.min() and cols.max() < shape[1]):
+        raise ValueError(f"an entry lies outside a {shape} matrix")  # as scipy says: the key below would wrap
     key = rows.astype(np.int64) * shape[1] + cols
     order = np.argsort(key, kind="stable")
     key = key[order]

@@ -195,16 +195,15 @@ def _leaf(field: pa.Field) -> str:
 
 
 def leaf_columns(schema: pa.Schema) -> list[str]:
-    """Every Parquet column path of a schema: a list's values are `<name>.list.element`,
-    a struct's fields `<name>.<field>` (per-column options name these, not the fields)."""
-    def leaves(name: str, t: pa.DataType) -> list[str]:
-        if pa.types.is_list(t) or pa.types.is_large_list(t):
-            return leaves(f"{name}.list.element", t.value_type)
-        if pa.types.is_struct(t):
-            return [c for i in range(t.num_fields) for c in leaves(f"{name}.{t.field(i).name}", t.field(i).type)]
-        return [name]
-
-    return [c for f in schema for c in leaves(f.name, f.type)]
+    """Every Parquet column path of a schema, as Parquet names them (a list's values are
+    `<name>.list.element`, a map's `<name>.key_value.key`, ...): per-column options name
+    these, and a column a compression dict leaves out is written uncompressed.  Asked of
+    Parquet itself, by writing the schema's empty table to memory, rather than spelled
+    out type by type here."""
+    buf = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), buf)
+    meta = pq.ParquetFile(pa.BufferReader(buf.getvalue())).metadata
+    return [meta.schema.column(i).path for i in range(meta.num_columns)]
 
 
 class ParquetSink:

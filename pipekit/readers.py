@@ -199,7 +199,8 @@ class _Walk:
               build: build_output.Build | None = None, left: str | None = None) -> None:
         try:
             # The scan's entries know whether each name is a symlink (from the directory
-            # itself) and keep the stat they take: one system call a file instead of two.
+            # itself): one system call a file instead of two.  Not their stat(): on Windows
+            # it has no inode, and (device, inode) is how loops and duplicates are found.
             with os.scandir(folder) as it:
                 found = sorted(it, key=lambda d: d.name)
             names = [d.name for d in found]
@@ -227,8 +228,9 @@ class _Walk:
                 self.entries.append(entry)
                 continue
             try:
-                st = found_entry.stat()
+                st = path.stat()
             except OSError as exc:
+                is_link = is_link and os.path.islink(path)  # a link removed since the listing: gone, not dangling
                 entry.format = "symlink" if is_link else _extension(name)
                 entry.skip, entry.error = _stat_problem(path, is_link, exc)
                 entry.reason = "link" if entry.skip else None

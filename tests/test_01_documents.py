@@ -111,6 +111,32 @@ def test_symlink_loops_and_dangling_links_are_skipped_rows(tmp_path):
     assert rows["a/doc.md"]["status"] == "ok"
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges on Windows")
+def test_a_link_removed_while_the_folder_is_read_is_a_file_that_disappeared(tmp_path, monkeypatch):
+    """The walk knows which names are links from the listing; one removed before its turn
+    is not "dangling" (there is nothing left to read the target of): it disappeared."""
+    write(tmp_path / "a.md", "x")
+    os.symlink("a.md", tmp_path / "link.md")
+    real_scandir = os.scandir
+
+    class Listing:  # the folder listed, then the link removed, as another process might
+        def __init__(self, path):
+            self.entries = list(real_scandir(path))
+            (tmp_path / "link.md").unlink(missing_ok=True)
+
+        def __enter__(self):
+            return iter(self.entries)
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(os, "scandir", Listing)
+    rows = rows_by_id(tmp_path)
+    assert rows["link.md"]["status"] == "error"
+    assert rows["link.md"]["error"] == "file disappeared while the folder was being read"
+    assert rows["a.md"]["status"] == "ok"
+
+
 def test_an_unlistable_folder_is_an_error_row_and_the_walk_goes_on(tmp_path, monkeypatch):
     write(tmp_path / "locked" / "secret.md", "x")
     write(tmp_path / "open" / "a.md", "x")
@@ -574,6 +600,17 @@ def test_texts_are_stored_for_fast_reading_and_every_column_compressed(tmp_path)
     assert "outline.list.element.title" in codecs_ and "path.list.element" in codecs_
     assert codecs_.pop("text") == "LZ4"
     assert set(codecs_.values()) == {"SNAPPY"}
+    # Column types the stages do not write today are named as Parquet names them too.
+    import pyarrow as pa
+    from pipekit import io
+
+    schema = pa.schema([("text", pa.string()), ("vector", pa.list_(pa.float32(), 2)),
+                        ("m", pa.map_(pa.string(), pa.int32())), ("ll", pa.large_list(pa.list_(pa.int8())))])
+    sink = io.ParquetSink(tmp_path / "odd.parquet", schema, {})
+    sink.write(pa.table({"text": ["t"], "vector": [[1.0, 2.0]], "m": [[("k", 1)]], "ll": [[[1]]]}, schema=schema))
+    sink.commit()
+    meta = pq.ParquetFile(tmp_path / "odd.parquet").metadata.row_group(0)
+    assert [meta.column(i).compression for i in range(meta.num_columns)] == ["LZ4"] + ["SNAPPY"] * 4
 
 
 def test_rerun_gives_the_same_rows(tmp_path):

@@ -217,6 +217,16 @@ def test_numpy_counting_matches_scipy(entries, n_rows, n_cols):
         assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs)
 
 
+def test_numpy_counting_refuses_entries_outside_the_matrix():
+    """As scipy does: past the last column the NumPy key would wrap into the next row."""
+    import numpy as np
+
+    from pipekit import counting
+
+    with pytest.raises(ValueError, match="outside"):
+        counting.to_csr(np.array([0], np.int32), np.array([5], np.int32), np.array([1], np.int32), (2, 5))
+
+
 def test_a_small_rerun_counts_without_scipy(tmp_path):
     """One added file's chunks are counted in NumPy: stage 04's rerun never loads scipy."""
     import subprocess

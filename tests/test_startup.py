@@ -76,3 +76,14 @@ def test_preview_lays_out_the_first_rows_as_columns(tmp_path):
     assert lines[2].endswith("x" * 19 + "…") and " [] " in lines[2] and " 0.25 " in lines[2]
     assert " None " in lines[3]
     assert len({len(line) for line in lines}) == 1  # right-aligned columns: every line as wide
+
+
+def test_show_prints_nanosecond_times_of_any_parquet_file(tmp_path):
+    """`show` reads files no stage wrote, whose nanosecond times only pandas turns into values:
+    it is the one command that leaves pyarrow's look for pandas alone."""
+    path = tmp_path / "times.parquet"
+    pq.write_table(pa.table({"at": pa.array([1_700_000_000_123_456_789], pa.timestamp("ns"))}), path)
+    proc = subprocess.run([sys.executable, "-m", "pipekit", "show", str(path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "123456789" in proc.stdout
