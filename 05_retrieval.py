@@ -77,7 +77,7 @@ from pipekit.errors import PipelineError
 from pipekit.history import metric_line, record_run
 from pipekit.io import cores
 from pipekit.malloc import keep_freed_memory
-from pipekit.queries import (Feedback, QueryTerms, feedback_noise, feedback_of, load_qrels, load_queries,
+from pipekit.queries import (Feedback, QueryTerms, TermIds, feedback_noise, feedback_of, load_qrels, load_queries,
                              trec_run)
 from pipekit.resident import held, on_workers, shared_arrays, shared_tag, warm_workers, worker_index
 from pipekit.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
@@ -116,13 +116,14 @@ class Index:
         self.analyzer = Analyzer.from_settings(self.stats["analyzer"])
         terms = io.read_table(ctx.path("04_terms.parquet"), ["term", "df", "idf"])
         self.terms = terms.column("term").combine_chunks()
+        self._term_ids = TermIds(self.terms)  # a word's term id, by binary search (pipekit/queries.py)
         self.df = terms.column("df").to_numpy()
         self.idf = terms.column("idf").to_numpy()
         # Postings are sorted by term, so a term's postings start where the previous df ends.
         self.indptr = np.zeros(len(self.df) + 1, dtype=np.int64)
         np.cumsum(self.df, out=self.indptr[1:])
         self._postings_path = ctx.path("04_postings.parquet")
-        self._tf = self._forward = self._noise = self._sorted_terms = None
+        self._tf = self._forward = self._noise = None
         if shared is not None:  # a worker: scoring needs no chunk ids or headings
             build = lambda zeros: self._derived(io.read_table(chunks_path, ["doc_id", "length"]), zeros)
             size = 12 * int(self.indptr[-1]) + 8 * (DENSE_TERMS + 2) * self.stats["N"]  # at most
@@ -190,20 +191,6 @@ class Index:
         return [QueryTerms(np.fromiter(k, dtype=np.int64, count=len(k)),
                            np.fromiter(k.values(), dtype=np.float64, count=len(k)), f)
                 for k, f in zip(known, qtf)]
-
-    def _term_ids(self, words: pa.Array) -> np.ndarray:
-        """Each word's term id, -1 if the index lacks it.  Stage 04 writes the terms sorted,
-        so a binary search over them (as Python strings, made on the first call and kept)
-        finds them; pc.index_in hashes every term of the index again on each call: tens
-        of ms at 200k terms, which each single search through pipekit.Searcher would pay."""
-        if self._sorted_terms is None:
-            ordered = len(self.terms) < 2 or pc.all(pc.less(self.terms[:-1], self.terms[1:])).as_py()
-            self._sorted_terms = self.terms.to_numpy(zero_copy_only=False) if ordered else False
-        if self._sorted_terms is False or len(self.terms) == 0:  # not sorted: one hash lookup per word, in C
-            return np.asarray(pc.fill_null(pc.index_in(words, value_set=self.terms), -1), dtype=np.int64)
-        w = words.to_numpy(zero_copy_only=False)
-        pos = np.minimum(np.searchsorted(self._sorted_terms, w), len(self.terms) - 1)
-        return np.where(self._sorted_terms[pos] == w, pos, -1).astype(np.int64)
 
     def best_candidates(self, term_ids: np.ndarray, depth: int,
                         weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

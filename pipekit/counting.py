@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .ranks import run_starts
+
 SMALL = 20_000  # entries below which NumPy sorts them (under 2 ms) instead of scipy
 
 
@@ -30,7 +32,7 @@ def to_csr(rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, shape: tuple
     key = rows.astype(np.int64) * shape[1] + cols
     order = np.argsort(key, kind="stable")
     key = key[order]
-    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, np.int64)
+    first = np.flatnonzero(run_starts(key))  # each distinct (row, col): its first entry
     data = np.add.reduceat(weights[order], first) if len(first) else weights[:0]
     indptr = np.zeros(shape[0] + 1, dtype=np.int32)
     np.cumsum(np.bincount(key[first] // shape[1], minlength=shape[0]), out=indptr[1:])

@@ -45,6 +45,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .ranks import run_starts
+
 RACY_NS = 2_000_000_000  # a file changed this close to the last listing is hashed again
 NAMES_SHOWN = 3  # paths named per kind of change in `--status`
 
@@ -389,7 +391,7 @@ def previous_counts(postings: pa.Table, terms: pa.Array, lengths: np.ndarray, ol
     for r, (_, a, b, s) in enumerate(olds):
         sel = by_run[bounds[r]:bounds[r + 1]]
         t = term[sel]  # ascending: the postings are term-major and the sort kept their order
-        starts = np.flatnonzero(np.r_[True, t[1:] != t[:-1]]) if len(t) else np.zeros(0, np.int64)
+        starts = np.flatnonzero(run_starts(t))
         out.append({"terms": terms.take(pa.array(t[starts])), "col_ptr": np.r_[starts, len(t)].astype(np.int64),
                     "chunk": (chunk[sel] - s).astype(np.int32), "tf": tf[sel],
                     "lengths": lengths[s:s + (b - a)].astype(np.int64)})

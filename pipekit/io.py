@@ -186,14 +186,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _leaf(field: pa.Field) -> str:
-    """The Parquet column path of a flat or list field (Parquet names a list's values
-    `<name>.list.element`; options given by the bare name miss them)."""
-    if pa.types.is_list(field.type) or pa.types.is_large_list(field.type):
-        return f"{field.name}.list.element"
-    return field.name
-
-
 def leaf_columns(schema: pa.Schema) -> list[str]:
     """Every Parquet column path of a schema, as Parquet names them (a list's values are
     `<name>.list.element`, a map's `<name>.key_value.key`, ...): per-column options name
@@ -227,14 +219,15 @@ class ParquetSink:
         # for them in every row group, gave up when it overflowed and wrote them plain
         # anyway, which made writing 27M postings take 3.2 s instead of 1.4 (and the file
         # 15 % larger).  Repetitive columns (term_id, tf, doc_id) keep their dictionaries.
+        # Options name Parquet's leaf columns, each under its field (the name before the dot).
         options = {}
         if any(n in LONG_TEXT or n in DISTINCT for n in schema.names):
-            options["use_dictionary"] = [_leaf(f) for f in schema if f.name not in LONG_TEXT | DISTINCT]
-        if any(n in LONG_TEXT for n in schema.names):
-            options["write_statistics"] = [_leaf(f) for f in schema if f.name not in LONG_TEXT]
-            # Texts are most of every byte stages 01-03 write and stages 02-05 read back.
-            options["compression"] = {c: TEXT_CODEC if c.split(".")[0] in LONG_TEXT else "snappy"
-                                      for c in leaf_columns(schema)}
+            leaves = [(c, c.split(".")[0]) for c in leaf_columns(schema)]
+            options["use_dictionary"] = [c for c, f in leaves if f not in LONG_TEXT | DISTINCT]
+            if any(n in LONG_TEXT for n in schema.names):
+                options["write_statistics"] = [c for c, f in leaves if f not in LONG_TEXT]
+                # Texts are most of every byte stages 01-03 write and stages 02-05 read back.
+                options["compression"] = {c: TEXT_CODEC if f in LONG_TEXT else "snappy" for c, f in leaves}
         self._writer = pq.ParquetWriter(self.tmp, self.schema, **options)
         # Encoding and compressing a batch (Parquet's C++, which lets go of the GIL) runs on
         # a thread of its own while the stage makes the next batch: the stages compute on

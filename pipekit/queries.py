@@ -173,6 +173,29 @@ def feedback_of(sec: dict) -> Feedback | None:
     return Feedback(sec["feedback_docs"], sec["feedback_terms"], sec["feedback_query_weight"])
 
 
+class TermIds:
+    """Each word's term id in an index's terms, -1 if the index lacks it.  Stage 04 writes
+    the terms sorted, so a binary search over them (as Python strings, made on the first
+    call and kept) finds them; pc.index_in hashes every term of the index again on each
+    call: tens of ms at 200k terms, which each single search through pipekit.Searcher
+    would pay.  Terms not in order (`sorted` False) fall back to that hash lookup."""
+
+    def __init__(self, terms: pa.Array):
+        self.terms = terms
+        self.sorted: np.ndarray | bool | None = None  # the sorted terms, once asked; False if not sorted
+
+    def __call__(self, words: pa.Array) -> np.ndarray:
+        terms = self.terms
+        if self.sorted is None:
+            ordered = len(terms) < 2 or pc.all(pc.less(terms[:-1], terms[1:])).as_py()
+            self.sorted = terms.to_numpy(zero_copy_only=False) if ordered else False
+        if self.sorted is False or len(terms) == 0:  # not sorted: one hash lookup per word, in C
+            return np.asarray(pc.fill_null(pc.index_in(words, value_set=terms), -1), dtype=np.int64)
+        w = words.to_numpy(zero_copy_only=False)
+        pos = np.minimum(np.searchsorted(self.sorted, w), len(terms) - 1)
+        return np.where(self.sorted[pos] == w, pos, -1).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class QueryTerms:
     """A query as it is scored: score(c) = Σ weights[i] · impact(ids[i], c).

@@ -140,8 +140,9 @@ class Searcher:
                                 f"rerun `python 04_indexing.py`")
         # What a citation needs beyond 04_chunks' columns, for every chunk; with keep_texts the
         # texts too (as read: one Arrow buffer per row group, taken from without copying them all).
-        self._spans = io.read_table(self._chunks_03, ["heading_path", "start_char", "end_char"])
-        self._texts = io.read_table(self._chunks_03, ["text"]).column("text") if keep_texts else None
+        cited = io.read_table(self._chunks_03, ["heading_path", "start_char", "end_char"] + ["text"] * keep_texts)
+        self._texts = cited.column("text") if keep_texts else None
+        self._spans = cited.drop_columns(["text"]) if keep_texts else cited
         self.index.context = section_context(float(self.settings["section_context"]), self._chunks_03, self.index)
         self.index.dense = dense_for(self.output_dir, self.index, self.settings["dense_weight"], self._ctx.note)
 

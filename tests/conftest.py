@@ -42,6 +42,21 @@ def run_script(*args: str, cwd: Path = REPO, check: bool = True) -> subprocess.C
     return proc
 
 
+def run_importing(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """`python -X importtime <args>`, which must succeed: its stderr lists every import."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc
+
+
+def packages(proc: subprocess.CompletedProcess) -> set[str]:
+    """The packages a `run_importing` process loaded (a package counts once one of its
+    modules is loaded: the probe that finds pandas "missing" is logged, alone, too)."""
+    names = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    return {n.split(".")[0] for n in names if "." in n}
+
+
 def write_config(folder: Path, **sections) -> Path:
     """A config.yaml in `folder` with outputs in folder/out and the given sections."""
     data = {"paths": {"output": str(folder / "out")}}

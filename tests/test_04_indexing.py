@@ -191,7 +191,6 @@ def test_postings_keep_dictionaries_only_for_columns_that_repeat(tmp_path):
         io.read_table(tmp_path / "04_postings.parquet").schema.metadata))
 
 
-
 @settings(max_examples=60)
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 30), st.integers(1, 4)), max_size=300),
        st.integers(41, 60), st.integers(31, 50))
@@ -229,10 +228,7 @@ def test_numpy_counting_refuses_entries_outside_the_matrix():
 
 def test_a_small_rerun_counts_without_scipy(tmp_path):
     """One added file's chunks are counted in NumPy: stage 04's rerun never loads scipy."""
-    import subprocess
-    import sys
-
-    from conftest import REPO
+    from conftest import packages, run_importing, run_script
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -240,11 +236,8 @@ def test_a_small_rerun_counts_without_scipy(tmp_path):
         (docs / f"d{i}.md").write_text(f"# Doc {i}\n\nwords about topic {i} and more words\n")
     sets = ["--set", f"documents.input={docs}", "--set", f"paths.output={tmp_path / 'out'}",
             "--set", "retrieval.queries=['topic words']", "--set", "retrieval.qrels=null"]
-    subprocess.run([sys.executable, "run_pipeline.py", *sets], cwd=REPO, check=True, capture_output=True)
+    run_script("run_pipeline.py", *sets)
     (docs / "new.md").write_text("# New\n\nanother topic\n")
-    code = ("import runpy, sys; sys.argv = ['run_pipeline.py'] + sys.argv[1:]\n"
-            "try:\n    runpy.run_path('run_pipeline.py', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-            "print('scipy' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code, *sets], cwd=REPO, capture_output=True, text=True)
+    proc = run_importing("run_pipeline.py", *sets)
     assert "04_indexing: 4 rows in" in proc.stdout, proc.stdout + proc.stderr  # stage 04 ran, on the new file too
-    assert proc.stdout.strip().splitlines()[-1] == "False", proc.stdout + proc.stderr
+    assert "scipy" not in packages(proc), proc.stdout

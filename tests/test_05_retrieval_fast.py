@@ -251,7 +251,7 @@ def test_term_ids_equal_a_hash_lookup(tmp_path):
     asked = pa.array(words + ["neverseen", "a", "zzzz", "w1", "w1x", "w10x"] + words[::-1])
     want = np.asarray(pa.compute.fill_null(pa.compute.index_in(asked, value_set=index.terms), -1))
     assert index._term_ids(asked).tolist() == want.tolist()
-    index._sorted_terms = False  # as if stage 04 had written them unsorted
+    index._term_ids.sorted = False  # as if stage 04 had written them unsorted
     assert index._term_ids(asked).tolist() == want.tolist()
 
 

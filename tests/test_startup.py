@@ -10,18 +10,13 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from conftest import REPO
+from conftest import REPO, packages, run_importing
 from pipekit.cli import preview
 
 
-def imported(*args: str, cwd=REPO) -> set[str]:
-    """The packages a `python -X importtime <args>` process loaded (a package counts once one
-    of its modules is loaded: the probe that finds pandas "missing" is logged, alone, too)."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    names = [line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")]
-    return {n.split(".")[0] for n in names if "." in n}
+def imported(*args: str) -> set[str]:
+    """The packages a `python -X importtime <args>` process loaded."""
+    return packages(run_importing(*args))
 
 
 def test_the_pipeline_never_imports_pandas(tmp_path):
