@@ -27,6 +27,15 @@ def run_starts(values: np.ndarray) -> np.ndarray:
     return first
 
 
+def masked(mask: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each array where mask is True (`a[mask]` for each).  The positions are found once and
+    taken from each: boolean indexing copies element by element on a branch that a mask
+    like "score >= floor" makes unpredictable, and was 3-8x slower on a 20,000-100,000 long
+    mask keeping a fifth to a half of it (the pruned scorer's usual case)."""
+    at = np.flatnonzero(mask)
+    return tuple(a.take(at) for a in arrays)
+
+
 def sorted_unique(values: np.ndarray) -> np.ndarray:
     """np.unique of an integer array, by sorting: NumPy 2's np.unique hashes first, which
     costs several times more on the few hundred chunk ids of a query."""

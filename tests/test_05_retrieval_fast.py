@@ -283,6 +283,16 @@ def test_sorted_unique_is_np_unique(values):
     assert ranks.sorted_unique(a).tolist() == np.unique(a).tolist()
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(-5, 5), st.floats(-1, 1)), max_size=100))
+def test_masked_is_boolean_indexing(rows):
+    mask = np.array([r[0] for r in rows], dtype=bool)
+    ints, floats = np.array([r[1] for r in rows], np.int32), np.array([r[2] for r in rows])
+    got_ints, got_floats = ranks.masked(mask, ints, floats)
+    assert got_ints.dtype == np.int32 and got_ints.tolist() == ints[mask].tolist()
+    assert got_floats.tolist() == floats[mask].tolist()
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3)), min_size=0, max_size=60),
        st.integers(1, 5), st.integers(1, 8), st.data())
