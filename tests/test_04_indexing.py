@@ -1,5 +1,6 @@
 """Stage 04: the analyzer and the BM25 statistics, checked against SPEC by hand."""
 import math
+from collections import Counter
 
 import pyarrow as pa
 import pytest
@@ -148,6 +149,26 @@ def test_merge_adjacent_sums_a_terms_repeated_chunks_and_keeps_every_term_start(
 
 
 WORDS = ["alpha", "beta", "gamma", "delta", "runs", "running", "the", "x", "zeta", "Ünï"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(docs=st.lists(st.lists(st.sampled_from(WORDS), max_size=8).map(" ".join), min_size=1, max_size=12))
+def test_each_chunks_counts_are_its_analysed_words(docs):
+    """Words the analyzer drops (stopwords, one letter) leave their chunk's row and its
+    length, whichever chunks hold nothing else: the first, the last, several in a row."""
+    a = Analyzer("english", "english")
+    counts = indexing.count_chunks([chunks(*docs)], a, 1)
+    flat, parent = a.tokens(docs)
+    want = [Counter() for _ in docs]
+    for word, row in zip(flat.to_pylist(), parent.tolist()):
+        want[row][word] += 1
+    got = [Counter() for _ in docs]
+    ptr, names = counts["col_ptr"], counts["terms"].to_pylist()
+    for t, name in enumerate(names):
+        for c, f in zip(counts["chunk"][ptr[t]:ptr[t + 1]].tolist(), counts["tf"][ptr[t]:ptr[t + 1]].tolist()):
+            got[c][name] += f
+    assert got == want
+    assert counts["lengths"].tolist() == [sum(w.values()) for w in want]
 
 
 @settings(max_examples=60, deadline=None)
