@@ -9,10 +9,8 @@ It imports nothing from the stage files; `stages.load_stage(n)` imports them for
 run_pipeline and the tests.
 """
 from .environment import check as _check_environment
-from .malloc import return_arrow_memory_promptly as _return_arrow_memory_promptly
 
 _check_environment()  # before anything imports a third-party package: see environment.py
-_return_arrow_memory_promptly()  # before pyarrow loads its allocator: see malloc.py
 
 from .errors import ConfigError, PipelineError  # noqa: E402
 from .stages import STAGES, load_stage

@@ -8,29 +8,13 @@ phase ~10% faster on the 1M-passage bench corpus (bench/scale.py).  The cost is 
 process keeps up to the thresholds of freed memory until it exits.
 
 A no-op where glibc is not the allocator (macOS, Windows, musl).
-
-Arrow's own memory (pyarrow's default pool is mimalloc) has the opposite setting: see
-`return_arrow_memory_promptly`.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # from glibc's malloc.h
-
-
-def return_arrow_memory_promptly() -> None:
-    """Make mimalloc, pyarrow's default memory pool, hand freed pages back at once instead
-    of 10 ms later.  Its delay made every stage's peak depend on timing: stage 04 alone at
-    1M passages peaked at 1.62 or 1.87 GB in runs of the same code (the higher when the
-    freed pages were still held as the next big arrays were made), 1.51-1.52 GB in four
-    runs with the delay at 0; at 200k passages every stage peaked 5-11 % lower, and the
-    whole run took the same time (bench/README.md, "Stage 04's memory").  mimalloc reads
-    its options when pyarrow loads it, so this runs first (pipekit/__init__.py); a value
-    the user set is kept."""
-    os.environ.setdefault("MIMALLOC_PURGE_DELAY", "0")
 
 
 def keep_freed_memory(mmap_threshold: int = 1 << 30, top_pad: int = 64 << 20) -> bool:
