@@ -238,6 +238,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     release_freed_memory()  # the loop's freed arrays: held, they raised the peak by ~20% (pipekit/malloc.py)
     n = len(row_nnz)
     terms, term_of_local = vocab.term_of_local()
+    release_freed_memory()  # Arrow's pool holds what the vocabulary's kernels freed until asked
     n_terms = len(terms)
     # Local word id -> term id, in place, a block at a time: one np.take over all of them
     # first copied the ids to int64 and buffered its output (+0.6 GB at 1M passages: the

@@ -30,8 +30,9 @@ def run_starts(values: np.ndarray) -> np.ndarray:
 def masked(mask: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """Each array where mask is True (`a[mask]` for each).  The positions are found once and
     taken from each: boolean indexing copies element by element on a branch that a mask
-    like "score >= floor" makes unpredictable, and was 3-8x slower on a 20,000-100,000 long
-    mask keeping a fifth to a half of it (the pruned scorer's usual case)."""
+    like "score >= floor" can make unpredictable: on random masks of 20,000-100,000 keeping
+    a fifth to a half it was 3-8x slower (here, both about the same on a mask keeping
+    nearly all; stage 05's pruned scorer filters its candidates this way several times a query)."""
     at = np.flatnonzero(mask)
     return tuple(a.take(at) for a in arrays)
 
