@@ -470,8 +470,8 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
     they are long enough for that to pay: a query over long lists spends most of its time
     inside NumPy, which lets other threads run meanwhile, but a short one is mostly Python,
     which runs one thread at a time, and a second thread only fights for it (bench/scale.py,
-    200k passages, ~180k postings a query: 0.46 s on one thread, 0.53 s on two; 1M, ~900k:
-    1.0 s and 0.72 s).  Each query's answer depends on that query alone, so the results are
+    200k passages, ~180k postings a query: 0.34 s on one thread, 0.47 s on two; 1M, ~900k:
+    0.71 s and 0.53 s, warm).  Each query's answer depends on that query alone, so the results are
     the same whatever the number of threads (`threads=1` runs them in order, in this thread).
     """
     t0, cpu0 = time.perf_counter(), time.process_time()
