@@ -12,6 +12,7 @@ several chunks.
 from __future__ import annotations
 
 import json
+from unittest.mock import patch
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +22,8 @@ from hypothesis import given, settings, strategies as st
 
 from pipekit import ranks
 from pipekit.analyzer import Analyzer
+from pipekit import queries
+from pipekit.queries import TermIds
 from pipekit.stages import load_stage
 
 indexing = load_stage(4)
@@ -253,6 +256,25 @@ def test_term_ids_equal_a_hash_lookup(tmp_path):
     assert index._term_ids(asked).tolist() == want.tolist()
     index._term_ids.sorted = False  # as if stage 04 had written them unsorted
     assert index._term_ids(asked).tolist() == want.tolist()
+
+
+# Words that share their first 8 bytes with several terms, with one, or with none; multi-byte
+# characters across the 8-byte line; terms of one byte, of eight, of many.
+PIECES = ["a", "ab", "internat", "internation", "é", "日本", "zz", "x" * 8, "\u00ff", "q" * 40]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sets(st.lists(st.sampled_from(PIECES), min_size=1, max_size=4).map("".join), max_size=40),
+       st.lists(st.lists(st.sampled_from(PIECES), min_size=1, max_size=4).map("".join), max_size=30),
+       st.integers(0, 3))
+def test_term_ids_by_prefix_keys_equal_a_hash_lookup(terms, others, skip):
+    terms = pa.array(sorted(terms, key=lambda t: t.encode()), pa.string())  # stage 04's order: UTF-8 bytes
+    # (asked through a slice, as a column read in batches is: its offsets do not start at 0)
+    asked = pa.array(["pad"] * skip + terms.to_pylist()[::2] + others, pa.string()).slice(skip)
+    want = np.asarray(pa.compute.fill_null(pa.compute.index_in(asked, value_set=terms), -1))
+    assert TermIds(terms)(asked).tolist() == want.tolist()
+    with patch.object(queries, "SHARED_PREFIX", 1):  # groups of terms too big to search one by one
+        assert TermIds(terms)(asked).tolist() == want.tolist()
 
 
 def test_floor_seeds_are_each_terms_best_postings(tmp_path):
