@@ -210,8 +210,9 @@ class TermIds:
     is that term if the two strings are equal (one Arrow comparison for all of them).  Only
     a word sharing its first 8 bytes with several terms ("understand", "understood") is
     searched for among those few as Python strings.  Before, every term became a Python
-    string and every word was searched for among them: 36 ms of stage 05's 1,000 queries at
-    200k terms, now ~7; a Searcher's first query paid the 16 ms of the first part alone."""
+    string and every word was searched for among them: ~36 ms of stage 05's 1,000 queries at
+    200k terms, now 13-18 cold and ~3 warm; a Searcher's first query paid the 16 ms of the
+    first part alone."""
 
     def __init__(self, terms: pa.Array):
         self.terms = terms
