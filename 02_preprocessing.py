@@ -49,6 +49,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipekit.analyzer import string_buffers
 from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, advance, iter_rows
 from pipekit.fastpath import clean_texts
@@ -292,10 +293,8 @@ def has_pages(data: np.ndarray, window: int = 1 << 24) -> bool:
 
 def utf8_view(texts: pa.Array, i: int) -> np.ndarray:
     """The UTF-8 bytes of value i of a string column, without copying them."""
-    width = np.int64 if pa.types.is_large_string(texts.type) else np.int32
-    offsets = np.frombuffer(texts.buffers()[1], dtype=width)
-    lo, hi = int(offsets[texts.offset + i]), int(offsets[texts.offset + i + 1])
-    return np.frombuffer(texts.buffers()[2], dtype=np.uint8)[lo:hi]
+    offsets, data = string_buffers(texts)
+    return data[int(offsets[i]):int(offsets[i + 1])]
 
 
 # --------------------------------------------------------------------------------------

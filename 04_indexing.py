@@ -255,8 +255,9 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
         # passages, 0.9 GB of its 2.0-2.3 (bench/README.md, "Stage 04's memory").
         running = np.cumsum(is_term, dtype=np.int32 if len(is_term) < 2**31 else np.int64)
         ends = np.cumsum(row_nnz)
+        has = ends > 0  # (rows before the first entry keep none)
         kept = np.zeros(n + 1, dtype=np.int64)
-        kept[1:][ends > 0] = running[ends[ends > 0] - 1]
+        kept[1:][has] = running[ends[has] - 1]
         del running
         row_nnz = np.diff(kept)
         indices = indices[is_term]

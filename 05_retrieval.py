@@ -346,9 +346,9 @@ class Index:
         cand = cand.astype(ch.dtype, copy=False)
         if len(cand) > SEARCH_SWAP * len(ch):
             pos = np.searchsorted(cand, ch)
-            hit = cand.take(pos, mode="clip") == ch
+            pos, found = masked(cand.take(pos, mode="clip") == ch, pos, imp)
             out = np.zeros(len(cand), dtype=np.float64)
-            out[pos[hit]] = imp[hit]
+            out[pos] = found
             return out
         pos = np.searchsorted(ch, cand)
         return np.where(ch.take(pos, mode="clip") == cand, imp.take(pos, mode="clip"), 0.0)

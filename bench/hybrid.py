@@ -482,37 +482,29 @@ def fusions(model: str, label: str, wanted: list[str], weights: list[float], onl
 
     from pipekit.dense import normalise
 
-    lazy = [("divided by the best (adopted)", lambda: Variant("divided by the best (adopted)")),
-            ("min-max", lambda: Variant("min-max", "min-max")), ("z-score", lambda: Variant("z-score", "z-score")),
-            (f"reciprocal rank (k {RRF_K})", lambda: Variant(f"reciprocal rank (k {RRF_K})", "rrf")),
-            ("theoretical bound", lambda: Variant("theoretical bound", "bound"))]
+    # Each variant by its label and how to make it from that label (made only if --only picks it).
+    sets_vectors = lambda vectors: lambda lab: Variant(lab, vectors={m.name: vectors(m) for m in sets})
+    lazy = [("divided by the best (adopted)", Variant), ("min-max", lambda lab: Variant(lab, "min-max")),
+            ("z-score", lambda lab: Variant(lab, "z-score")),
+            (f"reciprocal rank (k {RRF_K})", lambda lab: Variant(lab, "rrf")),
+            ("theoretical bound", lambda lab: Variant(lab, "bound"))]
     if model == "wordllama":  # repeating words is weighting them only in an average of word vectors
-        lazy += [(f"heading x{HEADING_REPEATS} in the vectors",
-                  lambda: Variant(f"heading x{HEADING_REPEATS} in the vectors",
-                                  vectors={m.name: m.heading_vectors() for m in sets})),
-                 ("own heading x heading_weight in the vectors",
-                  lambda: Variant("own heading x heading_weight in the vectors",
-                                  vectors={m.name: m.own_heading_vectors() for m in sets})),
+        lazy += [(f"heading x{HEADING_REPEATS} in the vectors", sets_vectors(lambda m: m.heading_vectors())),
+                 ("own heading x heading_weight in the vectors", sets_vectors(lambda m: m.own_heading_vectors())),
                  # Matryoshka-trained: a prefix of the 256 is the smaller model (the larger ones download)
                  ("first 128 of the 256 dimensions",
-                  lambda: pair("first 128 of the 256 dimensions",
-                               lambda m: (normalise(m.base.vectors[:, :128]), normalise(m.qvecs[:, :128])))),
-                 ("function words left out of the average",
-                  lambda: pair("function words left out of the average", lambda m: m.content_vectors())),
-                 ("function words cut from the text", lambda: pair("function words cut from the text",
-                                                                   lambda m: m.cut_vectors())),
-                 (f"SIF weights (a {SIF_A:g})", lambda: pair(f"SIF weights (a {SIF_A:g})",
-                                                            lambda m: m.sif_vectors(pc=False))),
+                  lambda lab: pair(lab, lambda m: (normalise(m.base.vectors[:, :128]), normalise(m.qvecs[:, :128])))),
+                 ("function words left out of the average", lambda lab: pair(lab, lambda m: m.content_vectors())),
+                 ("function words cut from the text", lambda lab: pair(lab, lambda m: m.cut_vectors())),
+                 (f"SIF weights (a {SIF_A:g})", lambda lab: pair(lab, lambda m: m.sif_vectors(pc=False))),
                  (f"SIF weights (a {SIF_A:g}), first component removed",
-                  lambda: pair(f"SIF weights (a {SIF_A:g}), first component removed",
-                               lambda m: m.sif_vectors(pc=True))),
-                 ("first component removed", lambda: pair("first component removed",
-                                                          lambda m: m.sif_vectors(pc=True, weights=False)))]
-    rocchio = f"query + BM25 top {FEEDBACK_DOCS} (Rocchio {1 - FEEDBACK_SHARE:g}/{FEEDBACK_SHARE:g})"
-    lazy.append((rocchio, lambda: Variant(rocchio, queries={m.name: m.feedback_queries() for m in sets})))
+                  lambda lab: pair(lab, lambda m: m.sif_vectors(pc=True))),
+                 ("first component removed", lambda lab: pair(lab, lambda m: m.sif_vectors(pc=True, weights=False)))]
+    lazy.append((f"query + BM25 top {FEEDBACK_DOCS} (Rocchio {1 - FEEDBACK_SHARE:g}/{FEEDBACK_SHARE:g})",
+                 lambda lab: Variant(lab, queries={m.name: m.feedback_queries() for m in sets})))
     # The adopted fusion always (the others are compared with it); the rest as --only picks them.
-    variants = [make() for label, make in lazy
-                if label == lazy[0][0] or not only or any(o.lower() in label.lower() for o in only)]
+    variants = [make(lab) for lab, make in lazy
+                if lab == lazy[0][0] or not only or any(o.lower() in lab.lower() for o in only)]
     shared = [m for m in sets if m.qrels is not None and m.name != "sample"]
     bm25 = {m.name: m.per_query(None, 0) for m in sets}
     got: dict = {}

@@ -365,16 +365,11 @@ def ours_warm(out: Path, folder: Path) -> dict:
     queries), then answered again on the clock, on the threads stage 05 would choose."""
     sys.path.insert(0, str(REPO))
     from pipekit.queries import load_queries
+    from pipekit.search import OutputReader
     from pipekit.stages import load_stage
 
     retrieval = load_stage(5)
-
-    class Outputs:  # what the Index asks of a stage context
-        require = lambda self, name, stage: out / name
-        path = lambda self, name: out / name
-        note = lambda self, text: None
-
-    index = retrieval.Index(Outputs())
+    index = retrieval.Index(OutputReader(out))
     queries = load_queries(str(folder / "queries.jsonl"))
     retrieval.search(index, queries, 10, retrieval.DEPTH)
     t0, cpu0 = time.perf_counter(), time.process_time()

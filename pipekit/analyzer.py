@@ -138,6 +138,17 @@ def _as_string_array(texts) -> pa.Array:
     return pc.fill_null(arr, "")
 
 
+def string_buffers(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, data) of a string (or large_string) array, without copying: value i is the
+    UTF-8 bytes data[offsets[i]:offsets[i + 1]].  The offsets index the whole data buffer,
+    so an array sliced out of a bigger one has offsets that do not start at 0."""
+    width = np.int64 if pa.types.is_large_string(strings.type) else np.int32
+    _, offsets_buf, data_buf = strings.buffers()[:3]
+    offsets = np.frombuffer(offsets_buf, dtype=width)[strings.offset: strings.offset + len(strings) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    return offsets, data
+
+
 def _regex_runs(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
     runs = pc.split_pattern_regex(pc.utf8_lower(arr), SEPARATORS)
     return pc.list_flatten(runs), np.asarray(pc.list_parent_indices(runs), dtype=np.int64)
@@ -145,12 +156,11 @@ def _regex_runs(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
 
 def _ascii_runs(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """`_regex_runs` for pure-ASCII texts, in numpy over the bytes (one-letter runs dropped)."""
-    _, offsets_buf, data_buf = arr.buffers()[:3]
-    offsets = np.frombuffer(offsets_buf, dtype=np.int32)[arr.offset: arr.offset + len(arr) + 1]
+    offsets, data = string_buffers(arr)
     lo, hi = int(offsets[0]), int(offsets[-1])
     if hi == lo:
         return pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
-    raw = np.frombuffer(data_buf, dtype=np.uint8, count=hi)[lo:hi]
+    raw = data[lo:hi]
     # Bit 0x20 lower-cases an ASCII letter and leaves a digit as it is (uint8 arithmetic wraps,
     # so each "in range" test is one subtraction and one comparison).
     folded = raw | np.uint8(0x20)

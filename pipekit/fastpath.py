@@ -56,6 +56,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .analyzer import string_buffers
+
 __all__ = ["beir_tables", "clean_texts", "already_clean", "one_chunk", "single_chunks", "ChunkRows", "runs"]
 
 
@@ -184,9 +186,8 @@ def _words(lines: pa.Array, budget: bool = True) -> tuple[np.ndarray, np.ndarray
 
     lines = pc.fill_null(lines, "")
     n = len(lines)
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset:lines.offset + n + 1]
-    data = lines.buffers()[2]
-    data = np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]] if data is not None else np.zeros(0, np.uint8)
+    offsets, data = string_buffers(lines)
+    data = data[offsets[0]:offsets[-1]]
     offsets = offsets - offsets[0]
     # str.isspace() in ASCII: space, \t \n \v \f \r (9-13) and the separators \x1c-\x1f (28-31)
     byte = data.view(np.int8)  # minus k wraps below k round to 128 and up (as uint8), in NumPy's fast loop

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .analyzer import string_buffers
 from .errors import PipelineError
 
 
@@ -184,19 +185,13 @@ def prefix_keys(strings: pa.Array) -> np.ndarray:
     agree).  Read straight from the Arrow buffers, a few NumPy passes, no Python strings."""
     if not (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type)):
         strings = strings.cast(pa.string())
-    width = np.int64 if pa.types.is_large_string(strings.type) else np.int32
-    _, offsets_buf, data_buf = strings.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=width)[strings.offset: strings.offset + len(strings) + 1]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    offsets, data = string_buffers(strings)
     if len(strings) == 0 or len(data) == 0:  # nothing, or only empty strings
         return np.zeros(len(strings), dtype=np.uint64)
-    at = offsets[:-1, None] + np.arange(8, dtype=width)  # each string's first 8 byte positions
+    at = offsets[:-1, None] + np.arange(8, dtype=offsets.dtype)  # each string's first 8 byte positions
     # (past its end they are the next string's bytes, or clipped to the last: masked off below)
     first8 = data.take(at, mode="clip").view(">u8").ravel().astype(np.uint64)
     return first8 & _KEEP_BYTES[np.minimum(np.diff(offsets), 8)]
-
-
-SHARED_PREFIX = 64  # terms sharing a word's first 8 bytes searched among as Python strings, at most
 
 
 class TermIds:
@@ -209,7 +204,7 @@ class TermIds:
     8 bytes begin no term is not a term, and one whose first 8 bytes begin exactly one term
     is that term if the two strings are equal (one Arrow comparison for all of them).  Only
     a word sharing its first 8 bytes with several terms ("understand", "understood") is
-    searched for among those few as Python strings.  Before, every term became a Python
+    bisected among those, one Arrow value at a time.  Before, every term became a Python
     string and every word was searched for among them: ~36 ms of stage 05's 1,000 queries at
     200k terms, now 13-18 cold and ~3 warm; a Searcher's first query paid the 16 ms of the
     first part alone."""
@@ -218,7 +213,6 @@ class TermIds:
         self.terms = terms
         self.sorted: bool | None = None  # checked on the first call
         self._keys: np.ndarray | None = None
-        self._strings: np.ndarray | None = None  # the terms as Python strings, once needed
 
     def __call__(self, words: pa.Array) -> np.ndarray:
         terms = self.terms
@@ -237,20 +231,11 @@ class TermIds:
             same = np.asarray(pc.equal(terms.take(pa.array(lo[one])), words.take(pa.array(one))))
             ids[one[same]] = lo[one[same]]
         several = np.flatnonzero(hi - lo > 1)
-        many = []
         for i, a, b, w in zip(several.tolist(), lo[several].tolist(), hi[several].tolist(),
                               words.take(pa.array(several, pa.int64())).to_pylist()):
-            if b - a > SHARED_PREFIX:
-                many.append(i)
-                continue
-            j = a + bisect_left(terms.slice(a, b - a).to_pylist(), w)  # Python's str order is UTF-8's byte order
+            # Python's str order is UTF-8's byte order, the order stage 04 sorted the terms in
+            j = bisect_left(terms, w, a, b, key=lambda term: term.as_py())
             ids[i] = j if j < b and terms[j].as_py() == w else -1
-        if many:  # a vocabulary of many terms with one beginning (URLs, paths): all of them as Python strings, once
-            if self._strings is None:
-                self._strings = terms.to_numpy(zero_copy_only=False)
-            w = words.take(pa.array(many, pa.int64())).to_numpy(zero_copy_only=False)
-            pos = np.minimum(np.searchsorted(self._strings, w), len(terms) - 1)
-            ids[many] = np.where(self._strings[pos] == w, pos, -1)
         return ids
 
 

@@ -12,7 +12,6 @@ several chunks.
 from __future__ import annotations
 
 import json
-from unittest.mock import patch
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +21,6 @@ from hypothesis import given, settings, strategies as st
 
 from pipekit import ranks
 from pipekit.analyzer import Analyzer
-from pipekit import queries
 from pipekit.queries import TermIds
 from pipekit.stages import load_stage
 
@@ -273,8 +271,6 @@ def test_term_ids_by_prefix_keys_equal_a_hash_lookup(terms, others, skip):
     asked = pa.array(["pad"] * skip + terms.to_pylist()[::2] + others, pa.string()).slice(skip)
     want = np.asarray(pa.compute.fill_null(pa.compute.index_in(asked, value_set=terms), -1))
     assert TermIds(terms)(asked).tolist() == want.tolist()
-    with patch.object(queries, "SHARED_PREFIX", 1):  # groups of terms too big to search one by one
-        assert TermIds(terms)(asked).tolist() == want.tolist()
 
 
 def test_floor_seeds_are_each_terms_best_postings(tmp_path):
