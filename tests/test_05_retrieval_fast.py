@@ -22,28 +22,12 @@ from hypothesis import given, settings, strategies as st
 from pipekit import ranks
 from pipekit.analyzer import Analyzer
 from pipekit.queries import TermIds
+from pipekit.search import OutputReader
 from pipekit.stages import load_stage
 
 indexing = load_stage(4)
 retrieval = load_stage(5)
 K1, B = 1.2, 0.75
-
-
-class FakeContext:
-    """What `Index` asks of a stage context: where the 04_* files are, and a place for notes."""
-
-    def __init__(self, folder):
-        self.folder = folder
-        self.notes = []
-
-    def require(self, name, stage):
-        return self.folder / name
-
-    def path(self, name):
-        return self.folder / name
-
-    def note(self, text):
-        self.notes.append(text)
 
 
 def random_corpus(rng, n_chunks=400, vocab=40, new_doc=0.6):
@@ -78,7 +62,7 @@ def build(tmp_path, texts, doc_ids):
                         ("04_chunks.parquet", chunks)):
         # Small row groups, so loading the postings really goes group by group.
         pq.write_table(table.replace_schema_metadata({b"pipekit": meta}), tmp_path / name, row_group_size=500)
-    return retrieval.Index(FakeContext(tmp_path))
+    return retrieval.Index(OutputReader(tmp_path))  # the context pipekit.Searcher gives the index
 
 
 def dense_matrix(texts):
