@@ -432,12 +432,12 @@ def chunk_rows(part: tuple) -> Iterator[pa.Table]:
     })
 
 
-def vector_rows(spec: str, part: tuple) -> Iterator[pa.Table]:
+def vector_rows(spec: str, heading_weight: int, part: tuple) -> Iterator[pa.Table]:
     """A partition's rows of 04_vectors.parquet, given its first chunk's number and its
     rows of 03_chunks: each chunk's heading trail and text embedded by the model
     (pipekit/dense.py), one L2-normalised vector per chunk, in chunk order."""
     first_chunk, rows = part
-    return dense.vector_rows(spec, iter_rows(rows, ["heading", "text"], batch_size=BATCH), first_chunk)
+    return dense.vector_rows(spec, iter_rows(rows, ["heading", "text"], batch_size=BATCH), first_chunk, heading_weight)
 
 
 def shard_of(plan: Plan, s: int, parts: list, lengths, slice_of=None) -> tuple:
@@ -529,7 +529,7 @@ def run(ctx) -> None:
         # chunk numbers are 03's row numbers (whatever partitions the counts came from, reused or not)
         t0 = time.perf_counter()
         list(ctx.write_partitions(dense.VECTORS, dense.vectors_schema(dense.model_dim(sec["dense_model"])),
-                                  StageFunction(4, "vector_rows", (sec["dense_model"],)),
+                                  StageFunction(4, "vector_rows", (sec["dense_model"], sec["heading_weight"])),
                                   [(part.start, part) for part in dense.block_parts(parts)], desc="04 vectors",
                                   meta=meta))
         took = time.perf_counter() - t0

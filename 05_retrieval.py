@@ -443,6 +443,11 @@ class Index:
         return QueryTerms(np.asarray(ids, dtype=np.int64), np.asarray([weight[t] for t in ids]), q.qtf,
                           np.asarray([added.get(t, 0.0) for t in ids]))
 
+    def scorer(self, q: "QueryTerms"):
+        """The exact score of any sorted chunks for q (for the fusion: a chunk only the cosine
+        found gets its BM25 part like any other, not 0 for missing BM25's list)."""
+        return lambda chunks: self._looked_up(q.ids, q.weights, chunks)
+
     def added_terms(self, q: "QueryTerms") -> list[tuple[str, float]]:
         """The terms feedback added to a query (the text never says them), heaviest first."""
         return added_terms(self.terms, q)
@@ -491,7 +496,7 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
                 scored[i] = index.expand(scored[i], feedback)
             cols, vals = candidates(index, scored[i], depth)
             if fusion is not None:  # the union of both top lists, each score over its best, mixed
-                cols, vals = fusion.fuse(cols, vals, vecs[i], tops[i - batch.start], depth)
+                cols, vals = fusion.fuse(cols, vals, vecs[i], tops[i - batch.start], depth, index.scorer(scored[i]))
             order, docs, doc_scores = rank(cols, vals, doc_codes, top_k_n, depth)
             out.append((cols[order], vals[order], docs, doc_scores))
         return out

@@ -120,9 +120,9 @@ def table(model_label: str, results: dict, weights) -> None:
 SPEED_CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, {repo!r})
-from pipekit.dense import load_model, chunk_text
+from pipekit.dense import load_model, chunk_text, heading_repeats
 rows = [json.loads(l) for l, _ in zip(open({corpus!r}), range({n}))]
-texts = [chunk_text(r.get("title", ""), r.get("text", "")) for r in rows]
+texts = [chunk_text(r.get("title", ""), r.get("text", ""), heading_repeats({model!r}, 3)) for r in rows]
 t0 = time.perf_counter(); model = load_model({model!r}); load = time.perf_counter() - t0
 model.embed(texts[:8])
 t0 = time.perf_counter(); v = model.embed(texts); dt = time.perf_counter() - t0
@@ -234,19 +234,6 @@ def cut_function_words(text: str) -> str:
     return cut.strip() or low
 
 
-def own_heading_text(path, text, heading_weight: int) -> str:
-    """A chunk's text to embed with its own heading (the last non-empty element of its
-    heading trail) counted `heading_weight` times and the parents once: the trail (as
-    pipekit/dense.py's chunk_text writes it), then the own heading heading_weight − 1 more
-    times, then the text.  One heading (a BEIR title): the same as the heading x3 variant."""
-    from pipekit.dense import chunk_text
-
-    trail = [h for h in (path or []) if h]
-    if not trail:
-        return text or ""
-    return chunk_text("\n\n".join([" › ".join(trail)] + [trail[-1]] * (heading_weight - 1)), text)
-
-
 def content_embed(model, texts: list[str]):
     """WordLlama's vectors of `texts` without their function words (`token_ids`): the other
     tokens are exactly the model's."""
@@ -280,10 +267,10 @@ def fusion_class():
     class Fused(Dense):
         norm, bound = "best", 0.0
 
-        def fuse(self, cols, vals, qvec, dense_top, depth, parts=False):
-            if self.norm == "best":
-                return super().fuse(cols, vals, qvec, dense_top, depth, parts)
-            union, bm25, cos, in_b, in_d = self.union_scores(cols, vals, qvec, dense_top, depth)
+        def fuse(self, cols, vals, qvec, dense_top, depth, exact=None, parts=False):
+            if self.norm in ("best", "best0"):  # best0: a chunk outside BM25's top list gets BM25 part 0
+                return super().fuse(cols, vals, qvec, dense_top, depth, exact if self.norm == "best" else None, parts)
+            union, bm25, cos, in_b, in_d = self.union_scores(cols, vals, qvec, dense_top, depth, exact)
             if self.norm == "min-max":
                 def norm(x, ref):
                     lo, hi = (ref.min(), ref.max()) if len(ref) else (0.0, 0.0)
@@ -393,36 +380,39 @@ class Measured:
         texts = ["\n\n".join([hh] * HEADING_REPEATS + [tt or ""]) if hh else (tt or "") for hh, tt in zip(h, t)]
         return load_model(self.base.spec).embed(texts)
 
-    def own_heading_vectors(self):
-        """The chunks' vectors with the chunk's own heading (the last of its heading trail)
-        counted `indexing.heading_weight` times (stage 04's, from the index) and its parents
-        once: the trail as stage 04 embeds it, then the own heading weight − 1 times more
-        (`own_heading_text`).  The own heading says what the section is about; the parents
-        are context every sibling section shares."""
+    def chunk_texts(self, repeats: int | None = None) -> list[str]:
+        """The chunks' texts as stage 04 embeds them (pipekit/dense.py's chunk_text), the own
+        heading counted `repeats` times (None: as stage 04 counts it, `heading_repeats`)."""
+        from pipekit.dense import chunk_text, heading_repeats
+
+        if repeats is None:
+            repeats = heading_repeats(self.base.spec, int(self.index.stats["heading_weight"]))
+        h, t = self.chunks.column("heading").to_pylist(), self.chunks.column("text").to_pylist()
+        return [chunk_text(hh, tt, repeats) for hh, tt in zip(h, t)]
+
+    def trail_once_vectors(self):
+        """The chunks' vectors with the heading trail once and no more (pipekit/dense.py's
+        embedding before session 11: the own heading not weighted)."""
         from pipekit.dense import load_model
 
-        hw = int(self.index.stats["heading_weight"])
-        p, t = self.chunks.column("heading_path").to_pylist(), self.chunks.column("text").to_pylist()
-        return load_model(self.base.spec).embed([own_heading_text(pp, tt, hw) for pp, tt in zip(p, t)])
+        return load_model(self.base.spec).embed(self.chunk_texts(1))
 
     def content_vectors(self):
         """The chunks' and the queries' vectors with function words taken out first
         (`content_embed`): an average of static word vectors spends weight on the
         words every text has, pulling every vector toward one common direction."""
-        from pipekit.dense import chunk_text, load_model
+        from pipekit.dense import load_model
 
         model = load_model(self.base.spec)
-        h, t = self.chunks.column("heading").to_pylist(), self.chunks.column("text").to_pylist()
-        chunks = content_embed(model, [chunk_text(hh, tt) for hh, tt in zip(h, t)])
+        chunks = content_embed(model, self.chunk_texts())
         return chunks, content_embed(model, [q for _, q in self.queries])
 
     def cut_vectors(self):
         """The chunks' and the queries' vectors of their text with function words cut out (`cut_function_words`)."""
-        from pipekit.dense import chunk_text, load_model
+        from pipekit.dense import load_model
 
         model = load_model(self.base.spec)
-        h, t = self.chunks.column("heading").to_pylist(), self.chunks.column("text").to_pylist()
-        return (model.embed([cut_function_words(chunk_text(hh, tt)) for hh, tt in zip(h, t)]),
+        return (model.embed([cut_function_words(t) for t in self.chunk_texts()]),
                 model.embed([cut_function_words(q) for _, q in self.queries]))
 
     def sif_vectors(self, pc: bool, weights: bool = True):
@@ -432,11 +422,10 @@ class Measured:
         chunks and queries alike (their common component)."""
         import numpy as np
 
-        from pipekit.dense import chunk_text, load_model, normalise
+        from pipekit.dense import load_model, normalise
 
         model = load_model(self.base.spec)
-        h, t = self.chunks.column("heading").to_pylist(), self.chunks.column("text").to_pylist()
-        c_ids = token_ids(model, [chunk_text(hh, tt) for hh, tt in zip(h, t)])
+        c_ids = token_ids(model, self.chunk_texts())
         q_ids = token_ids(model, [q for _, q in self.queries])
         weight = None
         if weights:
@@ -486,11 +475,13 @@ def fusions(model: str, label: str, wanted: list[str], weights: list[float], onl
     sets_vectors = lambda vectors: lambda lab: Variant(lab, vectors={m.name: vectors(m) for m in sets})
     lazy = [("divided by the best (adopted)", Variant), ("min-max", lambda lab: Variant(lab, "min-max")),
             ("z-score", lambda lab: Variant(lab, "z-score")),
+            ("BM25 part 0 outside BM25's top (before session 11)", lambda lab: Variant(lab, "best0")),
             (f"reciprocal rank (k {RRF_K})", lambda lab: Variant(lab, "rrf")),
             ("theoretical bound", lambda lab: Variant(lab, "bound"))]
     if model == "wordllama":  # repeating words is weighting them only in an average of word vectors
-        lazy += [(f"heading x{HEADING_REPEATS} in the vectors", sets_vectors(lambda m: m.heading_vectors())),
-                 ("own heading x heading_weight in the vectors", sets_vectors(lambda m: m.own_heading_vectors())),
+        lazy += [(f"whole heading trail x{HEADING_REPEATS} in the vectors", sets_vectors(lambda m: m.heading_vectors())),
+                 ("heading trail once in the vectors (before session 11)",
+                  sets_vectors(lambda m: m.trail_once_vectors())),
                  # Matryoshka-trained: a prefix of the 256 is the smaller model (the larger ones download)
                  ("first 128 of the 256 dimensions",
                   lambda lab: pair(lab, lambda m: (normalise(m.base.vectors[:, :128]), normalise(m.qvecs[:, :128])))),
@@ -521,6 +512,8 @@ def fusions(model: str, label: str, wanted: list[str], weights: list[float], onl
             else:
                 print(f"  {m.name:<10}" + "".join(f"{got[v.label, m.name][w][:, 0].mean():>6.3f}/"
                                                   f"{got[v.label, m.name][w][:, 1].mean():.3f}" for w in weights))
+        if not shared:  # only the sample and docs_qa: nothing to average or resample over
+            continue
         ratios = [[got[v.label, m.name][w].mean() / bm25[m.name].mean() for m in shared] for w in weights]
         print(f"  {'mean ratio':<10}" + "".join(f"{np.mean(r):>9.4f}" for r in ratios)
               + f"   (the {len(shared)} shared collections; worst: " + " ".join(f"{min(r):.3f}" for r in ratios) + ")",
@@ -529,7 +522,8 @@ def fusions(model: str, label: str, wanted: list[str], weights: list[float], onl
         print(f"  at its best weight {weights[best]:g}, ratio to BM25: " + ", ".join(
             f"{m.name} {got[v.label, m.name][weights[best]].mean() / bm25[m.name].mean():.4f}"
             for m in sets if m.qrels is not None) + f", mean (3) {np.mean(ratios[best]):.4f}", flush=True)
-    noise(shared, variants, weights, bm25, got)
+    if shared:
+        noise(shared, variants, weights, bm25, got)
 
 
 def noise(shared, variants, weights, bm25, got) -> None:

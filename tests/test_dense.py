@@ -139,15 +139,15 @@ def vectors(out: Path) -> np.ndarray:
 
 
 def expected_fusion(bm25: dict[int, float], cos: np.ndarray, w: float, depth: int = 100) -> list[tuple[int, float]]:
-    """The fusion as pipekit/fusion.py states it, from BM25's top chunks (`bm25`: chunk ->
-    score) and every chunk's cosine: union of the two top-`depth` lists, each score divided
-    by its own list's best, convex combination; best first, ties by chunk order."""
+    """The fusion as pipekit/fusion.py states it, from every chunk's BM25 score (`bm25`: chunk
+    -> score, the chunks it scores) and cosine: union of the two top-`depth` lists, each
+    score divided by its own list's best, convex combination; best first, ties by chunk order."""
     b_top = sorted(bm25, key=lambda c: (-bm25[c], c))[:depth]
     d_top = sorted(range(len(cos)), key=lambda c: (-cos[c], c))[:depth]
     bh, dh = max(bm25[c] for c in b_top), max(cos[c] for c in d_top)
     out = []
     for c in set(b_top) | set(d_top):
-        f = (1 - w) * (bm25[c] / bh if c in b_top else 0.0) + w * cos[c] / dh
+        f = (1 - w) * bm25.get(c, 0.0) / bh + w * cos[c] / dh
         if f > 0:
             out.append((c, f))
     return sorted(out, key=lambda cf: (-cf[1], cf[0]))
@@ -238,16 +238,33 @@ def runs(tmp_path_factory):
     return root, cfg
 
 
+def test_a_chunks_text_to_embed_weights_its_own_heading_not_its_parents():
+    from pipekit.dense import chunk_text, heading_repeats
+
+    text = chunk_text("Guide › Install › Linux", "apt install it", 3)
+    assert text == "Guide › Install › Linux\n\nLinux\n\nLinux\n\napt install it"
+    assert text.count("Linux") == 3 and text.count("Guide") == 1 and text.count("Install") == 1
+    assert chunk_text("Title", "body", 3) == "\n\n".join(["Title"] * 3 + ["body"])  # one level: a BEIR title
+    assert chunk_text("A › B", "x", 1) == "A › B\n\nx" and chunk_text("", "body", 3) == chunk_text(None, "body") == "body"
+    # WordLlama averages tokens, so repeating is weighting: BM25's heading_weight; a transformer reads it once.
+    assert heading_repeats("wordllama", 3) == 3 and heading_repeats("wordllama", 0) == 1
+    assert heading_repeats("/models/all-MiniLM-L6-v2", 3) == 1
+
+
 def test_wordllama_vectors_are_each_chunks_heading_and_text_embedded(runs):
     from pipekit.dense import WordLlamaModel, chunk_text
+    from pipekit.io import read_meta
 
     root, _ = runs
     v = vectors(root / "wl")
     chunks = pd.read_parquet(root / "wl" / "03_chunks.parquet")
     assert v.shape == (len(chunks), 256)
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1, atol=1e-6)
-    pick = [0, len(chunks) // 2, len(chunks) - 1]
-    again = WordLlamaModel().embed([chunk_text(chunks["heading"][i], chunks["text"][i]) for i in pick])
+    trail = int(np.flatnonzero(chunks["heading"].fillna("").str.contains("›"))[0])  # a chunk under two headings
+    pick = [0, trail, len(chunks) // 2, len(chunks) - 1]
+    hw = read_meta(root / "wl" / "04_terms.parquet")["corpus"]["heading_weight"]
+    assert hw == 3  # the default: the own heading counts three times
+    again = WordLlamaModel().embed([chunk_text(chunks["heading"][i], chunks["text"][i], hw) for i in pick])
     np.testing.assert_allclose(v[pick], again, atol=1e-6)
     assert "wordllama" in json.dumps(__import__("pipekit.io", fromlist=["x"]).read_meta(root / "wl" / "04_vectors.parquet"))
 
@@ -270,6 +287,32 @@ def test_hybrid_results_are_the_fusion_of_bm25_and_the_cosine(runs):
         np.testing.assert_allclose(got.score, [f for _, f in want], rtol=1e-6)
         changed += list(got.chunk_id) != list(b.chunk_id[:10])
     assert changed > 0  # the cosine moved something, or the test would prove nothing
+
+
+def test_a_chunk_only_the_cosine_found_gets_its_own_bm25_part(runs):
+    """Chunk 3 is in the cosine's top 2, not BM25's: its BM25 part is its score looked up
+    (`Index.scorer`), over the best of BM25's list, as for any chunk; without a scorer, 0."""
+    from pipekit.fusion import Dense
+    from pipekit.search import Searcher
+
+    vectors_ = np.array([[0.0, 1.0], [0.8, 0.6], [0.6, 0.8], [1.0, 0.0]], np.float32)
+    d, query = Dense(vectors_, "wordllama", 0.5), np.array([1.0, 0.0], np.float32)
+    top = d.top(query[None], 2)[0]
+    union, fused = d.fuse(np.array([0, 1, 2]), np.array([4.0, 2.0, 1.0]), query, top, 2,
+                          exact=lambda chunks: np.full(len(chunks), 0.5))
+    assert union.tolist() == [0, 1, 3]
+    np.testing.assert_allclose(fused, [0.5 * 4 / 4 + 0.5 * 0.0, 0.5 * 2 / 4 + 0.5 * 0.8, 0.5 * 0.5 / 4 + 0.5 * 1.0])
+    _, without = d.fuse(np.array([0, 1, 2]), np.array([4.0, 2.0, 1.0]), query, top, 2)
+    assert without[2] == 0.5 * 1.0
+
+    # The scorer gives a chunk the score stage 05's full scoring gives it, and 0 without a query term.
+    index = Searcher(runs[0] / "bm25").index
+    q = index.query_terms(["why drop the replication slot after the nightly base backup"])[0]
+    cols, vals = index.scores(q.ids, weights=q.weights)
+    assert len(cols) > 1
+    np.testing.assert_allclose(index.scorer(q)(cols), vals, rtol=1e-12)
+    absent = np.setdiff1d(np.arange(len(index.lengths)), cols)[:5]
+    assert len(absent) and not index.scorer(q)(absent).any()
 
 
 def test_no_model_or_weight_zero_is_bm25_bit_for_bit(runs, tmp_path):

@@ -71,15 +71,3 @@ def test_function_words_leave_the_average_and_nothing_else_changes():
     np.testing.assert_allclose(got[0], want[0], atol=1e-6)
     np.testing.assert_allclose(got[1:], want, atol=1e-6)
     assert hybrid.cut_function_words("The on-call rotation\n\nThe pager") == "-call rotation\n\npager"
-
-
-def test_own_heading_counts_heading_weight_times_and_the_parents_once():
-    text = hybrid.own_heading_text(["Guide", "", "Install", "Linux"], "apt install it", 3)
-    assert text == "Guide › Install › Linux\n\nLinux\n\nLinux\n\napt install it"
-    assert text.count("Linux") == 3 and text.count("Guide") == 1 and text.count("Install") == 1
-    # One heading (a BEIR title): the whole trail counted 3 times, as the heading x3 variant.
-    assert hybrid.own_heading_text(["Title"], "body", 3) == "\n\n".join(["Title"] * 3 + ["body"])
-    assert hybrid.own_heading_text([], "body", 3) == "body"
-    from pipekit.dense import chunk_text
-
-    assert hybrid.own_heading_text(["A", "B"], "x", 1) == chunk_text("A › B", "x")  # weight 1: as stage 04 embeds
