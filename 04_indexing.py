@@ -73,7 +73,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipekit import counting, dense
+from pipekit import counting, dense, io
 from pipekit.analyzer import Analyzer
 from pipekit.cli import stage_main
 from pipekit.engine import StageFunction, advance, iter_rows, progress_bar, watched
@@ -432,12 +432,14 @@ def chunk_rows(part: tuple) -> Iterator[pa.Table]:
     })
 
 
-def vector_rows(spec: str, heading_weight: int, part: tuple) -> Iterator[pa.Table]:
+def vector_rows(spec: str, heading_weight: int, previous: str | None, part: tuple) -> Iterator[tuple]:
     """A partition's rows of 04_vectors.parquet, given its first chunk's number and its
     rows of 03_chunks: each chunk's heading trail and text embedded by the model
-    (pipekit/dense.py), one L2-normalised vector per chunk, in chunk order."""
+    (pipekit/dense.py), one L2-normalised vector per chunk, in chunk order; blocks of chunks
+    the `previous` vectors already hold are copied from them."""
     first_chunk, rows = part
-    return dense.vector_rows(spec, iter_rows(rows, ["heading", "text"], batch_size=BATCH), first_chunk, heading_weight)
+    batches = iter_rows(rows, ["chunk_id", "heading", "text"], batch_size=BATCH)
+    return dense.vector_rows(spec, batches, first_chunk, heading_weight, previous)
 
 
 def shard_of(plan: Plan, s: int, parts: list, lengths, slice_of=None) -> tuple:
@@ -528,13 +530,18 @@ def run(ctx) -> None:
     else:  # with a model, each chunk's vector too, embedded where its partition is (a worker, on a cluster);
         # chunk numbers are 03's row numbers (whatever partitions the counts came from, reused or not)
         t0 = time.perf_counter()
-        list(ctx.write_partitions(dense.VECTORS, dense.vectors_schema(dense.model_dim(sec["dense_model"])),
-                                  StageFunction(4, "vector_rows", (sec["dense_model"], sec["heading_weight"])),
-                                  [(part.start, part) for part in dense.block_parts(parts)], desc="04 vectors",
-                                  meta=meta))
+        starts = dense.block_starts(io.read_table(parts[0].path, ["chunk_id"]).column("chunk_id").to_pylist())
+        # An unchanged block is copied from the previous vectors (local engine: on a cluster
+        # the previous file is the client's, so the workers embed everything).
+        previous = str(ctx.path(dense.VECTORS)) if engine.kind == "local" and ctx.path(dense.VECTORS).exists() else None
+        copied = sum(item[1] for item in ctx.write_partitions(
+            dense.VECTORS, dense.vectors_schema(dense.model_dim(sec["dense_model"])),
+            StageFunction(4, "vector_rows", (sec["dense_model"], sec["heading_weight"], previous)),
+            [(part.start, part) for part in dense.block_parts(parts, starts)], desc="04 vectors", meta=meta))
         took = time.perf_counter() - t0
-        ctx.note(f"{dense.VECTORS}: {stats['N']:,} chunks embedded by {meta_model(ctx)} in {took:.1f} s "
-                 f"({stats['N'] / max(took, 1e-9):,.0f} chunks/s)")
+        ctx.note(f"{dense.VECTORS}: {stats['N'] - copied:,} chunks embedded by {meta_model(ctx)} in {took:.1f} s "
+                 f"({(stats['N'] - copied) / max(took, 1e-9):,.0f} chunks/s)"
+                 + (f", {copied:,} copied from the previous run (unchanged blocks)" if copied else ""))
     if reused:
         ctx.note(f"{reused:,} chunks of unchanged documents: counts taken from the previous index, "
                  f"statistics and impacts computed anew")

@@ -68,9 +68,14 @@ def build() -> None:
 USER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
+EXTRA_SETS: list[str] = []  # --set KEY=VALUE given to this script, passed to every run
+
+
 def pipeline(out: Path, *args: str, repo: Path = REPO) -> tuple[float, str]:
     sets = ["--set", f"documents.input={CORPUS}", "--set", f"paths.output={out}",
             "--set", f"retrieval.queries={QUESTIONS}", "--set", "retrieval.qrels=null"]
+    for kv in EXTRA_SETS:
+        sets += ["--set", kv]
     # The previous run's writes reach the disk first, as they have long before a user
     # edits a file: a timed step should not wait for the forced run's write-back.
     os.sync()
@@ -82,7 +87,13 @@ def pipeline(out: Path, *args: str, repo: Path = REPO) -> tuple[float, str]:
         raise SystemExit(f"run_pipeline failed:\n{proc.stdout}\n{proc.stderr}")
     # Each stage's own time, from its summary line ("03_chunking: ... in 0.41 s → ...").
     stages = re.findall(r"^(\d\d)_\w+: .* in ([\d.]+) s →", proc.stdout, re.M)
-    return seconds, " ".join(f"{n}:{float(t):.1f}" for n, t in stages) or "all fresh"
+    summary = " ".join(f"{n}:{float(t):.1f}" for n, t in stages) or "all fresh"
+    # With indexing.dense_model: how many chunks stage 04 embedded, and how many it copied.
+    vec = re.search(r"04_vectors\.parquet: ([\d,]+) chunks embedded .*$", proc.stdout, re.M)
+    if vec:
+        copied = re.search(r", ([\d,]+) copied from the previous run", vec.group(0))
+        summary += f" (vectors: {vec.group(1)} embedded, {copied.group(1) if copied else 0} copied)"
+    return seconds, summary
 
 
 def same_outputs(a: Path, b: Path) -> list[str]:
@@ -145,9 +156,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", action="store_true", help="gather the folder into bench/corpora/incremental")
     ap.add_argument("--rounds", type=int, default=1, help="run the sequence this often (the median is printed)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting for every run, e.g. indexing.dense_model=wordllama (vectors: what they cost)")
     ap.add_argument("--baseline", type=Path, metavar="PATH",
                     help="another checkout (a `git worktree` of an earlier commit), run in turn with this one")
     args = ap.parse_args()
+    EXTRA_SETS.extend(args.set)
     if args.build:
         build()
         return

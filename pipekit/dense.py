@@ -19,6 +19,9 @@ What this module does:
 - embeds stage 03's chunks (heading trail, then text; for WordLlama the own heading
   weighted as BM25 weighs it) into one L2-normalised float32 vector per chunk, in chunk
   order (`vector_rows`: 04_vectors.parquet);
+- embeds them a block at a time, blocks cut by chunk id (`block_starts`), and copies
+  from the previous run's vectors every block whose texts, model and code are the same
+  (`Blocks`): a rerun embeds only what changed;
 - embeds queries with the same model (stage 05's fusion with BM25: pipekit/fusion.py).
 
 Kept apart from the fusion so that stage 04's vectors go stale only when the embedding
@@ -43,7 +46,7 @@ WORDLLAMA = "wordllama"
 WORDLLAMA_CONFIG, WORDLLAMA_DIM = "l2_supercat", 256
 VECTORS = "04_vectors.parquet"
 HEADING_SEPARATOR = " › "  # between the levels of stage 03's heading trail
-EMBED_BATCH = 256  # chunks embedded per step (a progress-bar step; WordLlama pads within one)
+EMBED_BATCH = 256  # chunks embedded per step at most (`block_starts`)
 TOKENS_PER_BATCH = 8192  # BertFolder: tokens of one packed forward pass (its matrices stay ~50 MB)
 FOLDER_FILES = ("config.json", "tokenizer.json", "model.safetensors", "1_Pooling/config.json",
                 "sentence_bert_config.json", "modules.json")
@@ -322,7 +325,8 @@ def heading_repeats(spec: str, heading_weight: int) -> int:
 
 
 def vectors_schema(dim: int) -> pa.Schema:
-    return pa.schema([("chunk", pa.int32()), ("vector", pa.list_(pa.float32(), dim))])
+    # `block`: what its block of chunks embedded, hashed (`Blocks`): a rerun reuses equal blocks.
+    return pa.schema([("chunk", pa.int32()), ("vector", pa.list_(pa.float32(), dim)), ("block", pa.string())])
 
 
 def model_dim(spec: str) -> int:
@@ -332,48 +336,128 @@ def model_dim(spec: str) -> int:
     return int(json.loads(model_files(spec)["config.json"].read_text())["hidden_size"])
 
 
-def vector_rows(spec: str, batches, first_chunk: int, heading_weight: int = 1):
-    """04_vectors.parquet's rows for a run of chunk batches (heading, text), numbered from
-    `first_chunk`: each chunk's `chunk_text` (its heading weighted by `heading_repeats`),
-    embedded in blocks of EMBED_BATCH chunks at fixed places in the corpus
-    (chunks k·EMBED_BATCH up to the next multiple), whatever batches the rows arrive in.
-
-    Why fixed blocks: a model folder's vector of a text changes in its last bits with the
-    texts packed beside it (BLAS picks its summation order by the shape of the product:
-    seen with OpenBLAS 0.3.31), so blocks that followed the batches or partitions made the
-    engines disagree.  Partitions start on a block (`block_parts`), so every engine packs
-    the same texts together and writes the same bits."""
-    model, repeats = load_model(spec), heading_repeats(spec, heading_weight)
-    at = first_chunk
-    headings: list = []
-    texts: list = []
-
-    def embedded(n: int) -> pa.Table:
-        nonlocal at, headings, texts
-        v = model.embed([chunk_text(h, t, repeats) for h, t in zip(headings[:n], texts[:n])])
-        headings, texts = headings[n:], texts[n:]
-        table = pa.table({"chunk": pa.array(np.arange(at, at + n, dtype=np.int32)),
-                          "vector": pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), model.dim)},
-                         schema=vectors_schema(model.dim))
-        at += n
-        return table
-
-    for batch in batches:
-        headings += batch.column("heading").to_pylist()
-        texts += batch.column("text").to_pylist()
-        while len(texts) >= EMBED_BATCH - at % EMBED_BATCH:
-            yield embedded(EMBED_BATCH - at % EMBED_BATCH)
-    if texts:
-        yield embedded(len(texts))
+# Chunks are embedded in blocks, and a block is the unit a rerun reuses.  Why blocks: a model
+# folder's vector of a text can change in its last bits with the texts packed beside it (BLAS
+# picks its summation order by the shape of the product: seen with OpenBLAS 0.3.31 on a fresh
+# install), so every engine must pack the same texts together.  Why cut by chunk_id, not at
+# fixed places (every 256th chunk, as before): one file added near the start then shifted
+# every later block, and no block of the previous run could be reused.  A cut after each
+# chunk whose chunk_id hashes to 0 mod CUT_EVERY depends on that chunk alone, so an added or
+# changed document moves only the cuts around it (content-defined chunking, as rsync and
+# backup tools cut files).
+CUT_EVERY = 64  # a block ends after ~1 chunk in 64 ...
+# ... or at EMBED_BATCH chunks, whichever comes first (a progress-bar step; WordLlama pads within one)
 
 
-def block_parts(parts: list, block: int = EMBED_BATCH) -> list:
-    """The partitions' row ranges re-cut so that each starts on a multiple of `block`
-    (vector_rows' blocks then never straddle two partitions)."""
+def _ends_block(chunk_id: str, size: int) -> bool:
+    """Whether a block of `size` chunks ends with this chunk."""
+    return size >= EMBED_BATCH or \
+        int.from_bytes(hashlib.blake2b(chunk_id.encode(), digest_size=8).digest(), "big") % CUT_EVERY == 0
+
+
+def block_starts(chunk_ids) -> list[int]:
+    """Where each block of a run of chunks starts (the run's first chunk starts one)."""
+    starts, size = [0], 0
+    for i, cid in enumerate(chunk_ids):
+        size += 1
+        if _ends_block(cid, size):
+            starts.append(i + 1)
+            size = 0
+    return starts[:-1] if starts[-1] == len(chunk_ids) and len(starts) > 1 else starts
+
+
+def block_parts(parts: list, starts: list[int]) -> list:
+    """The partitions' row ranges moved to start on a block (`block_starts` of the whole
+    corpus): a block never straddles two partitions, so every engine packs it alike."""
+    import bisect
+
     from .engine import RowRange
 
-    cuts = sorted({0, parts[-1].stop} | {p.start - p.start % block for p in parts})
+    cuts = sorted({0, parts[-1].stop} | {starts[bisect.bisect_right(starts, p.start) - 1] for p in parts})
     return [RowRange(parts[0].path, a, b) for a, b in zip(cuts, cuts[1:])] or parts[:1]
+
+
+class Blocks:
+    """The previous run's vectors by block key, for `vector_rows` to reuse.
+
+    A block's key hashes what made its vectors: the model's identity, this module's code and
+    every text of the block in order.  Equal keys, equal texts packed alike, by the same model
+    and code: the vectors are the ones embedding would give, bit for bit, so a rerun embeds
+    only the blocks whose chunks changed."""
+
+    def __init__(self, spec: str, previous: str | None):
+        salt = json.dumps([identity(spec), _hash(Path(__file__))], sort_keys=True).encode()
+        self.salt = hashlib.blake2b(salt, digest_size=16).digest()
+        self.previous, self._at, self._vectors = previous, None, None
+
+    def key(self, texts: list[str]) -> str:
+        h = hashlib.blake2b(self.salt, digest_size=16)
+        for t in texts:
+            b = t.encode()
+            h.update(len(b).to_bytes(8, "big"))
+            h.update(b)
+        return h.hexdigest()
+
+    def find(self, key: str, n: int) -> np.ndarray | None:
+        """The previous run's n vectors of the block with this key, or None."""
+        if self.previous is None:
+            return None
+        if self._at is None:
+            from . import io
+
+            try:
+                blocks = io.read_table(self.previous, ["block"]).column("block").to_pylist()
+            except Exception:  # unreadable, or from before blocks had keys: embed everything
+                self.previous = None
+                return None
+            self._at = {}
+            for i, k in enumerate(blocks):
+                self._at.setdefault(k, i)  # a block's first row (equal blocks are equal texts)
+        at = self._at.get(key)
+        if at is None:
+            return None
+        if self._vectors is None:
+            from . import io
+
+            col = io.read_table(self.previous, ["vector"]).column("vector").combine_chunks()
+            self._vectors = col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), -1)
+        return self._vectors[at:at + n]
+
+
+def vector_rows(spec: str, batches, first_chunk: int, heading_weight: int = 1, previous: str | None = None):
+    """04_vectors.parquet's rows for a run of chunk batches (chunk_id, heading, text) that
+    starts a block, numbered from `first_chunk`: each chunk's `chunk_text` (its heading
+    weighted by `heading_repeats`), embedded a block at a time (`block_starts`), whatever
+    batches the rows arrive in; a block whose key the `previous` 04_vectors.parquet holds
+    is copied from it (`Blocks`).  Each block comes as (its rows, how many were copied)."""
+    model, repeats = load_model(spec), heading_repeats(spec, heading_weight)
+    blocks = Blocks(spec, previous)
+    at, size = first_chunk, 0
+    texts: list = []
+
+    def embedded(n: int) -> tuple[pa.Table, int]:
+        nonlocal at, texts
+        key = blocks.key(texts[:n])
+        v = blocks.find(key, n)
+        reused = n if v is not None else 0
+        if v is None:
+            v = model.embed(texts[:n])
+        texts = texts[n:]
+        table = pa.table({"chunk": pa.array(np.arange(at, at + n, dtype=np.int32)),
+                          "vector": pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), model.dim),
+                          "block": pa.array([key] * n, pa.string())}, schema=vectors_schema(model.dim))
+        at += n
+        return table, reused
+
+    for batch in batches:
+        for cid, h, t in zip(*(batch.column(c).to_pylist() for c in ("chunk_id", "heading", "text"))):
+            texts.append(chunk_text(h, t, repeats))
+            size += 1
+            if _ends_block(cid, size):
+                yield embedded(len(texts))
+                size = 0
+    if texts:
+        yield embedded(len(texts))
 
 
 def read_vectors(path: Path, n_chunks: int) -> np.ndarray:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO, run_script, write_config
@@ -177,38 +179,86 @@ def test_bert_folder_agrees_with_the_encoder_written_out_and_batches_change_litt
 
 
 def test_vector_rows_pack_the_same_blocks_however_rows_arrive(tmp_path, monkeypatch):
-    """Batches of any size, partitions cut anywhere (re-cut by block_parts): the same texts
-    are embedded together, so the vectors are the same bits (what lets a cluster, or a local
-    run counting on a thread per core, write the local engine's 04_vectors)."""
-    import pyarrow as pa
-
+    """Batches of any size, partitions cut anywhere (moved to block starts by block_parts): the
+    same texts are embedded together, so the vectors are the same bits (what lets a cluster,
+    or a local run counting on a thread per core, write the local engine's 04_vectors)."""
     from pipekit import dense
     from pipekit.engine import RowRange
 
     monkeypatch.setattr(dense, "EMBED_BATCH", 4)
-    folder = tiny_bert(tmp_path / "m")
-    packed = []
-    real = dense.BertFolder.embed
-    monkeypatch.setattr(dense.BertFolder, "embed", lambda self, texts: packed.append(len(texts)) or real(self, texts))
-    texts = [" ".join(WORDS[i % 7:i % 7 + 2 + i % 5]) for i in range(11)]
-    table = pa.table({"heading": [f"h{i}" for i in range(11)], "text": texts})
+    monkeypatch.setattr(dense, "CUT_EVERY", 3)
+    folder, packed = spy_on_packing(tmp_path, monkeypatch)
+    table = chunk_table([f"d{i // 3}#{i % 3}" for i in range(11)])
+    starts = dense.block_starts(table.column("chunk_id").to_pylist())
+    sizes = np.diff(starts + [11]).tolist()
+    assert len(starts) > 2 and max(sizes) <= 4  # cut by chunk id, at most EMBED_BATCH
 
     def vectors(cuts: list[int], batch: int) -> np.ndarray:
-        parts = dense.block_parts([RowRange("x", a, b) for a, b in zip(cuts, cuts[1:])])
+        parts = dense.block_parts([RowRange("x", a, b) for a, b in zip(cuts, cuts[1:])], starts)
+        assert all(p.start in starts for p in parts)
         rows = []
         for p in parts:
             batches = table.slice(p.start, len(p)).to_batches(max_chunksize=batch)
-            rows += [t for t in dense.vector_rows(str(folder), batches, p.start)]
+            rows += [t for t, _ in dense.vector_rows(str(folder), batches, p.start)]
         out = pa.concat_tables(rows)
         assert out.column("chunk").to_pylist() == list(range(11))
         return np.stack(out.column("vector").to_pylist())
 
     one = vectors([0, 11], 11)
-    assert packed == [4, 4, 3]  # blocks at chunks 0, 4, 8
+    assert packed == sizes
     for cuts, batch in (([0, 5, 11], 3), ([0, 2, 3, 9, 11], 1), ([0, 6, 11], 7)):
         packed.clear()
         assert np.array_equal(vectors(cuts, batch), one), (cuts, batch)
-        assert packed == [4, 4, 3]
+        assert packed == sizes
+
+
+def test_a_document_added_in_the_middle_re_embeds_only_the_blocks_around_it(tmp_path, monkeypatch):
+    """Blocks are cut by chunk id, so a new document moves only the cuts next to it: the
+    other blocks' keys are the previous run's and their vectors are copied, the same bits
+    a run without the previous vectors embeds."""
+    from pipekit import dense
+
+    monkeypatch.setattr(dense, "EMBED_BATCH", 6)
+    monkeypatch.setattr(dense, "CUT_EVERY", 3)
+    folder, packed = spy_on_packing(tmp_path, monkeypatch)
+    ids = [f"d{i // 2}#{i % 2}" for i in range(40)]
+
+    def run(table, previous=None):
+        out = list(dense.vector_rows(str(folder), table.to_batches(max_chunksize=7), 0, 1, previous))
+        return pa.concat_tables([t for t, _ in out]), sum(n for _, n in out)
+
+    before, copied = run(chunk_table(ids))
+    assert copied == 0
+    pq.write_table(before, tmp_path / "previous.parquet")
+    after_ids = ids[:20] + ["new#0", "new#1", "new#2"] + ids[20:]
+    packed.clear()
+    after, copied = run(chunk_table(after_ids), str(tmp_path / "previous.parquet"))
+    embedded = sum(packed)
+    assert copied + embedded == len(after_ids) and embedded < len(after_ids) // 2 and copied > len(ids) // 2
+    fresh, _ = run(chunk_table(after_ids))
+    assert after.equals(fresh)  # vectors and block keys, bit for bit
+    # Another model (or code) makes every key new: nothing is copied.
+    assert run(chunk_table(after_ids), str(tmp_path / "previous.parquet"))[1] == copied
+    other = tiny_bert(tmp_path / "other", seed=1)
+    out = list(dense.vector_rows(str(other), chunk_table(after_ids).to_batches(), 0, 1, str(tmp_path / "previous.parquet")))
+    assert sum(n for _, n in out) == 0
+
+
+def spy_on_packing(tmp_path, monkeypatch):
+    """A tiny model folder, and the list of how many texts each embed call packed."""
+    from pipekit import dense
+
+    folder = tiny_bert(tmp_path / "m")
+    packed = []
+    real = dense.BertFolder.embed
+    monkeypatch.setattr(dense.BertFolder, "embed", lambda self, texts: packed.append(len(texts)) or real(self, texts))
+    return folder, packed
+
+
+def chunk_table(ids: list[str]) -> pa.Table:
+    """Chunks (chunk_id, heading, text) whose text follows from the id: a chunk keeps its text wherever it moves."""
+    texts = [" ".join(WORDS[sum(map(ord, c)) % 30:sum(map(ord, c)) % 30 + 2 + len(c) % 5]) for c in ids]
+    return pa.table({"chunk_id": ids, "heading": [c.split("#")[0] for c in ids], "text": texts})
 
 
 def test_wordllama_loads_from_its_wheel_and_ignores_case(monkeypatch):
@@ -396,9 +446,15 @@ def test_a_rerun_that_reuses_counts_writes_the_vectors_a_forced_run_writes(tmp_p
     cfg = write_config(tmp_path, documents={"input": str(docs)},
                        retrieval={"queries": str(REPO / "data" / "queries.txt"), "qrels": None})
     pipeline(cfg, tmp_path / "out", "indexing.dense_model=wordllama")
+    # A setting of stage 04 that is not the vectors' reruns it, and copies every vector.
+    proc = pipeline(cfg, tmp_path / "out", "indexing.dense_model=wordllama", "indexing.k1=1.3")
+    n = len(pd.read_parquet(tmp_path / "out" / "04_vectors.parquet"))
+    assert f"04_vectors.parquet: 0 chunks embedded by wordllama" in proc.stdout
+    assert f"{n:,} copied from the previous run" in proc.stdout
     page = docs / "handbook" / "operations" / "deploys.md"
     page.write_text(page.read_text() + "\n## Rollback drills\n\nEvery quarter we roll a release back on purpose.\n")
-    pipeline(cfg, tmp_path / "out", "indexing.dense_model=wordllama")
+    proc = pipeline(cfg, tmp_path / "out", "indexing.dense_model=wordllama")
+    assert "copied from the previous run" in proc.stdout  # the blocks before deploys.md's chunks
     run_script("run_pipeline.py", "--config", str(cfg), "--set", f"paths.output={tmp_path / 'forced'}",
                "--set", "indexing.dense_model=wordllama", "--force")
     for name in ("04_chunks.parquet", "04_vectors.parquet", "05_results.parquet"):
