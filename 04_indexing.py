@@ -531,9 +531,10 @@ def run(ctx) -> None:
         # chunk numbers are 03's row numbers (whatever partitions the counts came from, reused or not)
         t0 = time.perf_counter()
         starts = dense.block_starts(io.read_table(parts[0].path, ["chunk_id"]).column("chunk_id").to_pylist())
-        # An unchanged block is copied from the previous vectors (local engine: on a cluster
-        # the previous file is the client's, so the workers embed everything).
-        previous = str(ctx.path(dense.VECTORS)) if engine.kind == "local" and ctx.path(dense.VECTORS).exists() else None
+        # An unchanged block is copied from the previous vectors (not with --force; not on a
+        # cluster, where the previous file is the client's: its workers embed everything).
+        reuse = not ctx.force and engine.kind == "local" and ctx.path(dense.VECTORS).exists()
+        previous = str(ctx.path(dense.VECTORS)) if reuse else None
         copied = sum(item[1] for item in ctx.write_partitions(
             dense.VECTORS, dense.vectors_schema(dense.model_dim(sec["dense_model"])),
             StageFunction(4, "vector_rows", (sec["dense_model"], sec["heading_weight"], previous)),

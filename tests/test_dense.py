@@ -455,8 +455,10 @@ def test_a_rerun_that_reuses_counts_writes_the_vectors_a_forced_run_writes(tmp_p
     page.write_text(page.read_text() + "\n## Rollback drills\n\nEvery quarter we roll a release back on purpose.\n")
     proc = pipeline(cfg, tmp_path / "out", "indexing.dense_model=wordllama")
     assert "copied from the previous run" in proc.stdout  # the blocks before deploys.md's chunks
-    run_script("run_pipeline.py", "--config", str(cfg), "--set", f"paths.output={tmp_path / 'forced'}",
-               "--set", "indexing.dense_model=wordllama", "--force")
+    for _ in range(2):  # the second --force has previous vectors beside it, and copies none
+        forced = run_script("run_pipeline.py", "--config", str(cfg), "--set", f"paths.output={tmp_path / 'forced'}",
+                            "--set", "indexing.dense_model=wordllama", "--force")
+        assert "copied from the previous run" not in forced.stdout
     for name in ("04_chunks.parquet", "04_vectors.parquet", "05_results.parquet"):
         x, y = pd.read_parquet(tmp_path / "out" / name), pd.read_parquet(tmp_path / "forced" / name)
         assert x.drop(columns="text", errors="ignore").map(repr).equals(
