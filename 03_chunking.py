@@ -59,7 +59,7 @@ from pipekit.doctext import DocText, Settings, count_words, measure, run_units
 from pipekit.markdown_blocks import FENCE_OPEN, MARKER, front_matter_end, front_matter_title, norm, scan_blocks
 from pipekit.structure import place_outline, plain_blocks
 from pipekit.unchunked import NoChunks, reason
-from pipekit.headings import heading_path, open_level, plain_heading  # a heading's text, the trail
+from pipekit.headings import TRAIL_SEPARATOR, heading_path, open_level, plain_heading  # a heading's text, the trail
 
 
 # ---- Packing -------------------------------------------------------------------------
@@ -499,7 +499,7 @@ def finish(chunks: list[dict], doc_id: str) -> list[dict]:
     for k, c in enumerate(chunks):
         c["chunk_id"] = f"{doc_id}#{k}"
         c["ordinal"] = k
-        c["heading"] = " › ".join(h for h in c["heading_path"] if h)
+        c["heading"] = TRAIL_SEPARATOR.join(h for h in c["heading_path"] if h)
         c["n_words"] = len(c["text"].split())
         c["n_chars"] = len(c["text"])
     return chunks

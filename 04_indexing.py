@@ -433,13 +433,13 @@ def chunk_rows(part: tuple) -> Iterator[pa.Table]:
 
 
 def vector_rows(spec: str, heading_weight: int, previous: str | None, part: tuple) -> Iterator[tuple]:
-    """A partition's rows of 04_vectors.parquet, given its first chunk's number and its
-    rows of 03_chunks: each chunk's heading trail and text embedded by the model
-    (pipekit/dense.py), one L2-normalised vector per chunk, in chunk order; blocks of chunks
-    the `previous` vectors already hold are copied from them."""
-    first_chunk, rows = part
-    batches = iter_rows(rows, ["chunk_id", "heading", "text"], batch_size=BATCH)
-    return dense.vector_rows(spec, batches, first_chunk, heading_weight, previous)
+    """A partition's rows of 04_vectors.parquet, given its first chunk's number, its rows of
+    03_chunks and its blocks' sizes: each chunk's heading trail and text embedded by the
+    model (pipekit/dense.py), one L2-normalised vector per chunk, in chunk order; blocks of
+    chunks the `previous` vectors already hold are copied from them."""
+    first_chunk, rows, sizes = part
+    batches = iter_rows(rows, ["heading", "text"], batch_size=BATCH)
+    return dense.vector_rows(spec, batches, first_chunk, sizes, heading_weight, previous)
 
 
 def shard_of(plan: Plan, s: int, parts: list, lengths, slice_of=None) -> tuple:
@@ -538,7 +538,8 @@ def run(ctx) -> None:
         copied = sum(item[1] for item in ctx.write_partitions(
             dense.VECTORS, dense.vectors_schema(dense.model_dim(sec["dense_model"])),
             StageFunction(4, "vector_rows", (sec["dense_model"], sec["heading_weight"], previous)),
-            [(part.start, part) for part in dense.block_parts(parts, starts)], desc="04 vectors", meta=meta))
+            [(p.start, p, dense.block_sizes(starts, p.start, p.stop)) for p in dense.block_parts(parts, starts)],
+            desc="04 vectors", meta=meta))
         took = time.perf_counter() - t0
         ctx.note(f"{dense.VECTORS}: {stats['N'] - copied:,} chunks embedded by {meta_model(ctx)} in {took:.1f} s "
                  f"({(stats['N'] - copied) / max(took, 1e-9):,.0f} chunks/s)"

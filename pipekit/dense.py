@@ -33,19 +33,21 @@ download anything.
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import PipelineError
+from .headings import TRAIL_SEPARATOR
 
 WORDLLAMA = "wordllama"
 WORDLLAMA_CONFIG, WORDLLAMA_DIM = "l2_supercat", 256
 VECTORS = "04_vectors.parquet"
-HEADING_SEPARATOR = " › "  # between the levels of stage 03's heading trail
 EMBED_BATCH = 256  # chunks embedded per step at most (`block_starts`)
 TOKENS_PER_BATCH = 8192  # BertFolder: tokens of one packed forward pass (its matrices stay ~50 MB)
 FOLDER_FILES = ("config.json", "tokenizer.json", "model.safetensors", "1_Pooling/config.json",
@@ -305,7 +307,7 @@ def chunk_text(heading, text, repeats: int = 1) -> str:
     heading (the trail's last) again until it has been said `repeats` times, then its text."""
     if not heading:
         return text or ""
-    own = heading.rsplit(HEADING_SEPARATOR, 1)[-1]
+    own = heading.rsplit(TRAIL_SEPARATOR, 1)[-1]
     return "\n\n".join([heading] + [own] * (repeats - 1) + [text or ""])
 
 
@@ -349,28 +351,29 @@ CUT_EVERY = 64  # a block ends after ~1 chunk in 64 ...
 # ... or at EMBED_BATCH chunks, whichever comes first (a progress-bar step; WordLlama pads within one)
 
 
-def _ends_block(chunk_id: str, size: int) -> bool:
-    """Whether a block of `size` chunks ends with this chunk."""
-    return size >= EMBED_BATCH or \
-        int.from_bytes(hashlib.blake2b(chunk_id.encode(), digest_size=8).digest(), "big") % CUT_EVERY == 0
-
-
 def block_starts(chunk_ids) -> list[int]:
-    """Where each block of a run of chunks starts (the run's first chunk starts one)."""
+    """Where each block of a run of chunks starts (the run's first chunk starts one).
+    Decided here once, for the whole corpus: each partition is given its blocks' sizes
+    (`block_sizes`)."""
     starts, size = [0], 0
     for i, cid in enumerate(chunk_ids):
         size += 1
-        if _ends_block(cid, size):
+        if size >= EMBED_BATCH or \
+                int.from_bytes(hashlib.blake2b(cid.encode(), digest_size=8).digest(), "big") % CUT_EVERY == 0:
             starts.append(i + 1)
             size = 0
     return starts[:-1] if starts[-1] == len(chunk_ids) and len(starts) > 1 else starts
 
 
+def block_sizes(starts: list[int], start: int, stop: int) -> list[int]:
+    """The sizes of the blocks of chunks [start, stop), which starts a block (`block_parts`)."""
+    inside = starts[bisect.bisect_left(starts, start):bisect.bisect_left(starts, stop)]
+    return np.diff(inside + [stop]).tolist()
+
+
 def block_parts(parts: list, starts: list[int]) -> list:
     """The partitions' row ranges moved to start on a block (`block_starts` of the whole
     corpus): a block never straddles two partitions, so every engine packs it alike."""
-    import bisect
-
     from .engine import RowRange
 
     cuts = sorted({0, parts[-1].stop} | {starts[bisect.bisect_right(starts, p.start) - 1] for p in parts})
@@ -406,13 +409,14 @@ class Blocks:
             from . import io
 
             try:
-                blocks = io.read_table(self.previous, ["block"]).column("block").to_pylist()
+                blocks = pc.dictionary_encode(io.read_table(self.previous, ["block"]).column("block").combine_chunks())
             except Exception:  # unreadable, or from before blocks had keys: embed everything
                 self.previous = None
                 return None
-            self._at = {}
-            for i, k in enumerate(blocks):
-                self._at.setdefault(k, i)  # a block's first row (equal blocks are equal texts)
+            # Each key's first row (equal blocks are equal texts): every key occurs, so the
+            # first indices of 0, 1, ... line up with the dictionary.
+            first = np.unique(np.asarray(blocks.indices), return_index=True)[1]
+            self._at = dict(zip(blocks.dictionary.to_pylist(), first.tolist()))
         at = self._at.get(key)
         if at is None:
             return None
@@ -424,15 +428,16 @@ class Blocks:
         return self._vectors[at:at + n]
 
 
-def vector_rows(spec: str, batches, first_chunk: int, heading_weight: int = 1, previous: str | None = None):
-    """04_vectors.parquet's rows for a run of chunk batches (chunk_id, heading, text) that
-    starts a block, numbered from `first_chunk`: each chunk's `chunk_text` (its heading
-    weighted by `heading_repeats`), embedded a block at a time (`block_starts`), whatever
+def vector_rows(spec: str, batches, first_chunk: int, sizes: list[int], heading_weight: int = 1,
+                previous: str | None = None):
+    """04_vectors.parquet's rows for a run of chunk batches (heading, text), numbered from
+    `first_chunk`: each chunk's `chunk_text` (its heading weighted by `heading_repeats`),
+    embedded a block at a time (`sizes`: the run's blocks, from `block_sizes`), whatever
     batches the rows arrive in; a block whose key the `previous` 04_vectors.parquet holds
     is copied from it (`Blocks`).  Each block comes as (its rows, how many were copied)."""
     model, repeats = load_model(spec), heading_repeats(spec, heading_weight)
     blocks = Blocks(spec, previous)
-    at, size = first_chunk, 0
+    at, sizes = first_chunk, list(reversed(sizes))  # popped from the end: the next block last
     texts: list = []
 
     def embedded(n: int) -> tuple[pa.Table, int]:
@@ -450,14 +455,12 @@ def vector_rows(spec: str, batches, first_chunk: int, heading_weight: int = 1, p
         return table, reused
 
     for batch in batches:
-        for cid, h, t in zip(*(batch.column(c).to_pylist() for c in ("chunk_id", "heading", "text"))):
-            texts.append(chunk_text(h, t, repeats))
-            size += 1
-            if _ends_block(cid, size):
-                yield embedded(len(texts))
-                size = 0
-    if texts:
-        yield embedded(len(texts))
+        texts += [chunk_text(h, t, repeats) for h, t in zip(batch.column("heading").to_pylist(),
+                                                             batch.column("text").to_pylist())]
+        while sizes and len(texts) >= sizes[-1]:
+            yield embedded(sizes.pop())
+    if texts or sizes:
+        raise PipelineError(f"vector_rows: {len(texts)} chunks left over, {len(sizes)} blocks unfilled")
 
 
 def read_vectors(path: Path, n_chunks: int) -> np.ndarray:

@@ -45,9 +45,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 __all__ = ["plain_heading", "strip_attribute_list", "drop_heading_attribute_lists", "HEADING_MAX",
-           "open_level", "heading_path"]
+           "open_level", "heading_path", "TRAIL_SEPARATOR"]
 
 HEADING_MAX = 256   # characters of a heading trail entry; longer ones end in "…"
+TRAIL_SEPARATOR = " › "  # between the levels of a chunk's `heading` (stage 03: its trail in one line)
 _READ_MAX = 4000    # raw characters read (see the module docstring)
 
 # --------------------------------------------------------------------------------------

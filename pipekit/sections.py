@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 
 from . import io
 from .errors import PipelineError
+from .headings import TRAIL_SEPARATOR
 
 LEVEL = 2  # heading levels that name a section: `#` page title, `##` topic
 
@@ -124,7 +125,7 @@ def section_context(weight: float, chunks_03: Path, index) -> SectionContext | N
     else:  # a hand-made 03 file with SPEC's `heading` only: its titles, empty levels already dropped
         heading = pc.fill_null(index.chunks.column("heading").combine_chunks(), "")
         paths = pc.if_else(pc.equal(heading, ""), pa.scalar([], pa.list_(pa.string())),
-                           pc.split_pattern(heading, " › "))
+                           pc.split_pattern(heading, TRAIL_SEPARATOR))
     if len(paths) != len(doc_id):
         raise PipelineError(f"{chunks_03} has {len(paths):,} chunks, the index {len(doc_id):,}: "
                             "rerun `python 04_indexing.py`")

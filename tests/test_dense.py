@@ -199,7 +199,8 @@ def test_vector_rows_pack_the_same_blocks_however_rows_arrive(tmp_path, monkeypa
         rows = []
         for p in parts:
             batches = table.slice(p.start, len(p)).to_batches(max_chunksize=batch)
-            rows += [t for t, _ in dense.vector_rows(str(folder), batches, p.start)]
+            rows += [t for t, _ in dense.vector_rows(str(folder), batches, p.start,
+                                                      dense.block_sizes(starts, p.start, p.stop))]
         out = pa.concat_tables(rows)
         assert out.column("chunk").to_pylist() == list(range(11))
         return np.stack(out.column("vector").to_pylist())
@@ -223,8 +224,11 @@ def test_a_document_added_in_the_middle_re_embeds_only_the_blocks_around_it(tmp_
     folder, packed = spy_on_packing(tmp_path, monkeypatch)
     ids = [f"d{i // 2}#{i % 2}" for i in range(40)]
 
+    def blocks(table):
+        return dense.block_sizes(dense.block_starts(table.column("chunk_id").to_pylist()), 0, len(table))
+
     def run(table, previous=None):
-        out = list(dense.vector_rows(str(folder), table.to_batches(max_chunksize=7), 0, 1, previous))
+        out = list(dense.vector_rows(str(folder), table.to_batches(max_chunksize=7), 0, blocks(table), 1, previous))
         return pa.concat_tables([t for t, _ in out]), sum(n for _, n in out)
 
     before, copied = run(chunk_table(ids))
@@ -240,7 +244,8 @@ def test_a_document_added_in_the_middle_re_embeds_only_the_blocks_around_it(tmp_
     # Another model (or code) makes every key new: nothing is copied.
     assert run(chunk_table(after_ids), str(tmp_path / "previous.parquet"))[1] == copied
     other = tiny_bert(tmp_path / "other", seed=1)
-    out = list(dense.vector_rows(str(other), chunk_table(after_ids).to_batches(), 0, 1, str(tmp_path / "previous.parquet")))
+    table = chunk_table(after_ids)
+    out = list(dense.vector_rows(str(other), table.to_batches(), 0, blocks(table), 1, str(tmp_path / "previous.parquet")))
     assert sum(n for _, n in out) == 0
 
 
