@@ -49,7 +49,7 @@ What a row says:
 - `encoding` is the codec the bytes were decoded with; `note` holds what a careful
   reader would mention (a detected encoding, a PDF without a text layer, a ragged CSV).
 - A rerun reads only what changed: a file whose content hash and place are as
-  `01_files.parquet` recorded gets its previous row back, unread (pipekit/incremental.py;
+  `01_files.parquet` recorded gets its previous row back, unread (pipekit/run/incremental.py;
   only files whose size or times moved are hashed again).  The output is a `--force`
   run's, row for row.
 
@@ -59,7 +59,7 @@ that is not marked up (a PDF without an outline has no headings), run OCR, or fo
 of HTML.  A malformed BEIR line does stop the stage, with file, line and problem: a
 corpus with a broken record is a broken corpus, not one unreadable document.
 
-The readers themselves live in `pipekit/readers.py`; this file is the stage's loop.
+The readers themselves live in `pipekit/read/`; this file is the stage's loop.
 """
 from __future__ import annotations
 
@@ -72,14 +72,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipekit.cli import stage_main
-from pipekit.engine import StageFunction, advance, line_ranges
-from pipekit.fastpath import beir_tables
-from pipekit.incremental import PreviousRows, listing_table, read_listing, reusable_rows
-from pipekit.errors import PipelineError
-from pipekit.io import read_meta
-from pipekit.pages import OUTLINE_TYPE
-from pipekit.readers import COLUMNS, SKIP_REASONS, iter_beir, list_inputs, read_document
-from pipekit.unchunked import NO_TEXT_LAYER
+from pipekit.run.engine import StageFunction, advance, line_ranges
+from pipekit.read.fastpath import beir_tables
+from pipekit.run.incremental import PreviousRows, listing_table, read_listing, reusable_rows
+from pipekit.run.errors import PipelineError
+from pipekit.run.io import read_meta
+from pipekit.read.pages import OUTLINE_TYPE
+from pipekit.read.beir import iter_beir
+from pipekit.read.documents import COLUMNS, read_document
+from pipekit.read.walk import SKIP_REASONS, list_inputs
+from pipekit.chunk.unchunked import NO_TEXT_LAYER
 
 SCHEMA = pa.schema([
     ("doc_id", pa.string()),
@@ -133,7 +135,7 @@ def input_partitions(section: dict, rows_per_part: int | None, entries: list | N
 def read_partition(part: tuple) -> Iterator[pa.Table]:
     """The stage-01 rows of one part, in order (one row per entry), as tables of bounded size."""
     if part[0] == "beir":
-        # Columns, not a dict per record: iter_beir's rows, in the same batches (pipekit/fastpath.py).
+        # Columns, not a dict per record: iter_beir's rows, in the same batches (pipekit/read/fastpath.py).
         for table in beir_tables(Path(part[1]), part[2], part[3], part[4], SCHEMA, BATCH_ROWS, BATCH_CHARS):
             advance(table.num_rows)
             yield table

@@ -14,7 +14,7 @@ What "clean" means here, each rule for a reason:
 - Form feeds become `--- page N ---` lines: that is how plain-text exports mark pages,
   and stage 03 tracks pages by those lines.
 - Page furniture goes: a line that repeats at the top or bottom of most pages (a running
-  header, a footer, a page number; pipekit/pages.py says how it is recognised) is the
+  header, a footer, a page number; pipekit/read/pages.py says how it is recognised) is the
   layout's, not the author's text.  Left in, one manual's running header sat in 70 % of
   its chunks.  The count is in the stage summary.
 - Control characters go (tab and newline stay): a stray NUL or escape code breaks
@@ -32,7 +32,7 @@ once to find its furniture, which compares its pages, once to clean it without.
 
 A rerun cleans only the documents that changed: one whose stage-01 `content_hash` is
 the one its previous row was cleaned from, with the same settings and code of stages 01
-and 02, gets that row back (pipekit/incremental.py; `--force` cleans everything).
+and 02, gets that row back (pipekit/run/incremental.py; `--force` cleans everything).
 
 What it deliberately does not do: touch Markdown structure, code, indentation or line
 breaks inside paragraphs (stage 03 needs them), lower-case or strip punctuation (that is
@@ -49,13 +49,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipekit.analyzer import string_buffers
+from pipekit.run.arrays import string_buffers
 from pipekit.cli import stage_main
-from pipekit.engine import StageFunction, advance, iter_rows
-from pipekit.fastpath import clean_texts
-from pipekit.incremental import reuse_parts
-from pipekit.pages import OUTLINE_TYPE, FurnitureDropper, FurnitureFinder, strip_furniture
-from pipekit.unchunked import ONLY_WHITESPACE
+from pipekit.run.engine import StageFunction, advance, iter_rows
+from pipekit.read.fastpath import clean_texts
+from pipekit.run.incremental import reuse_parts
+from pipekit.read.pages import OUTLINE_TYPE, FurnitureDropper, FurnitureFinder, strip_furniture
+from pipekit.chunk.unchunked import ONLY_WHITESPACE
 
 COLUMNS = ["doc_id", "source", "format", "path", "title", "text", "outline", "content_hash", "page_labels", "note"]
 
@@ -256,7 +256,7 @@ def _line_batches(pieces: Iterator[str]) -> Iterator[tuple[list[str], bool]]:
 def clean_large_paged(data: np.ndarray, unicode_form: str = "NFC", size: int = SLICE) -> tuple[pa.Buffer, int]:
     """`clean_document` of the UTF-8 bytes `data` of a text with pages, a slice at a time:
     (cleaned UTF-8, furniture lines removed).  Page furniture is what repeats across
-    pages, so the slices are read twice: once to find it (pipekit.pages.FurnitureFinder),
+    pages, so the slices are read twice: once to find it (pipekit.read.pages.FurnitureFinder),
     once to clean the text without it; neither pass holds the document's lines."""
     form_feeds = sum(data[a:a + (1 << 24)].tobytes().count(b"\f") for a in range(0, len(data), 1 << 24))
 
@@ -343,7 +343,7 @@ def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:
             while j < n and ok[j] and not large[j]:
                 j += 1
             # Texts that are clean already (short ASCII records, mostly) are finished as a
-            # column; the others go through clean_document one by one (pipekit/fastpath.py).
+            # column; the others go through clean_document one by one (pipekit/read/fastpath.py).
             run = batch.slice(k, j - k)
             texts, notes, furniture, paged = clean_texts(run.column("text"), run.column("note"),
                                                          lambda t, n: _clean_one(t, n, form))

@@ -5,7 +5,7 @@ decide whether an answer can be checked.  This stage reads `02_preprocessed.parq
 (doc_id, format, path, title, text, outline, page_labels, note) and writes
 `03_chunks.parquet`, one row per chunk: chunk_id `<doc_id>#<ordinal>`, heading_path /
 heading, the chunk text, the exact span `[start_char, end_char)` of the stage-02 text it
-came from, the pages it covers (numbers, and the labels printed on them: pipekit.pages),
+came from, the pages it covers (numbers, and the labels printed on them: pipekit.read.pages),
 and its size in words and characters.  A document without text gives no chunk (a BEIR
 record's title alone gives one: rule 10); the summary names it and says why.
 
@@ -13,8 +13,8 @@ How (strategy `heading`, the default):
 
 1. Blocks and their headings come in, each format read by its own structure (SPEC rule 9;
    the readers live in pipekit/): Markdown and converted HTML by CommonMark syntax
-   (pipekit.markdown_blocks, checked against markdown-it-py), a PDF by its outline and
-   plain text as paragraphs without any heading syntax (pipekit.structure).  YAML front
+   (pipekit.chunk.markdown_blocks, checked against markdown-it-py), a PDF by its outline and
+   plain text as paragraphs without any heading syntax (pipekit.chunk.structure).  YAML front
    matter is a block too: text the user wrote, under the title it gives.
 2. Each heading opens a section; its heading line opens the section's first chunk.  A
    heading directly followed by a deeper one stays with it.
@@ -31,12 +31,12 @@ exceed it.  Pages: with `track`, text before the first marker belongs to the pag
 it (none if that is page 1), and the marker line itself opens its page.
 
 CSV documents (kept as CSV text by stage 01) are packed record by record, every chunk
-starting with the header row (pipekit.csv_chunks).  Strategy `fixed` ignores structure on
+starting with the header row (pipekit.chunk.csv_chunks).  Strategy `fixed` ignores structure on
 purpose: windows of `target` units with `overlap`, cut at whitespace — the baseline the
 heading chunker is compared against.
 
 A rerun chunks only the documents that changed: the others keep their previous chunks,
-copied (same `content_hash`, same settings and code of stages 01–03; pipekit/incremental.py).
+copied (same `content_hash`, same settings and code of stages 01–03; pipekit/run/incremental.py).
 
 Deliberately not done here: no text is rewritten (chunk text is the source span plus only
 what the rules add, so CRLF, tabs, indentation and zero-width characters survive), no
@@ -54,12 +54,13 @@ from typing import Iterator
 
 import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
 
-from pipekit.csv_chunks import chunk_csv
-from pipekit.doctext import DocText, Settings, count_words, measure, run_units
-from pipekit.markdown_blocks import FENCE_OPEN, MARKER, front_matter_end, front_matter_title, norm, scan_blocks
-from pipekit.structure import place_outline, plain_blocks
-from pipekit.unchunked import NoChunks, reason
-from pipekit.headings import TRAIL_SEPARATOR, heading_path, open_level, plain_heading  # a heading's text, the trail
+from pipekit.chunk.csv_chunks import chunk_csv
+from pipekit.chunk.doctext import DocText, Settings, count_words, measure, run_units
+from pipekit.chunk.markdown_blocks import FENCE_OPEN, MARKER, norm, scan_blocks
+from pipekit.read.markdown import front_matter_end, front_matter_title
+from pipekit.chunk.structure import place_outline, plain_blocks
+from pipekit.chunk.unchunked import NoChunks, reason
+from pipekit.chunk.headings import TRAIL_SEPARATOR, heading_path, open_level, plain_heading  # a heading's text, the trail
 
 
 # ---- Packing -------------------------------------------------------------------------
@@ -531,9 +532,9 @@ def chunk_partition(section: dict, part) -> Iterator:
     """Stage 03 on one partition of 02_preprocessed.parquet: its documents' chunks, in
     order, in record batches of bounded size.  It depends on the partition alone, so the
     engine may run it anywhere (`section` is the plain config dict: it travels to workers)."""
-    from pipekit.engine import advance, iter_rows
-    from pipekit.fastpath import ChunkRows, one_chunk, runs, single_chunks
-    from pipekit.pages import with_labels
+    from pipekit.run.engine import advance, iter_rows
+    from pipekit.chunk.fastpath import ChunkRows, one_chunk, runs, single_chunks
+    from pipekit.read.pages import with_labels
 
     settings = Settings.from_section(section)
     schema = _schema()
@@ -542,7 +543,7 @@ def chunk_partition(section: dict, part) -> Iterator:
     for batch in iter_rows(part, columns=["doc_id", "format", "path", "title", "text", "outline", "content_hash",
                                           "page_labels", "note"]):
         advance(batch.num_rows)
-        # Records that are one line and one chunk: made as columns (pipekit/fastpath.py says which, and why the same)
+        # Records that are one line and one chunk: made as columns (pipekit/read/fastpath.py says which, and why the same)
         fast_rows, words = one_chunk(batch, settings)
         for a, b, fast in runs(fast_rows):
             if fast:
@@ -572,8 +573,8 @@ def chunk_partition(section: dict, part) -> Iterator:
 
 
 def run(ctx) -> None:
-    from pipekit.engine import StageFunction
-    from pipekit.incremental import reuse_parts
+    from pipekit.run.engine import StageFunction
+    from pipekit.run.incremental import reuse_parts
 
     settings = Settings.from_section(ctx.section)
     chunks_out = 0

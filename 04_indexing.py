@@ -10,7 +10,7 @@ Writes three tables that together are the index, each carrying the corpus statis
                         page_label_end (what a citation prints), length
 (On a cluster the chunks and the postings are folders of part files, read in name order.)
 With `indexing.dense_model` set, also `04_vectors.parquet`: chunk, vector (one L2-normalised
-float32 vector per chunk, its heading trail and text embedded by the model, pipekit/dense.py),
+float32 vector per chunk, its heading trail and text embedded by the model, pipekit/index/dense.py),
 which stage 05 fuses with BM25; the model's name and file hashes are recorded with the rest.
 
 The idea: BM25's score is a sum over query terms of a number that depends only on the
@@ -37,7 +37,7 @@ map/reduce engine needs.
 How it stays fast (a million passages in well under a minute, bench/scale.py): chunks
 are cut into words a batch at a time on whole Arrow columns; each batch numbers its own
 distinct words and is counted against those numbers (a sparse-matrix build: scipy sums
-duplicate (chunk, word) pairs in C; pipekit/counting.py, which counts a handful of chunks
+duplicate (chunk, word) pairs in C; pipekit/index/counting.py, which counts a handful of chunks
 in NumPy so that a small rerun does not load scipy); only at the end is each distinct word of the corpus
 analysed once (stopwords, stem) and the counts relabelled with term ids; the term-major
 postings are one CSR -> CSC conversion, which is linear; impacts are computed and
@@ -73,14 +73,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipekit import counting, dense, io
-from pipekit.analyzer import Analyzer
+from pipekit.index import counting
+from pipekit.index import dense
+from pipekit.run import io
+from pipekit.index.analyzer import Analyzer
 from pipekit.cli import stage_main
-from pipekit.engine import StageFunction, advance, iter_rows, progress_bar, watched
-from pipekit.headings import drop_heading_attribute_lists
-from pipekit.incremental import reused_counts
-from pipekit.links import drop_link_destinations
-from pipekit.malloc import release_freed_memory
+from pipekit.run.engine import StageFunction, advance, iter_rows, progress_bar, watched
+from pipekit.chunk.headings import drop_heading_attribute_lists
+from pipekit.run.incremental import reused_counts
+from pipekit.index.links import drop_link_destinations
+from pipekit.run.malloc import release_freed_memory
 
 INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start", "page_end",
                    "page_label_start", "page_label_end", "content_hash"]
@@ -98,7 +100,7 @@ def indexed_runs(analyzer: Analyzer, batch: pa.RecordBatch,
     heading names its subject in a few words, which its text need not repeat.  The text's
     heading lines lose their attribute lists (`{ #id .class }`): markup, not words a
     reader sees, as the heading column already has it; and its links are their text
-    (pipekit/links.py): the words of `[text](url "title")`'s address and title are not
+    (pipekit/index/links.py): the words of `[text](url "title")`'s address and title are not
     words of the passage."""
     words, rows = analyzer.runs(drop_link_destinations(drop_heading_attribute_lists(batch.column("text"))))
     weights = np.ones(len(words), dtype=np.int32)
@@ -235,7 +237,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     indices = cat(indices, np.int32)
     data = cat(data, np.int32)
     row_nnz = cat(row_nnz, np.int64)
-    release_freed_memory()  # the loop's freed arrays: held, they raised the peak by ~20% (pipekit/malloc.py)
+    release_freed_memory()  # the loop's freed arrays: held, they raised the peak by ~20% (pipekit/run/malloc.py)
     n = len(row_nnz)
     terms, term_of_local = vocab.term_of_local()
     release_freed_memory()  # Arrow's pool holds what the vocabulary's kernels freed until asked
@@ -435,7 +437,7 @@ def chunk_rows(part: tuple) -> Iterator[pa.Table]:
 def vector_rows(spec: str, heading_weight: int, previous: str | None, part: tuple) -> Iterator[tuple]:
     """A partition's rows of 04_vectors.parquet, given its first chunk's number, its rows of
     03_chunks and its blocks' sizes: each chunk's heading trail and text embedded by the
-    model (pipekit/dense.py), one L2-normalised vector per chunk, in chunk order; blocks of
+    model (pipekit/index/dense.py), one L2-normalised vector per chunk, in chunk order; blocks of
     chunks the `previous` vectors already hold are copied from them."""
     first_chunk, rows, sizes = part
     batches = iter_rows(rows, ["heading", "text"], batch_size=BATCH)
@@ -491,7 +493,7 @@ CHUNKS_SCHEMA = pa.schema([("chunk", pa.int32()), ("chunk_id", pa.string()), ("d
 
 
 def meta_model(ctx) -> str:
-    """The model's name as stage 04 records it (pipekit/dense.py identity)."""
+    """The model's name as stage 04 records it (pipekit/index/dense.py identity)."""
     return (ctx.inputs.get("external") or {}).get("model", "?")
 
 
@@ -505,7 +507,7 @@ def run(ctx) -> None:
     # Map: each partition is counted where it runs and its counts stay there (on a
     # cluster, in that worker's memory); only its vocabulary and lengths come here.  A
     # rerun counts only the chunks of changed documents: the others' counts are the
-    # previous index's, merged as a cluster merges partitions (pipekit/incremental.py).
+    # previous index's, merged as a cluster merges partitions (pipekit/run/incremental.py).
     with watched(ctx.upstream_rows if engine.kind == "local" else 0, "04 counting", "chunk", ctx.quiet):
         counts, reused = reused_counts(ctx, StageFunction(4, "count_partition", (sec,)), CITED)
         counts = counts or [engine.submit(StageFunction(4, "count_partition", (sec,)), part) for part in parts]

@@ -8,7 +8,7 @@ Writes `05_results.parquet` (query_id, query, rank, score, chunk_id, doc_id, hea
        `retrieval.explain` also `explain`, the score term by term), `05_results.trec`
        (the document-level run in TREC format) and,
        with qrels, `05_metrics.parquet` (nDCG@10, AP@100, R@100 per query and `all`),
-       also appended to the run history `05_history.parquet` (pipekit/history.py).
+       also appended to the run history `05_history.parquet` (pipekit/tools/history.py).
 
 The idea: since stage 04 stored each posting's BM25 impact, a query's score for a chunk
 is a sum of looked-up numbers, one per distinct query term, each times qtf, how often
@@ -36,10 +36,10 @@ On a cluster (`engine.kind: dask`) the batches are tasks: each worker loads the 
 Metrics are on documents: a document scores its best chunk, as a reader judges "did I
 find the right document".  They are computed by ir-measures (trec_eval's conventions)
 at depth 100 whatever `top_k` is, so changing top_k never changes the metrics.
-Turning hits into rows, metrics and the terminal preview is plumbing: pipekit/results.py.
+Turning hits into rows, metrics and the terminal preview is plumbing: pipekit/retrieve/results.py.
 
 With `retrieval.section_context` above 0 (0.5 in config.yaml), a chunk's score is mixed with
-its level-2 section's, BM25 over sections as units (pipekit/sections.py): a question is
+its level-2 section's, BM25 over sections as units (pipekit/retrieve/sections.py): a question is
 often asked in the words of the topic around the passage that answers it.  A corpus whose
 sections are single chunks (BEIR records) scores exactly as without it.
 
@@ -48,13 +48,13 @@ few chunks give a relevance model, whose heaviest terms join the query with smal
 (pseudo-relevance feedback, RM3), and the expanded query is scored like any other.
 
 With vectors in the index (`indexing.dense_model`) and `retrieval.dense_weight` w > 0, the
-BM25 candidates are fused with the query's cosine to every chunk (pipekit/fusion.py):
+BM25 candidates are fused with the query's cosine to every chunk (pipekit/retrieve/fusion.py):
 (1 − w)·BM25 + w·cosine, each divided by the best of its own top 100, so a passage that
 answers in other words than the question's can still rank (`candidates`, then `fuse`).
 
 Public pieces (other tools reuse them): `Index(ctx)`, `Index.query_terms(texts)` ->
 [QueryTerms], `Index.expand(q, Feedback)`, `Index.best_candidates(ids, depth, weights)`,
-`Index.scores(ids, at_least, weights)`, `Index.explain(q, chunk)`, `rank(...)` (pipekit/ranks.py), and
+`Index.scores(ids, at_least, weights)`, `Index.explain(q, chunk)`, `rank(...)` (pipekit/retrieve/ranks.py), and
 `search(index, queries, top_k, depth, feedback=...)` which does all of it for a list.
 
 What it deliberately does not do: re-rank, expand queries unless asked, or read
@@ -70,22 +70,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipekit import io
-from pipekit.analyzer import Analyzer
+from pipekit.run import io
+from pipekit.index.analyzer import Analyzer
 from pipekit.cli import stage_main
-from pipekit.errors import PipelineError
-from pipekit.history import metric_line, record_run
-from pipekit.io import cores
-from pipekit.malloc import keep_freed_memory
-from pipekit.queries import (Feedback, QueryTerms, TermIds, feedback_noise, feedback_of, load_qrels, load_queries,
+from pipekit.run.errors import PipelineError
+from pipekit.tools.history import metric_line, record_run
+from pipekit.run.io import cores
+from pipekit.run.malloc import keep_freed_memory
+from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, feedback_noise, feedback_of, load_qrels, load_queries,
                              trec_run)
-from pipekit.resident import held, on_workers, shared_arrays, shared_tag, warm_workers, worker_index
-from pipekit.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
+from pipekit.retrieve.resident import held, on_workers, shared_arrays, shared_tag, warm_workers, worker_index
+from pipekit.retrieve.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
                              print_results, results_table)
-from pipekit.fusion import dense_for
-from pipekit.ranks import TopPostings, masked, nth_best_document, rank, run_starts, sorted_unique
-from pipekit.sections import section_context
-from pipekit.stages import get_stage
+from pipekit.retrieve.fusion import dense_for
+from pipekit.retrieve.ranks import TopPostings, masked, nth_best_document, rank, sorted_unique
+from pipekit.run.arrays import run_starts
+from pipekit.retrieve.sections import section_context
+from pipekit.run.stages import get_stage
 
 DEPTH = 100  # documents evaluated per query, whatever top_k is
 DENSE_SHARE = 16  # a term in over 1/16 of the chunks gets an array over all chunks for lookups ...
@@ -117,7 +118,7 @@ class Index:
         self.analyzer = Analyzer.from_settings(self.stats["analyzer"])
         terms = io.read_table(ctx.path("04_terms.parquet"), ["term", "df", "idf"])
         self.terms = terms.column("term").combine_chunks()
-        self._term_ids = TermIds(self.terms)  # a word's term id, by binary search (pipekit/queries.py)
+        self._term_ids = TermIds(self.terms)  # a word's term id, by binary search (pipekit/retrieve/queries.py)
         self.df = terms.column("df").to_numpy()
         self.idf = terms.column("idf").to_numpy()
         # Postings are sorted by term, so a term's postings start where the previous df ends.
@@ -137,8 +138,8 @@ class Index:
             self._dense = dict(zip(self.dense_ids.tolist(), self.dense))
             self._seeds = TopPostings(self._postings_of)  # each term's floor seeds, found once
         self.small_query = SMALL_QUERY  # tests lower it, so their small corpora take the pruned path
-        self.context = None  # the chunks' sections, when retrieval.section_context is on (pipekit/sections.py)
-        self.dense = None  # the chunks' vectors, when the index has them and retrieval.dense_weight > 0 (pipekit/fusion.py)
+        self.context = None  # the chunks' sections, when retrieval.section_context is on (pipekit/retrieve/sections.py)
+        self.dense = None  # the chunks' vectors, when the index has them and retrieval.dense_weight > 0 (pipekit/retrieve/fusion.py)
         self.note = ctx.note
         self.load_seconds = time.perf_counter() - t0
         ctx.note(f"index loaded in {self.load_seconds:.2f} s ({int(self.indptr[-1]):,} postings, "
@@ -146,7 +147,7 @@ class Index:
 
     def _derived(self, chunks: pa.Table, zeros) -> dict:
         """What scoring needs beyond the terms, by name: built here, or once per machine for
-        its workers (`shared`: pipekit/resident.py).  Of the postings only the columns
+        its workers (`shared`: pipekit/retrieve/resident.py).  Of the postings only the columns
         scoring needs are read.  Documents become small integers (first-appearance order):
         a document's best chunk is then a group-by on ints, not on a million strings."""
         docs = pc.dictionary_encode(chunks.column("doc_id").combine_chunks())
@@ -428,7 +429,7 @@ class Index:
         share = np.repeat(score / score.sum() / self.lengths[top], hi - lo) * tf[at]
         terms, which = np.unique(term_of[at], return_inverse=True)
         model = np.bincount(which, weights=share)
-        if self._noise is None:  # stopwords and common numbers never join (pipekit/queries.py)
+        if self._noise is None:  # stopwords and common numbers never join (pipekit/retrieve/queries.py)
             self._noise = feedback_noise(self.terms, self.analyzer, self.df, fb.docs)
         model[self._noise[terms] & ~np.isin(terms, q.ids)] = 0
         keep = np.lexsort((terms, -model))[:fb.terms]
@@ -453,7 +454,7 @@ class Index:
         return added_terms(self.terms, q)
 
     def explain(self, q: "QueryTerms", chunk: int) -> list[dict]:
-        """Each query term's share of a chunk's score, adding up to it (pipekit/results.py)."""
+        """Each query term's share of a chunk's score, adding up to it (pipekit/retrieve/results.py)."""
         return explain_rows(self, q, chunk)
 
 
@@ -522,7 +523,7 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
 def answer_partition(output_dir: str, fingerprint: str, top_k_n: int, depth: int, feedback: Feedback | None,
                      context: tuple, part: tuple[int, list]):
     """On a worker: one batch of queries (`part`: its first query's number and the queries)
-    answered by `search`, with the index this process loaded once (pipekit/resident.py)."""
+    answered by `search`, with the index this process loaded once (pipekit/retrieve/resident.py)."""
     keep_freed_memory()
     tag = shared_tag(output_dir, fingerprint)
     index = held((tag, context), lambda: worker_index(Index, output_dir, tag, context))
@@ -552,7 +553,7 @@ def run(ctx) -> None:
     if here:  # on a thread per core, a bar over batches of queries
         bar = lambda it, total: ctx.progress(it, total=total, desc="05 scoring", unit="batch")
         (q, c, s, r), run_docs, scored = search(index, queries, sec["top_k"], depth, bar, feedback=feedback)
-    else:  # batches of queries as tasks, each worker loading the index once (pipekit/resident.py)
+    else:  # batches of queries as tasks, each worker loading the index once (pipekit/retrieve/resident.py)
         (q, c, s, r), run_docs, scored = on_workers(ctx, queries, index.meta["fingerprint"], sec["top_k"], depth,
                                                     feedback, mixing, warm)
     explain = [index.explain(scored[qi], int(ci)) for qi, ci in zip(q, c)] if sec["explain"] else None

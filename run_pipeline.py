@@ -17,15 +17,16 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from pipekit.cli import add_common_args, guard_stdout, parse_args, pipe_closed, run_stage, user_options
-from pipekit.config import load_config
-from pipekit.engine import make_engine
-from pipekit.errors import PipelineError
-from pipekit.freshness import why_stale
-from pipekit.io import defer_pandas
-from pipekit.overrides import made_with_other_settings
-from pipekit.show import human_size
-from pipekit.stages import STAGES, load_stage
+from pipekit.cli import run_stage
+from pipekit.run.commands import add_common_args, guard_stdout, parse_args, pipe_closed, user_options
+from pipekit.run.config import load_config
+from pipekit.run.engine import make_engine
+from pipekit.run.errors import PipelineError
+from pipekit.cli import why_stale
+from pipekit.run.io import defer_pandas
+from pipekit.run.overrides import made_with_other_settings
+from pipekit.tools.show import human_size
+from pipekit.run.stages import STAGES, load_stage
 
 
 def plan(cfg: dict, first: int, last: int, force: bool, walks: dict | None = None) -> list[tuple[int, list[str]]]:
@@ -48,7 +49,7 @@ def plan(cfg: dict, first: int, last: int, force: bool, walks: dict | None = Non
 def describe(path: Path) -> str:
     if not path.exists():
         return "—"
-    from pipekit import io
+    from pipekit.run import io
 
     rows = io.row_count(path)  # a file, or a dataset folder (the Dask engine's outputs)
     when = datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y-%m-%d %H:%M:%S")
@@ -80,14 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.first > args.last:
         parser.error(f"--from {args.first} comes after --to {args.last}")
     out = guard_stdout()  # `| head` cuts the printing, never the run (pipekit/cli.py)
-    defer_pandas()  # no stage needs pandas: 0.25 s less a run (pipekit/io.py)
+    defer_pandas()  # no stage needs pandas: 0.25 s less a run (pipekit/run/io.py)
     try:
         cfg = load_config(args.config, args.overrides)
         walks: dict = {}
         steps = plan(cfg, args.first, args.last, args.force, walks)
         if args.status:
             print_status(cfg, steps)
-            note = made_with_other_settings(cfg, args.overrides)  # pipekit/overrides.py: why all is stale
+            note = made_with_other_settings(cfg, args.overrides)  # pipekit/run/overrides.py: why all is stale
             if note:
                 print(note)
             return 0

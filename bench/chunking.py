@@ -82,7 +82,7 @@ def load_corpus() -> list[str]:
 # -- the chunkers: text -> (list of chunk texts, list of heading lists or None) -------------
 
 def make_ours():
-    from pipekit.stages import load_stage
+    from pipekit.run.stages import load_stage
 
     ch = load_stage(3)
     s = ch.Settings(target=TARGET_CHARS, max=MAX_CHARS, min=100, unit="chars")

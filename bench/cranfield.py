@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipekit.analyzer import STOPLISTS  # noqa: E402
-from pipekit.queries import load_qrels, load_queries  # noqa: E402
+from pipekit.index.analyzer import STOPLISTS  # noqa: E402
+from pipekit.retrieve.queries import load_qrels, load_queries  # noqa: E402
 
 SETTINGS = {  # name: (stemmer, stopwords)
     "none": ("none", "none"),

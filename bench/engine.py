@@ -17,7 +17,7 @@ user runs it, so its wall time includes start-up; its peak RSS comes from wait4(
   stage is sampled every 0.2 s.  The load average (1 min) beside each time says how
   busy the machine was: with 2 cores, a load above 2 leaves no idle core to win.
   Outputs in out-dask/, where 01-03 are folders of part files (each worker writes its
-  partitions' rows; pipekit/io.py); at the end each output is compared with out-local's
+  partitions' rows; pipekit/run/io.py); at the end each output is compared with out-local's
   single files (rows, order, values).
 - run: stages 01-04 once more as one `run_pipeline.py --to 4 --force` process per engine
   (outputs in out-local-run/, out-dask-run/), as a user runs the pipeline: one start-up
@@ -195,7 +195,7 @@ def main(argv=None) -> int:
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     from distributed import Client
 
-    from pipekit.engine import local_cluster
+    from pipekit.run.engine import local_cluster
 
     print(f"bench/engine.py  sizes={sizes}  cores={os.cpu_count()}  baseline={args.baseline or '-'}  "
           "(shared machine: times are indicative)", flush=True)

@@ -7,8 +7,8 @@ out as stage 01 leaves them out).
     python bench/html_converters.py --before /tmp/old-checkout   # + that checkout's converter
 
 Candidates (the peers are in requirements-bench.txt; a missing one is skipped):
-  pipekit            pipekit/html_markdown.py of this checkout: lxml cleans, html-to-markdown writes
-  before             --before PATH: that checkout's pipekit/html_markdown.py (markdownify + BeautifulSoup)
+  pipekit            pipekit/read/html_markdown.py of this checkout: lxml cleans, html-to-markdown writes
+  before             --before PATH: that checkout's pipekit/read/html_markdown.py (markdownify + BeautifulSoup)
   html-to-markdown   the Rust converter alone, on the raw page
   markdownify-rs     the Rust port of markdownify alone, on the raw page
   lxml+markdownify-rs  pipekit's lxml cleaning, markdownify-rs writing
@@ -52,7 +52,7 @@ def module_from(path: Path, name: str):
 
 def candidates(before: Path | None) -> dict:
     """name -> function(html text) -> markdown; a candidate whose package is missing is left out."""
-    from pipekit import html_markdown
+    from pipekit.read import html_markdown
 
     out = {"pipekit": lambda h: html_markdown.html_to_markdown(h)[0]}
     if before is not None:
@@ -99,7 +99,7 @@ def parsers() -> dict:
 
 def fidelity(markdowns: list[str], htmls: list[str]) -> dict:
     import structure
-    from pipekit.stages import load_stage
+    from pipekit.run.stages import load_stage
     from test_03_oracle import fence_left_open
 
     st2, st3 = load_stage(2), load_stage(3)
@@ -123,7 +123,7 @@ def fidelity(markdowns: list[str], htmls: list[str]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--every", type=int, default=1, help="take one page in N")
-    ap.add_argument("--before", type=Path, help="a checkout whose pipekit/html_markdown.py to add")
+    ap.add_argument("--before", type=Path, help="a checkout whose pipekit/read/html_markdown.py to add")
     ap.add_argument("--speed-only", action="store_true", help="skip the fidelity figures (stages 02-03)")
     ap.add_argument("--only", help="comma-separated converter names to run (default: all)")
     args = ap.parse_args()

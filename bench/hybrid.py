@@ -120,7 +120,7 @@ def table(model_label: str, results: dict, weights) -> None:
 SPEED_CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, {repo!r})
-from pipekit.dense import load_model, chunk_text, heading_repeats
+from pipekit.index.dense import load_model, chunk_text, heading_repeats
 rows = [json.loads(l) for l, _ in zip(open({corpus!r}), range({n}))]
 texts = [chunk_text(r.get("title", ""), r.get("text", ""), heading_repeats({model!r}, 3)) for r in rows]
 t0 = time.perf_counter(); model = load_model({model!r}); load = time.perf_counter() - t0
@@ -144,7 +144,7 @@ def speed(models: list[tuple[str, str]], n: int) -> None:
         print(f"{label:<24}{cps:>10}{wps:>10}{mb:>9}{load:>8}")
     import numpy as np
 
-    from pipekit.fusion import Dense
+    from pipekit.retrieve.fusion import Dense
 
     print("\n== exact cosine scan (Dense.top, 16 queries at a time, 256-d float32)")
     rng = np.random.default_rng(0)
@@ -162,7 +162,7 @@ def speed(models: list[tuple[str, str]], n: int) -> None:
 
 # ---------------------------------------------------------------- --fusions: the alternatives, side by side
 
-DEFAULT_WEIGHT = 0.3  # WordLlama's (pipekit/fusion.py): the variants are compared with it there
+DEFAULT_WEIGHT = 0.3  # WordLlama's (pipekit/retrieve/fusion.py): the variants are compared with it there
 RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
 FEEDBACK_DOCS, FEEDBACK_SHARE = 5, 0.3  # Rocchio on the query vector: RM3's fb_docs and 1 - its original weight
 HEADING_REPEATS = 3  # a chunk's heading counted as indexing.heading_weight counts it for BM25
@@ -178,8 +178,8 @@ def function_word_pattern():
 
 
 def function_words() -> str:
-    """BM25's default stop list (pipekit/analyzer.py, `questions`) as a regex alternation."""
-    from pipekit.analyzer import STOPLISTS
+    """BM25's default stop list (pipekit/index/analyzer.py, `questions`) as a regex alternation."""
+    from pipekit.index.analyzer import STOPLISTS
 
     return "|".join(sorted(STOPLISTS["questions"], key=lambda w: (-len(w), w)))  # longest first
 
@@ -237,7 +237,7 @@ def cut_function_words(text: str) -> str:
 def content_embed(model, texts: list[str]):
     """WordLlama's vectors of `texts` without their function words (`token_ids`): the other
     tokens are exactly the model's."""
-    from pipekit.dense import normalise
+    from pipekit.index.dense import normalise
 
     return normalise(averaged(model, token_ids(model, texts, keep_function_words=False)))
 
@@ -246,7 +246,7 @@ class Variant:
     """One way to fuse (and what to fuse), measured in-process over a built output folder
     through stage 05's own `search`: `norm` is how each score is put on a common scale,
     `vectors` / `queries` replace the chunks' or the queries' vectors (None: stage 04's and
-    the model's).  `best` is pipekit/fusion.py's Dense.fuse itself, so its figures are the
+    the model's).  `best` is pipekit/retrieve/fusion.py's Dense.fuse itself, so its figures are the
     pipeline's; the others differ only in the scaling:
 
     - min-max: (x − min) / (max − min) over each top list, 0 below it;
@@ -262,7 +262,7 @@ class Variant:
 def fusion_class():
     import numpy as np
 
-    from pipekit.fusion import Dense, scaled
+    from pipekit.retrieve.fusion import Dense, scaled
 
     class Fused(Dense):
         norm, bound = "best", 0.0
@@ -302,7 +302,7 @@ class Measured:
     answered by stage 05's `search` in this process under any Variant and weight."""
 
     def __init__(self, name: str, out: Path, queries, qrels=None, questions=None, top_k: int = 10):
-        from pipekit.search import Searcher
+        from pipekit.retrieve.search import Searcher
 
         self.name, self.top_k, self.qrels, self.questions = name, top_k, qrels, questions
         self.searcher = Searcher(out, {"dense_weight": DEFAULT_WEIGHT})
@@ -343,7 +343,7 @@ class Measured:
 
         q, c, run_docs = self.hits(variant, w)
         if self.qrels is not None:
-            from pipekit.results import evaluate
+            from pipekit.retrieve.results import evaluate
 
             t = evaluate(self.qrels, run_docs).to_pandas()
             t = t[(t.metric == "nDCG@10") & (t.query_id != "all")]
@@ -364,7 +364,7 @@ class Measured:
         """Each query's vector moved toward its BM25 top FEEDBACK_DOCS chunks' (Rocchio)."""
         import numpy as np
 
-        from pipekit.dense import normalise
+        from pipekit.index.dense import normalise
 
         q, c, _ = self.hits(None, 0)
         top = [c[q == i][:FEEDBACK_DOCS] for i in range(len(self.queries))]
@@ -374,16 +374,16 @@ class Measured:
 
     def heading_vectors(self):
         """The chunks' vectors with the heading trail counted HEADING_REPEATS times."""
-        from pipekit.dense import load_model
+        from pipekit.index.dense import load_model
 
         h, t = self.chunks.column("heading").to_pylist(), self.chunks.column("text").to_pylist()
         texts = ["\n\n".join([hh] * HEADING_REPEATS + [tt or ""]) if hh else (tt or "") for hh, tt in zip(h, t)]
         return load_model(self.base.spec).embed(texts)
 
     def chunk_texts(self, repeats: int | None = None) -> list[str]:
-        """The chunks' texts as stage 04 embeds them (pipekit/dense.py's chunk_text), the own
+        """The chunks' texts as stage 04 embeds them (pipekit/index/dense.py's chunk_text), the own
         heading counted `repeats` times (None: as stage 04 counts it, `heading_repeats`)."""
-        from pipekit.dense import chunk_text, heading_repeats
+        from pipekit.index.dense import chunk_text, heading_repeats
 
         if repeats is None:
             repeats = heading_repeats(self.base.spec, int(self.index.stats["heading_weight"]))
@@ -391,9 +391,9 @@ class Measured:
         return [chunk_text(hh, tt, repeats) for hh, tt in zip(h, t)]
 
     def trail_once_vectors(self):
-        """The chunks' vectors with the heading trail once and no more (pipekit/dense.py's
+        """The chunks' vectors with the heading trail once and no more (pipekit/index/dense.py's
         embedding before session 11: the own heading not weighted)."""
-        from pipekit.dense import load_model
+        from pipekit.index.dense import load_model
 
         return load_model(self.base.spec).embed(self.chunk_texts(1))
 
@@ -401,7 +401,7 @@ class Measured:
         """The chunks' and the queries' vectors with function words taken out first
         (`content_embed`): an average of static word vectors spends weight on the
         words every text has, pulling every vector toward one common direction."""
-        from pipekit.dense import load_model
+        from pipekit.index.dense import load_model
 
         model = load_model(self.base.spec)
         chunks = content_embed(model, self.chunk_texts())
@@ -409,7 +409,7 @@ class Measured:
 
     def cut_vectors(self):
         """The chunks' and the queries' vectors of their text with function words cut out (`cut_function_words`)."""
-        from pipekit.dense import load_model
+        from pipekit.index.dense import load_model
 
         model = load_model(self.base.spec)
         return (model.embed([cut_function_words(t) for t in self.chunk_texts()]),
@@ -422,7 +422,7 @@ class Measured:
         chunks and queries alike (their common component)."""
         import numpy as np
 
-        from pipekit.dense import load_model, normalise
+        from pipekit.index.dense import load_model, normalise
 
         model = load_model(self.base.spec)
         c_ids = token_ids(model, self.chunk_texts())
@@ -439,7 +439,7 @@ class Measured:
 
 
 def measured_sets(model: str, label: str, wanted: list[str]) -> list[Measured]:
-    from pipekit.queries import load_qrels, load_queries
+    from pipekit.retrieve.queries import load_qrels, load_queries
 
     sets = []
     for name in wanted:
@@ -469,7 +469,7 @@ def fusions(model: str, label: str, wanted: list[str], weights: list[float], onl
         got = {m.name: per_set(m) for m in sets}
         return Variant(label, vectors={n: c for n, (c, _) in got.items()}, queries={n: q for n, (_, q) in got.items()})
 
-    from pipekit.dense import normalise
+    from pipekit.index.dense import normalise
 
     # Each variant by its label and how to make it from that label (made only if --only picks it).
     sets_vectors = lambda vectors: lambda lab: Variant(lab, vectors={m.name: vectors(m) for m in sets})

@@ -33,8 +33,8 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from pipekit.io import read_meta  # noqa: E402
-from pipekit.stages import STAGES  # noqa: E402
+from pipekit.run.io import read_meta  # noqa: E402
+from pipekit.run.stages import STAGES  # noqa: E402
 
 CORPUS = REPO / "bench" / "corpora" / "incremental"
 OUT = REPO / "bench" / "out" / "incremental"

@@ -51,7 +51,7 @@ def read_pypdf(path: Path) -> list[str]:
 def read_stage01(path: Path) -> list[str]:
     """Stage 01's own reader: pypdfium2 plus page markers and paragraph gaps."""
     sys.path.insert(0, str(REPO))
-    from pipekit.readers import read_pdf
+    from pipekit.read.pdf import read_pdf
 
     return read_pdf(path.read_bytes())["text"].split("--- page ")[1:]
 

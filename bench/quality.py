@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from cranfield import peer_bm25s  # noqa: E402  (bm25s with the same analyzer, evaluated alike)
-from pipekit.config import load_config  # noqa: E402
+from pipekit.run.config import load_config  # noqa: E402
 
 METRICS = ("nDCG@10", "AP@100", "R@100")
 # Published BM25 "flat" nDCG@10 (Pyserini / Anserini, Lucene analyzer, k1 0.9, b 0.4): each

@@ -87,7 +87,7 @@ def invented_words(rng: np.random.Generator, n: int) -> list[str]:
     import Stemmer
 
     sys.path.insert(0, str(REPO))
-    from pipekit.analyzer import ENGLISH_STOPWORDS
+    from pipekit.index.analyzer import ENGLISH_STOPWORDS
 
     stem = Stemmer.Stemmer("english").stemWords
     cons, vows = list("bcdfghjklmnpqrstvwxz"), list("aeiou")
@@ -364,9 +364,9 @@ def ours_warm(out: Path, folder: Path) -> dict:
     seeds found, the term keys made: what a long-lived Searcher has done after its first
     queries), then answered again on the clock, on the threads stage 05 would choose."""
     sys.path.insert(0, str(REPO))
-    from pipekit.queries import load_queries
-    from pipekit.search import OutputReader
-    from pipekit.stages import load_stage
+    from pipekit.retrieve.queries import load_queries
+    from pipekit.retrieve.search import OutputReader
+    from pipekit.run.stages import load_stage
 
     retrieval = load_stage(5)
     index = retrieval.Index(OutputReader(out))

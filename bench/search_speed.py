@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from pipekit import Searcher  # noqa: E402
-from pipekit.io import read_table  # noqa: E402
+from pipekit.run.io import read_table  # noqa: E402
 
 
 def folder_queries(out: Path) -> list[str]:

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from pipekit.analyzer import QUESTION_WORDS, Analyzer  # noqa: E402
+from pipekit.index.analyzer import QUESTION_WORDS, Analyzer  # noqa: E402
 
 METRICS = ("nDCG@10", "AP@100", "R@100")
 STOPLISTS = ("english", "questions")

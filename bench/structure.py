@@ -13,7 +13,7 @@ and Git manuals, Node.js's API docs, Valgrind's and libxslt's table-layout pages
 Figures:
   PDF   outline entries (with a page) whose title reaches some chunk's heading_path;
         furniture lines stage 02 removed; `#` lines of PDF text taken for headings.
-  HTML  h1-h3 outside navigation (the elements pipekit/html_markdown.py treats as
+  HTML  h1-h3 outside navigation (the elements pipekit/read/html_markdown.py treats as
         navigation) whose text is in some chunk's heading_path, and chunks whose text
         holds a fence that is never closed (markdown-it reads the rest as code); stage 01's
         read_html speed (MB of HTML per CPU second); chunks still holding link markup a
@@ -46,8 +46,8 @@ def load(repo: Path):
     for name in list(sys.modules):
         if name == "pipekit" or name.startswith(("pipekit.", "stage_")):
             del sys.modules[name]
-    from pipekit import readers
-    from pipekit.stages import load_stage
+    from pipekit.read import html, pdf
+    from pipekit.run.stages import load_stage
 
     return readers, load_stage(2), load_stage(3)
 
@@ -88,7 +88,7 @@ def bench_pdf(readers, st2, st3) -> None:
     print(f"  {'file':44s} {'pages':>5s} {'outline':>7s} {'reached':>7s} {'furniture':>9s} {'# heads':>7s}")
     tot = [0, 0, 0]
     for path, data in pdfs():
-        row = readers.read_pdf(data)
+        row = pdf.read_pdf(data)
         outline = row.get("outline") or []
         if not outline:  # the old reader kept none: read it here, to count what it lost
             import pypdfium2 as pdfium
@@ -116,7 +116,7 @@ def bench_pdf(readers, st2, st3) -> None:
 
 def heading_texts(html: str) -> list[str]:
     """h1-h3 of the page outside navigation, as a reader sees their text (parsed with lxml,
-    navigation as this checkout's pipekit/html_markdown.py defines it)."""
+    navigation as this checkout's pipekit/read/html_markdown.py defines it)."""
     import copy
 
     from lxml import etree
@@ -172,7 +172,7 @@ def bench_html(readers, st2, st3, limit: int) -> None:
     for p in files:
         data = p.read_bytes()
         c0 = time.process_time()
-        row = readers.read_html(data)
+        row = html.read_html(data)
         convert_s += time.process_time() - c0
         n_bytes += len(data)
         _, chunks, _ = chunk(st2, st3, row["text"], "html")

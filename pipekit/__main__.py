@@ -18,6 +18,8 @@ COMMANDS = {
     "search": "ask the stage-04 index a question, as stage 05 would; writes nothing",
     "report": "write report.html: the stages, chunk sizes, per-query metrics, top results",
 }
+MODULES = {"show": "pipekit.tools.show", "compare": "pipekit.tools.compare",
+           "search": "pipekit.retrieve.search", "report": "pipekit.tools.report"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,11 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     if command in COMMANDS:
         # Imported on demand: `show` should not pay for loading the search code.
-        module = importlib.import_module(f".{command}", __package__)
+        module = importlib.import_module(MODULES[command])
         if command != "show":  # show prints any Parquet file: nanosecond times need pandas to become values
-            from .io import defer_pandas
+            from pipekit.run.io import defer_pandas
 
-            defer_pandas()  # pipekit/io.py: no DataFrame is made, pandas need not load
+            defer_pandas()  # pipekit/run/io.py: no DataFrame is made, pandas need not load
         return module.main(rest)
     print(f"python -m pipekit: error: unknown command {command!r}; commands: {', '.join(COMMANDS)}",
           file=sys.stderr)

@@ -1,16 +1,20 @@
-"""The plumbing every stage shares: arguments, config, reading upstream, writing, summary.
+"""One stage run: its context, its commit-or-abort, its summary — the stages wired to the plumbing.
 
 A stage file defines `run(ctx)` with its own algorithm and ends with
 `raise SystemExit(stage_main(N, run))`.  Everything else — `--config`, `--set`, finding
 the upstream output (or saying which stage to run first), temp-file-and-rename writes
 with provenance metadata, the progress bar, the one-line summary, turning a
 PipelineError into one line on stderr and a non-zero exit — happens here, once.
+
+This is the one module that knows both the plumbing (pipekit/run/) and two pieces of the
+stages' machinery the fingerprints need: stage 01's walk of its input folder
+(pipekit/read/walk.py) and stage 04's model identity (pipekit/index/dense.py).  The
+plumbing itself never imports a stage's machinery; it is handed these from here.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 import time
 from contextlib import nullcontext
@@ -20,13 +24,39 @@ from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
-from . import io
-from .config import load_config
-from .engine import RowRange, make_engine, progress_bar, row_ranges, watched
-from .errors import PipelineError
-from .freshness import digest, input_listing, inputs_record
-from .incremental import row_fingerprint
-from .stages import Stage, get_stage
+from pipekit.run import io
+from pipekit.run.config import load_config
+from pipekit.run.engine import RowRange, make_engine, progress_bar, row_ranges, watched
+from pipekit.run.commands import (PipeProof, add_common_args, mark_stage_done, parse_args, pipe_closed,
+                                  pipe_proof_stdout, preview, require_output, user_options)
+from pipekit.run.errors import PipelineError
+from pipekit.index.dense import identity
+from pipekit.read.walk import input_listing
+from pipekit.run import freshness
+from pipekit.run.freshness import inputs_record
+from pipekit.run.hashing import digest
+from pipekit.run.incremental import row_fingerprint
+from pipekit.run.stages import Stage, get_stage
+
+
+def model_identity(stage: Stage, cfg: dict) -> dict | None:
+    """Stage 04's model as its output records it (None for other stages or BM25 alone)."""
+    spec = cfg["indexing"].get("dense_model") if stage.number == 4 else None
+    return identity(spec) if spec else None
+
+
+def why_stale(stage: Stage, cfg: dict, output_dir: Path, walks: dict | None = None) -> list[str]:
+    """Reasons the stage must run (pipekit/run/freshness.py), with stage 01's walk and stage
+    04's model brought in.  `walks`: where stage 01's walk is left for the run that follows
+    (run_pipeline), so a folder of thousands of files is walked once per run, not once to
+    judge and again to read."""
+    def walk(previous: Path) -> tuple:
+        made = input_listing(cfg, previous)
+        if walks is not None:
+            walks[1] = made
+        return made
+
+    return freshness.why_stale(stage, cfg, output_dir, walk, model_identity(stage, cfg))
 
 
 class StageContext:
@@ -61,9 +91,9 @@ class StageContext:
             # Stage 01's inputs are files: listed (and hashed where they changed) once, here,
             # or just before by run_pipeline's freshness check (`walk`), which is then reused.
             self.entries, self.listing = walk or input_listing(cfg, self.path(stage.outputs[1]))
-        self.inputs = inputs_record(stage, cfg, upstream_fp, self.listing)
+        self.inputs = inputs_record(stage, cfg, upstream_fp, self.listing, model_identity(stage, cfg))
         self.fingerprint = digest(self.inputs)
-        # What every row depends on besides its own document (pipekit/incremental.py).
+        # What every row depends on besides its own document (pipekit/run/incremental.py).
         # An upstream output without one (made by hand, or by older code) vouches for no row:
         # then nothing is reused downstream of it.
         self.row_fingerprint = None if stage.upstream and upstream_rows_fp is None else \
@@ -101,7 +131,7 @@ class StageContext:
     def map_partitions(self, fn, parts: list, desc: str | None = None, total: int | None = None,
                        unit: str = "doc"):
         """`fn(part)` for every partition, wherever the engine runs it; the results come
-        back in partition order (see pipekit/engine.py).  With `total` (files, documents)
+        back in partition order (see pipekit/run/engine.py).  With `total` (files, documents)
         the local engine's bar counts what `fn` reports through engine.advance."""
         desc = desc or self.stage.label
         if self.engine.kind == "local" and total is not None:
@@ -122,7 +152,7 @@ class StageContext:
 
         The local engine writes them here to one Parquet file and yields them whole.  A
         cluster writes them where they are made: each task its partition's part file of
-        a dataset folder `name` (pipekit/io.py), renamed into place when the stage
+        a dataset folder `name` (pipekit/run/io.py), renamed into place when the stage
         succeeds; the rows never travel to this process, and each table comes back as
         its `keep` columns only (or just its row count): what the summary reads."""
         if not hasattr(self.engine, "map_to_parts"):
@@ -211,49 +241,6 @@ class StageContext:
         return self.path(self.stage.outputs[0])
 
 
-def require_output(output_dir: Path, name: str, made_by: Stage, options: list[str] = ()) -> Path:
-    """The path of a stage output, or an error saying which command makes it.
-
-    The command keeps the user's --config and --set options: a newcomer who ran
-    `04_indexing.py --set paths.output=/tmp/x` and was told to run plain
-    `03_chunking.py` wrote into data/ and got the same error again."""
-    p = Path(output_dir) / name
-    if not p.exists():
-        opts = (" " + shlex.join(options)) if options else ""
-        raise PipelineError(
-            f"no {name} in {output_dir}: run `python {made_by.script}{opts}` first "
-            f"(or `python run_pipeline.py --to {made_by.number}{opts}`)")
-    return p
-
-
-def user_options(argv: list[str]) -> list[str]:
-    """The --config and --set options of a command line, in order, as typed."""
-    out = []
-    for i, w in enumerate(argv):
-        if w in ("--config", "--set") and i + 1 < len(argv):
-            out += [w, argv[i + 1]]
-        elif w.startswith(("--config=", "--set=")):
-            out += w.split("=", 1)
-    return out
-
-
-def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None, name: str | None = None) -> argparse.Namespace:
-    """parser.parse_args, with a one-line hint for `--set key value` (a space where `=` belongs).
-
-    argparse alone says "unrecognized arguments: 200", which tells a newcomer nothing
-    about the `--set chunking.target` two words before it."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args, extra = parser.parse_known_args(argv)
-    if extra:
-        for i, w in enumerate(argv[:-2]):
-            if w == "--set" and "=" not in argv[i + 1] and argv[i + 2] in extra:
-                print(f"{name or parser.prog}: error: --set takes section.key=VALUE as one word: type "
-                      f"--set {shlex.quote(argv[i + 1] + '=' + argv[i + 2])}", file=sys.stderr)
-                raise SystemExit(2)
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    return args
-
-
 def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
               quiet: bool = False, options: list[str] = (), engine=None, force: bool = False,
               walk: tuple | None = None) -> StageContext:
@@ -268,7 +255,7 @@ def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
     t0 = time.perf_counter()
     try:
         ctx = StageContext(stage, cfg, quiet=quiet, options=options, engine=engine, force=force, walk=walk)
-        outer = isinstance(sys.stdout, _PipeProof)  # a whole command guarded (run_pipeline): it reports
+        outer = isinstance(sys.stdout, PipeProof)  # a whole command guarded (run_pipeline): it reports
         try:
             with (nullcontext(sys.stdout) if outer else pipe_proof_stdout()) as out:
                 run(ctx)
@@ -276,7 +263,7 @@ def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
         except BaseException:
             ctx._abort()
             raise
-        _mark_stage_done(stage.label)
+        mark_stage_done(stage.label)
         if out.cut and not outer:  # reported now that the outputs are safe
             raise BrokenPipeError("stdout closed while the stage ran")
     finally:
@@ -292,37 +279,6 @@ def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
         for n in ctx.notes:
             print(f"  {n}")
     return ctx
-
-
-def preview(path: Path, columns: list[str] | None = None, rows: int = 3, width: int = 48) -> str:
-    """The first few rows of an output, long strings shortened: what a learner looks at first.
-
-    Laid out as pandas prints a frame (right-aligned columns, no index), without pandas:
-    importing it to print three rows cost each stage run alone a quarter of a second."""
-    names = io.schema(path).names
-    columns = [c for c in (columns or names[:6]) if c in names]
-    batch = next((b for b in io.iter_batches(path, columns, rows) if b.num_rows), None)  # a dataset's first part may be empty
-    if batch is None:
-        return "  (no rows)"
-    table = [columns] + [[_cell(row[c], width) for c in columns] for row in batch.slice(0, rows).to_pylist()]
-    widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
-    return "\n".join("  " + " ".join(v.rjust(w) for v, w in zip(r, widths)) for r in table)
-
-
-def _cell(v, width: int) -> str:
-    """One value as the preview shows it: lists in brackets, floats to 6 digits, newlines as ⏎."""
-    if isinstance(v, list):
-        v = "[" + ", ".join(str(x) for x in v) + "]"
-    elif isinstance(v, float):
-        v = f"{v:g}"
-    v = str(v)
-    return (v if len(v) <= width else v[: width - 1] + "…").replace("\n", "⏎")
-
-
-def add_common_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default=None, help="config file (default: config.yaml beside the scripts)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help="override one config key; VALUE is read as YAML (repeatable)")
 
 
 def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str] | None = None,
@@ -357,99 +313,3 @@ def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str]
     except BrokenPipeError:
         return pipe_closed(stage.label)
     return 0
-
-
-def run_command(name: str, body: Callable[[], "int | None"]) -> int:
-    """Run a `python -m pipekit NAME` command's body and turn its endings into exit codes:
-    a PipelineError is one line on stderr (1), Ctrl-C is 130, a closed pipe is quiet (141).
-    One place for it, so compare, search and report cannot drift apart in what they print."""
-    try:
-        return body() or 0
-    except PipelineError as exc:
-        print(f"python -m pipekit {name}: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return pipe_closed(f"python -m pipekit {name}")
-
-
-def pipe_closed(name: str | None = None) -> int:
-    """`python 05_retrieval.py | head`: the reader left; stop, as `cat` would, with one line
-    on stderr saying the output was cut (a reader who saw 40 lines and no error took them
-    for all of it). A stage only gets here after its outputs are committed (run_stage).
-
-    Without this Python prints a BrokenPipeError traceback, and another one when it
-    flushes stdout at exit; pointing stdout at /dev/null stops the second."""
-    _to_devnull()
-    who = name or Path(sys.argv[0]).name
-    print(f"{who}: output cut: the reader closed stdout (| head?)"
-          + (f"; outputs written up to {_STAGE_DONE}" if _STAGE_DONE else ""), file=sys.stderr)
-    return 141  # 128 + SIGPIPE, what a shell reports for a command whose pipe closed
-
-
-# The last stage that committed, so pipe_closed can say which outputs are safe: "the outputs
-# were written" read as if every stage had run, when a run had stopped after stage 01.
-_STAGE_DONE: str | None = None
-
-
-def _mark_stage_done(label: str) -> None:
-    global _STAGE_DONE
-    _STAGE_DONE = label
-
-
-def _to_devnull() -> None:
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # a stdout without a file (captured, replaced)
-        pass
-
-
-class _PipeProof:
-    """stdout while a stage runs: a closed pipe sends the rest to /dev/null instead of
-    raising BrokenPipeError inside the stage, which would abort it before its commit.
-    The cut is reported (BrokenPipeError again) once the outputs are safe."""
-
-    def __init__(self, stream):
-        self._stream, self.cut = stream, False
-
-    def write(self, text: str) -> int:
-        try:
-            return self._stream.write(text)
-        except BrokenPipeError:
-            self.cut = True
-            _to_devnull()
-            self._stream = open(os.devnull, "w")
-            return len(text)
-
-    def flush(self) -> None:
-        try:
-            self._stream.flush()
-        except BrokenPipeError:
-            self.cut = True
-            _to_devnull()
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
-
-
-def guard_stdout() -> _PipeProof:
-    """For a command that runs several stages: from here on a closed stdout only stops the
-    printing (`run_pipeline.py | head` ran stage 01 and stopped); the command checks
-    `.cut` at its end and reports it with pipe_closed."""
-    if not isinstance(sys.stdout, _PipeProof):
-        sys.stdout = _PipeProof(sys.stdout)
-    return sys.stdout
-
-
-class pipe_proof_stdout:
-    """`with pipe_proof_stdout() as out:` the body's prints cannot end it; `out.cut` says
-    whether the pipe closed meanwhile."""
-
-    def __enter__(self) -> _PipeProof:
-        self._saved = sys.stdout
-        sys.stdout = guard = _PipeProof(sys.stdout)
-        return guard
-
-    def __exit__(self, kind, exc, tb) -> None:
-        sys.stdout = self._saved

@@ -28,8 +28,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from pipekit.io import read_meta  # noqa: E402  (after the path: the tests import the repository's pipekit)
-from pipekit.stages import STAGES  # noqa: E402
+from pipekit.run.io import read_meta  # noqa: E402  (after the path: the tests import the repository's pipekit)
+from pipekit.run.stages import STAGES  # noqa: E402
 SHARED_DATA = REPO.parent / "shared" / "data"
 CRANFIELD = SHARED_DATA / "cranfield" / "beir"
 

@@ -1,4 +1,4 @@
-"""Stage 01: walking the input and reading each format (pipekit/readers.py, 01_documents.py)."""
+"""Stage 01: walking the input and reading each format (pipekit/read/, 01_documents.py)."""
 from __future__ import annotations
 
 import codecs
@@ -12,10 +12,12 @@ import pytest
 from markdown_it import MarkdownIt
 
 from conftest import REPO
-from pipekit import readers
-from pipekit.errors import PipelineError
-from pipekit.readers import InputEntry, iter_beir, list_inputs, read_document
+from pipekit.read import documents, walk
+from pipekit.run.errors import PipelineError
+from pipekit.read.beir import iter_beir
 
+from pipekit.read.documents import read_document
+from pipekit.read.walk import InputEntry, list_inputs
 fpdf = pytest.importorskip("fpdf")  # a dev dependency: builds the PDFs these tests read
 
 
@@ -191,7 +193,7 @@ def test_include_and_exclude_globs(tmp_path):
     ("build/", "build", True, True),
 ])
 def test_glob_rules(pattern, path, is_dir, expected):
-    assert readers._Glob(pattern).matches(path, is_dir) is expected
+    assert walk._Glob(pattern).matches(path, is_dir) is expected
 
 
 def test_unsupported_and_extensionless_files_are_skipped_with_reason(tmp_path):
@@ -515,7 +517,7 @@ def test_every_row_has_every_column(tmp_path):
     write(tmp_path / "b.bin", b"\x00")
     write(tmp_path / "c.pdf", b"")
     for row in rows_by_id(tmp_path).values():
-        assert tuple(row) == readers.COLUMNS
+        assert tuple(row) == documents.COLUMNS
 
 
 # --------------------------------------------------------------------------- BEIR
@@ -530,7 +532,7 @@ def test_beir_rows(tmp_path):
     rows = list(iter_beir(path))
     assert [(r["doc_id"], r["title"], r["text"], r["format"], r["status"]) for r in rows] == [
         ("d1", "First", "alpha", "beir", "ok"), ("7", None, "no title", "beir", "ok")]
-    assert all(tuple(r) == readers.COLUMNS and r["path"] == [] for r in rows)
+    assert all(tuple(r) == documents.COLUMNS and r["path"] == [] for r in rows)
 
 
 @pytest.mark.parametrize("line, problem", [
@@ -559,8 +561,8 @@ def test_read_document_refuses_a_beir_entry(tmp_path):
 import pyarrow.parquet as pq  # noqa: E402
 
 from pipekit.cli import run_stage  # noqa: E402
-from pipekit.config import load_config  # noqa: E402
-from pipekit.stages import load_stage  # noqa: E402
+from pipekit.run.config import load_config  # noqa: E402
+from pipekit.run.stages import load_stage  # noqa: E402
 
 documents = load_stage(1)
 
@@ -602,7 +604,7 @@ def test_texts_are_stored_for_fast_reading_and_every_column_compressed(tmp_path)
     assert set(codecs_.values()) == {"SNAPPY"}
     # Column types the stages do not write today are named as Parquet names them too.
     import pyarrow as pa
-    from pipekit import io
+    from pipekit.run import io
 
     schema = pa.schema([("text", pa.string()), ("vector", pa.list_(pa.float32(), 2)),
                         ("m", pa.map_(pa.string(), pa.int32())), ("ll", pa.large_list(pa.list_(pa.int8())))])
@@ -747,7 +749,7 @@ def test_chunks_of_the_sample_pdf_are_on_the_pages_they_say(tmp_path, overrides)
 
 
 def test_front_matter_title_becomes_the_document_title():
-    from pipekit.readers import front_matter_title
+    from pipekit.read.markdown import front_matter_title
 
     assert front_matter_title("---\ntitle: Operations  Handbook\nowner: x\n---\n# H\n") == "Operations Handbook"
     assert front_matter_title("---\r\ntitle: CRLF\r\n---\r\nbody") == "CRLF"

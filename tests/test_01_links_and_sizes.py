@@ -12,10 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import run_script, write_config
-from pipekit.config import load_config
-from pipekit.errors import ConfigError
-from pipekit.readers import iter_beir, list_inputs, read_document
+from pipekit.run.config import load_config
+from pipekit.run.errors import ConfigError
+from pipekit.read.beir import iter_beir
 
+from pipekit.read.documents import read_document
+from pipekit.read.walk import list_inputs
 pytestmark = pytest.mark.skipif(sys.platform == "win32" or not hasattr(os, "symlink"),
                                 reason="symlinks need privileges on Windows")
 

@@ -1,7 +1,7 @@
 """Stage 02: each cleaning rule on a small example."""
 import unicodedata
 
-from pipekit.stages import load_stage
+from pipekit.run.stages import load_stage
 
 pre = load_stage(2)
 

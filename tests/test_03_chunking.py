@@ -16,9 +16,9 @@ import pytest
 import regex
 
 from conftest import run_script, write_config
-from pipekit.config import load_config
-from pipekit.errors import ConfigError
-from pipekit.stages import load_stage
+from pipekit.run.config import load_config
+from pipekit.run.errors import ConfigError
+from pipekit.run.stages import load_stage
 from test_03_oracle import check_spans, oracle_headings
 
 chunking = load_stage(3)
@@ -398,7 +398,7 @@ def test_fixed_windows_ignore_structure_with_overlap_and_cut_at_whitespace():
     (["chunking.unit=lines"], "chunking.unit"),
 ])
 def test_settings_that_do_not_fit_together_name_the_key(overrides, message):
-    # pipekit.config checks the chunking keys (alone and together) before any stage runs.
+    # pipekit.run.config checks the chunking keys (alone and together) before any stage runs.
     with pytest.raises(ConfigError, match=regex.escape(message)):
         load_config(None, overrides)
 

@@ -17,7 +17,7 @@ import regex
 from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from pipekit.stages import load_stage
+from pipekit.run.stages import load_stage
 
 chunking = load_stage(3)
 

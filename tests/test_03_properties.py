@@ -13,8 +13,9 @@ import os
 
 from hypothesis import given, settings, strategies as st
 
-from pipekit import markdown_blocks
-from pipekit.stages import load_stage
+from pipekit.chunk import markdown_blocks
+from pipekit.read.markdown import front_matter_end
+from pipekit.run.stages import load_stage
 from test_03_oracle import check_spans, front_matter_span, oracle_blocks
 
 chunking = load_stage(3)
@@ -172,7 +173,7 @@ OURS_TO_ORACLE = {"heading": "heading", "para": "para", "fence": "fence", "code"
 
 def our_blocks(text: str):
     lines = text.split("\n")
-    first = markdown_blocks.front_matter_end(lines)
+    first = front_matter_end(lines)
     blocks, _ = markdown_blocks.scan_blocks(lines, first, markers=False)
     return [(OURS_TO_ORACLE[b[0]], b[1], b[2]) for b in blocks]
 

@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pipekit.analyzer import Analyzer
-from pipekit.stages import load_stage
+from pipekit.index.analyzer import Analyzer
+from pipekit.run.stages import load_stage
 
 indexing = load_stage(4)
 
@@ -195,7 +195,7 @@ def test_postings_keep_dictionaries_only_for_columns_that_repeat(tmp_path):
     import numpy as np
     import pyarrow.parquet as pq
 
-    from pipekit import io
+    from pipekit.run import io
 
     n = 50_000
     rng = np.random.default_rng(0)
@@ -216,12 +216,12 @@ def test_postings_keep_dictionaries_only_for_columns_that_repeat(tmp_path):
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 30), st.integers(1, 4)), max_size=300),
        st.integers(41, 60), st.integers(31, 50))
 def test_numpy_counting_matches_scipy(entries, n_rows, n_cols):
-    """pipekit/counting.py: a few chunks are counted with NumPy (a rerun after one added file
+    """pipekit/index/counting.py: a few chunks are counted with NumPy (a rerun after one added file
     does not import scipy for them), the rest with scipy: the arrays must be the same."""
     import numpy as np
     from scipy import sparse
 
-    from pipekit import counting
+    from pipekit.index import counting
 
     rows = np.array([e[0] for e in entries], dtype=np.int32)
     cols = np.array([e[1] for e in entries], dtype=np.int32)
@@ -241,7 +241,7 @@ def test_numpy_counting_refuses_entries_outside_the_matrix():
     """As scipy does: past the last column the NumPy key would wrap into the next row."""
     import numpy as np
 
-    from pipekit import counting
+    from pipekit.index import counting
 
     with pytest.raises(ValueError, match="outside"):
         counting.to_csr(np.array([0], np.int32), np.array([5], np.int32), np.array([1], np.int32), (2, 5))

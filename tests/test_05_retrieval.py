@@ -7,10 +7,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipekit.errors import PipelineError
-from pipekit.io import ParquetSink
-from pipekit.queries import load_qrels, load_queries
-from pipekit.stages import load_stage
+from pipekit.run.errors import PipelineError
+from pipekit.run.io import ParquetSink
+from pipekit.retrieve.queries import load_qrels, load_queries
+from pipekit.run.stages import load_stage
 
 from conftest import run_script, write_config
 
@@ -317,8 +317,8 @@ def test_queries_use_the_analyzer_the_index_recorded(tmp_path):
 
 
 def test_bad_feedback_settings_name_the_key_and_what_it_accepts(tmp_path):
-    from pipekit.config import load_config
-    from pipekit.errors import ConfigError
+    from pipekit.run.config import load_config
+    from pipekit.run.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"retrieval\.feedback must be none or rm3; got 'bm25'"):
         load_config(write_config(tmp_path), ["retrieval.feedback=bm25"])

@@ -19,11 +19,11 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pipekit import ranks
-from pipekit.analyzer import Analyzer
-from pipekit.queries import TermIds
-from pipekit.search import OutputReader
-from pipekit.stages import load_stage
+from pipekit.retrieve import ranks
+from pipekit.index.analyzer import Analyzer
+from pipekit.retrieve.queries import TermIds
+from pipekit.retrieve.search import OutputReader
+from pipekit.run.stages import load_stage
 
 indexing = load_stage(4)
 retrieval = load_stage(5)

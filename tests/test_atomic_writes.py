@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from pipekit.io import read_meta
-from pipekit.stages import get_stage
+from pipekit.run.io import read_meta
+from pipekit.run.stages import get_stage
 
 from conftest import REPO
 OUTPUTS = get_stage(4).outputs
@@ -30,10 +30,10 @@ OUTPUTS = get_stage(4).outputs
 # Runs a stage script as __main__, pausing inside the first ParquetWriter.write_table.
 PAUSING_RUNNER = r"""
 import os, runpy, sys, time
-import pipekit.io
+import pipekit.run.io
 
 flag = os.environ["PAUSE_FLAG"]
-original = pipekit.io.ParquetSink.write
+original = pipekit.run.io.ParquetSink.write
 
 # Pauses the stage itself (the main thread, where Ctrl-C lands) once its first batch is in
 # the temp file: Parquet's encoding runs on a writer thread, so pausing there would leave
@@ -45,7 +45,7 @@ def write_then_pause(self, *args, **kwargs):
         open(flag, "w").close()
         time.sleep(600)
 
-pipekit.io.ParquetSink.write = write_then_pause
+pipekit.run.io.ParquetSink.write = write_then_pause
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
@@ -227,9 +227,9 @@ def test_sigkill_after_the_trec_run_is_written_leaves_the_previous_one(indexed, 
 
 
 def test_an_error_on_the_writer_thread_reaches_the_stage_and_leaves_no_temp_file(tmp_path, monkeypatch):
-    """Batches are encoded on a thread of their own (pipekit/io.py); a failure there (a full
+    """Batches are encoded on a thread of their own (pipekit/run/io.py); a failure there (a full
     disk) must still stop the stage, with its own message, and leave nothing behind."""
-    from pipekit import io
+    from pipekit.run import io
 
     def disk_full(self, table, *args, **kwargs):
         raise OSError(28, "No space left on device")

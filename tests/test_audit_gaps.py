@@ -19,8 +19,8 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from pipekit.config import load_config
-from pipekit.stages import load_stage
+from pipekit.run.config import load_config
+from pipekit.run.stages import load_stage
 
 from conftest import REPO, run_script
 from test_03_oracle import check_spans
@@ -39,7 +39,7 @@ def sample_out(tmp_path_factory):
 
 
 def test_a_report_that_fails_mid_write_leaves_the_previous_page(sample_out, tmp_path, monkeypatch):
-    from pipekit import report
+    from pipekit.tools import report
 
     target = tmp_path / "report.html"
     target.write_text("the previous page", encoding="utf-8")
@@ -61,7 +61,7 @@ def test_a_report_that_fails_mid_write_leaves_the_previous_page(sample_out, tmp_
 
 
 def test_config_yaml_max_bytes_is_the_documented_default():
-    from pipekit.config import SCHEMA
+    from pipekit.run.config import SCHEMA
 
     raw = yaml.safe_load((REPO / "config.yaml").read_text(encoding="utf-8"))["documents"]["max_bytes"]
     readme = (REPO / "README.md").read_text(encoding="utf-8")

@@ -9,7 +9,7 @@ import random
 import pyarrow.parquet as pq
 
 from conftest import run_script, write_config
-from pipekit import doctext as chunking
+from pipekit.chunk import doctext as chunking
 
 
 # Every kind of whitespace str.split() splits at (ASCII, the \x1c-\x1f separators, NEL,
@@ -99,9 +99,9 @@ def test_one_document_of_more_chunks_than_a_write_batch_keeps_every_chunk_in_ord
 def test_csv_records_found_with_numpy_are_the_records_found_line_by_line(monkeypatch):
     """record_bounds (quotes counted in UTF-8 bytes, a few lines at a time) gives exactly
     csv_records: quoted newlines, blank lines between records, a quote never closed."""
-    from pipekit.csv_chunks import csv_records, record_bounds
+    from pipekit.chunk.csv_chunks import csv_records, record_bounds
 
-    monkeypatch.setattr("pipekit.csv_chunks._PIECE", 6)  # a line or two a piece, a long line alone
+    monkeypatch.setattr("pipekit.chunk.csv_chunks._PIECE", 6)  # a line or two a piece, a long line alone
     monkeypatch.setattr(chunking, "_SPAN_PIECE", 6)
     rnd = random.Random(18)
     cells = ['a', '"b, c"', '"x\n y"', '""', '"q ""r"""', '', ' ', 'é', '"\n\n"', '"open', '\t']

@@ -1,5 +1,5 @@
 """A binary file is called binary, and UTF-16 text without a byte-order mark is still
-recognised as text that lost its mark (pipekit/readers.py, `_not_text`)."""
+recognised as text that lost its mark (pipekit/read/, `_not_text`)."""
 from __future__ import annotations
 
 import shutil
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pipekit.readers import list_inputs, read_document
+from pipekit.read.documents import read_document
 
+from pipekit.read.walk import list_inputs
 TEXT = "Grüße aus Köln: the quick brown fox jumps over the lazy dog.\nSecond line, 42.\n" * 20
 
 

@@ -1,5 +1,5 @@
 """Documentation build output: a generator's leftovers are skipped, its pages and the
-user's own files are read (pipekit/build_output.py, the walk in pipekit/readers.py)."""
+user's own files are read (pipekit/read/build_output.py, the walk in pipekit/read/)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,10 +8,11 @@ import pandas as pd
 import pytest
 
 from conftest import run_script
-from pipekit.config import load_config
-from pipekit.errors import ConfigError
-from pipekit.readers import list_inputs, read_document
+from pipekit.run.config import load_config
+from pipekit.run.errors import ConfigError
+from pipekit.read.documents import read_document
 
+from pipekit.read.walk import list_inputs
 PAGE = "<html><head><title>{0}</title></head><body><h1>{0}</h1><p>About {0}.</p></body></html>"
 
 

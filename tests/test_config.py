@@ -1,8 +1,8 @@
 """config.yaml and --set: every mistake names the key and what it accepts."""
 import pytest
 
-from pipekit.config import load_config, parse_override
-from pipekit.errors import ConfigError
+from pipekit.run.config import load_config, parse_override
+from pipekit.run.errors import ConfigError
 
 from conftest import REPO, run_script, write_config
 

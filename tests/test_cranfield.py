@@ -8,7 +8,7 @@ import ir_measures
 import pyarrow.parquet as pq
 import pytest
 
-from pipekit.queries import load_qrels, load_queries
+from pipekit.retrieve.queries import load_qrels, load_queries
 
 from conftest import run_script
 

@@ -15,12 +15,12 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from pipekit import io
+from pipekit.run import io
 from pipekit.cli import run_stage
-from pipekit.config import load_config
-from pipekit.engine import LocalEngine, RowRange, _WrittenPart, iter_rows
-from pipekit.show import show_file
-from pipekit.stages import STAGES, load_stage
+from pipekit.run.config import load_config
+from pipekit.run.engine import LocalEngine, RowRange, _WrittenPart, iter_rows
+from pipekit.tools.show import show_file
+from pipekit.run.stages import STAGES, load_stage
 
 from conftest import REPO, run_script, write_config
 

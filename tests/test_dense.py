@@ -1,4 +1,4 @@
-"""Dense vectors fused with BM25 (pipekit/dense.py, pipekit/fusion.py), offline.
+"""Dense vectors fused with BM25 (pipekit/index/dense.py, pipekit/retrieve/fusion.py), offline.
 
 Two models, both without any download: WordLlama's static model inside its wheel (in
 requirements.txt), and a sentence-transformers folder of the BERT family, here a tiny
@@ -141,7 +141,7 @@ def vectors(out: Path) -> np.ndarray:
 
 
 def expected_fusion(bm25: dict[int, float], cos: np.ndarray, w: float, depth: int = 100) -> list[tuple[int, float]]:
-    """The fusion as pipekit/fusion.py states it, from every chunk's BM25 score (`bm25`: chunk
+    """The fusion as pipekit/retrieve/fusion.py states it, from every chunk's BM25 score (`bm25`: chunk
     -> score, the chunks it scores) and cosine: union of the two top-`depth` lists, each
     score divided by its own list's best, convex combination; best first, ties by chunk order."""
     b_top = sorted(bm25, key=lambda c: (-bm25[c], c))[:depth]
@@ -163,7 +163,7 @@ def chunk_numbers(out: Path) -> dict[str, int]:
 # ------------------------------------------------------------------------------- the models
 
 def test_bert_folder_agrees_with_the_encoder_written_out_and_batches_change_little(tmp_path):
-    from pipekit.dense import BertFolder
+    from pipekit.index.dense import BertFolder
 
     folder = tiny_bert(tmp_path / "m")
     model = BertFolder(folder)
@@ -182,8 +182,8 @@ def test_vector_rows_pack_the_same_blocks_however_rows_arrive(tmp_path, monkeypa
     """Batches of any size, partitions cut anywhere (moved to block starts by block_parts): the
     same texts are embedded together, so the vectors are the same bits (what lets a cluster,
     or a local run counting on a thread per core, write the local engine's 04_vectors)."""
-    from pipekit import dense
-    from pipekit.engine import RowRange
+    from pipekit.index import dense
+    from pipekit.run.engine import RowRange
 
     monkeypatch.setattr(dense, "EMBED_BATCH", 4)
     monkeypatch.setattr(dense, "CUT_EVERY", 3)
@@ -217,7 +217,7 @@ def test_a_document_added_in_the_middle_re_embeds_only_the_blocks_around_it(tmp_
     """Blocks are cut by chunk id, so a new document moves only the cuts next to it: the
     other blocks' keys are the previous run's and their vectors are copied, the same bits
     a run without the previous vectors embeds."""
-    from pipekit import dense
+    from pipekit.index import dense
 
     monkeypatch.setattr(dense, "EMBED_BATCH", 6)
     monkeypatch.setattr(dense, "CUT_EVERY", 3)
@@ -251,7 +251,7 @@ def test_a_document_added_in_the_middle_re_embeds_only_the_blocks_around_it(tmp_
 
 def spy_on_packing(tmp_path, monkeypatch):
     """A tiny model folder, and the list of how many texts each embed call packed."""
-    from pipekit import dense
+    from pipekit.index import dense
 
     folder = tiny_bert(tmp_path / "m")
     packed = []
@@ -267,7 +267,7 @@ def chunk_table(ids: list[str]) -> pa.Table:
 
 
 def test_wordllama_loads_from_its_wheel_and_ignores_case(monkeypatch):
-    from pipekit.dense import WordLlamaModel, identity
+    from pipekit.index.dense import WordLlamaModel, identity
 
     # Any attempt to reach a network would fail here: WordLlama must load from its wheel.
     import socket
@@ -294,7 +294,7 @@ def runs(tmp_path_factory):
 
 
 def test_a_chunks_text_to_embed_weights_its_own_heading_not_its_parents():
-    from pipekit.dense import chunk_text, heading_repeats
+    from pipekit.index.dense import chunk_text, heading_repeats
 
     text = chunk_text("Guide › Install › Linux", "apt install it", 3)
     assert text == "Guide › Install › Linux\n\nLinux\n\nLinux\n\napt install it"
@@ -307,8 +307,8 @@ def test_a_chunks_text_to_embed_weights_its_own_heading_not_its_parents():
 
 
 def test_wordllama_vectors_are_each_chunks_heading_and_text_embedded(runs):
-    from pipekit.dense import WordLlamaModel, chunk_text
-    from pipekit.io import read_meta
+    from pipekit.index.dense import WordLlamaModel, chunk_text
+    from pipekit.run.io import read_meta
 
     root, _ = runs
     v = vectors(root / "wl")
@@ -321,11 +321,11 @@ def test_wordllama_vectors_are_each_chunks_heading_and_text_embedded(runs):
     assert hw == 3  # the default: the own heading counts three times
     again = WordLlamaModel().embed([chunk_text(chunks["heading"][i], chunks["text"][i], hw) for i in pick])
     np.testing.assert_allclose(v[pick], again, atol=1e-6)
-    assert "wordllama" in json.dumps(__import__("pipekit.io", fromlist=["x"]).read_meta(root / "wl" / "04_vectors.parquet"))
+    assert "wordllama" in json.dumps(__import__("pipekit.run.io", fromlist=["x"]).read_meta(root / "wl" / "04_vectors.parquet"))
 
 
 def test_hybrid_results_are_the_fusion_of_bm25_and_the_cosine(runs):
-    from pipekit.dense import WordLlamaModel
+    from pipekit.index.dense import WordLlamaModel
 
     root, _ = runs
     bm25 = pd.read_parquet(root / "bm25" / "05_results.parquet")
@@ -347,8 +347,8 @@ def test_hybrid_results_are_the_fusion_of_bm25_and_the_cosine(runs):
 def test_a_chunk_only_the_cosine_found_gets_its_own_bm25_part(runs):
     """Chunk 3 is in the cosine's top 2, not BM25's: its BM25 part is its score looked up
     (`Index.scorer`), over the best of BM25's list, as for any chunk; without a scorer, 0."""
-    from pipekit.fusion import Dense
-    from pipekit.search import Searcher
+    from pipekit.retrieve.fusion import Dense
+    from pipekit.retrieve.search import Searcher
 
     vectors_ = np.array([[0.0, 1.0], [0.8, 0.6], [0.6, 0.8], [1.0, 0.0]], np.float32)
     d, query = Dense(vectors_, "wordllama", 0.5), np.array([1.0, 0.0], np.float32)
@@ -397,7 +397,7 @@ def test_explain_shows_both_parts_and_the_fused_score(runs):
 
 
 def test_searcher_answers_as_stage_05_with_vectors(runs):
-    from pipekit.search import Searcher
+    from pipekit.retrieve.search import Searcher
 
     root, _ = runs
     hyb = pd.read_parquet(root / "wl" / "05_results.parquet")
@@ -409,9 +409,9 @@ def test_searcher_answers_as_stage_05_with_vectors(runs):
 
 
 def test_a_null_weight_is_the_models_measured_default(runs):
-    from pipekit.dense import WordLlamaModel
-    from pipekit.fusion import WORDLLAMA_WEIGHT
-    from pipekit.search import Searcher
+    from pipekit.index.dense import WordLlamaModel
+    from pipekit.retrieve.fusion import WORDLLAMA_WEIGHT
+    from pipekit.retrieve.search import Searcher
 
     root, _ = runs
     searcher = Searcher(root / "wl", settings={"dense_weight": None, "explain": False})
@@ -426,7 +426,7 @@ def test_a_null_weight_is_the_models_measured_default(runs):
 
 
 def test_rm3_with_vectors_fuses_the_expanded_query_with_the_cosine(runs, tmp_path):
-    from pipekit.dense import WordLlamaModel
+    from pipekit.index.dense import WordLlamaModel
 
     root, cfg = runs
     pipeline(cfg, tmp_path / "rm3", "retrieval.feedback=rm3", "retrieval.top_k=100")
@@ -474,7 +474,7 @@ def test_a_rerun_that_reuses_counts_writes_the_vectors_a_forced_run_writes(tmp_p
 # ----------------------------------------------------------------------- a model folder
 
 def test_model_folder_end_to_end_and_another_model_makes_04_stale(tmp_path):
-    from pipekit.dense import BertFolder, chunk_text
+    from pipekit.index.dense import BertFolder, chunk_text
 
     folder = tiny_bert(tmp_path / "model")
     cfg = sample_config(tmp_path, dense_weight=0.5)
@@ -488,8 +488,8 @@ def test_model_folder_end_to_end_and_another_model_makes_04_stale(tmp_path):
     status = lambda: run_script("run_pipeline.py", "--config", str(cfg), "--set", f"paths.output={out}",
                                 "--set", f"indexing.dense_model={folder}", "--status").stdout
     assert "stale" not in status()
-    from pipekit.fusion import FOLDER_WEIGHT
-    from pipekit.search import Searcher
+    from pipekit.retrieve.fusion import FOLDER_WEIGHT
+    from pipekit.retrieve.search import Searcher
     assert Searcher(out, settings={"dense_weight": None}).index.dense.weight == FOLDER_WEIGHT
     tiny_bert(folder, seed=1)  # the same folder, other weights
     assert "the model of indexing.dense_model changed" in status()

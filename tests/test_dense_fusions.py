@@ -1,4 +1,4 @@
-"""bench/hybrid.py --fusions: the alternatives it compares with pipekit/fusion.py's are the
+"""bench/hybrid.py --fusions: the alternatives it compares with pipekit/retrieve/fusion.py's are the
 formulas bench/README.md names (each fused score up to a shift: only their order counts)."""
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def same_up_to_a_shift(got, want):
 
 
 def test_best_is_the_pipelines_own_fusion():
-    from pipekit.fusion import Dense
+    from pipekit.retrieve.fusion import Dense
 
     d = Dense(VECTORS, "wordllama", 0.5)
     want = d.fuse(COLS, VALS, QUERY, d.top(QUERY[None], 2)[0], 2)
@@ -63,7 +63,7 @@ def test_function_words_leave_the_average_and_nothing_else_changes():
     by - or _ (on-call, is_valid) and a text of nothing but function words embed as the model
     embeds them.  Cutting them from the text instead changes the neighbours' tokens."""
     pytest.importorskip("wordllama")
-    from pipekit.dense import load_model
+    from pipekit.index.dense import load_model
 
     model = load_model("wordllama")
     got = hybrid.content_embed(model, ["What is the HEAT of it?", "heat?", "the on-call is_valid flag", "what is it"])

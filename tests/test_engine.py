@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipekit.config import load_config
-from pipekit.errors import ConfigError
-from pipekit.io import read_meta
-from pipekit.stages import STAGES
+from pipekit.run.config import load_config
+from pipekit.run.errors import ConfigError
+from pipekit.run.io import read_meta
+from pipekit.run.stages import STAGES
 
 from conftest import REPO, assert_same_outputs, pipeline, run_script, write_config
 
@@ -134,7 +134,7 @@ def test_cranfield_on_two_workers_equals_the_local_engine(tmp_path, cluster, cra
 
 
 def _held_by_this_worker() -> int:
-    from pipekit import resident
+    from pipekit.retrieve import resident
 
     return len(resident._HELD)
 
@@ -144,7 +144,7 @@ def test_stage_05_on_the_workers_with_feedback_equals_local_and_lets_the_index_g
     engine's, and when the stage ends no worker holds the index and no shared copy is left."""
     import re
 
-    from pipekit.resident import _lock_path, shared_dir, shared_tag
+    from pipekit.retrieve.resident import _lock_path, shared_dir, shared_tag
 
     address, client = cluster
     cfg = sample_config(tmp_path)
@@ -223,8 +223,8 @@ def test_a_worker_killed_during_stage_03_changes_nothing(tmp_path, cluster, cran
     """SIGKILL one of the two workers once stage 03's first partition is back: the
     nanny starts a new one, the scheduler runs the lost tasks again, the output is the same."""
     from pipekit.cli import run_stage
-    from pipekit.engine import DaskEngine
-    from pipekit.stages import load_stage
+    from pipekit.run.engine import DaskEngine
+    from pipekit.run.stages import load_stage
 
     address, client = cluster
     cfg_path = cranfield_config(tmp_path, cranfield)
@@ -327,7 +327,7 @@ def test_a_local_cluster_run_prints_its_dashboard_and_leaves_no_process(tmp_path
 
 def _pretend_other_code(restore: bool = False) -> None:
     """Run on a worker: its stage-03 code hash differs from the client's (or is restored)."""
-    import pipekit.engine as engine
+    import pipekit.run.engine as engine
 
     if restore:
         engine.code_hashes = engine._real_code_hashes
@@ -337,8 +337,8 @@ def _pretend_other_code(restore: bool = False) -> None:
 
 
 def test_workers_running_other_code_are_refused_before_any_task(cluster):
-    from pipekit.engine import DaskEngine
-    from pipekit.errors import PipelineError
+    from pipekit.run.engine import DaskEngine
+    from pipekit.run.errors import PipelineError
 
     address, client = cluster
     client.run(_pretend_other_code)
@@ -356,7 +356,7 @@ def test_workers_running_other_code_are_refused_before_any_task(cluster):
 
 
 def test_results_come_back_in_partition_order_with_one_bar_step_per_partition(cluster):
-    from pipekit.engine import DaskEngine, LocalEngine
+    from pipekit.run.engine import DaskEngine, LocalEngine
 
     address, _ = cluster
     steps = []
@@ -388,7 +388,7 @@ def test_the_cluster_a_run_starts_does_not_sample_its_workers_stacks_nor_trim_th
     DASK_CONFIG pointing at the file gets the same settings."""
     import dask
 
-    from pipekit.engine import _tuned, local_cluster
+    from pipekit.run.engine import _tuned, local_cluster
 
     env = lambda: (os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.environ.get("MALLOC_MMAP_THRESHOLD_"))  # noqa: E731
     # A nanny sets its variables in its own process's environment too (this module's
@@ -467,7 +467,7 @@ def test_threads_loading_a_stage_at_once_all_get_it_whole():
     """A worker running partitions on several threads loads the stage module from each:
     without the lock in load_stage, the second thread got it registered but not executed."""
     code = ("import threading\n"
-            "from pipekit.stages import load_stage\n"
+            "from pipekit.run.stages import load_stage\n"
             "barrier, got = threading.Barrier(4), []\n"
             "def load():\n"
             "    barrier.wait()\n"

@@ -1,4 +1,4 @@
-"""pipekit/fastpath.py gives exactly the per-record rows: stage 01's BEIR columns, stage 02's
+"""pipekit/read/fastpath.py gives exactly the per-record rows: stage 01's BEIR columns, stage 02's
 already-clean texts and stage 03's one-chunk records, each drawn by hypothesis (short
 records, ASCII and not, with and without titles, blank lines, control characters, CRs,
 trailing spaces, long words, Markdown-looking starts) through both paths and compared.
@@ -15,11 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pipekit import fastpath
-from pipekit.engine import RowRange
-from pipekit.errors import PipelineError
-from pipekit.readers import iter_beir
-from pipekit.stages import load_stage
+from pipekit.chunk import fastpath as chunk_fastpath
+from pipekit.read import fastpath
+from pipekit.run.engine import RowRange
+from pipekit.run.errors import PipelineError
+from pipekit.read.beir import iter_beir
+from pipekit.run.stages import load_stage
 
 S1, S2, S3 = load_stage(1), load_stage(2), load_stage(3)
 
@@ -154,12 +155,12 @@ def test_single_chunks_are_chunk_document(raw, section, cleaned, data):
     formats = data.draw(st.lists(st.sampled_from(["beir", "beir", "beir", "text", "markdown"]),
                                  min_size=len(records), max_size=len(records)))
     fast = _outcome(lambda: _chunks(section, records, formats))
-    original = fastpath.one_chunk
-    fastpath.one_chunk = lambda batch, settings: (np.zeros(batch.num_rows, dtype=bool), None)  # every record alone
+    original = chunk_fastpath.one_chunk
+    chunk_fastpath.one_chunk = lambda batch, settings: (np.zeros(batch.num_rows, dtype=bool), None)  # every record alone
     try:
         slow = _outcome(lambda: _chunks(section, records, formats))
     finally:
-        fastpath.one_chunk = original
+        chunk_fastpath.one_chunk = original
     if isinstance(slow, str):  # the chunker's own failure (one the fast path never takes) stays the same
         assert fast == slow
         return
@@ -175,10 +176,10 @@ def test_single_chunks_are_chunk_document(raw, section, cleaned, data):
                                           "\x1c", "\x1f", "\x7f", "!"]), max_size=12).map("".join), max_size=8),
        st.integers(0, 3))
 def test_word_counts_are_split_and_count_words(texts, skip):
-    from pipekit.doctext import count_words
+    from pipekit.chunk.doctext import count_words
 
     column = pa.array(["pad"] * skip + texts, pa.string()).slice(skip)  # an offset into the buffers, as a slice has
-    n_words, budget = fastpath._words(column)
+    n_words, budget = chunk_fastpath._words(column)
     assert n_words.tolist() == [len(t.split()) for t in texts]
     assert budget.tolist() == [count_words(t) for t in texts]
 
@@ -189,12 +190,12 @@ def test_one_chunk_picks_short_beir_lines_within_max():
         "text": ["one two three\n", "a b c d e f g h\n", "a b c d e f g h i\n", "# heading\n", "two\nlines\n",
                  "caf\u00e9\n", "one two\n"],
         "format": ["beir"] * 6 + ["markdown"], "path": pa.array([[]] * 7, pa.list_(pa.string()))})
-    assert fastpath.one_chunk(batch, settings_)[0].tolist() == [True, True, False, False, False, False, False]
+    assert chunk_fastpath.one_chunk(batch, settings_)[0].tolist() == [True, True, False, False, False, False, False]
 
 
 def test_chunk_rows_hand_out_batches_of_exactly_the_size():
     schema = S3._schema()
-    rows = fastpath.ChunkRows(schema, S3.PER_CHUNK, 3, lambda cols, at, labels: {
+    rows = chunk_fastpath.ChunkRows(schema, S3.PER_CHUNK, 3, lambda cols, at, labels: {
         **cols, "page_label_start": [None] * len(at), "page_label_end": [None] * len(at)})
     chunk = {"chunk_id": "d#0", "doc_id": "d", "ordinal": 0, "heading_path": [], "heading": "", "path": [],
              "text": "t", "start_char": 0, "end_char": 1, "page_start": None, "page_end": None, "n_words": 1,

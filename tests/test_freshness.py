@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pipekit.stages import STAGES
+from pipekit.run.stages import STAGES
 
 from conftest import REPO, run_script, write_config
 
@@ -151,10 +151,10 @@ def test_an_edited_queries_or_qrels_file_makes_05_stale(project, name, more):
     all_fresh(project)
 
 
-@pytest.mark.parametrize("number, name", [(5, "05_retrieval.py"), (5, "pipekit/queries.py")])
+@pytest.mark.parametrize("number, name", [(5, "05_retrieval.py"), (5, "pipekit/retrieve/queries.py")])
 def test_edited_code_makes_its_stage_stale(project, number, name):
     stage = STAGES[number - 1]
-    assert name in stage.code
+    assert any(name == c or (c.endswith("/") and name.startswith(c)) for c in stage.code)  # listed, or in a listed room
     with edited(project / name, "\n# an edit\n"):
         st = status_of_copy(project)
         assert all(st[s.label] == ["fresh"] for s in STAGES[:number - 1])

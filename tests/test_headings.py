@@ -1,4 +1,4 @@
-"""pipekit.headings: a heading's text as a CommonMark reader shows it.
+"""pipekit.chunk.headings: a heading's text as a CommonMark reader shows it.
 
 markdown-it-py is the oracle: for generated headings (hypothesis) and for the headings of
 real documentation on this machine, `plain_heading(raw)` must equal the visible text of
@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import mdTrim
 
-from pipekit.headings import HEADING_MAX, plain_heading, strip_attribute_list
-from pipekit.stages import get_stage, load_stage
+from pipekit.chunk.headings import HEADING_MAX, plain_heading, strip_attribute_list
+from pipekit.run.stages import get_stage, load_stage
 
 _MD = MarkdownIt("commonmark")
 
@@ -108,7 +108,7 @@ def test_stage_03_uses_it_and_records_it_as_code():
     text = "# mkdocs.yml\n\n## use_directory_urls { #use-directory-urls }\n\nBody text here.\n"
     (chunk,) = chunking.chunk_document(text, fmt="markdown")
     assert chunk["heading_path"] == ["mkdocs.yml", "use_directory_urls"]
-    assert "pipekit/headings.py" in get_stage(3).code  # a change to the rules reruns stage 03
+    assert "pipekit/chunk/" in get_stage(3).code  # a change to the rules (chunk/headings.py) reruns stage 03
 
 
 # --------------------------------------------------------------------------------------

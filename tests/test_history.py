@@ -4,8 +4,8 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
-from pipekit.history import HISTORY, read_history, runs
-from pipekit.io import read_meta
+from pipekit.tools.history import HISTORY, read_history, runs
+from pipekit.run.io import read_meta
 
 from conftest import run_script
 
@@ -141,7 +141,7 @@ def test_a_fingerprint_prefix_of_digits_is_found_as_a_prefix():
     about one fingerprint in 40 starts with eight decimal digits)."""
     from types import SimpleNamespace
 
-    from pipekit.compare import pick
+    from pipekit.tools.compare import pick
 
     runs = [SimpleNamespace(number=1, fingerprint="a1b2c3d4e5f60718"),
             SimpleNamespace(number=2, fingerprint="7569666612abcdef")]

@@ -148,7 +148,8 @@ def test_no_script_text_in_any_chunk(hostile_run):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from pipekit.readers import COLUMNS, list_inputs, read_document  # noqa: E402
+from pipekit.read.documents import COLUMNS, read_document  # noqa: E402
+from pipekit.read.walk import list_inputs
 
 _HTML_BITS = ["<p>", "</p>", "<h2>", "</h2>", "<ul><li>", "</li>", "<table><tr><td>", "</td>", "<pre><code>",
               "</code></pre>", "<script>", "</script>", "<!--", "-->", "<title>", "<nav>", "<", ">", "&amp;", "|",

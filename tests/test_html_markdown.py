@@ -1,4 +1,4 @@
-"""HTML to Markdown that stays valid (pipekit/html_markdown.py): markdown-it-py reads the
+"""HTML to Markdown that stays valid (pipekit/read/html_markdown.py): markdown-it-py reads the
 converted text back, and every heading of the page outside its navigation must come back
 as a heading, every code block as one closed fence."""
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from markdown_it import MarkdownIt
 
-from pipekit.html_markdown import html_to_markdown
-from pipekit.stages import load_stage
+from pipekit.read.html_markdown import html_to_markdown
+from pipekit.run.stages import load_stage
 from test_03_oracle import check_spans, fence_left_open, oracle_headings
 
 chunking = load_stage(3)

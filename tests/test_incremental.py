@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipekit.incremental import PreviousRows, list_files, plan_reuse, runs
-from pipekit.readers import list_inputs
+from pipekit.run.incremental import PreviousRows, list_files, plan_reuse, runs
+from pipekit.read.walk import list_inputs
 
 from conftest import REPO, assert_same_outputs, pipeline, run_script, write_config
 
@@ -251,15 +251,15 @@ def test_a_beir_corpus_is_reread_whole_but_only_changed_records_are_redone(tmp_p
 def test_run_pipeline_walks_the_input_folder_once_per_run(tmp_path, monkeypatch):
     """The freshness check's walk is the one stage 01 reads by: on a folder of thousands of
     files a second walk was a tenth of a one-file rerun, and two walks could disagree."""
-    import pipekit.readers
+    import pipekit.read.walk
     import run_pipeline
 
     docs, cfg = sample_copy(tmp_path)
     pipeline(cfg, tmp_path / "out")
     (docs / "new.md").write_text("# New\n\nA page added after the first run.\n", encoding="utf-8")
     walks = []
-    real = pipekit.readers.list_inputs
-    monkeypatch.setattr(pipekit.readers, "list_inputs", lambda *a, **k: walks.append(a[0]) or real(*a, **k))
+    real = pipekit.read.walk.list_inputs
+    monkeypatch.setattr(pipekit.read.walk, "list_inputs", lambda *a, **k: walks.append(a[0]) or real(*a, **k))
     assert run_pipeline.main(["--config", str(cfg), "--set", f"paths.output={tmp_path / 'out'}"]) == 0
     assert walks == [docs]
     pipeline(cfg, tmp_path / "forced", args=("--force",))

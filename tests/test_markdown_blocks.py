@@ -1,11 +1,12 @@
-"""pipekit/markdown_blocks.py on its own: the block scanner and the front-matter reader,
+"""pipekit/chunk/markdown_blocks.py on its own: the block scanner and the front-matter reader,
 with markdown-it-py (and its front-matter plugin) as the referee.  The scanner's
 generated-document comparison with markdown-it is in test_03_properties.py."""
 from __future__ import annotations
 
 import pytest
 
-from pipekit.markdown_blocks import front_matter_end, front_matter_title, scan_blocks
+from pipekit.chunk.markdown_blocks import scan_blocks
+from pipekit.read.markdown import front_matter_end, front_matter_title
 from test_03_oracle import front_matter_span, oracle_blocks
 
 FRONT = [

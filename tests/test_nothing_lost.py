@@ -9,8 +9,8 @@ import fpdf
 import pandas as pd
 
 from conftest import pipeline, run_script, write_config
-from pipekit.stages import load_stage
-from pipekit.unchunked import NoChunks, reason
+from pipekit.run.stages import load_stage
+from pipekit.chunk.unchunked import NoChunks, reason
 
 chunking = load_stage(3)
 

@@ -17,7 +17,7 @@ import fpdf
 import pypdf
 
 from conftest import pipeline, run_script, write_config
-from pipekit.pages import cite_pages, label_pages
+from pipekit.read.pages import cite_pages, label_pages
 
 R_INTRO = Path("/usr/share/R/doc/manual/R-intro.pdf")  # Debian's r-doc-pdf: T-1, T-2, i, ii, ..., 1, 2, ...
 

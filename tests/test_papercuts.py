@@ -175,7 +175,7 @@ def test_compare_names_a_setting_it_cannot_apply(sample_out, tmp_path):
 
 
 def test_the_questions_stoplist_drops_what_makes_a_sentence_a_question():
-    from pipekit.analyzer import Analyzer
+    from pipekit.index.analyzer import Analyzer
 
     q = "how do I roll back a deploy, and what can we keep from May?"
     assert Analyzer(stopwords="english").analyze(q)[:2] == ["how", "do"]  # Lucene's 33 keep them
@@ -186,8 +186,8 @@ def test_feedback_may_not_add_stopwords_or_common_numbers():
     import numpy as np
     import pyarrow as pa
 
-    from pipekit.analyzer import Analyzer
-    from pipekit.queries import feedback_noise
+    from pipekit.index.analyzer import Analyzer
+    from pipekit.retrieve.queries import feedback_noise
 
     terms = pa.array(["00", "2025", "503", "doe", "flag", "how", "what"])
     df = np.array([30, 12, 2, 9, 4, 40, 40])
@@ -238,7 +238,7 @@ def test_report_marks_the_results_the_judgements_count(sample_out, tmp_path):
     relevant ones; now each shown passage of a judged document says so, with its grade."""
     import html
 
-    from pipekit.queries import load_qrels
+    from pipekit.retrieve.queries import load_qrels
 
     page_path = tmp_path / "report.html"
     run_script("-m", "pipekit", "report", "--set", f"paths.output={sample_out}", "--out", str(page_path))

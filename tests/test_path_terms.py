@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from pipekit.analyzer import Analyzer
-from pipekit.stages import load_stage
+from pipekit.index.analyzer import Analyzer
+from pipekit.run.stages import load_stage
 
 indexing = load_stage(4)
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipekit.config import all_keys
-from pipekit.stages import STAGES
+from pipekit.run.config import all_keys
+from pipekit.run.stages import STAGES
 
 from conftest import REPO, SHARED_DATA, run_script
 
@@ -386,7 +386,7 @@ def test_quickstart_quotes_the_metrics_the_sample_gives_now(sample_outputs):
 
 
 def test_the_judgements_are_as_many_as_the_readme_says():
-    from pipekit.queries import load_qrels, load_queries
+    from pipekit.retrieve.queries import load_qrels, load_queries
 
     qrels, queries = load_qrels(REPO / "data" / "qrels.tsv"), load_queries(str(REPO / "data" / "queries.txt"))
     n = sum(1 for judged in qrels.values() for grade in judged.values() if grade > 0)
@@ -697,7 +697,7 @@ def test_beir_example_runs(cranfield, tmp_path):
 def test_show_excerpt_matches_the_real_viewer(sample_outputs):
     """The README's sample of `python -m pipekit show` output has the viewer's real labels."""
     block = next(body for lang, body in code_blocks() if lang == "text" and body.startswith("provenance"))
-    from pipekit.show import show_file
+    from pipekit.tools.show import show_file
 
     real = show_file(sample_outputs / "03_chunks.parquet", rows=0)
     for line in block.splitlines():

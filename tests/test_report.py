@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 import pyarrow.parquet as pq
 import pytest
 
-from pipekit.report import REPORT
+from pipekit.tools.report import REPORT
 
 from conftest import run_script
 

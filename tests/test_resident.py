@@ -1,4 +1,4 @@
-"""pipekit/resident.py: what a worker loads once (stage 05's index) and how one machine's
+"""pipekit/retrieve/resident.py: what a worker loads once (stage 05's index) and how one machine's
 workers share its arrays instead of each building its own."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipekit import resident
+from pipekit.retrieve import resident
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """reStructuredText: read by docutils into the Markdown structure stage 03 chunks
-(pipekit/rst.py, `read_rst` in pipekit/readers.py, SPEC rule 9)."""
+(pipekit/read/rst.py, `read_rst` in pipekit/read/, SPEC rule 9)."""
 from __future__ import annotations
 
 import re
@@ -8,9 +8,10 @@ from pathlib import Path
 import pandas as pd
 
 from conftest import run_script
-from pipekit.markdown_blocks import scan_blocks
-from pipekit.readers import list_inputs, read_document
-from pipekit.rst import parse, rst_to_markdown, section_titles
+from pipekit.chunk.markdown_blocks import scan_blocks
+from pipekit.read.documents import read_document
+from pipekit.read.walk import list_inputs
+from pipekit.read.rst import parse, rst_to_markdown, section_titles
 
 
 def headings(markdown: str) -> list[tuple[int, str]]:

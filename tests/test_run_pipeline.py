@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from pipekit.stages import STAGES
+from pipekit.run.stages import STAGES
 
 from conftest import REPO, run_script
 

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import pipekit
-from pipekit.errors import PipelineError
+from pipekit.run.errors import PipelineError
 
 from conftest import REPO, run_script
 

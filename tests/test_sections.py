@@ -1,4 +1,4 @@
-"""Section context (pipekit/sections.py): which chunks share a section, and scores that
+"""Section context (pipekit/retrieve/sections.py): which chunks share a section, and scores that
 equal BM25 over chunks mixed with BM25 over sections, computed here by hand."""
 import math
 from collections import Counter
@@ -7,11 +7,11 @@ import pyarrow as pa
 import pytest
 
 import pipekit
-from pipekit.analyzer import Analyzer
-from pipekit.config import load_config
-from pipekit.errors import ConfigError
-from pipekit.io import ParquetSink
-from pipekit.sections import section_codes
+from pipekit.index.analyzer import Analyzer
+from pipekit.run.config import load_config
+from pipekit.run.errors import ConfigError
+from pipekit.run.io import ParquetSink
+from pipekit.retrieve.sections import section_codes
 
 from conftest import run_script, write_config
 

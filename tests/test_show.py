@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipekit import show
-from pipekit.io import ParquetSink
-from pipekit.stages import REPO_ROOT
+from pipekit.tools import show
+from pipekit.run.io import ParquetSink
+from pipekit.run.stages import REPO_ROOT
 
 META = {
     "stage": "03_chunking",

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conftest import REPO, packages, run_importing
-from pipekit.cli import preview
+from pipekit.run.commands import preview
 
 
 def imported(*args: str) -> set[str]:
@@ -20,7 +20,7 @@ def imported(*args: str) -> set[str]:
 
 
 def test_the_pipeline_never_imports_pandas(tmp_path):
-    # pyarrow imports pandas on its first Arrow array unless told not to (pipekit.io.defer_pandas)
+    # pyarrow imports pandas on its first Arrow array unless told not to (pipekit.run.io.defer_pandas)
     mods = imported("run_pipeline.py", "--force", "--set", f"paths.output={tmp_path}")
     assert "pyarrow" in mods and "ir_measures" in mods  # it did run, and evaluated
     assert "pandas" not in mods
@@ -43,7 +43,7 @@ def test_deferred_pandas_still_makes_dataframes_and_reads_series():
     code = """
 import sys, math
 import pyarrow as pa
-from pipekit.io import defer_pandas
+from pipekit.run.io import defer_pandas
 defer_pandas()
 pa.array([1, 2]); pa.table({"a": [1.0, None]})
 assert "pandas" not in sys.modules

@@ -1,8 +1,8 @@
 """Structure by format (SPEC rule 9): plain text and PDF have no heading syntax, a PDF's
 outline gives its headings, page furniture leaves the text in stage 02.
 
-pipekit/structure.py (plain paragraphs, outline placement, CSV records) and
-pipekit/pages.py (outline reading, furniture) on made text, and end to end on a PDF
+pipekit/chunk/structure.py (plain paragraphs, outline placement, CSV records) and
+pipekit/read/pages.py (outline reading, furniture) on made text, and end to end on a PDF
 generated here with fpdf2: an outline, running headers, page numbers, and a shell
 comment printed on a page.
 """
@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import run_script, write_config
-from pipekit.pages import read_outline, strip_furniture
-from pipekit.stages import load_stage
-from pipekit.csv_chunks import csv_records
-from pipekit.structure import place_outline, plain_blocks, title_key
+from pipekit.read.pages import read_outline, strip_furniture
+from pipekit.run.stages import load_stage
+from pipekit.chunk.csv_chunks import csv_records
+from pipekit.chunk.structure import place_outline, plain_blocks, title_key
 from test_03_oracle import check_spans
 
 chunking = load_stage(3)
@@ -258,7 +258,7 @@ def test_read_outline_of_a_pdf_without_one_is_none(tmp_path):
 
 def _paragraphs_line_by_line(lines, markers):
     """The reference: plain_blocks as a step per line (what it was before issue 15)."""
-    from pipekit.markdown_blocks import MARKER
+    from pipekit.chunk.markdown_blocks import MARKER
 
     blocks, marks, cur = [], [], None
     for i, ln in enumerate(lines):

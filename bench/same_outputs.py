@@ -1,0 +1,104 @@
+"""Two checkouts, the same inputs: are their outputs the same table for table?
+
+    python bench/same_outputs.py --baseline /tmp/before                # sample and Cranfield, local and Dask
+    python bench/same_outputs.py --baseline /tmp/before --input PATH   # any folder or corpus.jsonl too
+
+For a change that moves code and must not change what it computes (issue 33's regrouping of
+pipekit/), run the pipeline with `--force` in both checkouts on the same input, with each
+engine, and compare every output: the same columns, rows, order and values.  Provenance
+metadata is left out of the comparison on purpose: it records the code's hash, which a
+move changes by design.  `05_history.parquet` keeps times of runs; its times are set aside.
+Prints one line per (input, engine) and exits 1 if any table differs.
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared" / "data"
+HISTORY_TIMES = ("at", "seconds", "started_at", "run_at", "time")
+
+
+def run(repo: Path, out: Path, sets: list[str]) -> float:
+    args = [sys.executable, "run_pipeline.py", "--force", "--set", f"paths.output={out}"]
+    for kv in sets:
+        args += ["--set", kv]
+    t0 = time.perf_counter()
+    proc = subprocess.run(args, cwd=repo, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{repo}: run_pipeline failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def tables(out: Path) -> dict[str, object]:
+    found = {}
+    for p in sorted(out.iterdir()):
+        if p.suffix == ".parquet" or (p.is_dir() and p.name.endswith(".parquet")):
+            t = pq.read_table(p)
+            t = t.replace_schema_metadata(None)
+            if p.name.startswith("05_history"):
+                t = t.drop_columns([c for c in t.column_names if c in HISTORY_TIMES])
+            found[p.name] = t
+        elif p.suffix == ".trec":
+            found[p.name] = p.read_text()
+    return found
+
+
+def compare(a: Path, b: Path) -> list[str]:
+    ta, tb = tables(a), tables(b)
+    differ = sorted(set(ta) ^ set(tb))
+    for name in sorted(set(ta) & set(tb)):
+        x, y = ta[name], tb[name]
+        if isinstance(x, str):
+            same = x == y
+        else:
+            same = x.schema.remove_metadata() == y.schema.remove_metadata() and x.equals(y)
+        if not same:
+            differ.append(name)
+    return differ
+
+
+def inputs(extra: list[str]) -> list[tuple[str, list[str]]]:
+    cases = [("sample", [])]
+    cran = SHARED / "cranfield" / "beir"
+    if cran.is_dir():
+        cases.append(("cranfield", [f"documents.input={cran / 'corpus.jsonl'}",
+                                    f"retrieval.queries={cran / 'queries.jsonl'}",
+                                    f"retrieval.qrels={cran / 'qrels.tsv'}"]))
+    else:
+        print(f"cranfield: skipped ({cran} is absent)")
+    for path in extra:
+        cases.append((path, [f"documents.input={path}", "retrieval.qrels=null"]))
+    return cases
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--baseline", type=Path, required=True, help="the other checkout (git worktree add PATH REV)")
+    ap.add_argument("--input", action="append", default=[], help="another documents.input to compare on")
+    ap.add_argument("--engines", default="local,dask", help="comma-separated engine.kind values")
+    args = ap.parse_args(argv)
+    bad = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, sets in inputs(args.input):
+            for engine in args.engines.split(","):
+                s = sets + [f"engine.kind={engine}"] + (["engine.workers=2"] if engine == "dask" else [])
+                a, b = Path(tmp, "a", label.replace("/", "_"), engine), Path(tmp, "b", label.replace("/", "_"), engine)
+                ta, tb = run(args.baseline.resolve(), a, s), run(REPO, b, s)
+                differ = compare(a, b)
+                bad += bool(differ)
+                n = len(tables(a))
+                print(f"{label:<12} {engine:<6} {n} outputs, {'identical' if not differ else 'DIFFER: ' + ', '.join(differ)}"
+                      f"  (baseline {ta:.1f} s, this checkout {tb:.1f} s)", flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,190 @@
+"""Fast paths for collections of many short records: the per-record rules, a batch at a time.
+
+A BEIR corpus is hundreds of thousands of one-paragraph records.  Stages 01–03 handle a
+record in Python (a dict per row, six regex passes to clean it, a Markdown scan, a line
+table and a packer to chunk it), and on 200,000 synthetic passages that was ~13 s of a
+21 s run, for records with nothing to clean and nothing to split.  The rules are right;
+only their cost per record is the problem.  This module makes the same rows with Arrow
+and NumPy over whole columns, *for the records where the per-record rules provably do
+nothing but the obvious*, and sends every other record down the per-record path.  Each
+function says which records qualify and why its result is exactly the slow path's;
+tests/test_fastpath.py draws short records (ASCII and not, titles or none, blank lines,
+control characters, CRs, trailing spaces, long words) through both and compares rows.
+
+Stage 03, `one_chunk` / `single_chunks`: a BEIR record under the `heading` strategy whose
+text is ASCII, one line (no newline but a final one), without control characters, that
+starts with a letter or digit and whose size in the budget unit is at most `max`.  Its
+line is one block (no heading, fence, quote, table, front matter or page marker starts
+with a letter or digit, and the other blocks need a second line), so the chunker makes one
+section of one unit; a unit within `max` is one chunk — whole when it fits `target`, and
+`_pack` keeps a lone unit whole up to `max`.  That chunk is the line: ordinal 0, span
+[0, length of the line), heading path [title] (none without one), no pages.  ASCII keeps
+the word counts exact: in ASCII, str.split() splits at bytes 9-13, 28-31 and 32, and
+`_words` counts over the bytes with the same set.  `ChunkRows` merges these tables with
+the per-record chunks in document order and hands them out in batches of exactly the
+size the per-record loop wrote, so even the Parquet row groups are the same.
+
+Deliberately not fast-pathed: anything with non-ASCII text (Unicode normalisation and
+Unicode whitespace are the per-record code's to decide), a text of several lines in stage
+03 (a line may open a heading, a list or a table: Cranfield's wrapped abstracts are
+chunked one by one, cleaned as a column), files (one file is one document of any size and
+structure), and strategies other than `heading`.
+
+Measured (bench/scale.py --baseline, before/after in one run; cProfile at 200k for where
+the time went): bench/README.md, "Scale".
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipekit.run.arrays import string_buffers
+
+__all__ = ["one_chunk", "single_chunks", "ChunkRows", "runs"]
+
+# ---- stage 03: records that are one chunk ----------------------------------------------------
+
+# One line (a newline only at the end), no control character, starting with a letter or digit.
+_ONE_LINE = r"^[A-Za-z0-9][^\n\x00-\x08\x0b-\x1f\x7f]*\n?$"
+
+
+def runs(mask: np.ndarray) -> Iterator[tuple[int, int, bool]]:
+    """(start, end, value) of the runs of equal values in a boolean array."""
+    edges = np.flatnonzero(np.diff(mask.view(np.int8))) + 1
+    bounds = [0, *edges.tolist(), len(mask)]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        yield a, b, bool(mask[a])
+
+
+_LONG_RUN = r"[^ \t\n\x0b\x0c\r\x1c-\x1f]{11}"  # 11 characters str.split() does not split at (RE2)
+
+
+def _words(lines: pa.Array, budget: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(len(s.split()), doctext.count_words(s)) of each ASCII string.  Words are counted
+    with NumPy over the column's bytes (a word starts where a space ends, or where its
+    string starts); the budget's count differs only for a string with a run of more than
+    10 characters, found by one regex search and counted by count_words itself (rare: a
+    URL).  Arrow's split made a string per word (2 s on 200k passages), its regex counts
+    a match at a time (1 s each).  `budget` False: the first count only (returned twice)."""
+    from pipekit.chunk.doctext import count_words
+
+    lines = pc.fill_null(lines, "")
+    n = len(lines)
+    offsets, data = string_buffers(lines)
+    data = data[offsets[0]:offsets[-1]]
+    offsets = offsets - offsets[0]
+    # str.isspace() in ASCII: space, \t \n \v \f \r (9-13) and the separators \x1c-\x1f (28-31)
+    byte = data.view(np.int8)  # minus k wraps below k round to 128 and up (as uint8), in NumPy's fast loop
+    space = (data == 32) | ((byte - 9).view(np.uint8) <= 4) | ((byte - 28).view(np.uint8) <= 3)
+    start = ~space
+    start[1:] &= space[:-1]
+    first = offsets[:-1][np.diff(offsets) > 0]  # each non-empty string's first byte
+    start[first] = ~space[first]
+    n_words = np.zeros(n, dtype=np.int64)
+    if len(first):  # a sum from each non-empty string's start to the next one's (the empty ones hold no byte)
+        n_words[np.diff(offsets) > 0] = np.add.reduceat(start, first, dtype=np.int64)
+    if not budget:
+        return n_words, n_words
+    units = n_words.copy()
+    for i in np.flatnonzero(np.asarray(pc.fill_null(pc.match_substring_regex(lines, _LONG_RUN), False))):
+        units[i] = count_words(lines[int(i)].as_py())
+    return n_words, units
+
+
+def one_chunk(batch: pa.RecordBatch, settings) -> tuple[np.ndarray, np.ndarray | None]:
+    """Which rows of a batch of 02_preprocessed.parquet chunk_document makes exactly one
+    chunk of, that chunk being the text's one line (see the module docstring); with the
+    unit `words`, also every row's word count (single_chunks' n_words), counted once."""
+    n = batch.num_rows
+    if settings.strategy != "heading" or n == 0:
+        return np.zeros(n, dtype=bool), None
+    text = batch.column("text")
+    ok = pc.and_(pc.equal(batch.column("format"), "beir"), pc.is_valid(batch.column("path")))
+    ok = pc.and_(ok, pc.string_is_ascii(text))
+    ok = np.asarray(pc.fill_null(pc.and_(ok, pc.match_substring_regex(text, _ONE_LINE)), False), dtype=bool)
+    if not ok.any():
+        return ok, None
+    line = pc.utf8_rtrim(text, characters="\n")
+    if settings.unit == "words":
+        n_words, size = _words(line)
+        return ok & (size <= settings.max), n_words
+    chars = pc.fill_null(pc.utf8_length(line), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    size = chars if settings.unit == "chars" else -(-chars // 4)
+    return ok & (size <= settings.max), None
+
+
+def single_chunks(batch: pa.RecordBatch, schema: pa.Schema, n_words: np.ndarray | None = None) -> pa.Table:
+    """The stage-03 rows of records that `one_chunk` chose: one chunk each, its text the
+    line (`n_words`: their word counts, when one_chunk counted them)."""
+    n = batch.num_rows
+    doc_id, title = batch.column("doc_id"), batch.column("title")
+    text = pc.utf8_rtrim(batch.column("text"), characters="\n")
+    n_chars = pc.utf8_length(text)
+    has_title = np.asarray(pc.fill_null(pc.greater(pc.binary_length(title), 0), False), dtype=bool)
+    offsets = np.concatenate(([0], np.cumsum(has_title))).astype(np.int32)
+    zeros = np.zeros(n, dtype=np.int64)
+    if n_words is None:
+        n_words = _words(text, budget=False)[0]
+    columns = {
+        "chunk_id": pc.binary_join_element_wise(doc_id, "0", "#"), "doc_id": doc_id,
+        "ordinal": pa.array(zeros.astype(np.int32)),
+        "heading_path": pa.ListArray.from_arrays(pa.array(offsets), title.filter(pa.array(has_title))),
+        "heading": pc.fill_null(title, ""), "path": batch.column("path"), "text": text,
+        "start_char": pa.array(zeros), "end_char": n_chars.cast(pa.int64()),
+        "n_words": pa.array(np.asarray(n_words, dtype=np.int32)), "n_chars": n_chars.cast(pa.int32()),
+        "format": batch.column("format"), "content_hash": batch.column("content_hash"),
+    }
+    return pa.Table.from_arrays([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type)
+                                 for f in schema], schema=schema)
+
+
+class ChunkRows:
+    """Stage 03's chunk rows in document order, added a chunk at a time (the per-document
+    chunker, as Python values) or a table at a time (the fast path), and taken out in
+    tables of exactly `size` rows: the batches the per-document loop alone would write."""
+
+    def __init__(self, schema: pa.Schema, columns: tuple[str, ...], size: int, with_labels: Callable):
+        self.schema, self.columns, self.size, self.with_labels = schema, columns, size, with_labels
+        self.tables: list[pa.Table] = []
+        self.in_tables = 0
+        self._reset([])
+
+    def _reset(self, labels: list) -> None:
+        self.cols = {c: [] for c in self.columns}
+        self.at, self.labels = [], labels
+
+    def __len__(self) -> int:
+        return self.in_tables + len(self.at)
+
+    def add(self, chunk: dict, labels) -> None:
+        """One chunk of a document whose page labels are `labels` (the last ones added, or new)."""
+        if not self.labels or self.labels[-1] is not labels:
+            self.labels.append(labels)
+        for k in self.columns:
+            self.cols[k].append(chunk[k])
+        self.at.append(len(self.labels) - 1)
+
+    def add_table(self, table: pa.Table) -> None:
+        self._seal()
+        self.tables.append(table)
+        self.in_tables += table.num_rows
+
+    def _seal(self) -> None:
+        """The chunks added one by one so far, as a table (page labels mapped)."""
+        if self.at:
+            batch = pa.RecordBatch.from_pydict(self.with_labels(self.cols, self.at, self.labels), schema=self.schema)
+            self.tables.append(pa.Table.from_batches([batch]))
+            self.in_tables += batch.num_rows
+        self._reset(self.labels[-1:])
+
+    def take(self, everything: bool = False) -> pa.Table:
+        """The first `size` rows (or all of them), out of the store."""
+        self._seal()
+        table = pa.concat_tables(self.tables) if self.tables else self.schema.empty_table()
+        n = table.num_rows if everything else min(self.size, table.num_rows)
+        rest = table.slice(n)
+        self.tables, self.in_tables = ([rest], rest.num_rows) if rest.num_rows else ([], 0)
+        return table.slice(0, n)  # chunked as added: the writer makes it one row group all the same, without a copy

@@ -1,0 +1,194 @@
+"""The analyzer: text -> terms. Stage 04 indexes with it, stage 05 queries with it.
+
+SPEC's rule, in order: lower-case; split into maximal runs of Unicode letters and digits
+(so `snake_case` is two terms and `x86_64` is `x86` and `64`); keep runs of at least two
+characters; drop stopwords; stem.  It works on whole Arrow columns, in two steps:
+
+1. `runs()` cuts a batch of texts into lower-cased runs.  Texts that are pure ASCII (most
+   of any English corpus) are cut in numpy over the raw UTF-8 bytes, a few vector
+   comparisons over the whole batch, because pyarrow's regex split costs ~20 µs a
+   passage: it was the largest single cost of indexing a million passages.  Any other
+   text goes through the RE2 split, whose letter and digit classes are the rule; on
+   ASCII both give the same runs (ASCII's letters and digits are exactly [A-Za-z0-9]).
+2. `terms_of_words()` applies the rest of the rule (length, stopwords, stem) to *distinct*
+   words.  Every one of those steps depends on the word alone, so deciding once per
+   distinct word is the same as deciding per token, and a corpus repeats its vocabulary
+   endlessly: stemming the dictionary instead of the token stream is what makes
+   Snowball cheap (stage 04 goes further: each distinct word of the whole corpus once).
+
+The settings are recorded in the index, and stage 05 rebuilds the analyzer from that
+record, not from config.yaml: a query analysed differently from the documents would
+silently match nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipekit.run.arrays import string_buffers
+
+# Runs of anything that is not a letter or a digit separate terms. RE2 syntax (pyarrow).
+SEPARATORS = r"[^\p{L}\p{N}]+"
+
+# Lucene's English stop set (EnglishAnalyzer / Elasticsearch `_english_`), the list bm25s
+# also uses: small on purpose, so negations and question words still count.
+ENGLISH_STOPWORDS = frozenset("""
+a an and are as at be but by for if in into is it no not of on or such that the their
+then there these they this to was will with
+""".split())
+
+# `questions`: Lucene's set plus the words that give a sentence the form of a question
+# rather than its subject (interrogatives, the auxiliaries that open one, the asker's
+# pronouns; `I` is one letter, which the analyzer drops anyway). A user types "how do I
+# roll back a deploy"; with Lucene's set alone `how` and `do` stayed in 86% of the
+# sample's questions, matched any chunk that happens to say them, and RM3 fed `how` and
+# `what` back as expansion terms. Left out on purpose: words that are also names or
+# subjects (`may` the month, `us` the country). Measured: bench/stopwords.py.
+QUESTION_WORDS = frozenset("""
+how what when where which who whom whose why do does did can could should would shall
+might must am were been has have had me my we our you your
+""".split())
+
+STOPLISTS = {"english": ENGLISH_STOPWORDS, "questions": ENGLISH_STOPWORDS | QUESTION_WORDS}
+
+
+@dataclass(frozen=True)
+class Analyzer:
+    stemmer: str = "english"  # "english" (Snowball via PyStemmer) or "none"
+    stopwords: str = "questions"  # "questions" (Lucene's 33 and QUESTION_WORDS), "english" (Lucene's 33) or "none"
+
+    def settings(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_settings(cls, settings: dict) -> "Analyzer":
+        return cls(stemmer=settings["stemmer"], stopwords=settings["stopwords"])
+
+    def runs(self, texts) -> tuple[pa.Array, np.ndarray]:
+        """Lower-cased maximal letter/digit runs of `texts`, and the text each came from.
+
+        Runs come out grouped by text, in text order, in order within a text. Runs shorter
+        than two characters may or may not be present: `terms_of_words` drops them.
+        """
+        arr = _as_string_array(texts)
+        if len(arr) == 0:
+            return pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
+        ascii_ = pc.string_is_ascii(arr)
+        if pc.all(ascii_).as_py():
+            return _ascii_runs(arr)
+        if not pc.any(ascii_).as_py():
+            return _regex_runs(arr)
+        # A mixed batch: each part its own way, then back into text order (a stable sort by
+        # text keeps each text's runs in order, which queries and explanations rely on).
+        fast_rows = np.flatnonzero(np.asarray(ascii_))
+        slow_rows = np.flatnonzero(~np.asarray(ascii_))
+        fast, fast_parent = _ascii_runs(arr.take(pa.array(fast_rows)))
+        slow, slow_parent = _regex_runs(arr.take(pa.array(slow_rows)))
+        parent = np.concatenate([fast_rows[fast_parent], slow_rows[slow_parent]])
+        order = np.argsort(parent, kind="stable")
+        return pa.concat_arrays([fast, slow]).take(pa.array(order)), parent[order]
+
+    def terms_of_words(self, words) -> pa.Array:
+        """The term each distinct word becomes, null where the rule drops it (Arrow strings).
+
+        Length and stopwords are Arrow kernels over the whole column; only the words kept
+        go through Python, once each, for the stemmer (a corpus's vocabulary, not its text).
+        """
+        arr = _as_string_array(words)
+        keep = pc.greater_equal(pc.utf8_length(arr), 2)
+        if self.stopwords != "none":
+            keep = pc.and_(keep, pc.invert(pc.is_in(arr, value_set=_stopword_array(self.stopwords))))
+        keep = np.asarray(keep)
+        kept = pc.filter(arr, pa.array(keep))
+        if self.stemmer == "english" and len(kept):
+            kept = pa.array(_stemmer().stemWords(kept.to_pylist()), pa.string())
+        at = np.full(len(arr), -1, dtype=np.int64)  # each word's place among the kept ones
+        at[keep] = np.arange(len(kept))
+        return kept.take(pa.array(at, mask=at < 0))
+
+    def tokens(self, texts) -> tuple[pa.Array, np.ndarray]:
+        """All terms of `texts` flattened, and for each the index of the text it came from."""
+        runs, parent = self.runs(texts)
+        if len(runs) == 0:
+            return runs, parent
+        encoded = pc.dictionary_encode(runs)
+        flat = self.terms_of_words(encoded.dictionary).take(encoded.indices)
+        keep = pc.is_valid(flat)
+        return pc.filter(flat, keep), parent[np.asarray(keep)]
+
+    def analyze(self, text: str) -> list[str]:
+        """The terms of one string, in order (for queries, tests and explanations)."""
+        flat, _ = self.tokens([text])
+        return flat.to_pylist()
+
+
+@lru_cache(maxsize=None)
+def _stopword_array(name: str = "english") -> pa.Array:
+    return pa.array(sorted(STOPLISTS[name]), pa.string())
+
+
+def _as_string_array(texts) -> pa.Array:
+    arr = texts if isinstance(texts, (pa.Array, pa.ChunkedArray)) else pa.array(texts, pa.string())
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_large_string(arr.type):
+        arr = arr.cast(pa.string())
+    return pc.fill_null(arr, "")
+
+
+def _regex_runs(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    runs = pc.split_pattern_regex(pc.utf8_lower(arr), SEPARATORS)
+    return pc.list_flatten(runs), np.asarray(pc.list_parent_indices(runs), dtype=np.int64)
+
+
+def _ascii_runs(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """`_regex_runs` for pure-ASCII texts, in numpy over the bytes (one-letter runs dropped)."""
+    offsets, data = string_buffers(arr)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    if hi == lo:
+        return pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
+    raw = data[lo:hi]
+    # Bit 0x20 lower-cases an ASCII letter and leaves a digit as it is (uint8 arithmetic wraps,
+    # so each "in range" test is one subtraction and one comparison).
+    folded = raw | np.uint8(0x20)
+    in_run = ((folded - np.uint8(97)) < 26) | ((raw - np.uint8(48)) < 10)
+    # A run also ends where one text ends and the next begins, even with no separator between.
+    text_start = np.zeros(hi - lo + 1, dtype=bool)
+    text_start[offsets - lo] = True
+    inner_start = text_start[1:-1]
+    is_start = in_run.copy()
+    is_start[1:] &= ~in_run[:-1] | inner_start
+    is_end = in_run.copy()
+    is_end[:-1] &= ~in_run[1:] | inner_start
+    starts = np.flatnonzero(is_start)
+    ends = np.flatnonzero(is_end) + 1
+    # One-letter runs are never terms; dropping them here spares hashing them later.
+    single = (ends - starts) == 1
+    keep = in_run
+    keep[starts[single]] = False
+    starts, ends = starts[~single], ends[~single]
+    lengths = ends - starts
+    data = folded[keep]
+    run_offsets = np.zeros(len(starts) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=run_offsets[1:])
+    runs = pa.StringArray.from_buffers(len(starts), pa.py_buffer(run_offsets), pa.py_buffer(data))
+    # Each text's first run, then every run labelled with its text (cheaper than searching per run).
+    first = np.searchsorted(starts, offsets - lo, side="left")
+    parent = np.repeat(np.arange(len(arr), dtype=np.int64), np.diff(first))
+    return runs, parent
+
+
+_STEMMER = None
+
+
+def _stemmer():
+    global _STEMMER
+    if _STEMMER is None:
+        import Stemmer  # PyStemmer: the Snowball C stemmers
+
+        _STEMMER = Stemmer.Stemmer("english")
+    return _STEMMER

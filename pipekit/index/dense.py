@@ -1,0 +1,475 @@
+"""Dense vectors: one embedding per chunk, from a model that never downloads (`indexing.dense_model`).
+
+BM25 finds passages that share the question's words; a question asked in other words
+("stop a child process" for a section about `subprocess.kill`) it cannot find. An
+embedding model maps a text to a vector whose direction stands for what it is about, so
+texts about the same thing point the same way whatever their words: the cosine of two
+L2-normalised vectors (their dot product) measures it.
+
+What this module does:
+- loads the configured model, offline, with nothing downloaded (`load_model`):
+  `wordllama`, the 256-d static model inside the WordLlama wheel (an average of token
+  vectors: hundreds of thousands of words a second, no neural network at run time), or a
+  sentence-transformers model folder of the BERT family (all-MiniLM-L6-v2, bge-small, e5:
+  `config.json`, `tokenizer.json`, `model.safetensors`, `1_Pooling/config.json`), run by
+  `BertFolder`, a transformer encoder in plain NumPy — no torch, no ONNX runtime: the
+  tokenizer and safetensors readers it needs already come with WordLlama;
+- names the model (`identity`: its name and its files' BLAKE2b hashes), which stage 04
+  records, so a different model (or changed weights in the same folder) makes 04 stale;
+- embeds stage 03's chunks (heading trail, then text; for WordLlama the own heading
+  weighted as BM25 weighs it) into one L2-normalised float32 vector per chunk, in chunk
+  order (`vector_rows`: 04_vectors.parquet);
+- embeds them a block at a time, blocks cut by chunk id (`block_starts`), and copies
+  from the previous run's vectors every block whose texts, model and code are the same
+  (`Blocks`): a rerun embeds only what changed;
+- embeds queries with the same model (stage 05's fusion with BM25: pipekit/retrieve/fusion.py).
+
+Kept apart from the fusion so that stage 04's vectors go stale only when the embedding
+code changes, not when the way stage 05 mixes scores does.
+
+What it does not do: GPU, model architectures other than BERT's in a folder (the error
+says what the folder lacks), ONNX files (a folder needs its model.safetensors), or
+download anything.
+"""
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipekit.run.errors import PipelineError
+from pipekit.chunk.headings import TRAIL_SEPARATOR
+
+WORDLLAMA = "wordllama"
+WORDLLAMA_CONFIG, WORDLLAMA_DIM = "l2_supercat", 256
+VECTORS = "04_vectors.parquet"
+EMBED_BATCH = 256  # chunks embedded per step at most (`block_starts`)
+TOKENS_PER_BATCH = 8192  # BertFolder: tokens of one packed forward pass (its matrices stay ~50 MB)
+FOLDER_FILES = ("config.json", "tokenizer.json", "model.safetensors", "1_Pooling/config.json",
+                "sentence_bert_config.json", "modules.json")
+_MODELS: dict = {}  # this process's loaded model, by spec: a worker loads it once per stage
+
+
+# ---------------------------------------------------------------- which model, and its identity
+
+def wordllama_folder() -> Path:
+    try:
+        import wordllama
+    except ImportError:
+        raise PipelineError("indexing.dense_model is wordllama but the package is not installed: "
+                            "pip install -r requirements.txt") from None
+    return Path(wordllama.__file__).parent
+
+
+def _hash(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=8)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def model_files(spec: str) -> dict[str, Path]:
+    """The files that make the model, by name: what its identity hashes."""
+    if spec == WORDLLAMA:
+        folder = wordllama_folder()
+        return {"weights": folder / "weights" / f"{WORDLLAMA_CONFIG}_{WORDLLAMA_DIM}.safetensors"}
+    folder = Path(spec)
+    if not folder.is_dir():
+        raise PipelineError(f"indexing.dense_model: {folder} is not a folder (a sentence-transformers model "
+                            "folder, as `huggingface-cli download` or SentenceTransformer.save leave it)")
+    missing = [n for n in FOLDER_FILES[:4] if not (folder / n).is_file()]
+    if missing:
+        raise PipelineError(f"indexing.dense_model: {folder} lacks {', '.join(missing)} (needed: a BERT-family "
+                            "sentence-transformers folder with its tokenizer.json and model.safetensors)")
+    return {n: folder / n for n in FOLDER_FILES if (folder / n).is_file()}
+
+
+def identity(spec: str | None) -> dict | None:
+    """The model's name and its files' hashes (None: no model). Recorded by stage 04, so a
+    different model, or the same folder with other weights, makes the vectors stale."""
+    if spec is None:
+        return None
+    try:
+        files = model_files(spec)
+        hashes = {n: _hash(p) for n, p in files.items()}
+    except (PipelineError, OSError) as exc:  # stage 04 says it in one line; freshness only compares
+        return {"model": spec, "unreadable": str(exc)}
+    name = spec
+    if spec == WORDLLAMA:
+        from importlib.metadata import version
+
+        name = f"wordllama {version('wordllama')} {WORDLLAMA_CONFIG} {WORDLLAMA_DIM}-d"
+    return {"model": name, "files": hashes}
+
+
+def load_model(spec: str):
+    """The embedder for `spec` (cached in this process), or one line saying what is wrong."""
+    if spec not in _MODELS:
+        _MODELS.clear()
+        if spec == WORDLLAMA:
+            _MODELS[spec] = WordLlamaModel()
+        else:
+            model_files(spec)  # the missing-file message first
+            try:
+                _MODELS[spec] = BertFolder(Path(spec))
+            except PipelineError:
+                raise
+            except Exception as exc:  # a corrupt file: one line naming it, not a traceback
+                raise PipelineError(f"indexing.dense_model: cannot load {spec}: {type(exc).__name__}: {exc}") from None
+    return _MODELS[spec]
+
+
+# ---------------------------------------------------------------- the two runtimes
+
+class WordLlamaModel:
+    """WordLlama's static token vectors, averaged: the model inside its wheel, never downloaded.
+    Its vocabulary is cased and trained on lower-cased text: an upper-case query scored
+    near zero against the same words in lower case, so every text is lower-cased first."""
+
+    name = WORDLLAMA
+
+    def __init__(self):
+        from wordllama import WordLlama
+
+        self.model = WordLlama.load(config=WORDLLAMA_CONFIG, dim=WORDLLAMA_DIM, cache_dir=wordllama_folder(),
+                                    disable_download=True)
+        self.dim = WORDLLAMA_DIM
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        v = self.model.embed([t.lower() for t in texts], norm=False, batch_size=64)
+        return normalise(v)
+
+
+def normalise(v: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1 (a row of zeros, a text with no known token, stays zero)."""
+    v = np.asarray(v, dtype=np.float32)
+    n = np.linalg.norm(v, axis=1, keepdims=True)
+    return np.divide(v, n, out=np.zeros_like(v), where=n > 0)
+
+
+_ERF = (np.float32(0.3275911), [np.float32(c) for c in (1.061405429, -1.453152027, 1.421413741, -0.284496736,
+                                                       0.254829592)])
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """BERT's exact GELU, x·Φ(x) = x·(1 + erf(x/√2))/2, with erf by Abramowitz & Stegun 7.1.26
+    (error below 1.5e-7, under float32's own rounding at these magnitudes): scipy's erf took
+    a third of the encoder's time; this is a few passes of float32 arithmetic."""
+    p, coef = _ERF
+    z = x * np.float32(0.7071067811865476)
+    a = np.abs(z)
+    t = np.float32(1) / (np.float32(1) + p * a)
+    poly = np.full_like(t, coef[0])
+    for c in coef[1:]:
+        poly *= t
+        poly += c
+    poly *= t
+    erf = np.float32(1) - poly * np.exp(-a * a)
+    np.copysign(erf, z, out=erf)
+    erf += np.float32(1)
+    erf *= x
+    erf *= np.float32(0.5)
+    return erf
+
+
+def _layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * g + b
+
+
+class BertFolder:
+    """A sentence-transformers folder of the BERT family, run in NumPy (float32).
+
+    The encoder is BERT's: token + position + type embeddings, layer-normed; then per layer
+    self-attention (heads of size hidden/heads, scaled dot products, softmax) and a GELU
+    feed-forward block, each added back and layer-normed; then the folder's pooling (mean
+    of the token vectors, or the [CLS] one) and L2 normalisation.  Texts are tokenized by
+    the folder's tokenizer.json, truncated at its max_seq_length, sorted by length and
+    *packed*: the linear layers run on every token of a batch at once, attention per text
+    on its own tokens only, so no padding is computed.  A text's vector then depends on the
+    texts beside it only in its last bits (BLAS's summation order follows the shape of the
+    product); stage 04 packs the same texts together on every engine (`vector_rows`)."""
+
+    def __init__(self, folder: Path):
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        cfg = json.loads((folder / "config.json").read_text())
+        if cfg.get("model_type") != "bert":
+            raise PipelineError(f"indexing.dense_model: {folder} holds a {cfg.get('model_type')!r} model; "
+                                "this runtime runs BERT-family folders (model_type bert)")
+        self.name = str(folder)
+        self.heads, self.eps = int(cfg["num_attention_heads"]), float(cfg.get("layer_norm_eps", 1e-12))
+        self.n_layers, self.dim = int(cfg["num_hidden_layers"]), int(cfg["hidden_size"])
+        st = folder / "sentence_bert_config.json"
+        max_len = json.loads(st.read_text()).get("max_seq_length", 512) if st.is_file() else 512
+        self.max_len = min(int(max_len or 512), int(cfg.get("max_position_embeddings", 512)))
+        pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
+        self.cls = bool(pooling.get("pooling_mode_cls_token")) and not pooling.get("pooling_mode_mean_tokens")
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(self.max_len)
+        from threadpoolctl import ThreadpoolController
+
+        self._threads = ThreadpoolController()
+        raw = load_file(str(folder / "model.safetensors"))
+        # Saved from BertModel ("embeddings.…") or from a wrapper ("bert.embeddings.…").
+        w = {k.split("bert.", 1)[-1] if k.startswith("bert.") else k: v.astype(np.float32) for k, v in raw.items()}
+        e = "embeddings."
+        self.word, self.pos = w[e + "word_embeddings.weight"], w[e + "position_embeddings.weight"]
+        self.type0 = w[e + "token_type_embeddings.weight"][0]
+        self.ln0 = (w[e + "LayerNorm.weight"], w[e + "LayerNorm.bias"])
+        self.layers = []
+        for i in range(self.n_layers):
+            p = f"encoder.layer.{i}."
+            a = p + "attention."
+            # Q, K and V as one matrix: one product over the batch's tokens instead of three.
+            qkv = np.concatenate([w[a + f"self.{n}.weight"] for n in ("query", "key", "value")]).T.copy()
+            qkv_b = np.concatenate([w[a + f"self.{n}.bias"] for n in ("query", "key", "value")])
+            self.layers.append((qkv, qkv_b, w[a + "output.dense.weight"].T.copy(), w[a + "output.dense.bias"],
+                                (w[a + "output.LayerNorm.weight"], w[a + "output.LayerNorm.bias"]),
+                                w[p + "intermediate.dense.weight"].T.copy(), w[p + "intermediate.dense.bias"],
+                                w[p + "output.dense.weight"].T.copy(), w[p + "output.dense.bias"],
+                                (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])))
+
+    def one_thread(self):
+        return self._threads.limit(limits=1, user_api="blas")
+
+    def token_ids(self, texts: list[str]) -> list[np.ndarray]:
+        return [np.asarray(e.ids, dtype=np.int64) for e in self.tokenizer.encode_batch(texts)]
+
+    def forward(self, ids: list[np.ndarray]) -> np.ndarray:
+        """Pooled, normalised vectors of token-id sequences, packed into one pass."""
+        lengths = [len(i) for i in ids]
+        starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        positions = np.concatenate([np.arange(n) for n in lengths])
+        x = self.word[np.concatenate(ids)] + self.pos[positions] + self.type0
+        x = _layer_norm(x, *self.ln0, self.eps)
+        for qkv, qkv_b, wo, bo, ln1, wi, bi, wo2, bo2, ln2 in self.layers:
+            q, k, v = np.split(x @ qkv + qkv_b, 3, axis=1)
+            ctx = np.empty_like(x)
+            with self.one_thread():  # small products: BLAS threads cost more than they give (45x, measured)
+                self._attend(q, k, v, starts, ctx)
+            x = _layer_norm(x + (ctx @ wo + bo), *ln1, self.eps)
+            x = _layer_norm(x + (_gelu(x @ wi + bi) @ wo2 + bo2), *ln2, self.eps)
+        if self.cls:
+            pooled = x[starts[:-1]]
+        else:
+            pooled = np.stack([x[a:z].mean(axis=0) for a, z in zip(starts[:-1].tolist(), starts[1:].tolist())])
+        return normalise(pooled)
+
+    def _attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, starts: np.ndarray, ctx: np.ndarray) -> None:
+        """Self-attention of each text over its own tokens, head by head, into `ctx`."""
+        h, dh = self.heads, self.dim // self.heads
+        scale = np.float32(1 / np.sqrt(dh))
+        for a, z in zip(starts[:-1].tolist(), starts[1:].tolist()):
+            # Contiguous heads: on strided views NumPy's matmul does not call BLAS.
+            qs = np.ascontiguousarray(q[a:z].reshape(z - a, h, dh).transpose(1, 0, 2))
+            ks = np.ascontiguousarray(k[a:z].reshape(z - a, h, dh).transpose(1, 2, 0))
+            vs = np.ascontiguousarray(v[a:z].reshape(z - a, h, dh).transpose(1, 0, 2))
+            s = (qs @ ks) * scale
+            s = np.exp(s - s.max(axis=-1, keepdims=True))
+            s /= s.sum(axis=-1, keepdims=True)
+            ctx[a:z] = (s @ vs).transpose(1, 0, 2).reshape(z - a, self.dim)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), np.float32)
+        if not texts:
+            return out
+        ids = self.token_ids(texts)
+        order = np.argsort([len(i) for i in ids], kind="stable")  # similar lengths together
+        batch: list[int] = []
+        tokens = 0
+        for i in order.tolist() + [None]:
+            if i is None or (batch and tokens + len(ids[i]) > TOKENS_PER_BATCH):
+                if batch:
+                    out[batch] = self.forward([ids[j] for j in batch])
+                batch, tokens = [], 0
+            if i is not None:
+                batch.append(i)
+                tokens += len(ids[i])
+        return out
+
+
+# ---------------------------------------------------------------- stage 04: the vectors
+
+def chunk_text(heading, text, repeats: int = 1) -> str:
+    """What a chunk's vector stands for: its heading trail (what it is about), then its own
+    heading (the trail's last) again until it has been said `repeats` times, then its text."""
+    if not heading:
+        return text or ""
+    own = heading.rsplit(TRAIL_SEPARATOR, 1)[-1]
+    return "\n\n".join([heading] + [own] * (repeats - 1) + [text or ""])
+
+
+def heading_repeats(spec: str, heading_weight: int) -> int:
+    """How many times a chunk's own heading counts in its vector (`chunk_text`).
+
+    For WordLlama, `indexing.heading_weight`, as BM25 counts it: a vector that is the average
+    of its tokens' weighs a 4-word heading at 1/75 of a 300-word section, though it names
+    what the section is about.  Only the own heading: the parents are every sibling
+    section's too, and weighting them pulls siblings' vectors together.  Measured
+    (bench/hybrid.py --fusions, "trail once"): nDCG@10 +1.5 % on Cranfield (95 % interval
+    +0.3 .. +2.8), the mean of the three shared collections +0.5 % (−0.0 .. +1.1), the sample
+    equal, docs_qa's hit@3 equal and its hit@1 two of 57 questions lower.  A transformer
+    (a model folder) reads the heading once: to attention a repeated phrase is not a weight,
+    and it would spend the model's window."""
+    return max(heading_weight, 1) if spec == WORDLLAMA else 1
+
+
+def vectors_schema(dim: int) -> pa.Schema:
+    # `block`: what its block of chunks embedded, hashed (`Blocks`): a rerun reuses equal blocks.
+    return pa.schema([("chunk", pa.int32()), ("vector", pa.list_(pa.float32(), dim)), ("block", pa.string())])
+
+
+def model_dim(spec: str) -> int:
+    """The model's vector size, without loading it (the client of a cluster never embeds)."""
+    if spec == WORDLLAMA:
+        return WORDLLAMA_DIM
+    return int(json.loads(model_files(spec)["config.json"].read_text())["hidden_size"])
+
+
+# Chunks are embedded in blocks, and a block is the unit a rerun reuses.  Why blocks: a model
+# folder's vector of a text can change in its last bits with the texts packed beside it (BLAS
+# picks its summation order by the shape of the product: seen with OpenBLAS 0.3.31 on a fresh
+# install), so every engine must pack the same texts together.  Why cut by chunk_id, not at
+# fixed places (every 256th chunk, as before): one file added near the start then shifted
+# every later block, and no block of the previous run could be reused.  A cut after each
+# chunk whose chunk_id hashes to 0 mod CUT_EVERY depends on that chunk alone, so an added or
+# changed document moves only the cuts around it (content-defined chunking, as rsync and
+# backup tools cut files).
+CUT_EVERY = 64  # a block ends after ~1 chunk in 64 ...
+# ... or at EMBED_BATCH chunks, whichever comes first (a progress-bar step; WordLlama pads within one)
+
+
+def block_starts(chunk_ids) -> list[int]:
+    """Where each block of a run of chunks starts (the run's first chunk starts one).
+    Decided here once, for the whole corpus: each partition is given its blocks' sizes
+    (`block_sizes`)."""
+    starts, size = [0], 0
+    for i, cid in enumerate(chunk_ids):
+        size += 1
+        if size >= EMBED_BATCH or \
+                int.from_bytes(hashlib.blake2b(cid.encode(), digest_size=8).digest(), "big") % CUT_EVERY == 0:
+            starts.append(i + 1)
+            size = 0
+    return starts[:-1] if starts[-1] == len(chunk_ids) and len(starts) > 1 else starts
+
+
+def block_sizes(starts: list[int], start: int, stop: int) -> list[int]:
+    """The sizes of the blocks of chunks [start, stop), which starts a block (`block_parts`)."""
+    inside = starts[bisect.bisect_left(starts, start):bisect.bisect_left(starts, stop)]
+    return np.diff(inside + [stop]).tolist()
+
+
+def block_parts(parts: list, starts: list[int]) -> list:
+    """The partitions' row ranges moved to start on a block (`block_starts` of the whole
+    corpus): a block never straddles two partitions, so every engine packs it alike."""
+    from pipekit.run.engine import RowRange
+
+    cuts = sorted({0, parts[-1].stop} | {starts[bisect.bisect_right(starts, p.start) - 1] for p in parts})
+    return [RowRange(parts[0].path, a, b) for a, b in zip(cuts, cuts[1:])] or parts[:1]
+
+
+class Blocks:
+    """The previous run's vectors by block key, for `vector_rows` to reuse.
+
+    A block's key hashes what made its vectors: the model's identity, this module's code and
+    every text of the block in order.  Equal keys, equal texts packed alike, by the same model
+    and code: the vectors are the ones embedding would give, bit for bit, so a rerun embeds
+    only the blocks whose chunks changed."""
+
+    def __init__(self, spec: str, previous: str | None):
+        salt = json.dumps([identity(spec), _hash(Path(__file__))], sort_keys=True).encode()
+        self.salt = hashlib.blake2b(salt, digest_size=16).digest()
+        self.previous, self._at, self._vectors = previous, None, None
+
+    def key(self, texts: list[str]) -> str:
+        h = hashlib.blake2b(self.salt, digest_size=16)
+        for t in texts:
+            b = t.encode()
+            h.update(len(b).to_bytes(8, "big"))
+            h.update(b)
+        return h.hexdigest()
+
+    def find(self, key: str, n: int) -> np.ndarray | None:
+        """The previous run's n vectors of the block with this key, or None."""
+        if self.previous is None:
+            return None
+        if self._at is None:
+            from pipekit.run import io
+
+            try:
+                blocks = pc.dictionary_encode(io.read_table(self.previous, ["block"]).column("block").combine_chunks())
+            except Exception:  # unreadable, or from before blocks had keys: embed everything
+                self.previous = None
+                return None
+            # Each key's first row (equal blocks are equal texts): every key occurs, so the
+            # first indices of 0, 1, ... line up with the dictionary.
+            first = np.unique(np.asarray(blocks.indices), return_index=True)[1]
+            self._at = dict(zip(blocks.dictionary.to_pylist(), first.tolist()))
+        at = self._at.get(key)
+        if at is None:
+            return None
+        if self._vectors is None:
+            from pipekit.run import io
+
+            col = io.read_table(self.previous, ["vector"]).column("vector").combine_chunks()
+            self._vectors = col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), -1)
+        return self._vectors[at:at + n]
+
+
+def vector_rows(spec: str, batches, first_chunk: int, sizes: list[int], heading_weight: int = 1,
+                previous: str | None = None):
+    """04_vectors.parquet's rows for a run of chunk batches (heading, text), numbered from
+    `first_chunk`: each chunk's `chunk_text` (its heading weighted by `heading_repeats`),
+    embedded a block at a time (`sizes`: the run's blocks, from `block_sizes`), whatever
+    batches the rows arrive in; a block whose key the `previous` 04_vectors.parquet holds
+    is copied from it (`Blocks`).  Each block comes as (its rows, how many were copied)."""
+    model, repeats = load_model(spec), heading_repeats(spec, heading_weight)
+    blocks = Blocks(spec, previous)
+    at, sizes = first_chunk, list(reversed(sizes))  # popped from the end: the next block last
+    texts: list = []
+
+    def embedded(n: int) -> tuple[pa.Table, int]:
+        nonlocal at, texts
+        key = blocks.key(texts[:n])
+        v = blocks.find(key, n)
+        reused = n if v is not None else 0
+        if v is None:
+            v = model.embed(texts[:n])
+        texts = texts[n:]
+        table = pa.table({"chunk": pa.array(np.arange(at, at + n, dtype=np.int32)),
+                          "vector": pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), model.dim),
+                          "block": pa.array([key] * n, pa.string())}, schema=vectors_schema(model.dim))
+        at += n
+        return table, reused
+
+    for batch in batches:
+        texts += [chunk_text(h, t, repeats) for h, t in zip(batch.column("heading").to_pylist(),
+                                                             batch.column("text").to_pylist())]
+        while sizes and len(texts) >= sizes[-1]:
+            yield embedded(sizes.pop())
+    if texts or sizes:
+        raise PipelineError(f"vector_rows: {len(texts)} chunks left over, {len(sizes)} blocks unfilled")
+
+
+def read_vectors(path: Path, n_chunks: int) -> np.ndarray:
+    """04_vectors.parquet as one (chunks, dim) float32 array, checked against the index."""
+    from pipekit.run import io
+
+    table = io.read_table(path, ["chunk", "vector"])
+    col = table.column("vector").combine_chunks()
+    if len(col) != n_chunks:
+        raise PipelineError(f"{path}: {len(col):,} vectors for {n_chunks:,} chunks: rerun `python 04_indexing.py`")
+    dim = col.type.list_size
+    return np.ascontiguousarray(col.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim), dtype=np.float32)

@@ -1,0 +1,94 @@
+"""One listed file into one stage-01 row: the format's reader, or the reason it has none.
+
+`read_document` never raises for a bad file: the problem becomes `status="error"` and a
+one-line message.  Each format's reader is a module beside this one, from bytes to a dict
+of the row's columns: Markdown and plain text as decoded; PDF per page through PDFium with a
+`--- page N ---` line before each page, and its outline (bookmarks) in `outline`; HTML
+converted to Markdown so that stage 03's heading, list, table and code rules apply;
+reStructuredText converted to Markdown by docutils, sections as headings, for the same
+reason; CSV kept as its original lines (stage 03 cuts between records and must give exact
+spans into the text, so we never re-serialise).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipekit.read.csv import read_csv
+from pipekit.read.html import read_html
+from pipekit.read.markdown import read_markdown
+from pipekit.read.pdf import read_pdf
+from pipekit.read.rst import read_rst
+from pipekit.read.text import Unreadable, read_text_file
+from pipekit.read.walk import _SIZE_WEIGHT, InputEntry, _strerror, too_large
+from pipekit.run.hashing import content_hash
+
+COLUMNS = ("doc_id", "source", "format", "text", "status", "error", "path", "title",
+           "encoding", "page_labels", "note", "n_bytes", "outline", "content_hash")
+
+_READERS = {
+    "markdown": read_markdown,
+    "text": read_text_file,
+    "pdf": read_pdf,
+    "html": read_html,
+    "csv": read_csv,
+    "rst": read_rst,
+}
+
+
+def read_document(entry: InputEntry) -> dict:
+    """The stage-01 row for one listed file.  Never raises for a bad file."""
+    row = dict.fromkeys(COLUMNS)
+    row.update(doc_id=entry.doc_id, source=str(entry.path), format=entry.format,
+               path=list(entry.folders), n_bytes=entry.n_bytes)
+    if entry.skip is not None:
+        # The reason goes into `error` too: it is the one column a reader checks to learn
+        # why a document has no text.
+        row.update(status="skipped", error=entry.skip)
+        return row
+    if entry.error is not None:
+        row.update(status="error", error=entry.error)
+        return row
+    if entry.format == "beir":
+        raise ValueError(f"{entry.doc_id} is a BEIR corpus: read it with iter_beir")
+    try:
+        if entry.guessed and _looks_binary(entry.path):
+            row.update(status="skipped", format="", error="no file extension and the content is not text")
+            return row
+        cap = None if entry.max_bytes is None else entry.max_bytes // _SIZE_WEIGHT.get(entry.format, 1)
+        data = _read_capped(entry.path, cap)
+        if data is None:  # it grew past the limit after the walk measured it
+            size = entry.path.stat().st_size
+            row.update(status="skipped", error=too_large(size, entry.max_bytes, entry.format), n_bytes=size)
+            return row
+        row["n_bytes"] = len(data)
+        row["content_hash"] = content_hash(data)
+        row.update(_READERS[entry.format](data))
+        del data  # the bytes are the text's size again: not kept while the row lives on
+        row["status"] = "ok"
+        if entry.guessed:
+            row["note"] = "; ".join(filter(None, ["no file extension: read as plain text", row["note"]]))
+        if entry.note:
+            row["note"] = "; ".join(filter(None, [row["note"], entry.note]))
+    except Unreadable as exc:
+        if entry.guessed:  # we only guessed it was text: not being text is no error
+            row.update(status="skipped", format="", error=f"no file extension and the content is not text ({exc})")
+        else:
+            row.update(status="error", error=str(exc), text=None)
+    except OSError as exc:
+        row.update(status="error", error=f"cannot read file: {_strerror(exc)}", text=None)
+    return row
+
+
+def _read_capped(path: Path, max_bytes: int | None) -> bytes | None:
+    """The file's bytes, or None if it holds more than max_bytes."""
+    if max_bytes is None:
+        return path.read_bytes()
+    with path.open("rb") as handle:
+        data = handle.read(max_bytes + 1)
+    return None if len(data) > max_bytes else data
+
+
+def _looks_binary(path: Path, sniff: int = 8192) -> bool:
+    """A NUL in the first 8 KiB: git's test, so a 2 GB extensionless binary is not read whole."""
+    with path.open("rb") as handle:
+        return b"\x00" in handle.read(sniff)

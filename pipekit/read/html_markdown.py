@@ -1,0 +1,256 @@
+"""HTML to Markdown that stays valid Markdown, so stage 03 finds the page's structure, and
+whose text is the text a reader of the page sees.
+
+Stage 01 parses the page with lxml (libxml2, in C), cleans the tree (below), and hands the
+cleaned page to html-to-markdown (a Rust converter) to write CommonMark.  The converter
+already writes what real pages need: a code block fenced with one backtick more than the
+longest run inside it (a fence around code holding ``` closed early, and a language
+reference lost 7 of its 11 section headings to one), `|` escaped in table cells, a text
+line that would read as markup (`# 5 reasons`, `1. x`, `- y`, a plain-text `~~~`
+underline that opened a fence on Valgrind's NEWS page) escaped.  The markdownify +
+BeautifulSoup converter this replaces did the same in pure Python at 1.0 MB per CPU
+second on the Python manual; this one at 9.5 (bench/html_converters.py).
+
+What the cleaning does, each rule for a failure seen on real pages:
+
+* Navigation is not the document: `<nav>`, `<aside>`, ARIA navigation / banner /
+  contentinfo / complementary / search regions, a page-level `<header>` or `<footer>` (one
+  inside `<article>`, `<main>` or `<section>` is the article's own and stays), and the
+  sidebars, related-links bars and breadcrumbs of documentation generators (class or id
+  words, NAV_CLASSES).  Script, style, embeds, `<title>` (taken for the title column) and
+  comments go too.
+* Layout tables.  Old pages lay out the whole page in a `<table>`; converted as a data
+  table, every heading, list and paragraph inside became one escaped table cell (all 36
+  headings of two such pages lost).  A table that holds headings, lists, code, block
+  quotes or other tables is layout: it is unwrapped into its cells' content, in order.
+  A table of plain cells is data and stays a GFM table.
+* Headings read as text: `## [Install](/install)` put the address into the heading path,
+  so links inside a heading become their text, and a link wrapped around a heading lets
+  go of it.
+* Links as a reader sees them: a permalink (Sphinx's `<a class="headerlink" href="#x">¶</a>`
+  after every heading, definition, table and code block; MkDocs' the same) is decoration
+  and goes; a link to an anchor of the same page (`href="#..."`) becomes its text, since
+  `[os.path](#module-os.path)` is only a place on the page already being read; a link's
+  tooltip title goes (`[text](url "title")` put Sphinx's "Link to this heading" or the
+  target's full name into the text).  Other links stay `[text](url)`: the address is
+  information, and stage 04 and the snippets read links as their text (pipekit/index/links.py).
+* An image is its alt text: its address is not searchable content, and a saved page's
+  inline `data:` images are tens of kilobytes of base64 in one "word".
+* Text that reads like a tag (`<script>` in the Python manual's prose, `&lt;script&gt;` in
+  the HTML) is escaped as `\\<`: left raw at a line start, it opened an HTML block that ran to
+  the end of the page and took 9 section headings with it.  Likewise `_` that could open or
+  close emphasis (`__del__` in a heading became a bold "del" in the heading path); inside
+  a word (`snake_case`) it never does and stays plain.  The converter escapes neither, so
+  such text is marked in the tree and escaped after converting.
+
+Not done: CSS (`display: none` by class), forms, JavaScript-built pages.  A page nested
+deeper than the parser (2048 levels) or the converter (1024) goes is not cut short in
+silence: RecursionError, which stage 01 reports as an error row.
+
+`html_to_markdown(html)` returns (markdown, title from `<title>`).
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+__all__ = ["html_to_markdown", "NAV_CLASSES", "navigation", "parse_html"]
+
+# Elements whose text is not the document: code, styling, site navigation, embeds, and
+# the <title> (already taken for the title column).  Not <head> as a whole: in a page
+# whose </head> is missing, a parser may leave body content there.
+_DROP_TAGS = ("script", "style", "noscript", "template", "nav", "aside", "iframe", "object",
+              "embed", "svg", "canvas", "title", "meta", "link")
+_NAV_ROLES = ("navigation", "banner", "contentinfo", "complementary", "search")
+# class or id words that documentation generators (Sphinx, Doxygen, MkDocs, Javadoc,
+# GNU texinfo) give their navigation: matched as whole words of the attribute.
+NAV_CLASSES = re.compile(
+    r"(?:^|[\s_-])(?:sphinxsidebar|sidebar|sidenav|nav|navbar|navigation|breadcrumbs?|related|"
+    r"skip-?links?|topbar|footer)(?:$|[\s_-])", re.I)
+_SECTIONING = ("article", "main", "section")
+# Elements whose class or id words are judged (a <span> too: Sphinx's "related" bar).  A
+# Python loop over them beat XPath's contains()/translate() 3-6x: ~90,000 classed
+# elements in the Python manual's pages, mostly <span>s of highlighted code.
+_NAV_WORD_TAGS = ("div", "ul", "section", "table", "td", "span", "p")
+_LAYOUT_CONTENT = ("h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "dl", "pre", "blockquote", "table")
+_TABLE_PARTS = ("caption", "thead", "tbody", "tfoot", "tr", "td", "th")
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+_PERMALINK = re.compile(r"[\s¶§#🔗]*")
+# Text outside code that holds `<` before a letter, `/`, `!` or `?`: what CommonMark could
+# read as a tag.  Code (pre, code, kbd, samp, tt) is written literally and needs no escape.
+_OUTSIDE_CODE = "[not(ancestor::pre or ancestor::code or ancestor::kbd or ancestor::samp or ancestor::tt)]"
+_TAG_LIKE = re.compile(r"<(?=[A-Za-z/!?])")
+# Text holds a `<` only where the source wrote it as a character reference (a raw `<`
+# before a letter is a tag to the parser): pages without one skip the text-node scan.
+_LT_REFERENCE = re.compile(r"&(?:lt|LT|#0*60(?![0-9])|#[xX]0*3[cC](?![0-9a-fA-F]))")
+# Underscores that could open or close emphasis: a run with no letter or digit on one
+# side.  Text must stay unescaped for snake_case (underscores inside a word never make
+# emphasis), but the Python manual's heading "My class defines __del__ but ..." was read
+# as "My class defines **del** ..." (8 headings of 4,365 cited wrongly, and missed).
+_UNDERSCORES = re.compile(r"_+")
+# Noncharacters stand for an escaped `<` and `_` through the converter (which would escape a
+# backslash written into the tree); one already in the page is dropped first.
+_LT_MARK, _UNDERSCORE_MARK = "\ufdd0", "\ufdd1"
+_XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
+
+
+def html_to_markdown(html: str) -> tuple[str, str | None]:
+    import html_to_markdown as h2m
+    from lxml import etree
+
+    root = parse_html(html)
+    if root is None:
+        return "\n", None
+    title_el = next(root.iter("title"), None)
+    title = " ".join(_text(title_el).split()) or None if title_el is not None else None
+    _clean(root, escape_lt=_LT_REFERENCE.search(html) is not None)
+    result = h2m.convert(etree.tostring(root, method="html", encoding="unicode"), _options())
+    if any(str(w.kind) == "depth_limit_exceeded" for w in result.warnings):
+        raise RecursionError("HTML nested deeper than the converter reads")
+    markdown = (result.content or "").replace(_LT_MARK, "\\<").replace(_UNDERSCORE_MARK, "\\_")
+    return re.sub(r"\n{3,}", "\n\n", markdown).strip() + "\n", title
+
+
+def parse_html(html: str):
+    """The page's element tree (lxml.etree), or None for a page with no markup or text."""
+    from lxml import etree
+
+    if _LT_MARK in html or _UNDERSCORE_MARK in html:
+        html = html.replace(_LT_MARK, "").replace(_UNDERSCORE_MARK, "")
+    # lxml refuses a str that declares its encoding (XHTML pages start so); it is decoded.
+    html = _XML_DECLARATION.sub("", html, count=1)
+    parser = etree.HTMLParser(remove_comments=True, remove_pis=True, huge_tree=True)
+    root = etree.fromstring(html, parser)
+    # libxml2 stops at 2048 levels and drops the rest of the page; a cut page is no answer.
+    if any(e.level == etree.ErrorLevels.FATAL and e.type == etree.ErrorTypes.ERR_RESOURCE_LIMIT
+           for e in parser.error_log):
+        raise RecursionError("HTML nested deeper than the parser reads")
+    return root
+
+
+def navigation(root) -> list:
+    """The elements of a parsed page that are site navigation (see the module docstring);
+    script, style and embeds are not counted here."""
+    found = list(root.iter("nav", "aside"))
+    found += [el for el in root.xpath("//*[@role]") if el.get("role") in _NAV_ROLES]
+    found += [el for el in root.iter("header", "footer") if next(el.iterancestors(*_SECTIONING), None) is None]
+    search = NAV_CLASSES.search
+    for el in root.iter(*_NAV_WORD_TAGS):
+        cls, ident = el.get("class"), el.get("id")
+        if (cls or ident) and search(f"{cls or ''} {ident or ''}"):
+            found.append(el)
+    return found
+
+
+# Elements are dropped or unwrapped by renaming them, then removed by lxml in one C pass
+# each (strip_elements keeps the text after an element, strip_tags its content): moving
+# text between Python proxies element by element cost more than the parse.
+_DROP, _UNWRAP = "pipekit-drop", "pipekit-unwrap"
+
+
+def _clean(root, escape_lt: bool = True) -> None:
+    from lxml import etree
+
+    etree.strip_elements(root, *_DROP_TAGS, with_tail=False)
+    for el in navigation(root):
+        el.tag = _DROP
+    etree.strip_elements(root, _DROP, with_tail=False)
+    _unwrap_layout_tables(root)
+    _plain_headings(root)
+    _reader_links(root)
+    _images_as_alt_text(root)
+    etree.strip_elements(root, _DROP, with_tail=False)
+    etree.strip_tags(root, _UNWRAP)
+    _mark_markup_like_text(root, escape_lt)
+
+
+def _text(el) -> str:
+    return "".join(el.itertext())
+
+
+def _unwrap_layout_tables(root) -> None:
+    """Tables that hold document structure become plain blocks of their cells' content."""
+    for table in [t for t in root.iter("table") if next(t.iterdescendants(*_LAYOUT_CONTENT), None) is not None]:
+        for el in list(table.iter(*_TABLE_PARTS)):
+            if next(el.iterancestors("table")) is table:
+                el.tag = "div"  # a cell's content stays a block of its own, in order
+                el.attrib.clear()
+        table.tag = "div"
+        table.attrib.clear()
+
+
+def _plain_headings(root) -> None:
+    """Headings read as text: links inside become their words, permalinks go; a link
+    wrapped around a heading lets go of it."""
+    for h in root.iter(*_HEADINGS):
+        for a in list(h.iter("a")):
+            a.tag = _DROP if _PERMALINK.fullmatch(_text(a)) else _UNWRAP
+        for outer in h.iterancestors("a"):
+            outer.tag = _UNWRAP
+
+
+def _reader_links(root) -> None:
+    """Permalinks go, same-page anchor links become their text, link titles go."""
+    for a in root.xpath("//a[@href or @class]"):
+        href = (a.get("href") or "").strip()
+        permalink = "headerlink" in (a.get("class") or "").split()
+        if permalink or (href.startswith("#") and _PERMALINK.fullmatch(_text(a))):
+            a.tag = _DROP
+        elif href.startswith("#"):
+            a.tag = _UNWRAP
+        elif "title" in a.attrib:
+            del a.attrib["title"]
+
+
+def _images_as_alt_text(root) -> None:
+    for img in root.iter("img"):
+        alt = " ".join((img.get("alt") or "").split())
+        if alt:
+            img.tail = alt + (img.tail or "")
+        img.tag = _DROP
+
+
+def _mark_markup_like_text(root, escape_lt: bool) -> None:
+    """Outside code, `<` that could open a tag and `_` that could make emphasis become
+    marks that the output turns into `\\<` and `\\_`."""
+    # XPath leaves out code in C: most text holding `_` in a manual is code (4 nodes in 5 of
+    # the Python manual's), and a Python test of each one's ancestors cost half this pass.
+    query = ("//text()[contains(., '_') or contains(., '<')]" if escape_lt else "//text()[contains(., '_')]") \
+        + _OUTSIDE_CODE
+    for s in root.xpath(query):
+        owner = s.getparent()
+        # The whole .text / .tail, not the node XPath returned: after strip_tags one of them
+        # can be several adjacent text nodes, and writing back one node's text dropped the
+        # rest ("Macro _REENTRANT", a heading of libxslt's manual, became "_REENTRANT").
+        old = owner.tail if s.is_tail else owner.text
+        text = _UNDERSCORES.sub(_mark_emphasis_underscores, old) if "_" in old else old
+        text = _TAG_LIKE.sub(_LT_MARK, text) if escape_lt else text
+        if text == old:
+            continue
+        if s.is_tail:
+            owner.tail = text
+        else:
+            owner.text = text
+
+
+def _mark_emphasis_underscores(m: re.Match) -> str:
+    """A run of `_` with a letter or digit on both sides stays (`snake_case`: CommonMark
+    never makes emphasis inside a word); any other could open or close it."""
+    text, i, j = m.string, m.start(), m.end()
+    if 0 < i and j < len(text) and text[i - 1].isalnum() and text[j].isalnum():
+        return m.group()
+    return _UNDERSCORE_MARK * (j - i)
+
+
+@functools.lru_cache(maxsize=1)
+def _options():
+    import html_to_markdown as h2m
+
+    # escape_asterisks: a literal `*args` must not become emphasis; underscores stay plain
+    # (snake_case names are everywhere in manuals, and `_` inside a word is never emphasis).
+    # compact_tables: cells unpadded, so a table costs its text, not its widest cell's width.
+    # No abbreviation expansions, no blockquote `cite` addresses: like link titles, they are
+    # attributes a reader of the page does not see in its text.
+    return h2m.ConversionOptions(extract_metadata=False, bullets="-", escape_asterisks=True,
+                                 escape_underscores=False, compact_tables=True,
+                                 expand_abbreviations=False, include_blockquote_citations=False)

@@ -1,0 +1,211 @@
+"""Stage 05's hybrid scoring: BM25 fused with the cosine of dense vectors (`retrieval.dense_weight`).
+
+The vectors are stage 04's (04_vectors.parquet, pipekit/index/dense.py, which also embeds the
+queries with the same model).  Per query:
+
+1. the cosine of the query's vector with every chunk's, exactly, a block of chunks at a
+   time against a batch of queries (`Dense.top`: its best `depth` chunks);
+2. BM25's candidates as stage 05 found them (its best `depth` chunks among them);
+3. the fusion (`Dense.fuse`), over the union of the two top lists:
+
+       fused(c) = (1 − w) · bm25(q, c) / best bm25 + w · cos(q, c) / best cos
+
+   each score divided by the best of its own top list, so the best of each gets 1: BM25's
+   tens (growing with the query's length) and a model's cosines (its own range) meet on one
+   scale per query, which a convex combination needs.  Every chunk of the union gets both
+   parts: one only the cosine found has its BM25 score looked up (`Index.scorer`), so a
+   chunk's fused score depends on the query and the chunk, not on which list it was in
+   (it used to get 0 there; nDCG@10 is the same to 10⁻³ on every collection measured).
+   A chunk fused to 0 or less is no result.
+
+   Why divide by the best rather than min-max normalise, (x − min)/(max − min), the usual
+   choice (and the issue's): min-max stretches whatever spread the top 100 has to [0, 1],
+   so on a query whose BM25 scores are all close (NFCorpus: many short, similar abstracts)
+   a small BM25 difference becomes a large one and the cosine is outvoted; dividing by the
+   best keeps each list's own proportions.  Measured (bench/hybrid.py, WordLlama, nDCG@10
+   ratio to BM25 alone, at each one's best weight): min-max (w 0.3) sample 1.052, Cranfield
+   1.054, SciFact 1.004, NFCorpus 0.997; divided by the best (w 0.3) 1.052, 1.055, 1.021, 1.028:
+   the only one that gains on every collection.  z-scores stretch the same way (NFCorpus 0.977
+   at their best weight) and reciprocal ranks (1/(60 + rank)) drop the scores' spread altogether
+   (SciFact 0.995): `python bench/hybrid.py --fusions` measures them all side by side.
+
+w = 0 is BM25 alone (and is never computed: stage 05 then scores as without vectors),
+w = 1 the cosine alone (over the same union).  With RM3 feedback, the expanded query's
+BM25 is fused with the original query's cosine: feedback widens the words, the vector
+already stands for the meaning.
+
+What it does not do: approximate nearest neighbours (every vector is scored; bench/hybrid.py
+measures the cost per query and where an ANN index would pay), or learn the weight.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from pipekit.index.dense import VECTORS, WORDLLAMA, load_model, read_vectors
+from pipekit.run.errors import PipelineError
+
+# The weights retrieval.dense_weight: null stands for (bench/hybrid.py; config.yaml has the tables).
+# WordLlama: 0.3 gains on every collection (sample, Cranfield, SciFact, NFCorpus nDCG@10 +5.2,
+# +5.5, +2.1, +2.8 %); all-MiniLM-L6-v2, a better model, earns more: 0.4 finds the answering
+# section in the top 3 for 0.684 of docs_qa's questions (BM25 0.579; 0.667 at 0.3 and 0.5).
+WORDLLAMA_WEIGHT, FOLDER_WEIGHT = 0.3, 0.4
+SCORE_BLOCK = 1 << 16  # vectors scored at a time against a batch of queries (16 MB of a 256-d model)
+
+
+def scaled(x: np.ndarray, best: float) -> np.ndarray:
+    """x / best: the best of a list gets 1 (nothing to scale by when best <= 0: all 0)."""
+    return x / best if best > 0 else np.zeros(len(x))
+
+
+def top_chunks(cols: np.ndarray, vals: np.ndarray, m: int) -> np.ndarray:
+    """Positions of the m best (score desc, then corpus order) of chunks `cols`."""
+    if len(vals) > m:
+        cut = vals[np.argpartition(vals, len(vals) - m)[len(vals) - m]]
+        pick = np.flatnonzero(vals >= cut)  # every chunk tied with the m-th: order settles it
+    else:
+        pick = np.arange(len(vals))
+    return pick[np.lexsort((cols[pick], -vals[pick]))][:m]
+
+
+class Dense:
+    """The index's vectors and the model that embeds queries like them, and the fusion."""
+
+    def __init__(self, vectors: np.ndarray, spec: str, weight: float):
+        self.vectors, self.spec, self.weight = vectors, spec, float(weight)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """The queries' vectors, each embedded alone: packed with others, a model folder's
+        vector changes in its last bits with its neighbours (pipekit/index/dense.py), and a
+        cluster's workers see other neighbours than one process does."""
+        model = load_model(self.spec)
+        return np.concatenate([model.embed([t]) for t in texts]) if len(texts) else model.embed([])
+
+    def explain(self, candidates, index, queries, scored, q, c, depth: int):
+        return explain_hits(self, candidates, index, queries, scored, q, c, depth)
+
+    def top(self, qvecs: np.ndarray, m: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each query's m chunks of highest cosine (chunk order ascending) and their cosines.
+        Exact: every vector is scored, a block of SCORE_BLOCK at a time against all the
+        queries at once (the vectors are read once per batch of queries, not per query)."""
+        n = len(self.vectors)
+        best = [(np.zeros(0, np.int64), np.zeros(0, np.float64)) for _ in range(len(qvecs))]
+        q = np.asarray(qvecs, dtype=np.float32).T
+        for a in range(0, n, SCORE_BLOCK):
+            sims = (self.vectors[a:a + SCORE_BLOCK] @ q).astype(np.float64)
+            for i in range(len(qvecs)):
+                cols = np.concatenate([best[i][0], np.arange(a, a + len(sims), dtype=np.int64)])
+                vals = np.concatenate([best[i][1], sims[:, i]])
+                keep = top_chunks(cols, vals, m)
+                best[i] = (cols[keep], vals[keep])
+        return [(c[np.argsort(c)], v[np.argsort(c)]) for c, v in best]
+
+    def union_scores(self, cols: np.ndarray, vals: np.ndarray, qvec: np.ndarray, dense_top: tuple, depth: int,
+                     exact=None):
+        """What any fusion of the two lists starts from: the union of BM25's top `depth`
+        (of chunks `cols`, scores `vals`) and the cosine's (`dense_top`), in corpus order;
+        each member's BM25 score and cosine; and whether it is in BM25's top list and in the
+        cosine's.  A member BM25 did not return gets `exact(chunks)` (its score, looked up),
+        or 0 without it."""
+        b_cols = cols[top_chunks(cols, vals, depth)]
+        d_cols = dense_top[0]
+        union = np.union1d(b_cols.astype(np.int64), d_cols)
+        # A chunk's BM25 score if BM25 scored it at all (0 otherwise: below its top's minimum).
+        bm25 = np.zeros(len(union))
+        if len(cols):
+            order = np.argsort(cols, kind="stable")  # cols come in corpus order; this makes sure
+            sc = cols[order]
+            at = np.minimum(np.searchsorted(sc, union), len(sc) - 1)
+            hit = sc[at] == union
+            bm25[hit] = vals[order][at[hit]]
+        else:
+            hit = np.zeros(len(union), dtype=bool)
+        if exact is not None and not hit.all():
+            bm25[~hit] = exact(union[~hit])
+        cos = (self.vectors[union] @ np.asarray(qvec, np.float32)).astype(np.float64)
+        return union, bm25, cos, np.isin(union, b_cols), np.isin(union, d_cols)
+
+    def fuse(self, cols: np.ndarray, vals: np.ndarray, qvec: np.ndarray, dense_top: tuple, depth: int,
+             exact=None, parts: bool = False):
+        """BM25's candidates (chunks `cols` in corpus order, scores `vals`) fused with the
+        query's cosines (`dense_top`: its best chunks and cosines, from `top`): the union of
+        both top-`depth` lists, each chunk scored (1 − w)·bm25/best + w·cos/best, in corpus
+        order; chunks scoring 0 or less are dropped.  With `parts`, also each chunk's BM25 score,
+        cosine and their normalised values (for --explain)."""
+        w = self.weight
+        union, bm25, cos, in_b, in_d = self.union_scores(cols, vals, qvec, dense_top, depth, exact)
+        b_own = bm25[in_b]
+        b_norm = scaled(bm25, b_own.max() if len(b_own) else 0.0)
+        # The cosine's best from the same products as every union member's (a matrix-vector
+        # product may round differently from the blocked one `top` used).
+        d_own = cos[in_d]
+        d_norm = scaled(cos, d_own.max() if len(d_own) else 0.0)
+        fused = (1 - w) * b_norm + w * d_norm
+        keep = fused > 0
+        if parts:
+            return union[keep], fused[keep], {"bm25": bm25[keep], "bm25_norm": b_norm[keep], "cosine": cos[keep],
+                                              "cosine_norm": d_norm[keep]}
+        return union[keep], fused[keep]
+
+
+def fusion_type():
+    import pyarrow as pa
+
+    return pa.struct([("bm25", pa.float64()), ("bm25_norm", pa.float64()), ("cosine", pa.float64()),
+                      ("cosine_norm", pa.float64()), ("dense_weight", pa.float64()), ("fused", pa.float64())])
+
+
+def explain_hits(dense: "Dense", candidates, index, queries, scored, q: np.ndarray, c: np.ndarray, depth: int):
+    """For each hit (query number q[i], chunk c[i]): its BM25 score and cosine, each
+    normalised as the fusion did, the weight, and the fused score (its `score`).  Each
+    query's fusion is done again, with its parts: a few queries, when asked."""
+    import pyarrow as pa
+
+    rows, done = [], {}
+    for qi, ci in zip(np.asarray(q).tolist(), np.asarray(c).tolist()):
+        if qi not in done:
+            vec = dense.embed([queries[qi][1]])
+            cols, vals = candidates(index, scored[qi], depth)
+            union, fused, parts = dense.fuse(cols, vals, vec[0], dense.top(vec, depth)[0], depth,
+                                             index.scorer(scored[qi]), parts=True)
+            done = {qi: (union, fused, parts)}
+        union, fused, parts = done[qi]
+        at = int(np.searchsorted(union, ci))
+        rows.append({**{k: float(v[at]) for k, v in parts.items()}, "dense_weight": dense.weight,
+                     "fused": float(fused[at])})
+    return pa.array(rows, fusion_type())
+
+
+def fusion_line(f: dict, indent: int) -> str:
+    """A hybrid hit's score, part by part: (1 − w) · BM25 normalised + w · cosine normalised."""
+    w = f["dense_weight"]
+    return (" " * indent + f"bm25 {f['bm25']:.3f} (norm {f['bm25_norm']:.3f}) × {1 - w:.2f} + cosine {f['cosine']:.3f} "
+            f"(norm {f['cosine_norm']:.3f}) × {w:.2f} → fused {f['fused']:.3f}")
+
+
+def default_weight(spec: str) -> float:
+    """retrieval.dense_weight when it is null: the weight measured best for the kind of model."""
+    return WORDLLAMA_WEIGHT if spec == WORDLLAMA else FOLDER_WEIGHT
+
+
+def dense_for(output_dir: Path, index, weight: float | None, note=None) -> Dense | None:
+    """The Dense part of an index, or None: weight 0, or no vectors (indexing.dense_model null).
+    Weight None is the model's default (`default_weight`)."""
+    from pipekit.run import io
+
+    spec = (index.meta.get("inputs", {}).get("config", {}) or {}).get("indexing.dense_model")
+    path = Path(output_dir) / VECTORS
+    if spec is None:
+        if weight != 0 and note is not None and path.exists():
+            note(f"{VECTORS} is left from an older run: ignored (indexing.dense_model is null)")
+        return None
+    weight = default_weight(spec) if weight is None else weight
+    if weight <= 0:
+        return None
+    if not path.exists():
+        raise PipelineError(f"no {VECTORS} in {output_dir}: rerun `python 04_indexing.py`")
+    if (io.read_meta(path) or {}).get("fingerprint") != index.meta["fingerprint"]:
+        raise PipelineError(f"{VECTORS} and the other 04_* files come from different runs: "
+                            "rerun `python 04_indexing.py`")
+    return Dense(read_vectors(path, int(index.stats["N"])), spec, weight)

@@ -1,0 +1,118 @@
+"""Order statistics over scored chunks, for stage 05: which chunks and documents are best.
+
+A document scores its best chunk, and a document's chunks are consecutive in corpus
+order, so "the n-th best document" and "the depth best documents" come from runs of
+equal document codes (or, when every chunk is its own document, from the scores alone:
+`own_documents`).  Ties are settled by corpus order, never by chance.  Stage 05's
+pruned scorer uses `nth_best_document` for its floor, computed from each term's best
+postings (`TopPostings`, found once per term and kept); `rank` turns a query's scored
+chunks into its results.  Plain NumPy; nothing here reads or writes.
+
+These run a few times per query, on a few hundred numbers, so what they cost is mostly
+NumPy calls: each shortcut here (no hashing np.unique, no runs when documents are single
+chunks, seeds kept) is a call or several saved per query, not a faster loop.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from pipekit.run.arrays import run_starts
+
+
+def masked(mask: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each array where mask is True (`a[mask]` for each).  The positions are found once and
+    taken from each: boolean indexing copies element by element on a branch that a mask
+    like "score >= floor" can make unpredictable: on random masks of 20,000-100,000 keeping
+    a fifth to a half it was 3-8x slower (here, both about the same on a mask keeping
+    nearly all; stage 05's pruned scorer filters its candidates this way several times a query)."""
+    at = np.flatnonzero(mask)
+    return tuple(a.take(at) for a in arrays)
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """np.unique of an integer array, by sorting: NumPy 2's np.unique hashes first, which
+    costs several times more on the few hundred chunk ids of a query."""
+    values = np.sort(values)
+    return values[run_starts(values)]
+
+
+class TopPostings:
+    """Each term's `want` highest-impact chunks (sorted), from every n-th posting when its
+    list is longer than `sample`: the seeds of stage 05's floor.  They depend on the term
+    alone, and a Zipfian query log asks for the same terms again and again, so each is
+    found once per index and kept (a few hundred ints a term; past `limit` terms, as a
+    Searcher serving for days might reach, all are forgotten and found again as asked).
+    Threads share it: finding one twice is harmless."""
+
+    limit = 50_000  # terms kept: at most 40 MB of seeds
+
+    def __init__(self, postings_of):
+        self.postings_of = postings_of  # t -> (chunks, impacts), as the index holds them
+        self.kept: dict[tuple[int, int, int], np.ndarray] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, t: int, want: int, sample: int) -> np.ndarray:
+        got = self.kept.get((t, want, sample))
+        if got is None:
+            ch, imp = self.postings_of(t)
+            if len(ch) > sample:
+                step = len(ch) // sample
+                ch, imp = ch[::step], imp[::step]
+            if len(ch) > want:
+                ch = ch[np.argpartition(imp, len(imp) - want)[len(imp) - want:]]
+            got = np.sort(ch)
+            with self.lock:
+                if len(self.kept) >= self.limit:
+                    self.kept.clear()
+                self.kept[(t, want, sample)] = got
+        return got
+
+
+def own_documents(doc_codes: np.ndarray) -> bool:
+    """True when every chunk is a document of its own (a BEIR corpus of short records).
+    The codes number documents in order of first appearance, so the last is the number
+    of documents less one: the corpus's length less one exactly when no two chunks share one.
+    Then a chunk's score is its document's and the steps below need no runs."""
+    return len(doc_codes) == 0 or int(doc_codes[-1]) == len(doc_codes) - 1
+
+
+def nth_best_document(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, n: int) -> float:
+    """The n-th best document's score among chunks `cols` (in corpus order), 0 if fewer."""
+    if len(vals) < n:
+        return 0.0
+    if own_documents(doc_codes):
+        return float(np.partition(vals, len(vals) - n)[len(vals) - n])
+    docs = doc_codes[cols]
+    # A document's chunks are consecutive in corpus order: its best is a max over one run.
+    starts = np.flatnonzero(run_starts(docs))
+    best = np.maximum.reduceat(vals, starts) if len(starts) < len(vals) else vals
+    return float(np.partition(best, len(best) - n)[len(best) - n]) if len(best) >= n else 0.0
+
+
+def rank(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, k: int, depth: int):
+    """Positions of the k best chunks (score desc, then corpus order), and the `depth`
+    best documents with their scores (a document scores its best chunk); k <= depth.
+    `doc_codes` number the documents in order of first appearance (as stage 05's Index does)."""
+    own = own_documents(doc_codes)
+    pick, n = np.arange(len(vals)), 4 * depth
+    while len(pick) > n:
+        # partition finds the n-th best without sorting the rest; every chunk tied with
+        # it stays in, so that corpus order, not chance, settles the tie.
+        cut = np.partition(vals, len(vals) - n)[len(vals) - n]
+        pick = np.flatnonzero(vals >= cut)
+        if own or np.count_nonzero(run_starts(np.sort(doc_codes[cols[pick]]))) >= depth:  # documents among them
+            break
+        n *= 4  # documents of many chunks: n chunks were fewer than depth documents
+        pick = np.arange(len(vals))
+    order = pick[np.lexsort((cols[pick], -vals[pick]))]
+    docs = doc_codes[cols[order]]
+    # Each document's best chunk: its first place in `order` (np.unique(return_index=True)
+    # does the same stable sort, with more calls around it; this runs once per query).
+    if own:
+        first = np.arange(min(depth, len(docs)))
+    else:
+        by_doc = np.argsort(docs, kind="stable")
+        first = np.sort(by_doc[run_starts(docs[by_doc])])[:depth]
+    return order[:k], docs[first], vals[order[first]]

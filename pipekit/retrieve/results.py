@@ -1,0 +1,165 @@
+"""Stage 05's results as a reader sees them: the table, the metrics, the terminal preview.
+
+None of this decides a score or a rank — `05_retrieval.py` does that.  Here the ranked
+chunk hits become `05_results.parquet` rows (`results_table`, with `explain_rows`' term
+by term breakdown when asked), the document run becomes nDCG@10, AP@100 and R@100 through
+ir-measures (`evaluate`, trec_eval's conventions), and the first queries' best results
+are printed (`print_results`).  Kept apart so the stage file reads as its own idea:
+scoring, pruning, ranking and feedback.
+
+The index is passed in, not imported: pipekit never imports a stage file (`explain_rows`
+only reads the arrays every stage-05 `Index` has).
+"""
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pyarrow as pa
+
+from pipekit.run import io
+from pipekit.index.links import link_text
+from pipekit.read.pages import cite_pages
+from pipekit.retrieve.fusion import fusion_line
+
+METRICS = ("nDCG@10", "AP@100", "R@100")
+
+EXPLAIN_TYPE = pa.list_(pa.struct([
+    ("term", pa.string()), ("qtf", pa.int32()), ("weight", pa.float64()), ("tf", pa.int32()),
+    ("df", pa.int32()), ("idf", pa.float64()), ("norm", pa.float64()), ("contribution", pa.float64()),
+    ("feedback", pa.float64())]))
+
+
+def chunk_texts(path, rows: np.ndarray) -> list[str]:
+    """Texts of the given 03_chunks rows (only the row groups that hold them are read)."""
+    return io.take_rows(path, "text", rows)
+
+
+def explain_rows(index, q, chunk: int) -> list[dict]:
+    """Each query term's share of a chunk's score (weight · impact); the shares add up
+    to the score.  `qtf` is how often the query says the term (0: feedback added it),
+    `weight` its multiplier, `feedback` the part of the weight feedback gave it."""
+    b, avgdl = index.stats["b"], index.stats["avgdl"]
+    names = index.terms
+    fb = q.from_feedback if q.from_feedback is not None else np.zeros(len(q.ids))
+    # With section context (pipekit/retrieve/sections.py) each term also brings its section's share,
+    # and the sum is divided by 1 + w: `section` is that share of the contribution.
+    ctx = getattr(index, "context", None)
+    shares = [float(p[0]) for p in ctx.section_part(q.ids, q.weights, np.array([chunk]))] if ctx else None
+    scale = 1 + ctx.weight if ctx else 1.0
+    out = []
+    for i in np.argsort(q.ids, kind="stable").tolist():  # term ids are alphabetical
+        t = int(q.ids[i])
+        lo, hi = index.indptr[t], index.indptr[t + 1]
+        pos = lo + np.searchsorted(index.chunk[lo:hi], chunk)
+        found = pos < hi and index.chunk[pos] == chunk
+        if not found and not (shares and shares[i] > 0):
+            continue
+        term = names[t].as_py()
+        weight = float(q.weights[i])
+        norm = 1 - b + b * float(index.lengths[chunk]) / avgdl
+        own = weight * float(index.impact[pos]) if found else 0.0
+        row = {"term": term, "qtf": q.qtf.get(term, 0), "weight": weight, "tf": int(index.tf[pos]) if found else 0,
+               "df": int(index.df[t]), "idf": float(index.idf[t]), "norm": norm,
+               "contribution": (own + (shares[i] if shares else 0.0)) / scale, "feedback": float(fb[i])}
+        if shares:
+            row["section"] = shares[i] / scale
+        out.append(row)
+    return out
+
+
+def added_terms(terms: pa.Array, q) -> list[tuple[str, float]]:
+    """The terms feedback added to a query (the text never says them), heaviest first."""
+    if q.from_feedback is None:
+        return []
+    names = terms.take(pa.array(q.ids)).to_pylist()
+    new = [(t, w) for t, w in zip(names, q.weights.tolist()) if q.qtf.get(t, 0) == 0]
+    return sorted(new, key=lambda tw: -tw[1])
+
+
+def collect_answers(queries, answers: list[tuple], doc_names: pa.Array) -> tuple[tuple, dict]:
+    """Each query's answer (its chunks, their scores, its documents as codes, theirs) as
+    the hit arrays (query#, chunk, score, rank) and the document run {qid: {doc: score}}."""
+    # Document names for every query at once: one Arrow take, not a thousand.
+    run: dict[str, dict[str, float]] = {}
+    if answers:
+        names = doc_names.take(pa.array(np.concatenate([a[2] for a in answers]))).to_pylist()
+        scores = np.concatenate([a[3] for a in answers]).tolist()
+    at = 0
+    for (qid, _), a in zip(queries, answers):
+        run[qid] = dict(zip(names[at:at + len(a[2])], scores[at:at + len(a[2])]))
+        at += len(a[2])
+    cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)
+    hits = (cat([np.full(len(a[0]), i) for i, a in enumerate(answers)], np.int64),
+            cat([a[0] for a in answers], np.int64), cat([a[1] for a in answers], np.float64),
+            cat([np.arange(1, len(a[0]) + 1) for a in answers], np.int32))
+    return hits, run
+
+
+def results_table(queries, chunks: pa.Table, hits, texts: list[str], explain: list | None = None) -> pa.Table:
+    """05_results.parquet's rows: one per chunk hit (`hits`: query#, chunk, score, rank
+    arrays), with the chunk's columns from 04_chunks (`chunks`) and its text."""
+    q, c, s, r = hits
+    take = pa.array(c)
+    results = {
+        "query_id": pa.array([queries[i][0] for i in q], pa.string()),
+        "query": pa.array([queries[i][1] for i in q], pa.string()),
+        "rank": pa.array(r, pa.int32()),
+        "score": pa.array(s, pa.float64()),
+        "chunk_id": chunks.column("chunk_id").take(take),
+        "doc_id": chunks.column("doc_id").take(take),
+        "heading": chunks.column("heading").take(take),
+        "page_start": chunks.column("page_start").take(take),
+        "page_end": chunks.column("page_end").take(take),
+        "page_label_start": chunks.column("page_label_start").take(take),
+        "page_label_end": chunks.column("page_label_end").take(take),
+        "text": pa.array(texts, pa.string()),
+    }
+    if explain is not None:
+        results["explain"] = pa.array(explain, EXPLAIN_TYPE)
+    return pa.table(results)
+
+
+def evaluate(qrels, run) -> pa.Table:
+    """Per-query and mean metrics with ir-measures (trec_eval conventions)."""
+    import ir_measures
+
+    measures = [ir_measures.parse_measure(m) for m in METRICS]
+    rows = [(m.query_id, str(m.measure), float(m.value)) for m in ir_measures.iter_calc(measures, qrels, run)]
+    agg = ir_measures.calc_aggregate(measures, qrels, run)
+    rows += [("all", str(m), float(agg[m])) for m in measures]
+    qid, metric, value = zip(*rows) if rows else ((), (), ())
+    return pa.table({"query_id": pa.array(qid, pa.string()), "metric": pa.array(metric, pa.string()),
+                     "value": pa.array(value, pa.float64())})
+
+
+def print_results(results: pa.Table, queries, added=None, max_queries: int = 8) -> None:
+    """The first queries' best five results (with their explanations, if any), and with
+    feedback the terms it added to each query (`added`: per query [(term, weight)])."""
+    rows = results.to_pylist()
+    by_q: dict[str, list[dict]] = {}
+    for r in rows:
+        by_q.setdefault(r["query_id"], []).append(r)
+    for n, (qid, text) in enumerate(queries[:max_queries]):
+        print(f"\n[{qid}] {text}")
+        if added is not None:
+            new = added[n]
+            print("    feedback added: " + (", ".join(f"{t} {w:.3f}" for t, w in new[:8]) if new else "nothing")
+                  + (f" … and {len(new) - 8} more" if len(new) > 8 else ""))
+        hits = by_q.get(qid, [])
+        if not hits:
+            print("    (no chunk contains any of its terms)")
+        for r in hits[:5]:
+            pages = cite_pages(r["page_start"], r["page_end"], r["page_label_start"], r["page_label_end"])
+            where = r["doc_id"] + (f" › {r['heading']}" if r["heading"] else "") + (f" {pages}" if pages else "")
+            snippet = textwrap.shorten(" ".join(link_text(r["text"]).split()), 90, placeholder=" …")
+            print(f"  {r['rank']:>2}. {r['score']:7.3f}  {where}\n              {snippet}")
+            if r.get("fusion"):  # a hybrid hit: its BM25 part, its cosine part, the fused score
+                print(fusion_line(r["fusion"], 14))
+            for e in r.get("explain") or []:
+                # The query side: qtf, and with feedback the weight (a term feedback added has qtf=0).
+                weight = f" w={e['weight']:.3f}" if e["weight"] != e["qtf"] else ""
+                print(f"              {e['term']:<14} qtf={e['qtf']}{weight} tf={e['tf']:<3} df={e['df']:<6} "
+                      f"idf={e['idf']:.3f} norm={e['norm']:.3f} → {e['contribution']:.3f}")
+    if len(queries) > max_queries:
+        print(f"\n… and {len(queries) - max_queries} more queries in 05_results.parquet")

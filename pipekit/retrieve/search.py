@@ -1,0 +1,285 @@
+"""Ask the index one question: `python -m pipekit search "QUERY"` and `pipekit.Searcher`.
+
+Until this existed, asking anything meant writing a queries file and rerunning stage 05,
+which rewrites its outputs.  Here the stage-04 index in `paths.output` answers directly
+and nothing is written.  The answer is stage 05's own: the index is loaded and scored
+by the stage file's `Index` and `search` (reached through `load_stage(5)` when a search
+is made, never at import time), so a result here is the result stage 05 would give for
+the same query with the same settings, score for score.
+
+For programs (feeding passages to an LLM, say):
+
+    from pipekit import Searcher
+    hits = Searcher("data").search("when is the change freeze", k=5)
+    hits[0].citation   # 'handbook/operations/deploys.md › Deploying Lighthouse › Change freezes'
+    hits[0].text, hits[0].start_char, hits[0].end_char   # the passage and its span in stage 02's text
+
+Each hit is a `Passage`: its rank and score, the chunk, and everything needed to cite it
+(document, heading trail, pages, the character span of the cleaned document it came from).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipekit.run import io
+from pipekit.run.commands import add_common_args, parse_args, run_command, require_output, user_options
+from pipekit.run.config import SCHEMA, load_config
+from pipekit.run.overrides import search_why_not, unapplied_lines
+from pipekit.run.errors import PipelineError
+from pipekit.run.io import read_meta
+from pipekit.read.pages import cite_pages
+from pipekit.retrieve.fusion import dense_for, fusion_line
+from pipekit.retrieve.queries import feedback_of, nothing_found
+from pipekit.retrieve.sections import section_context
+from pipekit.index.links import link_text
+from pipekit.retrieve.results import chunk_texts
+from pipekit.run.stages import get_stage, load_stage
+
+SNIPPET_WORDS = 28  # words of a passage shown around its densest run of query terms
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One result, ready to cite: where it is, what it says, how it scored."""
+
+    query: str
+    rank: int
+    score: float
+    chunk_id: str
+    doc_id: str
+    heading: str
+    heading_path: list[str]
+    page_start: int | None  # physical pages, from 1
+    page_end: int | None
+    page_label_start: str | None  # the labels printed on them (SPEC: what a reader looks up)
+    page_label_end: str | None
+    start_char: int  # the span [start_char, end_char) of the document's stage-02 text
+    end_char: int
+    text: str
+    explain: list[dict] | None = field(default=None, compare=False)
+    # With retrieval.feedback: the terms feedback added to the query, heaviest first.
+    added: list[tuple[str, float]] | None = field(default=None, compare=False)
+    # With dense vectors and explain: the BM25 part, the cosine part and the fused score (pipekit/retrieve/fusion.py).
+    fusion: dict | None = field(default=None, compare=False)
+
+    @property
+    def pages(self) -> str:
+        """`p.74`, or `p.74 (PDF page 102)` where the printed label is not the physical page."""
+        return cite_pages(self.page_start, self.page_end, self.page_label_start, self.page_label_end)
+
+    @property
+    def citation(self) -> str:
+        """`document › heading trail, p.3–4`: what a reader needs to find the passage."""
+        where = self.doc_id + (f" › {self.heading}" if self.heading else "")
+        return where + (f", {self.pages}" if self.pages else "")
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "citation": self.citation}
+
+
+class OutputReader:
+    """The part of a stage context that stage 05's Index uses, over an output folder,
+    read-only: finding outputs (or saying which command makes them) and notes."""
+
+    def __init__(self, output_dir: Path, options: list[str] = ()):
+        self.output_dir = Path(output_dir)
+        self.options = list(options)
+        self.notes: list[str] = []
+
+    def path(self, name: str) -> Path:
+        return self.output_dir / name
+
+    def require(self, name: str, made_by) -> Path:
+        return require_output(self.output_dir, name, made_by, self.options)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+def recorded_settings(output_dir: Path) -> dict:
+    """The retrieval settings stage 05 last ran with here (its output records them),
+    else config.yaml's defaults: so the API answers as the last stage-05 run did."""
+    settings = {k: key.default for k, key in SCHEMA["retrieval"].items()}
+    results = Path(output_dir) / get_stage(5).outputs[0]
+    meta = read_meta(results) if results.exists() else None
+    for name, value in (meta or {}).get("inputs", {}).get("config", {}).items():
+        section, _, key = name.partition(".")
+        if section == "retrieval":
+            settings[key] = value
+    return settings
+
+
+class Searcher:
+    """The stage-04 index of an output folder, loaded once, answering queries as stage 05.
+
+    `settings` are the `retrieval` config values to search with (default: those stage 05
+    last ran with in this folder).  Loading reads the whole index into memory, as stage
+    05 does, and (`keep_texts`, the default) every chunk's text: a search then reads
+    nothing from disk and takes a few milliseconds (bench/search_speed.py).  Fetching the
+    texts of each search's hits from 03_chunks.parquet instead (keep_texts=False: less
+    memory, the texts' size, and a faster load, for a search or two) decodes a whole row
+    group of 20,000 texts per hit, tens of milliseconds each.
+    """
+
+    def __init__(self, output_dir: str | Path, settings: dict | None = None, options: list[str] = (),
+                 keep_texts: bool = True):
+        self.output_dir = Path(output_dir)
+        self.settings = dict(recorded_settings(self.output_dir), **(settings or {}))
+        self._stage = load_stage(5)
+        self._ctx = OutputReader(self.output_dir, options)
+        self.index = self._stage.Index(self._ctx)
+        self._chunks_03 = self._ctx.require("03_chunks.parquet", get_stage(3))
+        if (read_meta(self._chunks_03) or {}).get("fingerprint") != self.index.meta["inputs"]["upstream"]:
+            raise PipelineError(f"03_chunks.parquet in {self.output_dir} changed since the index was built: "
+                                f"rerun `python 04_indexing.py`")
+        # What a citation needs beyond 04_chunks' columns, for every chunk; with keep_texts the
+        # texts too (as read: one Arrow buffer per row group, taken from without copying them all).
+        cited = io.read_table(self._chunks_03, ["heading_path", "start_char", "end_char"] + ["text"] * keep_texts)
+        self._texts = cited.column("text") if keep_texts else None
+        self._spans = cited.drop_columns(["text"]) if keep_texts else cited
+        self.index.context = section_context(float(self.settings["section_context"]), self._chunks_03, self.index)
+        self.index.dense = dense_for(self.output_dir, self.index, self.settings["dense_weight"], self._ctx.note)
+
+    @property
+    def analyzer(self):
+        return self.index.analyzer
+
+    def search(self, text: str, k: int | None = None, explain: bool = False) -> list[Passage]:
+        """The k best passages for one query (k defaults to retrieval.top_k)."""
+        return self.search_many([text], k, explain)[0]
+
+    def search_many(self, texts: list[str], k: int | None = None, explain: bool = False) -> list[list[Passage]]:
+        """The k best passages for each query, as stage 05 ranks them."""
+        k = int(k or self.settings["top_k"])
+        if k <= 0:
+            raise PipelineError(f"k must be a whole number > 0; got {k}")
+        queries = [(str(i + 1), t) for i, t in enumerate(texts)]
+        feedback = feedback_of(self.settings)
+        (q, c, s, r), _, scored = self._stage.search(
+            self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback)
+        added = [self.index.added_terms(x) for x in scored] if feedback is not None else [None] * len(texts)
+        passages = (self._texts.take(pa.array(c, pa.int64())).to_pylist() if self._texts is not None
+                    else chunk_texts(self._chunks_03, c))  # only the hits' row groups are read
+        fusion = (self.index.dense.explain(self._stage.candidates, self.index, queries, scored, q, c,
+                                           max(self._stage.DEPTH, k)).to_pylist()
+                  if explain and self.index.dense is not None else [None] * len(c))
+        take = pa.array(c)
+        cols = {n: self.index.chunks.column(n).take(take).to_pylist()
+                for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_start",
+                          "page_label_end")}
+        cols.update({n: self._spans.column(n).take(take).to_pylist() for n in self._spans.column_names})
+        out: list[list[Passage]] = [[] for _ in texts]
+        for i, qi in enumerate(q.tolist()):
+            out[qi].append(Passage(
+                query=texts[qi], rank=int(r[i]), score=float(s[i]),
+                chunk_id=cols["chunk_id"][i], doc_id=cols["doc_id"][i], heading=cols["heading"][i] or "",
+                heading_path=list(cols["heading_path"][i] or []),
+                page_start=cols["page_start"][i], page_end=cols["page_end"][i],
+                page_label_start=cols["page_label_start"][i], page_label_end=cols["page_label_end"][i],
+                start_char=cols["start_char"][i], end_char=cols["end_char"][i], text=passages[i],
+                explain=self.index.explain(scored[qi], int(c[i])) if explain else None, added=added[qi],
+                fusion=fusion[i]))
+        return out
+
+    def query_terms(self, text: str) -> set[str]:
+        return set(self.analyzer.analyze(text))
+
+
+def snippet(text: str, terms: set[str], analyzer, words: int = SNIPPET_WORDS,
+            mark=lambda w: f"**{w}**", plain=lambda w: w) -> str:
+    """The passage's densest run of `words` words in query terms, those words marked.
+
+    A word is marked when one of its analysed terms is a query term, so `freezes` is
+    marked for the query `freeze` exactly when the index matched them.  Links show as their
+    text (`[the cookbook](../howto/x.html "Cookbook")` as `the cookbook`), as a reader sees
+    them and as stage 04 indexed them."""
+    import numpy as np
+
+    tokens = link_text(text).split()
+    if not tokens:
+        return ""
+    flat, parent = analyzer.tokens(tokens)
+    hit = np.zeros(len(tokens), dtype=bool)
+    if len(flat) and terms:
+        import pyarrow.compute as pc
+
+        found = np.asarray(pc.is_in(flat, value_set=pa.array(sorted(terms), pa.string())), dtype=bool)
+        hit[parent[found]] = True
+    n = min(words, len(tokens))
+    window = np.convolve(hit.astype(np.int32), np.ones(n, dtype=np.int32), mode="valid")
+    start = int(np.argmax(window)) if hit.any() else 0
+    shown = [mark(t) if h else plain(t) for t, h in zip(tokens[start:start + n], hit[start:start + n])]
+    return ("… " if start > 0 else "") + " ".join(shown) + (" …" if start + n < len(tokens) else "")
+
+
+def result_lines(passages: list[Passage], terms: set[str], analyzer, mark) -> list[str]:
+    lines = []
+    if passages and passages[0].added is not None:
+        new = passages[0].added
+        lines.append("    feedback added: " + (", ".join(f"{t} {w:.3f}" for t, w in new[:8]) if new else "nothing")
+                     + (f" … and {len(new) - 8} more" if len(new) > 8 else ""))
+    if not passages:
+        lines.append(nothing_found(terms))
+    for p in passages:
+        lines.append(f"  {p.rank:>2}. {p.score:7.3f}  {p.citation}")
+        lines += textwrap.wrap(snippet(p.text, terms, analyzer, mark=mark), 100,
+                               initial_indent=" " * 13, subsequent_indent=" " * 13)
+        if p.fusion is not None:
+            lines.append(fusion_line(p.fusion, 13))
+        for e in p.explain or []:
+            # As stage 05 prints it: qtf, and with feedback the weight (0 qtf: feedback added it).
+            weight = f" w={e['weight']:.3f}" if e["weight"] != e["qtf"] else ""
+            lines.append(f"             {e['term']:<14} qtf={e['qtf']}{weight} tf={e['tf']:<3} df={e['df']:<6} "
+                         f"idf={e['idf']:.3f} norm={e['norm']:.3f} → {e['contribution']:.3f}")
+    return lines
+
+
+def prompt_queries():
+    """Queries typed at a prompt (or piped in, one a line) until an empty line or EOF."""
+    tty = sys.stdin.isatty()
+    while True:
+        try:
+            line = input("query> " if tty else "")
+        except EOFError:
+            return
+        if not line.strip():
+            if tty:
+                return
+            continue
+        yield line.strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipekit search", description=__doc__.split("\n")[0],
+        epilog="With no QUERY, asks at a prompt (or reads one query a line from a pipe).")
+    parser.add_argument("queries", nargs="*", metavar="QUERY", help="one or more queries (quote each)")
+    parser.add_argument("-k", type=int, default=None, metavar="N",
+                        help="results per query (default: retrieval.top_k)")
+    parser.add_argument("--explain", action="store_true", help="each result's score term by term")
+    add_common_args(parser)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(parser, argv)
+
+    def body():
+        cfg = load_config(args.config, args.overrides)
+        for line in unapplied_lines("python -m pipekit search", args.overrides, search_why_not, user_options(argv)):
+            print(line, file=sys.stderr)
+        # Queries on the command line: a search or two, so their texts are read per search
+        # (a faster start); at the prompt, many: every text is read once, up front.
+        searcher = Searcher(cfg["paths"]["output"], settings=cfg["retrieval"], options=user_options(argv),
+                            keep_texts=not args.queries)
+        tty = sys.stdout.isatty()
+        mark = (lambda w: f"\033[1;4m{w}\033[0m") if tty else (lambda w: f"**{w}**")
+        for text in (args.queries or prompt_queries()):
+            hits = searcher.search(text, args.k, explain=args.explain or cfg["retrieval"]["explain"])
+            print(f"\n{text}")
+            print("\n".join(result_lines(hits, searcher.query_terms(text), searcher.analyzer, mark)), flush=True)
+
+    return run_command("search", body)

@@ -1,0 +1,135 @@
+"""Section context: a chunk is scored with the evidence of the section it sits in.
+
+A chunk answers a question in its own words, but the question is often asked in the
+words of the *topic* around it: "start another node script with an ipc channel" asks
+for `child_process.fork()`, whose chunks are under "Asynchronous process creation",
+where the neighbouring passages say "spawn", "IPC", "child".  BM25 over chunks alone
+sees one passage at a time, so a passing mention in an unrelated page can outrank the
+right passage of the right topic.  Passage retrieval has long mixed a passage's score
+with its surrounding document's (Callan, SIGIR 1994); the unit here is the chunk's
+*level-2 section* — the `##` section it belongs to, with everything under it (a page's
+text before its first `##` is a section too): on documentation, the topic a reader
+skims, neither a single passage nor a whole, many-topic page.
+
+    score(q, c) = (bm25(q, c) + w · bm25(q, S(c))) / (1 + w)
+
+bm25(q, S) is the plain formula over sections as units: a section's term frequencies
+are its chunks' added up (as stage 04 counted them: heading and path weights included),
+its length theirs added up, N the number of sections, df the sections holding the term,
+with the index's k1 and b.  Dividing by 1 + w keeps the scale: a chunk that is its own
+section (every BEIR record that fits one chunk) scores exactly as without context, so
+when every section is one chunk nothing is computed at all.  Only chunks that contain a
+query term are results: context re-weights matches, it never makes a passage without
+any of the query's words a result.
+
+On by default (`retrieval.section_context: 0.5` in config.yaml, which has the figures
+and the reasons; 0 turns it off).  On 58 questions over the docs of 7 projects
+(bench/docs_qa.py; bench/README.md has the table for weights 0.25 to 1 and other
+grouping levels) w = 0.5 finds the answering section in the top 3 for 4 more questions
+and the right document for 5 more; on the bundled sample, whose questions each ask for
+one precise fact, it costs nDCG@10 (0.916 -> 0.909 at the time of writing, README
+Exercise 5d): a section that matches broadly lifts the wrong passage.
+
+Cost: the sections are found once per index load (one pass over 03's heading paths);
+a query then reads every posting of its terms once more (the section sums), so with
+context the query takes the plain path, not MaxScore's pruned one.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipekit.run import io
+from pipekit.run.errors import PipelineError
+from pipekit.chunk.headings import TRAIL_SEPARATOR
+
+LEVEL = 2  # heading levels that name a section: `#` page title, `##` topic
+
+
+def section_codes(doc_id: pa.Array, heading_path: pa.Array, level: int = LEVEL) -> np.ndarray:
+    """Each chunk's section number (0, 1, ... in corpus order): consecutive chunks of one
+    document whose heading paths agree on their first `level` entries share a section.
+    heading_path keeps empty levels (a page without `#` starts with ""), so the first two
+    entries are always the `#` and `##` titles, whatever the page skips."""
+    n = len(doc_id)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    top = pc.binary_join(pc.list_slice(pc.fill_null(heading_path, pa.scalar([], heading_path.type)), 0, level),
+                         "\x1f")
+    keys = pc.binary_join_element_wise(pc.cast(doc_id, pa.string()), pc.fill_null(top, ""), "\x1e")
+    new = np.ones(n, dtype=bool)
+    if n > 1:
+        new[1:] = np.asarray(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)))
+    return np.cumsum(new) - 1
+
+
+class SectionContext:
+    """The sections of an index, and per query their BM25 scores (see the module text)."""
+
+    def __init__(self, codes: np.ndarray, index, weight: float):
+        self.weight = float(weight)
+        self.codes = codes
+        self.n = int(codes[-1]) + 1 if len(codes) else 0
+        self.length = np.bincount(codes, weights=index.lengths, minlength=self.n)
+        self.avgdl = float(self.length.mean()) if self.n else 0.0
+        self.k1, self.b = index.stats["k1"], index.stats["b"]
+        self.index = index
+
+    def term_scores(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+        """The sections holding `term` (ascending) and its plain BM25 weight in each."""
+        ix = self.index
+        lo, hi = ix.indptr[term], ix.indptr[term + 1]
+        sec = self.codes[ix.chunk[lo:hi]]  # postings are in corpus order: sections ascend
+        if len(sec) == 0:
+            return sec, np.zeros(0)
+        first = np.ones(len(sec), dtype=bool)
+        np.not_equal(sec[1:], sec[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        tf = np.add.reduceat(ix.tf[lo:hi].astype(np.float64), starts)
+        ids = sec[starts]
+        df = len(ids)
+        idf = np.log(1 + (self.n - df + 0.5) / (df + 0.5))
+        norm = self.k1 * (1 - self.b + self.b * self.length[ids] / self.avgdl)
+        return ids, idf * tf * (self.k1 + 1) / (tf + norm)
+
+    def section_part(self, term_ids, weights, cols: np.ndarray) -> list[np.ndarray]:
+        """Per query term, w · weight · bm25(term, S(c)) for each chunk in `cols`."""
+        sec = self.codes[cols]
+        parts = []
+        for t, wt in zip(np.asarray(term_ids).tolist(), np.asarray(weights, dtype=np.float64).tolist()):
+            ids, s = self.term_scores(t)
+            pos = np.minimum(np.searchsorted(ids, sec), max(len(ids) - 1, 0))
+            hit = (ids[pos] == sec) if len(ids) else np.zeros(len(sec), dtype=bool)
+            parts.append(np.where(hit, self.weight * wt * (s[pos] if len(ids) else 0.0), 0.0))
+        return parts
+
+    def rescore(self, term_ids, weights, cols: np.ndarray, vals: np.ndarray) -> np.ndarray:
+        """Chunk scores `vals` (of chunks `cols`) with their sections' evidence mixed in."""
+        total = vals.copy()
+        for part in self.section_part(term_ids, weights, cols):
+            total += part
+        return total / (1 + self.weight)
+
+
+def section_context(weight: float, chunks_03: Path, index) -> SectionContext | None:
+    """The context to score with, or None when it changes nothing: weight 0, or every
+    section a single chunk (then the mixed score *is* the chunk's own)."""
+    if weight <= 0:
+        return None
+    doc_id = index.chunks.column("doc_id").combine_chunks()
+    if "heading_path" in io.schema(chunks_03).names:  # a file, or a cluster's folder of parts
+        paths = io.read_table(chunks_03, ["heading_path"]).column("heading_path").combine_chunks()
+    else:  # a hand-made 03 file with SPEC's `heading` only: its titles, empty levels already dropped
+        heading = pc.fill_null(index.chunks.column("heading").combine_chunks(), "")
+        paths = pc.if_else(pc.equal(heading, ""), pa.scalar([], pa.list_(pa.string())),
+                           pc.split_pattern(heading, TRAIL_SEPARATOR))
+    if len(paths) != len(doc_id):
+        raise PipelineError(f"{chunks_03} has {len(paths):,} chunks, the index {len(doc_id):,}: "
+                            "rerun `python 04_indexing.py`")
+    codes = section_codes(doc_id, paths)
+    if len(codes) == 0 or codes[-1] + 1 == len(codes):
+        return None
+    return SectionContext(codes, index, weight)

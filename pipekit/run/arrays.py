@@ -1,0 +1,28 @@
+"""Array helpers several stages share: Arrow string buffers as NumPy, run starts of sorted codes.
+
+Kept at the bottom of the house so that the analyzer (04), the cleaning fast path (02), the
+query reader and the ranks (05) and the reuse plan (every stage) use one of each.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+
+def string_buffers(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, data) of a string (or large_string) array, without copying: value i is the
+    UTF-8 bytes data[offsets[i]:offsets[i + 1]].  The offsets index the whole data buffer,
+    so an array sliced out of a bigger one has offsets that do not start at 0."""
+    width = np.int64 if pa.types.is_large_string(strings.type) else np.int32
+    _, offsets_buf, data_buf = strings.buffers()[:3]
+    offsets = np.frombuffer(offsets_buf, dtype=width)[strings.offset: strings.offset + len(strings) + 1]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    return offsets, data
+
+
+def run_starts(values: np.ndarray) -> np.ndarray:
+    """True where a run of equal values begins in a sorted array (np.diff with prepend,
+    but in one ufunc call: this runs a few times per query)."""
+    first = np.ones(len(values), dtype=bool)
+    np.not_equal(values[1:], values[:-1], out=first[1:])
+    return first

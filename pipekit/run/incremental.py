@@ -1,0 +1,423 @@
+"""Reusing the previous run's rows for what has not changed: a rerun costs what changed.
+
+Rerunning after a tweak is what this pipeline is for, and on a real folder the tweak a
+user makes most often is to the documents themselves.  Without this, adding one 80-byte
+Markdown file to a 530-page manual rebuilt everything (104 s for a 77 s first run).
+Build tools have the answer (make, DVC, a documentation builder): unchanged inputs cost
+nothing.  Here it works at two levels:
+
+- **Files (stage 01).**  Each input file's content hash is recorded beside its size,
+  modification time and change time in `01_files.parquet`, one row per listed file.  A
+  rerun hashes only the files whose stat changed (or that changed too close to the last
+  listing to trust the clock: git's "racily clean" files), and takes the previous row of
+  every file whose hash and place are unchanged.  Content, not timestamps, decides:
+  `touch` changes nothing, and a file whose bytes changed with its size and mtime put
+  back is still seen (its change time moved).
+- **Documents (stages 02 and 03).**  Every row carries its source document's
+  `content_hash` from stage 01.  Each stage records a *row fingerprint*: the hash of the
+  config values and code of every stage up to it, but not of the input files.  When the
+  previous output's row fingerprint equals today's, a document whose content hash is
+  the one its previous rows were made from gets those rows back, untouched.  A setting
+  that changes every document (`chunking.target`) changes the row fingerprint, so the
+  stage reruns for all of them.
+- **Counts (stage 04, local engine).**  The term counts of an unchanged document's
+  chunks are cut from the previous index and merged with the new chunks' counts as a
+  cluster merges partitions; N, avgdl, df, idf and every impact are computed anew, since
+  one new chunk changes them all.
+- **Vectors (stage 04, local engine, with `indexing.dense_model`).**  Chunks are embedded
+  in blocks cut by their chunk ids, and each block of 04_vectors.parquet carries a key
+  hashing the model, the embedding code and its texts; a block whose key the previous
+  vectors hold is copied from them (pipekit/index/dense.py, `Blocks`): a model folder embeds a
+  few chunks a second, so re-embedding a whole folder for one added file cost minutes.
+
+What it deliberately does not do: decide freshness (pipekit/run/freshness.py does, per
+stage, and a `--force` run reuses nothing), reuse on a cluster in stage 04 (its counts
+live on the workers), or reuse anything in stage 05.
+The outputs are exactly those of a `--force` run — same rows, order, values and
+provenance — which tests/test_incremental.py checks for every kind of change.
+"""
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipekit.run.arrays import run_starts
+from pipekit.run.hashing import content_hash, digest, file_hash
+
+RACY_NS = 2_000_000_000  # a file changed this close to the last listing is hashed again
+NAMES_SHOWN = 3  # paths named per kind of change in `--status`
+
+
+def _stamp(path: Path) -> list[int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+_HASHED: dict[tuple, str] = {}
+
+
+def list_files(entries: list, previous: dict | None) -> dict:
+    """What stage 01 will read, as `{"listed_ns": ..., "files": {doc_id: [size, mtime_ns,
+    ctime_ns, key]}}`: written to 01_files.parquet, compared by the next run.
+
+    `key` is what decides whether a file's row can be reused: its content hash joined
+    with everything else its row depends on (where it is, how it is read).  A skipped or
+    unlistable entry is never read, so its key is its reason.  `previous` is the last
+    run's listing: a file whose stamp is unchanged keeps its recorded hash unread,
+    unless it changed within RACY_NS of that listing (two writes in one clock tick
+    leave the same stamp)."""
+    old = (previous or {}).get("files", {})
+    racy_after = (previous or {}).get("listed_ns", 0) - RACY_NS
+    listed_ns = time.time_ns()
+    files = {}
+    for e in entries:
+        if e.skip is not None or e.error is not None:
+            files[e.doc_id] = [None, None, None, f"{'skipped' if e.skip else 'error'}: {e.skip or e.error}"]
+            continue
+        stamp = _stamp(e.path)
+        if stamp is None:
+            files[e.doc_id] = [None, None, None, "unreadable"]
+            continue
+        was = old.get(e.doc_id)
+        # Short: a folder of 100k files lists 100k of these.
+        where = content_hash(f"{e.path}|{e.format}|{e.guessed}|{e.note}|{e.max_bytes}".encode())
+        if was and was[:3] == stamp and max(stamp[1], stamp[2]) < racy_after and was[3].endswith("|" + where):
+            files[e.doc_id] = was
+            continue
+        memo = (str(e.path), *stamp)
+        if memo not in _HASHED:  # run_pipeline lists twice (plan, then the stage): hash once
+            try:
+                _HASHED[memo] = file_hash(e.path)
+            except OSError:
+                _HASHED[memo] = "unreadable"
+        files[e.doc_id] = [*stamp, f"{_HASHED[memo]}|{where}"]
+    return {"listed_ns": listed_ns, "files": files}
+
+
+LISTING_SCHEMA = pa.schema([("doc_id", pa.string()), ("size", pa.int64()), ("mtime_ns", pa.int64()),
+                            ("ctime_ns", pa.int64()), ("key", pa.string())])
+
+
+def listing_table(listing: dict) -> pa.Table:
+    """A listing as the rows of 01_files.parquet (its time goes in the file's metadata)."""
+    files = listing["files"]
+    columns = list(zip(*([d, *v] for d, v in files.items()))) or [()] * 5
+    return pa.table([pa.array(c, t.type) for c, t in zip(columns, LISTING_SCHEMA)], schema=LISTING_SCHEMA)
+
+
+def read_listing(path: Path) -> dict | None:
+    """01_files.parquet back as a listing (None when there is none, or it is unreadable)."""
+    from pipekit.run.io import read_meta
+
+    try:
+        table = pq.ParquetFile(path).read()  # not pq.read_table: it imports pandas (0.5 s of a --status)
+    except (OSError, pa.ArrowException):
+        return None
+    listed_ns = (read_meta(path) or {}).get("listed_ns", 0)
+    rows = zip(*(table.column(n).to_pylist() for n in LISTING_SCHEMA.names))
+    return {"listed_ns": listed_ns, "files": {d: [size, m, c, k] for d, size, m, c, k in rows}}
+
+
+def keys_of(listing: dict) -> list:
+    """The part of a listing that decides freshness (stamps are only a cache of hashes)."""
+    return sorted((doc_id, v[3]) for doc_id, v in listing["files"].items())
+
+
+def describe_changes(before: dict | None, now: dict) -> str:
+    """`input changed: 1 added (notes/new.md), 0 changed, 0 removed`, from two listings."""
+    if not before or "files" not in before:
+        return "input files changed (the previous output recorded no file list)"
+    old, new = before["files"], now["files"]
+    added = [d for d in new if d not in old]
+    removed = [d for d in old if d not in new]
+    changed = [d for d in new if d in old and new[d][3] != old[d][3]]
+
+    def part(n_word: str, names: list[str]) -> str:
+        shown = ", ".join(names[:NAMES_SHOWN]) + (", …" if len(names) > NAMES_SHOWN else "")
+        return f"{len(names):,} {n_word}" + (f" ({shown})" if names else "")
+
+    return "input changed: " + ", ".join([part("added", added), part("changed", changed), part("removed", removed)])
+
+
+def reusable_rows(entries: list, listing: dict, previous_path: Path | None,
+                  previous_listing: dict | None) -> list[int]:
+    """For each entry, the row of the previous 01 output to take instead of reading the
+    file, or -1.  Skipped rows are copied too, though they cost nothing to make: made
+    anew, the 562 skipped build files of a Sphinx folder cut the copied rows into
+    hundreds of pieces (and the output into as many row groups)."""
+    out = [-1] * len(entries)
+    if previous_path is None or not previous_listing:
+        return out
+    old = previous_listing.get("files", {})
+    table = read_columns(previous_path, ["doc_id"])
+    row_of = {d: i for i, d in enumerate(table.column("doc_id").to_pylist())}
+    for k, e in enumerate(entries):
+        was = old.get(e.doc_id)
+        if was and was[3] == listing["files"][e.doc_id][3] and e.doc_id in row_of:
+            out[k] = row_of[e.doc_id]
+    return out
+
+
+# ---- stages 02 and 03: documents whose rows still stand -----------------------------------
+
+def row_fingerprint(upstream: str | None, section: dict, code: str) -> str:
+    """What a stage's rows depend on besides their own document: every setting and line
+    of code from stage 01 to this one.  Equal row fingerprints + equal content hash =
+    equal rows."""
+    return digest({"upstream": upstream, "config": section, "code": code})
+
+
+def read_columns(path: Path, columns: list[str]) -> pa.Table:
+    from pipekit.run.io import read_table
+
+    return read_table(path, columns)
+
+
+def doc_starts(ids: pa.Array) -> np.ndarray:
+    """Where each document's run of rows begins (every stage writes a document's rows together)."""
+    return np.flatnonzero(np.r_[True, np.asarray(pc.not_equal(ids[1:], ids[:-1]).fill_null(True))])
+
+
+def plan_reuse(upstream: pa.Table, previous: pa.Table, nothing: np.ndarray | None = None) -> np.ndarray:
+    """For each upstream document, the rows [start, stop) of the previous output made from
+    it, or start = -1 when it must be made again.  Vectorised: a million documents cost
+    a few array operations, not a million dictionary look-ups.
+
+    `upstream` and `previous` hold doc_id and content_hash; the previous output's rows of
+    one document are consecutive (every stage writes documents in order).  `nothing`
+    marks upstream rows the stage makes no rows from (stage 02 drops error rows): they
+    are "reused" as zero rows."""
+    n = upstream.num_rows
+    plan = np.full((n, 2), -1, dtype=np.int64)
+    ids = previous.column("doc_id")
+    if previous.num_rows:
+        ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+        starts = doc_starts(ids)
+        stops = np.r_[starts[1:], previous.num_rows]
+        doc = pc.take(ids, pa.array(starts))
+        digest = pc.take(previous.column("content_hash"), pa.array(starts))
+        at = pc.index_in(upstream.column("doc_id"), value_set=doc)
+        found = np.asarray(at.is_valid())
+        pos = np.asarray(at.fill_null(0), dtype=np.int64)
+        same = found & np.asarray(pc.equal(pc.take(digest, pa.array(pos)),
+                                           upstream.column("content_hash")).fill_null(False))
+        plan[same, 0], plan[same, 1] = starts[pos[same]], stops[pos[same]]
+    if nothing is not None:
+        plan[nothing] = (0, 0)
+    return plan
+
+
+def runs(plan: np.ndarray, start: int, stop: int) -> tuple:
+    """Rows [start, stop) of a plan as runs: ("new", a, b) — upstream rows to make again —
+    and ("old", s, e, n) — previous rows to copy, made from n documents.  Consecutive
+    reused documents whose previous rows are consecutive too make one run."""
+    out: list = []
+    for i in range(start, stop):
+        s, e = int(plan[i, 0]), int(plan[i, 1])
+        last = out[-1] if out else None
+        if s < 0:
+            if last and last[0] == "new" and last[2] == i:
+                out[-1] = ("new", last[1], i + 1)
+            else:
+                out.append(("new", i, i + 1))
+        elif last and last[0] == "old" and (last[2] == s or e == s):
+            out[-1] = ("old", last[1], max(last[2], e), last[3] + 1)
+        else:
+            out.append(("old", s, e, 1))
+    return tuple(out)
+
+
+class PreviousRows:
+    """Rows of a previous output by position, read a row group at a time (and the last
+    group kept): runs come in increasing order, so each group is read once."""
+
+    def __init__(self, path: str):
+        from pipekit.run.io import row_groups
+
+        self.groups = row_groups(Path(path))
+        self.firsts = [at for _, _, at, _ in self.groups]
+        self._cached: tuple[int, pa.Table] | None = None
+        self._files: dict[Path, pq.ParquetFile] = {}  # opened once: reopening per group tripled the reads
+
+    def _group(self, g: int) -> pa.Table:
+        if self._cached is None or self._cached[0] != g:
+            f, group, _, _ = self.groups[g]
+            if f not in self._files:
+                self._files[f] = pq.ParquetFile(f)
+            self._cached = (g, self._files[f].read_row_group(group))
+        return self._cached[1]
+
+    def slices(self, start: int, stop: int) -> Iterator[pa.Table]:
+        while start < stop:
+            g = bisect.bisect_right(self.firsts, start) - 1
+            _, _, at, n = self.groups[g]
+            k = min(stop, at + n) - start
+            yield self._group(g).slice(start - at, k)
+            start += k
+
+    def take(self, start: int, stop: int) -> Iterator[pa.Table]:
+        """Rows [start, stop) as one table (its slices joined, not copied): written as
+        one row group, not one per slice — a rerun's output otherwise split further on
+        every rerun, and each later read paid for the pieces."""
+        pieces = list(self.slices(start, stop))
+        if pieces:
+            yield pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+
+
+@dataclass(frozen=True)
+class Reusing:
+    """A stage's partition function, run only on the documents that changed; the rows of
+    the others are copied from the previous output, in document order.
+
+    A part is `(RowRange, runs)`; `fn` gets a RowRange of upstream rows to make anew.
+    `extras` is what the stage yields beside each table (02: its furniture counts, zero
+    for copied rows).  Picklable, so a Dask worker runs it as it runs `fn`."""
+
+    fn: Callable
+    previous: str
+    extras: tuple = ()
+
+    def __call__(self, part) -> Iterator:
+        from pipekit.run.engine import RowRange, advance
+
+        rows, plan_runs = part
+        previous = PreviousRows(self.previous)
+        for kind, a, b, *n in plan_runs:
+            if kind == "new":
+                yield from self.fn(RowRange(rows.path, a, b))
+                continue
+            for table in previous.take(a, b):
+                yield (table, *self.extras) if self.extras else table
+            advance(n[0])
+
+
+def reuse_parts(ctx, parts: list, fn, nothing_column: str | None = None, extras: tuple = ()):
+    """`(fn, parts)` for ctx.write_partitions, with unchanged documents' rows copied from
+    the previous output when it may be reused (else as given).  Also returns how many
+    upstream documents were reused, for the stage's summary."""
+    from pipekit.run.io import read_meta
+
+    previous = ctx.main_output
+    meta = read_meta(previous) if previous.exists() and not ctx.force else None
+    if not meta or ctx.row_fingerprint is None or meta.get("row_fingerprint") != ctx.row_fingerprint:
+        return fn, parts, 0
+    columns = ["doc_id", "content_hash"] + ([nothing_column] if nothing_column else [])
+    upstream = read_columns(ctx.upstream_path, columns)
+    nothing = None
+    if nothing_column:
+        nothing = ~np.asarray(pc.fill_null(pc.equal(upstream.column(nothing_column), "ok"), False))
+    plan = plan_reuse(upstream, read_columns(previous, ["doc_id", "content_hash"]), nothing)
+    reused = int(np.count_nonzero(plan[:, 0] >= 0) - (np.count_nonzero(nothing) if nothing is not None else 0))
+    if reused == 0:
+        return fn, parts, 0
+    return Reusing(fn, str(previous), extras), [(p, runs(plan, p.start, p.stop)) for p in parts], reused
+
+
+# ---- stage 04: the counts of unchanged chunks ----------------------------------------------
+
+def chunk_runs(current: pa.Table, previous: pa.Table) -> list[tuple]:
+    """Stage 04's runs over the chunks of 03_chunks: ("new", a, b) to count, and
+    ("old", a, b, s) — chunks a..b-1 are the previous index's s..s+(b-a)-1, made from the
+    same document text with the same settings, so their counts are the previous ones.
+    Both tables hold doc_id and content_hash per chunk."""
+    ids = current.column("doc_id").combine_chunks()
+    n = len(ids)
+    if n == 0:
+        return []
+    starts = doc_starts(ids)
+    stops = np.r_[starts[1:], n]
+    docs = current.take(pa.array(starts)).select(["doc_id", "content_hash"])
+    plan = plan_reuse(docs, previous)
+    out: list[tuple] = []
+    for (a, b), (s, e) in zip(zip(starts.tolist(), stops.tolist()), plan.tolist()):
+        if s < 0 or e - s != b - a:  # a changed (or new) document: its chunks are counted
+            if out and out[-1][0] == "new" and out[-1][2] == a:
+                out[-1] = ("new", out[-1][1], b)
+            else:
+                out.append(("new", a, b))
+        elif out and out[-1][0] == "old" and out[-1][2] == a and out[-1][3] + (a - out[-1][1]) == s:
+            out[-1] = ("old", out[-1][1], b, out[-1][3])
+        else:
+            out.append(("old", a, b, s))
+    return out
+
+
+def previous_counts(postings: pa.Table, terms: pa.Array, lengths: np.ndarray, olds: list[tuple]) -> list[dict]:
+    """Stage 04's per-partition counts (terms, col_ptr, chunk, tf, lengths) of each old
+    run, cut out of the previous index: its postings are term-major and its term ids
+    alphabetical, so a run's postings, kept in order, are already its own term-major
+    counts.  One stable sort over all postings finds every run's share (linear in the
+    index, however many runs)."""
+    chunk = np.asarray(postings.column("chunk"), dtype=np.int64)
+    term = np.asarray(postings.column("term_id"), dtype=np.int64)
+    tf = np.asarray(postings.column("tf"), dtype=np.int32)
+    firsts = np.array([s for _, a, b, s in olds], dtype=np.int64)
+    lasts = firsts + np.array([b - a for _, a, b, s in olds], dtype=np.int64)
+    order_of = np.argsort(firsts, kind="stable")
+    run = order_of[np.maximum(np.searchsorted(firsts[order_of], chunk, side="right") - 1, 0)]
+    keep = np.flatnonzero((chunk >= firsts[run]) & (chunk < lasts[run]))
+    # NumPy's stable sort of 16-bit keys is a radix sort: linear in the postings.
+    key = run[keep].astype(np.uint16 if len(olds) < 1 << 16 else np.int64)
+    by_run = keep[np.argsort(key, kind="stable")]
+    bounds = np.r_[0, np.cumsum(np.bincount(key, minlength=len(olds)))]
+    out = []
+    for r, (_, a, b, s) in enumerate(olds):
+        sel = by_run[bounds[r]:bounds[r + 1]]
+        t = term[sel]  # ascending: the postings are term-major and the sort kept their order
+        starts = np.flatnonzero(run_starts(t))
+        out.append({"terms": terms.take(pa.array(t[starts])), "col_ptr": np.r_[starts, len(t)].astype(np.int64),
+                    "chunk": (chunk[sel] - s).astype(np.int32), "tf": tf[sel],
+                    "lengths": lengths[s:s + (b - a)].astype(np.int64)})
+    return out
+
+
+def reused_counts(ctx, count_range: Callable, cited: list[str]) -> tuple[list[dict] | None, int]:
+    """Stage 04's partition counts with every unchanged chunk's counts taken from the
+    previous index (None: count everything).  Stage 04's statistics are global, so only
+    the counting is reused: N, avgdl, df, idf and every impact are computed anew from
+    the merged counts, as a cluster merges its partitions' (the same tables, tested).
+    On the local engine only: a cluster's counts stay on its workers."""
+    from pipekit.run.engine import RowRange, advance, iter_rows
+    from pipekit.run.io import read_meta, read_table
+
+    folder = ctx.output_dir
+    names = [folder / n for n in ("04_chunks.parquet", "04_terms.parquet", "04_postings.parquet")]
+    if ctx.force or ctx.engine.kind != "local" or not all(p.exists() for p in names):
+        return None, 0
+    if ctx.row_fingerprint is None or \
+            any((read_meta(p) or {}).get("row_fingerprint") != ctx.row_fingerprint for p in names):
+        return None, 0
+    from pipekit.run.io import schema
+
+    if not all("content_hash" in schema(p).names for p in (names[0], ctx.upstream_path)):
+        return None, 0
+    previous = read_table(names[0], ["doc_id", "content_hash", "length"])
+    runs_ = chunk_runs(read_table(ctx.upstream_path, ["doc_id", "content_hash"]), previous)
+    olds = [r for r in runs_ if r[0] == "old"]
+    if not olds:
+        return None, 0
+    old_counts = iter(previous_counts(read_table(names[2], ["term_id", "chunk", "tf"]),
+                                      read_table(names[1], ["term"]).column("term").combine_chunks(),
+                                      np.asarray(previous.column("length")), olds))
+    out = []
+    for r in runs_:
+        if r[0] == "new":
+            out.append(count_range(RowRange(str(ctx.upstream_path), r[1], r[2])))
+            continue
+        counts = next(old_counts)
+        advance(r[2] - r[1])
+        # What 04_chunks cites comes from today's 03 rows (the same chunks, by construction).
+        counts["meta"] = pa.Table.from_batches(list(iter_rows(RowRange(str(ctx.upstream_path), r[1], r[2]), cited)))
+        out.append(counts)
+    return out, sum(b - a for _, a, b, _ in olds)

@@ -1,0 +1,401 @@
+"""Parquet in and out: provenance metadata on every file, atomic writes.
+
+Every output carries one key-value entry, `pipekit`, holding JSON that says which stage
+wrote it, with which config values, from which upstream output (by fingerprint), with
+which code.  run_pipeline compares that record with the present to decide whether a
+stage is fresh, and `python -m pipekit show FILE` prints it.
+
+Writes go to `<name>.tmp-<pid>` beside the target and are renamed over it only when
+the stage has finished: a run killed half-way (Ctrl-C, OOM, a signal) leaves the
+previous output whole and readable, never a truncated Parquet file.
+
+An output is one Parquet file (the local engine) or a *dataset*: a folder of part files
+`part-00000.parquet`, `part-00001.parquet`, ... whose rows, read in name order, are the
+output's rows (the Dask engine: each worker writes its partitions' rows itself, so no
+row travels through the client).  Every part carries the same `pipekit` record.  All
+the readers here take either form, and so do `pandas.read_parquet` and DuckDB
+(`'data/03_chunks.parquet/*.parquet'`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipekit.run.errors import PipelineError
+
+META_KEY = b"pipekit"
+LONG_TEXT = frozenset({"text"})  # columns holding whole documents or chunks: written plain
+DISTINCT = frozenset({"chunk", "impact"})  # columns whose values rarely repeat: no dictionary
+# LONG_TEXT columns' codec; the rest keep Parquet's default, snappy.  LZ4 (pyarrow writes the
+# interoperable LZ4_RAW) decodes 200k passages' texts in 84 ms where snappy took 579, and
+# encodes them faster, at the same size; zstd is 30 % smaller but half as fast to read.
+TEXT_CODEC = "lz4"
+
+
+class _PandasNotYet:
+    """An import finder that says pandas is missing, for the moment `defer_pandas` needs."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pandas":
+            raise ImportError("pandas deferred: pipekit.run.io.defer_pandas")
+        return None
+
+
+def defer_pandas() -> None:
+    """Keep pyarrow from importing pandas until something asks for a DataFrame.
+
+    The first time pyarrow turns any list or NumPy array into an Arrow array it imports
+    pandas, only to ask whether the object is a Series: 0.25 s of every stage process (a
+    fifth of a rerun that adds one file, whose stages never touch pandas).  pyarrow tries
+    that import once, so it is made to fail once, here: pyarrow remembers "no pandas" for
+    that check, and still imports pandas the moment a DataFrame is asked for (`to_pandas`,
+    `Table.from_pandas`; from then on it recognises Series again).  Only the scripts call
+    this, before their first Arrow array: their own code never gives pyarrow a pandas
+    object, so the check answers the same without pandas.  A library user's process
+    (Searcher in a notebook) is left as pyarrow made it."""
+    if "pandas" in sys.modules:
+        return  # already loaded: the check costs nothing
+    sys.meta_path.insert(0, _PandasNotYet)
+    try:
+        pa.array([0])  # pyarrow's one look for pandas happens now, and finds none
+    finally:
+        sys.meta_path.remove(_PandasNotYet)
+
+
+PART = "part-{:05d}.parquet"  # a dataset's part files: zero-padded, so name order is row order
+
+
+def part_files(path: Path) -> list[Path]:
+    """The Parquet files holding an output's rows, in row order: the file itself, or a
+    dataset folder's part files (temp files of a run still writing are not parts)."""
+    path = Path(path)
+    if path.is_dir():
+        return sorted(p for p in path.iterdir() if p.name.startswith("part-") and p.name.endswith(".parquet"))
+    return [path]
+
+
+def row_groups(path: Path) -> list[tuple[Path, int, int, int]]:
+    """Every row group of an output, file by file: (file, group, first row, rows), the
+    first row counted across the whole output.  A dataset's footers only are read."""
+    out, at = [], 0
+    for f in part_files(path):
+        md = pq.ParquetFile(f).metadata
+        for g in range(md.num_row_groups):
+            n = md.row_group(g).num_rows
+            out.append((f, g, at, n))
+            at += n
+    return out
+
+
+def output_size(path: Path) -> int:
+    """Bytes on disk of an output, a file or a dataset folder."""
+    return sum(f.stat().st_size for f in part_files(path))
+
+
+def read_meta(path: Path) -> dict | None:
+    """The provenance record of an output, or None if it has none (or is unreadable).
+    A dataset's parts all carry the same record: the first one's is read."""
+    files = part_files(path) if Path(path).exists() else [path]
+    if not files:
+        return None
+    try:
+        meta = pq.read_schema(files[0]).metadata or {}
+    except (OSError, pa.ArrowException):
+        return None
+    raw = meta.get(META_KEY)
+    return json.loads(raw) if raw else None
+
+
+def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
+    try:
+        # ParquetFile, not pq.read_table: that one imports pyarrow.dataset first, which
+        # cost each stage ~0.4 s before reading a single row.
+        files = part_files(path)
+        if len(files) == 1:
+            return pq.ParquetFile(files[0]).read(columns=columns)
+        if not files:
+            raise OSError("the dataset folder holds no part files")
+        return pa.concat_tables(pq.ParquetFile(f).read(columns=columns) for f in files)
+    except (OSError, pa.ArrowException) as exc:
+        raise PipelineError(f"cannot read {path}: {exc}") from None
+
+
+def iter_batches(path: Path, columns: list[str] | None = None,
+                 batch_size: int = 2048) -> Iterator[pa.RecordBatch]:
+    """Stream a Parquet file so memory stays flat however large it is."""
+    try:
+        # pre_buffer=False: the default keeps every row group read so far in memory, so a
+        # "streaming" read of a 1M-row file grew to 500 MB instead of staying near 190.
+        for f in part_files(path):
+            yield from pq.ParquetFile(f, pre_buffer=False).iter_batches(batch_size=batch_size, columns=columns)
+    except (OSError, pa.ArrowException) as exc:
+        raise PipelineError(f"cannot read {path}: {exc}") from None
+
+
+def sweep_orphans(path: Path) -> None:
+    """Delete `<name>.tmp-<pid>` files left by runs that were killed (their pid is gone).
+
+    A SIGKILL gives a stage no chance to clean up; without this, every killed run of a
+    large stage would leave a big dead file beside its output for ever."""
+    for tmp in [*path.parent.glob(f"{path.name}.tmp-*"), *path.parent.glob(f"{path.name}.old-*")]:
+        pid = tmp.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            _remove(tmp)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def replace_output(tmp: Path, target: Path) -> None:
+    """Move a finished output (file or dataset folder) over the previous one, whatever
+    form that had.  Same form, a file: one atomic rename.  Otherwise (a folder, or a file
+    replaced by a folder) the old one is renamed aside first and deleted after: readers
+    see the old output or the new, and a run killed between the two renames leaves
+    `<name>.old-<pid>`, which the next run sweeps, and the new output already in place."""
+    if not (target.is_dir() or tmp.is_dir()) or not target.exists():
+        os.replace(tmp, target)
+        return
+    old = target.with_name(f"{target.name}.old-{os.getpid()}")
+    _remove(old)
+    os.replace(target, old)
+    os.replace(tmp, target)
+    _remove(old)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, it is someone else's
+        return True
+    return True
+
+
+def leaf_columns(schema: pa.Schema) -> list[str]:
+    """Every Parquet column path of a schema, as Parquet names them (a list's values are
+    `<name>.list.element`, a map's `<name>.key_value.key`, ...): per-column options name
+    these, and a column a compression dict leaves out is written uncompressed.  Asked of
+    Parquet itself, by writing the schema's empty table to memory, rather than spelled
+    out type by type here."""
+    buf = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), buf)
+    meta = pq.ParquetFile(pa.BufferReader(buf.getvalue())).metadata
+    return [meta.schema.column(i).path for i in range(meta.num_columns)]
+
+
+class ParquetSink:
+    """Write record batches to a temp file; `commit()` renames it over the target."""
+
+    def __init__(self, path: Path, schema: pa.Schema, meta: dict, make_folder: bool = True):
+        self.path = Path(path)
+        self.tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
+        if make_folder:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        sweep_orphans(self.path)
+        metadata = dict(schema.metadata or {})
+        metadata[META_KEY] = json.dumps(meta, sort_keys=True, default=str).encode()
+        self.schema = schema.with_metadata(metadata)
+        self.rows = 0
+        # A document's text is one value of up to documents.max_bytes: Parquet's defaults
+        # copied it three more times while writing it (a dictionary attempt, then min and
+        # max statistics of the column), which made stage 01 peak at 11x a 100 MB log.
+        # Texts are never filtered on nor repeated, so neither is of any use for them.
+        # A posting's chunk and impact are nearly all distinct: Parquet tried a dictionary
+        # for them in every row group, gave up when it overflowed and wrote them plain
+        # anyway, which made writing 27M postings take 3.2 s instead of 1.4 (and the file
+        # 15 % larger).  Repetitive columns (term_id, tf, doc_id) keep their dictionaries.
+        # Options name Parquet's leaf columns, each under its field (the name before the dot).
+        options = {}
+        if any(n in LONG_TEXT or n in DISTINCT for n in schema.names):
+            leaves = [(c, c.split(".")[0]) for c in leaf_columns(schema)]
+            options["use_dictionary"] = [c for c, f in leaves if f not in LONG_TEXT | DISTINCT]
+            if any(n in LONG_TEXT for n in schema.names):
+                options["write_statistics"] = [c for c, f in leaves if f not in LONG_TEXT]
+                # Texts are most of every byte stages 01-03 write and stages 02-05 read back.
+                options["compression"] = {c: TEXT_CODEC if f in LONG_TEXT else "snappy" for c, f in leaves}
+        self._writer = pq.ParquetWriter(self.tmp, self.schema, **options)
+        # Encoding and compressing a batch (Parquet's C++, which lets go of the GIL) runs on
+        # a thread of its own while the stage makes the next batch: the stages compute on
+        # one core, and writing was a fifth of a 200k-passage run.  One batch in flight at
+        # most, so memory holds at most one batch more than writing in line did.
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="parquet-sink")
+        self._in_flight = None
+
+    def __enter__(self) -> "ParquetSink":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        # Only close here: the rename happens when the whole stage has succeeded.
+        if exc_type is None:
+            self.close()
+
+    def write(self, data: pa.RecordBatch | pa.Table) -> None:
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if data.num_rows == 0:
+            return
+        # Cast so a batch built from Python lists (int64, string) lands in the declared schema.
+        table = data.select(self.schema.names).cast(self.schema)
+        self._finish_in_flight()  # rows land in the order they were given
+        self._in_flight = self._thread.submit(self._writer.write_table, table)
+        self.rows += data.num_rows
+
+    def _finish_in_flight(self) -> None:
+        """Wait for the batch being written; its error, if any, is raised here, in the stage."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is not None:
+            in_flight.result()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            try:
+                self._finish_in_flight()
+            finally:
+                self._thread.shutdown()
+            self._writer.close()
+            self._writer = None
+            with open(self.tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+
+    def commit(self) -> None:
+        self.close()
+        replace_output(self.tmp, self.path)
+
+    def abort(self) -> None:
+        try:
+            if self._writer is not None:
+                try:
+                    self._finish_in_flight()
+                except Exception:
+                    pass  # the stage is failing already: its own error is the one to report
+                finally:
+                    self._thread.shutdown()
+                    self._writer.close()
+        finally:
+            self._writer = None
+            self.tmp.unlink(missing_ok=True)
+
+
+class DatasetSink:
+    """A dataset output whose part files other processes write (Dask workers, each with a
+    ParquetSink of its own into `tmp`): this side makes the temp folder, counts the rows
+    the parts report, and on `commit()` renames the folder over the target.
+
+    A worker killed mid-part leaves a `part-N.parquet.tmp-PID` file; the task's rerun
+    writes the part whole elsewhere, and commit deletes the leftovers, so the folder
+    that lands holds the parts and nothing else."""
+
+    def __init__(self, path: Path, n_parts: int):
+        self.path = Path(path)
+        self.tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        sweep_orphans(self.path)
+        _remove(self.tmp)
+        self.tmp.mkdir()
+        self.n_parts = n_parts
+        self.rows = 0
+
+    def close(self) -> None:
+        pass
+
+    def commit(self) -> None:
+        wanted = {PART.format(i) for i in range(self.n_parts)}
+        have = {p.name for p in self.tmp.iterdir()}
+        if not wanted <= have:
+            raise PipelineError(f"{self.path}: part files missing after the stage ran: "
+                                f"{', '.join(sorted(wanted - have)[:3])}")
+        for name in have - wanted:
+            _remove(self.tmp / name)
+        fd = os.open(self.tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the parts' names, not only their bytes, must be on disk before the rename
+        finally:
+            os.close(fd)
+        replace_output(self.tmp, self.path)
+
+    def abort(self) -> None:
+        # Renamed aside before it is deleted: a worker whose task was cancelled but still
+        # runs may create its part in the folder while rmtree empties it, and rmtree then
+        # leaves the folder behind (seen in CI).  Under another name no worker finds it;
+        # a part it then opens fails for want of the folder (workers never make it).
+        aside = self.path.with_name(f"{self.path.name}.old-{os.getpid()}")
+        try:
+            os.replace(self.tmp, aside)
+        except OSError:
+            aside = self.tmp
+        _remove(aside)
+
+
+MAX_THREADS = 4  # beyond a few, threads mostly wait for each other (Python runs one at a time)
+
+
+def cores() -> int:
+    """Threads for work that NumPy and Arrow do outside the GIL: one per core, a few at most."""
+    return min(os.cpu_count() or 1, MAX_THREADS)
+
+
+def row_count(path: Path) -> int:
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in part_files(path))
+
+
+def schema(path: Path) -> pa.Schema:
+    """The columns of an output, a file or a dataset folder (its parts share one schema)."""
+    return pq.ParquetFile(part_files(path)[0]).schema_arrow
+
+
+def read_column(path: Path, name: str, dtype, n: int, threads: int = 1, out: np.ndarray | None = None) -> np.ndarray:
+    """One numeric column of n rows into one preallocated NumPy array (`out`, or a new
+    one), a row group at a time on `threads` threads: loading never holds the Arrow
+    table and its copy at once."""
+    out = np.empty(int(n), dtype=dtype) if out is None else out
+
+    def fill(group) -> None:
+        f, g, at, _ = group
+        reader = pq.ParquetFile(f)  # one per task: a ParquetFile is not shared across threads
+        for piece in reader.read_row_group(g, columns=[name]).column(0).chunks:
+            out[at:at + len(piece)] = piece.to_numpy()
+            at += len(piece)
+
+    # Row groups decode and copy outside the GIL: one thread per core fills its share.
+    with ThreadPoolExecutor(max(threads, 1)) as pool:
+        list(pool.map(fill, row_groups(path)))
+    return out
+
+
+def take_rows(path: Path, column: str, rows, threads: int | None = None) -> list:
+    """Values of one column at the given row numbers, in that order, reading only the row
+    groups that hold them (rows spread over a million touch every group), one per core at
+    a time: a group's decoding lets go of the GIL, and stage 05's top 10 of 1,000 queries
+    read every text of the corpus to keep 10,000."""
+    groups = row_groups(path)
+    bounds = np.array([at for _, _, at, _ in groups] + [sum(n for *_, n in groups)], dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    group_of = np.searchsorted(bounds, rows, side="right") - 1
+    out: list = [None] * len(rows)
+
+    def fill(g: int) -> None:
+        f, k, start, _ = groups[g]
+        at = np.flatnonzero(group_of == g)
+        values = pq.ParquetFile(f).read_row_group(k, columns=[column]).column(column)  # a reader per task
+        for i, v in zip(at.tolist(), values.take(pa.array(rows[at] - start)).to_pylist()):
+            out[i] = v
+
+    # Each thread holds one group's column at a time: memory grows with the threads, not the groups.
+    with ThreadPoolExecutor(max(1, min(threads or cores(), len(groups)))) as pool:
+        list(pool.map(fill, np.unique(group_of).tolist()))
+    return out
