@@ -46,9 +46,16 @@ def load(repo: Path):
     for name in list(sys.modules):
         if name == "pipekit" or name.startswith(("pipekit.", "stage_")):
             del sys.modules[name]
-    from pipekit.read import html, pdf
-    from pipekit.run.stages import load_stage
+    from types import SimpleNamespace
 
+    try:  # pipekit regrouped by stage (issue 33): one module per format
+        from pipekit.read.html import read_html
+        from pipekit.read.pdf import read_pdf
+        from pipekit.run.stages import load_stage
+    except ImportError:  # an older checkout: every reader in pipekit/readers.py
+        from pipekit.readers import read_html, read_pdf
+        from pipekit.stages import load_stage
+    readers = SimpleNamespace(read_html=read_html, read_pdf=read_pdf)
     return readers, load_stage(2), load_stage(3)
 
 
@@ -88,7 +95,7 @@ def bench_pdf(readers, st2, st3) -> None:
     print(f"  {'file':44s} {'pages':>5s} {'outline':>7s} {'reached':>7s} {'furniture':>9s} {'# heads':>7s}")
     tot = [0, 0, 0]
     for path, data in pdfs():
-        row = pdf.read_pdf(data)
+        row = readers.read_pdf(data)
         outline = row.get("outline") or []
         if not outline:  # the old reader kept none: read it here, to count what it lost
             import pypdfium2 as pdfium
@@ -172,7 +179,7 @@ def bench_html(readers, st2, st3, limit: int) -> None:
     for p in files:
         data = p.read_bytes()
         c0 = time.process_time()
-        row = html.read_html(data)
+        row = readers.read_html(data)
         convert_s += time.process_time() - c0
         n_bytes += len(data)
         _, chunks, _ = chunk(st2, st3, row["text"], "html")

@@ -12,7 +12,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from conftest import REPO
-from pipekit.read import documents, walk
+from pipekit.read import documents as reading, walk
 from pipekit.run.errors import PipelineError
 from pipekit.read.beir import iter_beir
 
@@ -517,7 +517,7 @@ def test_every_row_has_every_column(tmp_path):
     write(tmp_path / "b.bin", b"\x00")
     write(tmp_path / "c.pdf", b"")
     for row in rows_by_id(tmp_path).values():
-        assert tuple(row) == documents.COLUMNS
+        assert tuple(row) == reading.COLUMNS
 
 
 # --------------------------------------------------------------------------- BEIR
@@ -532,7 +532,7 @@ def test_beir_rows(tmp_path):
     rows = list(iter_beir(path))
     assert [(r["doc_id"], r["title"], r["text"], r["format"], r["status"]) for r in rows] == [
         ("d1", "First", "alpha", "beir", "ok"), ("7", None, "no title", "beir", "ok")]
-    assert all(tuple(r) == documents.COLUMNS and r["path"] == [] for r in rows)
+    assert all(tuple(r) == reading.COLUMNS and r["path"] == [] for r in rows)
 
 
 @pytest.mark.parametrize("line, problem", [
