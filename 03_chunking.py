@@ -188,6 +188,12 @@ def _pack(doc: DocText, units: list, blocks_of: list) -> list[list[_Unit]]:
                         part.path = u.path if k == 1 else None
                         work.append((part, block if k == 1 else None))
                 continue
+            if not doc.text[u.start:u.end].strip():
+                # Only characters Python calls whitespace (a no-break space, a form feed:
+                # CommonMark makes a paragraph of them): too big for a tiny max, with no
+                # line or word to cut between, so _split_block found no piece (an
+                # IndexError on "\xa0\x0c" at target = max = 1).  Nothing to search is lost.
+                continue
             tail = []
             while cur and cur[-1].heading == "marker":
                 tail.insert(0, cur.pop())

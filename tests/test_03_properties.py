@@ -283,3 +283,28 @@ def test_plain_text_chunks_have_no_headings_and_keep_every_rule(text, s):
     chunks = chunking.chunk_document(text, fmt="text", settings=s)
     assert all(c["heading_path"] == [] for c in chunks)
     assert check_spans(text, chunks, s, fmt="text") == []
+
+
+# -- The tiniest budgets: blocks of characters Python calls whitespace ----------------------
+
+# A no-break space or a form feed makes a CommonMark paragraph, yet has no line or word to
+# cut between: at target = max = 1 such a block once raised an IndexError in _pack.
+SPACES = st.lists(st.sampled_from(["\xa0", "\x0c", "\u2003", " ", "\n", "# h\n", "x", "\t"]), max_size=12).map("".join)
+
+
+@settings(max_examples=examples(200))
+@given(SPACES, st.integers(1, 3), st.sampled_from(["words", "chars", "tokens"]),
+       st.sampled_from(["track", "strip", "keep"]))
+def test_whitespace_blocks_chunk_at_the_smallest_budget(text, size, unit, markers):
+    s = chunking.Settings(strategy="heading", target=size, max=size, min=0, unit=unit, overlap=0,
+                          page_markers=markers)
+    chunks = chunking.chunk_document(text, settings=s)
+    assert check_spans(text, chunks, s) == []
+
+
+def test_a_no_break_space_and_a_form_feed_under_a_heading_at_budget_one():
+    s = chunking.Settings(strategy="heading", target=1, max=1, min=0, unit="chars", overlap=0,
+                          page_markers="track")
+    chunks = chunking.chunk_document("# h\n\xa0\x0c", settings=s)
+    assert [c["heading_path"] for c in chunks] == [["h"], ["h"]]
+    assert all(c["text"].strip() for c in chunks)  # the heading's pieces; nothing of only spaces
