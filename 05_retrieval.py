@@ -35,7 +35,9 @@ On a cluster (`engine.kind: dask`) the batches are tasks: each worker loads the 
 
 Metrics are on documents: a document scores its best chunk, as a reader judges "did I
 find the right document".  They are computed by ir-measures (trec_eval's conventions)
-at depth 100 whatever `top_k` is, so changing top_k never changes the metrics.
+over the documents of the best 100 chunks (top_k's, when more): exactly what
+05_results.parquet gives at top_k >= 100 (issue 37: the 100 best documents reached past
+the file's last row), and a smaller top_k never changes them.
 Turning hits into rows, metrics and the terminal preview is plumbing: pipekit/retrieve/results.py.
 
 With `retrieval.section_context` above 0 (0.5 in config.yaml), a chunk's score is mixed with

@@ -1,9 +1,9 @@
 """Order statistics over scored chunks, for stage 05: which chunks and documents are best.
 
 A document scores its best chunk, and a document's chunks are consecutive in corpus
-order, so "the n-th best document" and "the depth best documents" come from runs of
-equal document codes (or, when every chunk is its own document, from the scores alone:
-`own_documents`).  Ties are settled by corpus order, never by chance.  Stage 05's
+order, so "the n-th best document" and "the documents of the depth best chunks" come
+from runs of equal document codes (or, when every chunk is its own document, from the
+scores alone: `own_documents`).  Ties are settled by corpus order, never by chance.  Stage 05's
 pruned scorer uses `nth_best_document` for its floor, computed from each term's best
 postings (`TopPostings`, found once per term and kept); `rank` turns a query's scored
 chunks into its results.  Plain NumPy; nothing here reads or writes.
@@ -92,27 +92,31 @@ def nth_best_document(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray,
 
 
 def rank(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, k: int, depth: int):
-    """Positions of the k best chunks (score desc, then corpus order), and the `depth`
-    best documents with their scores (a document scores its best chunk); k <= depth.
-    `doc_codes` number the documents in order of first appearance (as stage 05's Index does)."""
+    """Positions of the k best chunks (score desc, then corpus order), and the documents of
+    the `depth` best chunks with their scores (a document scores its best chunk), best
+    first; k <= depth.  `doc_codes` number the documents in order of first appearance (as
+    stage 05's Index does).
+
+    Why the documents of the best `depth` chunks, not the best `depth` documents: the
+    metrics are computed from these documents, and they must be what 05_results.parquet
+    gives (issue 37).  With top_k = depth = 100 the file holds 100 chunks, which may be
+    98 documents; the 100 best documents reached two more, whose best chunks ranked past
+    the file's last row, and with WordLlama fused in (whose cosine brings ~200 candidates)
+    R@100 was published 0.9861 where the file gave 0.9585."""
     own = own_documents(doc_codes)
-    pick, n = np.arange(len(vals)), 4 * depth
-    while len(pick) > n:
-        # partition finds the n-th best without sorting the rest; every chunk tied with
+    pick = np.arange(len(vals))
+    if len(pick) > depth:
+        # partition finds the depth-th best without sorting the rest; every chunk tied with
         # it stays in, so that corpus order, not chance, settles the tie.
-        cut = np.partition(vals, len(vals) - n)[len(vals) - n]
+        cut = np.partition(vals, len(vals) - depth)[len(vals) - depth]
         pick = np.flatnonzero(vals >= cut)
-        if own or np.count_nonzero(run_starts(np.sort(doc_codes[cols[pick]]))) >= depth:  # documents among them
-            break
-        n *= 4  # documents of many chunks: n chunks were fewer than depth documents
-        pick = np.arange(len(vals))
-    order = pick[np.lexsort((cols[pick], -vals[pick]))]
+    order = pick[np.lexsort((cols[pick], -vals[pick]))][:depth]
     docs = doc_codes[cols[order]]
     # Each document's best chunk: its first place in `order` (np.unique(return_index=True)
     # does the same stable sort, with more calls around it; this runs once per query).
     if own:
-        first = np.arange(min(depth, len(docs)))
+        first = np.arange(len(docs))
     else:
         by_doc = np.argsort(docs, kind="stable")
-        first = np.sort(by_doc[run_starts(docs[by_doc])])[:depth]
+        first = np.sort(by_doc[run_starts(docs[by_doc])])
     return order[:k], docs[first], vals[order[first]]
