@@ -7,7 +7,7 @@ For a change that moves code and must not change what it computes (issue 33's re
 pipekit/), run the pipeline with `--force` in both checkouts on the same input, with each
 engine, and compare every output: the same columns, rows, order and values.  Provenance
 metadata is left out of the comparison on purpose: it records the code's hash, which a
-move changes by design.  `05_history.parquet` keeps times of runs; its times are set aside.
+move changes by design.  `05_history.parquet` keeps each run's time and fingerprint: set aside too.
 Prints one line per (input, engine) and exits 1 if any table differs.
 """
 from __future__ import annotations
@@ -22,8 +22,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared" / "data"
-HISTORY_TIMES = ("at", "seconds", "started_at", "run_at", "time")
+SHARED = REPO.parent / "shared" / "data"  # --shared for a checkout elsewhere (a git worktree)
+# 05_history.parquet's columns that record when and from which code a run was made:
+# its time, and its fingerprint, which hashes the code (the provenance, set aside above).
+HISTORY_ASIDE = ("time", "fingerprint")
 
 
 def run(repo: Path, out: Path, sets: list[str]) -> float:
@@ -44,7 +46,7 @@ def tables(out: Path) -> dict[str, object]:
             t = pq.read_table(p)
             t = t.replace_schema_metadata(None)
             if p.name.startswith("05_history"):
-                t = t.drop_columns([c for c in t.column_names if c in HISTORY_TIMES])
+                t = t.drop_columns([c for c in t.column_names if c in HISTORY_ASIDE])
             found[p.name] = t
         elif p.suffix == ".trec":
             found[p.name] = p.read_text()
@@ -65,9 +67,12 @@ def compare(a: Path, b: Path) -> list[str]:
     return differ
 
 
-def inputs(extra: list[str]) -> list[tuple[str, list[str]]]:
-    cases = [("sample", [])]
-    cran = SHARED / "cranfield" / "beir"
+def inputs(extra: list[str], shared: Path) -> list[tuple[str, list[str]]]:
+    # Absolute paths, the same for both checkouts: `source` and the history record them.
+    data = REPO / "data"
+    cases = [("sample", [f"documents.input={data / 'sample'}", f"retrieval.queries={data / 'queries.txt'}",
+                         f"retrieval.qrels={data / 'qrels.tsv'}"])]
+    cran = shared / "cranfield" / "beir"
     if cran.is_dir():
         cases.append(("cranfield", [f"documents.input={cran / 'corpus.jsonl'}",
                                     f"retrieval.queries={cran / 'queries.jsonl'}",
@@ -84,14 +89,22 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline", type=Path, required=True, help="the other checkout (git worktree add PATH REV)")
     ap.add_argument("--input", action="append", default=[], help="another documents.input to compare on")
     ap.add_argument("--engines", default="local,dask", help="comma-separated engine.kind values")
+    ap.add_argument("--shared", type=Path, default=SHARED, help="the folder holding cranfield/beir")
     args = ap.parse_args(argv)
     bad = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for label, sets in inputs(args.input):
+        for label, sets in inputs(args.input, args.shared):
             for engine in args.engines.split(","):
                 s = sets + [f"engine.kind={engine}"] + (["engine.workers=2"] if engine == "dask" else [])
                 a, b = Path(tmp, "a", label.replace("/", "_"), engine), Path(tmp, "b", label.replace("/", "_"), engine)
-                ta, tb = run(args.baseline.resolve(), a, s), run(REPO, b, s)
+                # Both write to the same folder, then move aside: the history records paths.output.
+                out = Path(tmp, "out")
+                ta = run(args.baseline.resolve(), out, s)
+                a.parent.mkdir(parents=True, exist_ok=True)
+                out.rename(a)
+                tb = run(REPO, out, s)
+                b.parent.mkdir(parents=True, exist_ok=True)
+                out.rename(b)
                 differ = compare(a, b)
                 bad += bool(differ)
                 n = len(tables(a))
