@@ -1,15 +1,9 @@
-"""Fast paths for collections of many short records: the per-record rules, a batch at a time.
+"""Stage 03's fast path: one-line records chunked a column at a time, exactly as one by one.
 
-A BEIR corpus is hundreds of thousands of one-paragraph records.  Stages 01–03 handle a
-record in Python (a dict per row, six regex passes to clean it, a Markdown scan, a line
-table and a packer to chunk it), and on 200,000 synthetic passages that was ~13 s of a
-21 s run, for records with nothing to clean and nothing to split.  The rules are right;
-only their cost per record is the problem.  This module makes the same rows with Arrow
-and NumPy over whole columns, *for the records where the per-record rules provably do
-nothing but the obvious*, and sends every other record down the per-record path.  Each
-function says which records qualify and why its result is exactly the slow path's;
-tests/test_fastpath.py draws short records (ASCII and not, titles or none, blank lines,
-control characters, CRs, trailing spaces, long words) through both and compares rows.
+Why fast paths exist, and the rule they keep (the same rows as the per-record code, for the
+records where that code provably does nothing but the obvious; every other record goes
+down the per-record path), is told once in pipekit/read/fastpath.py, beside stages 01 and
+02's.  tests/test_fastpath.py draws short records through both paths and compares rows.
 
 Stage 03, `one_chunk` / `single_chunks`: a BEIR record under the `heading` strategy whose
 text is ASCII, one line (no newline but a final one), without control characters, that
