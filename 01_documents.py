@@ -77,7 +77,7 @@ from pipekit.read.fastpath import beir_tables
 from pipekit.run.incremental import PreviousRows, listing_table, read_listing, reusable_rows
 from pipekit.run.errors import PipelineError
 from pipekit.run.io import read_meta
-from pipekit.read.pages import OUTLINE_TYPE
+from pipekit.read.pages import ANCHORS_TYPE, OUTLINE_TYPE
 from pipekit.read.beir import iter_beir
 from pipekit.read.documents import COLUMNS, read_document
 from pipekit.read.walk import SKIP_REASONS, list_inputs
@@ -98,6 +98,7 @@ SCHEMA = pa.schema([
     ("n_bytes", pa.int64()),
     ("outline", OUTLINE_TYPE),
     ("content_hash", pa.string()),
+    ("anchors", ANCHORS_TYPE),  # HTML and reST: each heading's id, for the link to a passage
 ])
 assert tuple(SCHEMA.names) == COLUMNS
 

@@ -54,10 +54,11 @@ from pipekit.cli import stage_main
 from pipekit.run.engine import StageFunction, advance, iter_rows
 from pipekit.read.fastpath import clean_texts
 from pipekit.run.incremental import reuse_parts
-from pipekit.read.pages import OUTLINE_TYPE, FurnitureDropper, FurnitureFinder, strip_furniture
+from pipekit.read.pages import ANCHORS_TYPE, OUTLINE_TYPE, FurnitureDropper, FurnitureFinder, strip_furniture
 from pipekit.chunk.unchunked import ONLY_WHITESPACE
 
-COLUMNS = ["doc_id", "source", "format", "path", "title", "text", "outline", "content_hash", "page_labels", "note"]
+COLUMNS = ["doc_id", "source", "format", "path", "title", "text", "outline", "content_hash", "page_labels", "note",
+           "anchors"]
 
 # C0/C1 controls except tab (\t) and newline (\n); \f is handled first, as a page break.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -305,7 +306,8 @@ def utf8_view(texts: pa.Array, i: int) -> np.ndarray:
 SCHEMA = pa.schema([("doc_id", pa.string()), ("source", pa.string()), ("format", pa.string()),
                     ("path", pa.list_(pa.string())), ("title", pa.string()), ("text", pa.string()),
                     ("outline", OUTLINE_TYPE), ("content_hash", pa.string()),
-                    ("page_labels", pa.list_(pa.string())), ("note", pa.string())])
+                    ("page_labels", pa.list_(pa.string())), ("note", pa.string()),
+                    ("anchors", ANCHORS_TYPE)])  # carried for stage 03: each heading's id (HTML, reST)
 
 
 def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:

@@ -60,6 +60,7 @@ from pipekit.chunk.markdown_blocks import FENCE_OPEN, MARKER, norm, scan_blocks
 from pipekit.read.markdown import front_matter_end, front_matter_title
 from pipekit.chunk.structure import place_outline, plain_blocks
 from pipekit.chunk.unchunked import NoChunks, reason
+from pipekit.chunk.anchors import heading_lines, set_anchors
 from pipekit.chunk.headings import TRAIL_SEPARATOR, heading_path, open_level, plain_heading  # a heading's text, the trail
 
 
@@ -481,9 +482,10 @@ def _chunk_fixed(doc: DocText, base: list[str]) -> list[dict]:
 
 def chunk_document(text: str, *, fmt: str = "markdown", title: str | None = None,
                    settings: Settings = Settings(), name: str | None = None,
-                   outline: list[dict] | None = None) -> list[dict]:
+                   outline: list[dict] | None = None, anchors: list[dict] | None = None) -> list[dict]:
     """Chunks of one stage-02 document: dicts with heading_path, text, start_char,
-    end_char, page_start, page_end (ordinals, ids and sizes are the caller's).
+    end_char, page_start, page_end, `anchor` (pipekit/chunk/anchors.py; `anchors`: stage 01's
+    heading ids of HTML and reST) (ordinals, ids and sizes are the caller's).
 
     fmt "csv": records packed under the header ([name, "rows a–b"] headings);
     fmt "text" and "pdf": paragraphs, no heading syntax; a PDF's `outline`
@@ -498,7 +500,10 @@ def chunk_document(text: str, *, fmt: str = "markdown", title: str | None = None
         return chunk_csv(doc, name or title or "")
     if settings.strategy == "fixed":
         return _chunk_fixed(doc, base)
-    return _chunk_blocks(doc, base, _blocks(doc, fmt, base, outline))
+    blocks = _blocks(doc, fmt, base, outline)
+    chunks = _chunk_blocks(doc, base, blocks)
+    set_anchors(chunks, heading_lines(doc, blocks), fmt, anchors)
+    return chunks
 
 
 def finish(chunks: list[dict], doc_id: str) -> list[dict]:
@@ -509,13 +514,14 @@ def finish(chunks: list[dict], doc_id: str) -> list[dict]:
         c["heading"] = TRAIL_SEPARATOR.join(h for h in c["heading_path"] if h)
         c["n_words"] = len(c["text"].split())
         c["n_chars"] = len(c["text"])
+        c.setdefault("anchor", None)  # CSV, fixed windows, BEIR: no heading to link to
     return chunks
 
 
 # ---- The stage -----------------------------------------------------------------------
 
 COLUMNS = ("chunk_id", "doc_id", "ordinal", "heading_path", "heading", "path", "text", "start_char", "end_char",
-           "page_start", "page_end", "page_label_start", "page_label_end", "n_words", "n_chars", "format", "content_hash")
+           "page_start", "page_end", "page_label_start", "page_label_end", "n_words", "n_chars", "format", "content_hash", "anchor")
 PER_CHUNK = tuple(c for c in COLUMNS if not c.startswith("page_label"))  # labels are mapped per batch
 
 
@@ -531,6 +537,7 @@ def _schema():
         ("page_label_start", pa.string()), ("page_label_end", pa.string()),  # what the pages print
         ("n_words", pa.int32()), ("n_chars", pa.int32()), ("format", pa.string()),
         ("content_hash", pa.string()),  # the source document's (stage 01): what a rerun compares
+        ("anchor", pa.string()),  # the id of the chunk's heading where it is read: a hit's link opens it
     ])
 
 
@@ -547,7 +554,7 @@ def chunk_partition(section: dict, part) -> Iterator:
     # 20,000 chunks per written batch: memory stays flat on any corpus size; `missed`: documents without a chunk
     rows, missed = ChunkRows(schema, PER_CHUNK, 20_000, with_labels), NoChunks()
     for batch in iter_rows(part, columns=["doc_id", "format", "path", "title", "text", "outline", "content_hash",
-                                          "page_labels", "note"]):
+                                          "page_labels", "note", "anchors"]):
         advance(batch.num_rows)
         # Records that are one line and one chunk: made as columns (pipekit/read/fastpath.py says which, and why the same)
         fast_rows, words = one_chunk(batch, settings)
@@ -559,7 +566,8 @@ def chunk_partition(section: dict, part) -> Iterator:
                 # text popped and let go, chunks once in `rows`: a huge document's written batches are freed
                 text = row.pop("text") or ""
                 chunks = finish(chunk_document(text, fmt=row["format"] or "markdown", title=row["title"], settings=settings,
-                                               name=PurePosixPath(doc_id).name, outline=row["outline"]), doc_id)
+                                               name=PurePosixPath(doc_id).name, outline=row["outline"],
+                                               anchors=row["anchors"]), doc_id)
                 if not chunks:  # rule 10: counted, with its reason, in the summary
                     missed.add(doc_id, reason(text, row["note"]))
                 del text

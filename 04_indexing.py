@@ -541,7 +541,7 @@ def run(ctx) -> None:
             dense.VECTORS, dense.vectors_schema(dense.model_dim(sec["dense_model"])),
             StageFunction(4, "vector_rows", (sec["dense_model"], sec["heading_weight"], previous)),
             [(p.start, p, dense.block_sizes(starts, p.start, p.stop)) for p in dense.block_parts(parts, starts)],
-            desc="04 vectors", meta=meta))
+            desc="04 vectors", meta=meta, total=stats["N"], unit="chunk"))  # a bar of chunks: count, chunks/s, ETA
         took = time.perf_counter() - t0
         ctx.note(f"{dense.VECTORS}: {stats['N'] - copied:,} chunks embedded by {meta_model(ctx)} in {took:.1f} s "
                  f"({(stats['N'] - copied) / max(took, 1e-9):,.0f} chunks/s)"

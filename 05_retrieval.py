@@ -4,7 +4,8 @@ Reads  the stage-04 index (`04_terms`, `04_postings`, `04_chunks`), the chunk te
        `03_chunks.parquet`, the queries (`retrieval.queries`) and, if given, the
        judgements (`retrieval.qrels`).
 Writes `05_results.parquet` (query_id, query, rank, score, chunk_id, doc_id, heading,
-       page_start, page_end, page_label_start, page_label_end, text; with
+       page_start, page_end, page_label_start, page_label_end, text, link — where the passage
+       opens, pipekit/retrieve/links.py; with
        `retrieval.explain` also `explain`, the score term by term), `05_results.trec`
        (the document-level run in TREC format) and,
        with qrels, `05_metrics.parquet` (nDCG@10, AP@100, R@100 per query and `all`),
@@ -85,6 +86,8 @@ from pipekit.retrieve.resident import held, on_workers, shared_arrays, shared_ta
 from pipekit.retrieve.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
                              print_results, results_table)
 from pipekit.retrieve.fusion import dense_for
+from pipekit.retrieve.filters import filtered_candidates
+from pipekit.retrieve.links import hit_links, with_link
 from pipekit.retrieve.ranks import TopPostings, masked, nth_best_document, rank, sorted_unique
 from pipekit.run.arrays import run_starts
 from pipekit.retrieve.sections import section_context
@@ -470,9 +473,11 @@ def candidates(index: Index, q: QueryTerms, depth: int) -> tuple[np.ndarray, np.
 
 
 def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: int, progress=None,
-           threads: int | None = None, feedback: Feedback | None = None):
+           threads: int | None = None, feedback: Feedback | None = None, mask: np.ndarray | None = None):
     """Chunk hits (query#, chunk, score, rank), the document run {qid: {doc: score}}, and
     each query as it was scored (`QueryTerms`: with `feedback`, the expanded query).
+    `mask` (a bool per chunk, `search --in/--format`) keeps the others out before ranking,
+    each chunk scored as without it (pipekit/retrieve/filters.py).
 
     Queries go in batches to a pool of threads, one per core (at most io.MAX_THREADS), when
     they are long enough for that to pay: a query over long lists spends most of its time
@@ -497,6 +502,11 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
         for i in batch:
             if feedback is not None:  # a second query, answered like the first
                 scored[i] = index.expand(scored[i], feedback)
+            if mask is not None:
+                cols, vals = filtered_candidates(index, scored[i], depth, mask, fusion, vecs[i] if fusion else None)
+                order, docs, doc_scores = rank(cols, vals, doc_codes, top_k_n, depth)
+                out.append((cols[order], vals[order], docs, doc_scores))
+                continue
             cols, vals = candidates(index, scored[i], depth)
             if fusion is not None:  # the union of both top lists, each score over its best, mixed
                 cols, vals = fusion.fuse(cols, vals, vecs[i], tops[i - batch.start], depth, index.scorer(scored[i]))
@@ -560,6 +570,7 @@ def run(ctx) -> None:
                                                     feedback, mixing, warm)
     explain = [index.explain(scored[qi], int(ci)) for qi, ci in zip(q, c)] if sec["explain"] else None
     table = results_table(queries, index.chunks, (q, c, s, r), chunk_texts(chunks_03, c), explain)
+    table = with_link(table, hit_links(chunks_03, index.chunks, c, ctx.cfg["documents"].get("link_base")))
     if sec["explain"] and index.dense is not None:  # each hit's BM25 part, cosine part and fused score
         table = table.append_column("fusion", index.dense.explain(candidates, index, queries, scored, q, c, depth))
     ctx.write_table("05_results.parquet", table, {"index": index.meta["fingerprint"]})

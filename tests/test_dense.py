@@ -256,7 +256,8 @@ def spy_on_packing(tmp_path, monkeypatch):
     folder = tiny_bert(tmp_path / "m")
     packed = []
     real = dense.BertFolder.embed
-    monkeypatch.setattr(dense.BertFolder, "embed", lambda self, texts: packed.append(len(texts)) or real(self, texts))
+    monkeypatch.setattr(dense.BertFolder, "embed",
+                        lambda self, texts, done=None: packed.append(len(texts)) or real(self, texts, done))
     return folder, packed
 
 

@@ -22,6 +22,9 @@ What this module does:
 - embeds them a block at a time, blocks cut by chunk id (`block_starts`), and copies
   from the previous run's vectors every block whose texts, model and code are the same
   (`Blocks`): a rerun embeds only what changed;
+- moves stage 04's progress bar as chunks are done (a model folder: each packed pass), and
+  once the first second of embedding gives a rate, says how long the rest will take
+  (`Forecast`, measured: a rate per model would be wrong on another machine or text);
 - embeds queries with the same model (stage 05's fusion with BM25: pipekit/retrieve/fusion.py).
 
 Kept apart from the fusion so that stage 04's vectors go stale only when the embedding
@@ -141,10 +144,13 @@ class WordLlamaModel:
                                     disable_download=True)
         self.dim = WORDLLAMA_DIM
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], done=None) -> np.ndarray:
+        """The texts' vectors; `done(n)` is told when they are (a progress bar's step)."""
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         v = self.model.embed([t.lower() for t in texts], norm=False, batch_size=64)
+        if done is not None:
+            done(len(texts))
         return normalise(v)
 
 
@@ -281,7 +287,9 @@ class BertFolder:
             s /= s.sum(axis=-1, keepdims=True)
             ctx[a:z] = (s @ vs).transpose(1, 0, 2).reshape(z - a, self.dim)
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], done=None) -> np.ndarray:
+        """The texts' vectors; `done(n)` is told after each packed pass of n of them: a
+        block of 256 chunks takes this encoder ~12 s, too long for a bar to stand still."""
         out = np.zeros((len(texts), self.dim), np.float32)
         if not texts:
             return out
@@ -293,6 +301,8 @@ class BertFolder:
             if i is None or (batch and tokens + len(ids[i]) > TOKENS_PER_BATCH):
                 if batch:
                     out[batch] = self.forward([ids[j] for j in batch])
+                    if done is not None:
+                        done(len(batch))
                 batch, tokens = [], 0
             if i is not None:
                 batch.append(i)
@@ -428,15 +438,70 @@ class Blocks:
         return self._vectors[at:at + n]
 
 
+def rough_duration(seconds: float) -> str:
+    """A duration as a person says it ("about 30 s", "about 7 min", "about 1 h 20 min"):
+    a forecast from one measured second is good to a few tens of percent, not to the second."""
+    if seconds < 60:
+        return f"about {max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"about {minutes} min"
+    h, m = divmod(minutes, 60)
+    return f"about {h} h {m} min" if m else f"about {h} h"
+
+
+def forecast_line(model: str, left: int, rate: float, measured: int, may_copy: bool) -> str:
+    """What stage 04 says once it has measured its embedding rate: how long the rest takes."""
+    return (f"04 vectors: {left:,} chunks left to embed with {model}: {rough_duration(left / max(rate, 1e-9))} "
+            f"({rate:,.0f} chunks/s over the first {measured:,}"
+            + ("; less where blocks are unchanged since the last run, which are copied" if may_copy else "") + ")")
+
+
+class Forecast:
+    """Stage 04's word, early, on how long embedding will take: measured, not assumed.
+
+    A rate constant per model would be wrong here: a model folder's speed depends on the
+    texts' lengths (attention grows with their square), the machine and whatever else runs
+    on it (issue 37: 7.5 minutes quiet, 18 busy, on the same 12,461 chunks).  So the rate is
+    timed on the first chunks embedded, until a second or a full block (EMBED_BATCH) has
+    gone by, and the forecast is printed above the progress bar, once.  A corpus embedded
+    within that first second is done before a forecast would matter, and gets none.  Only
+    where a bar is shown (a person watching, the local engine: pipekit/run/engine.py `tell`)."""
+
+    SECONDS = 1.0
+
+    def __init__(self, model: str, may_copy: bool):
+        self.model, self.may_copy = model, may_copy
+        self.n, self.seconds, self.told = 0, 0.0, False
+
+    def embedded(self, n: int, seconds: float) -> None:
+        if self.told:
+            return
+        self.n, self.seconds = self.n + n, self.seconds + seconds
+        if self.seconds >= self.SECONDS or self.n >= EMBED_BATCH:
+            from pipekit.run.engine import tell
+
+            self.told = True
+            rate = self.n / max(self.seconds, 1e-9)
+            tell(lambda left: forecast_line(self.model, left, rate, self.n, self.may_copy))
+
+
 def vector_rows(spec: str, batches, first_chunk: int, sizes: list[int], heading_weight: int = 1,
                 previous: str | None = None):
     """04_vectors.parquet's rows for a run of chunk batches (heading, text), numbered from
     `first_chunk`: each chunk's `chunk_text` (its heading weighted by `heading_repeats`),
     embedded a block at a time (`sizes`: the run's blocks, from `block_sizes`), whatever
     batches the rows arrive in; a block whose key the `previous` 04_vectors.parquet holds
-    is copied from it (`Blocks`).  Each block comes as (its rows, how many were copied)."""
+    is copied from it (`Blocks`).  Each block comes as (its rows, how many were copied).
+    Each chunk done moves the stage's progress bar (chunks, chunks/s, time left), and the
+    first second of embedding gives stage 04's forecast (`Forecast`)."""
+    import time
+
+    from pipekit.run.engine import advance
+
     model, repeats = load_model(spec), heading_repeats(spec, heading_weight)
     blocks = Blocks(spec, previous)
+    forecast = Forecast(WORDLLAMA if spec == WORDLLAMA else Path(spec).name, previous is not None)
     at, sizes = first_chunk, list(reversed(sizes))  # popped from the end: the next block last
     texts: list = []
 
@@ -446,7 +511,11 @@ def vector_rows(spec: str, batches, first_chunk: int, sizes: list[int], heading_
         v = blocks.find(key, n)
         reused = n if v is not None else 0
         if v is None:
-            v = model.embed(texts[:n])
+            t0 = time.perf_counter()
+            v = model.embed(texts[:n], done=advance)
+            forecast.embedded(n, time.perf_counter() - t0)
+        else:
+            advance(n)
         texts = texts[n:]
         table = pa.table({"chunk": pa.array(np.arange(at, at + n, dtype=np.int32)),
                           "vector": pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), model.dim),

@@ -23,7 +23,7 @@ from pipekit.read.walk import _SIZE_WEIGHT, InputEntry, _strerror, too_large
 from pipekit.run.hashing import content_hash
 
 COLUMNS = ("doc_id", "source", "format", "text", "status", "error", "path", "title",
-           "encoding", "page_labels", "note", "n_bytes", "outline", "content_hash")
+           "encoding", "page_labels", "note", "n_bytes", "outline", "content_hash", "anchors")
 
 _READERS = {
     "markdown": read_markdown,

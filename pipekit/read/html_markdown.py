@@ -47,14 +47,18 @@ Not done: CSS (`display: none` by class), forms, JavaScript-built pages.  A page
 deeper than the parser (2048 levels) or the converter (1024) goes is not cut short in
 silence: RecursionError, which stage 01 reports as an error row.
 
-`html_to_markdown(html)` returns (markdown, title from `<title>`).
+`html_to_markdown(html)` returns (markdown, title from `<title>`); `convert_html(html)` also
+the page's headings with the id a link to each opens (`heading_ids`: the heading's own `id`,
+an `<a id|name>` inside it, the `id` of the section it opens (Sphinx's `<section id>`), or its
+permalink's `#target`), in document order: stage 03 gives each chunk its heading's id
+(pipekit/chunk/anchors.py), never as text in the Markdown, which the reader does not see.
 """
 from __future__ import annotations
 
 import functools
 import re
 
-__all__ = ["html_to_markdown", "NAV_CLASSES", "navigation", "parse_html"]
+__all__ = ["convert_html", "html_to_markdown", "NAV_CLASSES", "navigation", "parse_html"]
 
 # Elements whose text is not the document: code, styling, site navigation, embeds, and
 # the <title> (already taken for the title column).  Not <head> as a whole: in a page
@@ -95,20 +99,71 @@ _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 
 def html_to_markdown(html: str) -> tuple[str, str | None]:
+    markdown, title, _ = convert_html(html)
+    return markdown, title
+
+
+def convert_html(html: str) -> tuple[str, str | None, list[dict]]:
+    """(markdown, title, heading ids): see the module docstring."""
     import html_to_markdown as h2m
     from lxml import etree
 
     root = parse_html(html)
     if root is None:
-        return "\n", None
+        return "\n", None, []
     title_el = next(root.iter("title"), None)
     title = " ".join(_text(title_el).split()) or None if title_el is not None else None
+    _mark_heading_ids(root)  # before cleaning: it drops the permalinks and anchors that say them
     _clean(root, escape_lt=_LT_REFERENCE.search(html) is not None)
+    anchors = heading_ids(root)
     result = h2m.convert(etree.tostring(root, method="html", encoding="unicode"), _options())
     if any(str(w.kind) == "depth_limit_exceeded" for w in result.warnings):
         raise RecursionError("HTML nested deeper than the converter reads")
     markdown = (result.content or "").replace(_LT_MARK, "\\<").replace(_UNDERSCORE_MARK, "\\_")
-    return re.sub(r"\n{3,}", "\n\n", markdown).strip() + "\n", title
+    return re.sub(r"\n{3,}", "\n\n", markdown).strip() + "\n", title, anchors
+
+
+_ANCHOR = "data-pipekit-anchor"  # where a heading keeps its id through the cleaning
+_SECTION_TAGS = ("section", "div", "article")
+
+
+def _mark_heading_ids(root) -> None:
+    for h in root.iter(*_HEADINGS):
+        found = _heading_id(h)
+        if found:
+            h.set(_ANCHOR, found)
+
+
+def _heading_id(h) -> str | None:
+    """The id a link to heading `h` opens, as generators give it: its own (MkDocs, rustdoc,
+    most hand-written pages), an anchor inside it (`<h3><a name="x">`, Doxygen, old pages),
+    the section it opens (Sphinx: `<section id="x"><h2>`, older `<div class="section" id>`),
+    or, last, the target of its permalink (`<a class="headerlink" href="#x">`)."""
+    if h.get("id"):
+        return h.get("id")
+    for a in h.iter("a"):
+        if a.get("id") or a.get("name"):
+            return a.get("id") or a.get("name")
+    for outer in h.iterancestors(*_SECTION_TAGS):
+        if outer.get("id"):
+            # Only a section this heading opens: the id of one that an earlier heading
+            # opens would send the reader to that earlier heading.
+            return outer.get("id") if next(outer.iter(*_HEADINGS), None) is h else None
+    for a in h.iter("a"):
+        href = (a.get("href") or "").strip()
+        if href.startswith("#") and len(href) > 1:
+            return href[1:]
+    return None
+
+
+def heading_ids(root) -> list[dict]:
+    """{title, id} per heading left in the cleaned page, in document order ("" for no id)."""
+    out = []
+    for h in root.iter(*_HEADINGS):
+        title = " ".join(_text(h).replace(_LT_MARK, "<").replace(_UNDERSCORE_MARK, "_").split())
+        if title:
+            out.append({"title": title, "id": h.attrib.pop(_ANCHOR, "")})
+    return out
 
 
 def parse_html(html: str):

@@ -43,7 +43,7 @@ from docutils import nodes, utils
 from docutils.core import publish_doctree
 from docutils.parsers.rst import Directive, directives, roles
 
-__all__ = ["rst_to_markdown", "parse", "section_titles"]
+__all__ = ["convert_rst", "rst_to_markdown", "parse", "section_titles"]
 
 # A line longer than docutils' default limit (10,000 characters) makes it skip the
 # whole document; 1 MB lines still parse, and documents.max_bytes bounds the rest.
@@ -83,10 +83,18 @@ def parse(text: str) -> nodes.document:
 
 def rst_to_markdown(text: str) -> tuple[str, str | None]:
     """(Markdown text, document title) of a reST document."""
+    markdown, title, _ = convert_rst(text)
+    return markdown, title
+
+
+def convert_rst(text: str) -> tuple[str, str | None, list[dict]]:
+    """(Markdown text, document title, {title, id} per heading written): the id is docutils'
+    first id of the section (what Sphinx's `<section id>` says), so a hit links to it."""
     doc = parse(text)
-    blocks = _Writer().blocks(doc)
+    writer = _Writer()
+    blocks = writer.blocks(doc)
     markdown = "\n\n".join(b for b in blocks if b.strip())
-    return (markdown + "\n" if markdown else ""), document_title(doc)
+    return (markdown + "\n" if markdown else ""), document_title(doc), writer.anchors
 
 
 def document_title(doc: nodes.document) -> str | None:
@@ -286,6 +294,7 @@ class _Writer:
 
     def __init__(self):
         self.level = 0
+        self.anchors: list[dict] = []  # {title, id} per heading written, in order
 
     # ---- blocks
 
@@ -326,6 +335,8 @@ class _Writer:
             head, body = [], node.children
             if body and isinstance(body[0], nodes.title):
                 head = [f"{'#' * min(self.level, 6)} {self.title_text(body[0])}"]
+                self.anchors.append({"title": " ".join(body[0].astext().split()),
+                                     "id": node["ids"][0] if node["ids"] else ""})
                 body = body[1:]
             return head + [b for child in body for b in self.block(child)]
         finally:
@@ -556,11 +567,11 @@ def read_rst(data: bytes) -> dict:
 
     text, encoding, note = decode_text(data)
     try:
-        markdown, title = rst_to_markdown(text)
+        markdown, title, anchors = convert_rst(text)
     except Exception as exc:  # noqa: BLE001 — RecursionError included: a deep nesting is still text
         problem = " ".join(str(exc).split())
         problem = problem if len(problem) <= 100 else problem[:99] + "…"
         failed = f"docutils could not convert it ({type(exc).__name__}: {problem}): read as plain text"
         return {"text": text, "format": "text", "encoding": encoding,
                 "note": f"{note}; {failed}" if note else failed}
-    return {"text": markdown, "title": title, "encoding": encoding, "note": note}
+    return {"text": markdown, "title": title, "encoding": encoding, "note": note, "anchors": anchors or None}

@@ -127,20 +127,22 @@ class Dense:
         return union, bm25, cos, np.isin(union, b_cols), np.isin(union, d_cols)
 
     def fuse(self, cols: np.ndarray, vals: np.ndarray, qvec: np.ndarray, dense_top: tuple, depth: int,
-             exact=None, parts: bool = False):
+             exact=None, parts: bool = False, best: tuple[float, float] | None = None):
         """BM25's candidates (chunks `cols` in corpus order, scores `vals`) fused with the
         query's cosines (`dense_top`: its best chunks and cosines, from `top`): the union of
         both top-`depth` lists, each chunk scored (1 − w)·bm25/best + w·cos/best, in corpus
         order; chunks scoring 0 or less are dropped.  With `parts`, also each chunk's BM25 score,
-        cosine and their normalised values (for --explain)."""
+        cosine and their normalised values (for --explain).  `best`: the (BM25, cosine) to
+        divide by instead of the lists' own bests — a filtered search's lists are the
+        filter's, its scale the whole collection's (pipekit/retrieve/filters.py)."""
         w = self.weight
         union, bm25, cos, in_b, in_d = self.union_scores(cols, vals, qvec, dense_top, depth, exact)
         b_own = bm25[in_b]
-        b_norm = scaled(bm25, b_own.max() if len(b_own) else 0.0)
+        b_norm = scaled(bm25, best[0] if best else b_own.max() if len(b_own) else 0.0)
         # The cosine's best from the same products as every union member's (a matrix-vector
         # product may round differently from the blocked one `top` used).
         d_own = cos[in_d]
-        d_norm = scaled(cos, d_own.max() if len(d_own) else 0.0)
+        d_norm = scaled(cos, best[1] if best else d_own.max() if len(d_own) else 0.0)
         fused = (1 - w) * b_norm + w * d_norm
         keep = fused > 0
         if parts:

@@ -154,6 +154,8 @@ def print_results(results: pa.Table, queries, added=None, max_queries: int = 8) 
             where = r["doc_id"] + (f" › {r['heading']}" if r["heading"] else "") + (f" {pages}" if pages else "")
             snippet = textwrap.shorten(" ".join(link_text(r["text"]).split()), 90, placeholder=" …")
             print(f"  {r['rank']:>2}. {r['score']:7.3f}  {where}\n              {snippet}")
+            if r.get("link"):  # where the passage opens (pipekit/retrieve/links.py)
+                print(f"              ↗ {r['link']}")
             if r.get("fusion"):  # a hybrid hit: its BM25 part, its cosine part, the fused score
                 print(fusion_line(r["fusion"], 14))
             for e in r.get("explain") or []:

@@ -15,11 +15,16 @@ For programs (feeding passages to an LLM, say):
     hits[0].text, hits[0].start_char, hits[0].end_char   # the passage and its span in stage 02's text
 
 Each hit is a `Passage`: its rank and score, the chunk, and everything needed to cite it
-(document, heading trail, pages, the character span of the cleaned document it came from).
+(document, heading trail, pages, the character span of the cleaned document it came from)
+and to open it (`link`: the document with its heading's anchor or PDF page,
+pipekit/retrieve/links.py).  `search(..., paths=["R/**"], formats=["pdf"])` searches part of
+the index, each hit scored as without the filter (pipekit/retrieve/filters.py); on the
+command line `--in GLOB` and `--format FMT`, and `--json` writes JSON Lines for programs.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import textwrap
 from dataclasses import asdict, dataclass, field
@@ -34,7 +39,9 @@ from pipekit.run.overrides import search_why_not, unapplied_lines
 from pipekit.run.errors import PipelineError
 from pipekit.run.io import read_meta
 from pipekit.read.pages import cite_pages
+from pipekit.retrieve.filters import ChunkFilter
 from pipekit.retrieve.fusion import dense_for, fusion_line
+from pipekit.retrieve.links import link as make_link
 from pipekit.retrieve.queries import feedback_of, nothing_found
 from pipekit.retrieve.sections import section_context
 from pipekit.index.links import link_text
@@ -62,6 +69,8 @@ class Passage:
     start_char: int  # the span [start_char, end_char) of the document's stage-02 text
     end_char: int
     text: str
+    format: str | None = None  # the document's (stage 01)
+    link: str | None = None  # where the passage opens: doc_id#anchor, doc_id#page=N (pipekit/retrieve/links.py)
     explain: list[dict] | None = field(default=None, compare=False)
     # With retrieval.feedback: the terms feedback added to the query, heaviest first.
     added: list[tuple[str, float]] | None = field(default=None, compare=False)
@@ -82,6 +91,15 @@ class Passage:
     def to_dict(self) -> dict:
         return {**asdict(self), "citation": self.citation}
 
+    def to_json(self) -> dict:
+        """`search --json`'s record: every field a program needs to cite and open the passage
+        (explain, feedback and fusion parts only when they were asked for)."""
+        d = self.to_dict()
+        for name in ("explain", "added", "fusion"):
+            if d[name] is None:
+                del d[name]
+        return d
+
 
 class OutputReader:
     """The part of a stage context that stage 05's Index uses, over an output folder,
@@ -100,6 +118,13 @@ class OutputReader:
 
     def note(self, text: str) -> None:
         self.notes.append(text)
+
+
+def recorded_link_base(output_dir: Path) -> str | None:
+    """documents.link_base as stage 05 last ran with it here (it records it: run/freshness.py)."""
+    results = Path(output_dir) / get_stage(5).outputs[0]
+    meta = read_meta(results) if results.exists() else None
+    return (meta or {}).get("inputs", {}).get("config", {}).get("documents.link_base")
 
 
 def recorded_settings(output_dir: Path) -> dict:
@@ -128,9 +153,11 @@ class Searcher:
     """
 
     def __init__(self, output_dir: str | Path, settings: dict | None = None, options: list[str] = (),
-                 keep_texts: bool = True):
+                 keep_texts: bool = True, link_base: str | None = ...):
         self.output_dir = Path(output_dir)
         self.settings = dict(recorded_settings(self.output_dir), **(settings or {}))
+        # Links: documents.link_base as given, else as stage 05 last made them here.
+        self.link_base = recorded_link_base(self.output_dir) if link_base is ... else link_base
         self._stage = load_stage(5)
         self._ctx = OutputReader(self.output_dir, options)
         self.index = self._stage.Index(self._ctx)
@@ -140,9 +167,13 @@ class Searcher:
                                 f"rerun `python 04_indexing.py`")
         # What a citation needs beyond 04_chunks' columns, for every chunk; with keep_texts the
         # texts too (as read: one Arrow buffer per row group, taken from without copying them all).
-        cited = io.read_table(self._chunks_03, ["heading_path", "start_char", "end_char"] + ["text"] * keep_texts)
+        # (format and anchor: for filters and links; a 03 file older than them has neither)
+        extra = [n for n in ("format", "anchor") if n in io.schema(self._chunks_03).names]
+        cited = io.read_table(self._chunks_03, ["heading_path", "start_char", "end_char"] + extra + ["text"] * keep_texts)
         self._texts = cited.column("text") if keep_texts else None
         self._spans = cited.drop_columns(["text"]) if keep_texts else cited
+        self.filter = ChunkFilter(self.index.doc_names, self.index.doc_codes,
+                                  cited.column("format").combine_chunks() if "format" in extra else None)
         self.index.context = section_context(float(self.settings["section_context"]), self._chunks_03, self.index)
         self.index.dense = dense_for(self.output_dir, self.index, self.settings["dense_weight"], self._ctx.note)
 
@@ -150,30 +181,45 @@ class Searcher:
     def analyzer(self):
         return self.index.analyzer
 
-    def search(self, text: str, k: int | None = None, explain: bool = False) -> list[Passage]:
-        """The k best passages for one query (k defaults to retrieval.top_k)."""
-        return self.search_many([text], k, explain)[0]
+    def search(self, text: str, k: int | None = None, explain: bool = False, paths: list[str] | None = None,
+               formats: list[str] | None = None) -> list[Passage]:
+        """The k best passages for one query (k defaults to retrieval.top_k), from the
+        documents whose doc_id matches one of the globs `paths` and whose format is one of
+        `formats` (each None: all), each scored as without the filter."""
+        return self.search_many([text], k, explain, paths, formats)[0]
 
-    def search_many(self, texts: list[str], k: int | None = None, explain: bool = False) -> list[list[Passage]]:
-        """The k best passages for each query, as stage 05 ranks them."""
+    def search_many(self, texts: list[str], k: int | None = None, explain: bool = False,
+                    paths: list[str] | None = None, formats: list[str] | None = None) -> list[list[Passage]]:
+        """The k best passages for each query, as stage 05 ranks them (filters: `search`)."""
         k = int(k or self.settings["top_k"])
         if k <= 0:
             raise PipelineError(f"k must be a whole number > 0; got {k}")
+        paths, formats = _listed(paths, "paths"), _listed(formats, "formats")
+        mask = self.filter.mask(paths, formats)
+        if mask is not None and not mask.any():
+            unmatched = self.filter.unmatched(paths, formats)
+            if unmatched:  # a typo, most likely: said, rather than an empty answer
+                raise PipelineError("; ".join(unmatched))
+            return [[] for _ in texts]  # each matches some document, but none both
         queries = [(str(i + 1), t) for i, t in enumerate(texts)]
         feedback = feedback_of(self.settings)
         (q, c, s, r), _, scored = self._stage.search(
-            self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback)
+            self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback, mask=mask)
         added = [self.index.added_terms(x) for x in scored] if feedback is not None else [None] * len(texts)
         passages = (self._texts.take(pa.array(c, pa.int64())).to_pylist() if self._texts is not None
                     else chunk_texts(self._chunks_03, c))  # only the hits' row groups are read
+        # (Not with a filter: the parts are found by redoing the unfiltered fusion, whose lists
+        # need not hold a hit of the filtered one.)
         fusion = (self.index.dense.explain(self._stage.candidates, self.index, queries, scored, q, c,
                                            max(self._stage.DEPTH, k)).to_pylist()
-                  if explain and self.index.dense is not None else [None] * len(c))
+                  if explain and self.index.dense is not None and mask is None else [None] * len(c))
         take = pa.array(c)
         cols = {n: self.index.chunks.column(n).take(take).to_pylist()
                 for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_start",
                           "page_label_end")}
         cols.update({n: self._spans.column(n).take(take).to_pylist() for n in self._spans.column_names})
+        fmt = cols.get("format", [None] * len(c))
+        anchor = cols.get("anchor", [None] * len(c))
         out: list[list[Passage]] = [[] for _ in texts]
         for i, qi in enumerate(q.tolist()):
             out[qi].append(Passage(
@@ -182,13 +228,25 @@ class Searcher:
                 heading_path=list(cols["heading_path"][i] or []),
                 page_start=cols["page_start"][i], page_end=cols["page_end"][i],
                 page_label_start=cols["page_label_start"][i], page_label_end=cols["page_label_end"][i],
-                start_char=cols["start_char"][i], end_char=cols["end_char"][i], text=passages[i],
+                start_char=cols["start_char"][i], end_char=cols["end_char"][i], text=passages[i], format=fmt[i],
+                link=make_link(cols["doc_id"][i], fmt[i], anchor[i], cols["page_start"][i], self.link_base),
                 explain=self.index.explain(scored[qi], int(c[i])) if explain else None, added=added[qi],
                 fusion=fusion[i]))
         return out
 
     def query_terms(self, text: str) -> set[str]:
         return set(self.analyzer.analyze(text))
+
+
+def _listed(value, name: str) -> list[str]:
+    """A filter argument as a list: one string is one pattern (not its characters)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if not all(isinstance(v, str) for v in value):
+        raise PipelineError(f"{name} must be a list of strings; got {value!r}")
+    return list(value)
 
 
 def snippet(text: str, terms: set[str], analyzer, words: int = SNIPPET_WORDS,
@@ -230,6 +288,8 @@ def result_lines(passages: list[Passage], terms: set[str], analyzer, mark) -> li
         lines.append(f"  {p.rank:>2}. {p.score:7.3f}  {p.citation}")
         lines += textwrap.wrap(snippet(p.text, terms, analyzer, mark=mark), 100,
                                initial_indent=" " * 13, subsequent_indent=" " * 13)
+        if p.link:
+            lines.append(" " * 13 + f"↗ {p.link}")
         if p.fusion is not None:
             lines.append(fusion_line(p.fusion, 13))
         for e in p.explain or []:
@@ -240,12 +300,13 @@ def result_lines(passages: list[Passage], terms: set[str], analyzer, mark) -> li
     return lines
 
 
-def prompt_queries():
-    """Queries typed at a prompt (or piped in, one a line) until an empty line or EOF."""
+def prompt_queries(prompt: bool = True):
+    """Queries typed at a prompt (or piped in, one a line) until an empty line or EOF.
+    (No prompt with --json: input() writes it to stdout, which is the JSON's.)"""
     tty = sys.stdin.isatty()
     while True:
         try:
-            line = input("query> " if tty else "")
+            line = input("query> " if tty and prompt else "")
         except EOFError:
             return
         if not line.strip():
@@ -263,6 +324,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-k", type=int, default=None, metavar="N",
                         help="results per query (default: retrieval.top_k)")
     parser.add_argument("--explain", action="store_true", help="each result's score term by term")
+    parser.add_argument("--json", action="store_true",
+                        help="JSON Lines on stdout, one hit a line (query, rank, score, chunk_id, doc_id, format, "
+                             "heading_path, pages, start_char, end_char, text, citation, link); nothing else")
+    parser.add_argument("--in", dest="paths", action="append", default=[], metavar="GLOB",
+                        help="only documents whose doc_id matches GLOB (`*` within a folder, `**` across "
+                             "folders; repeatable: any of them)")
+    parser.add_argument("--format", dest="formats", action="append", default=[], metavar="FMT",
+                        help="only documents of this format (markdown, html, pdf, rst, text, csv, ...; repeatable)")
     add_common_args(parser)
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(parser, argv)
@@ -275,10 +344,22 @@ def main(argv: list[str] | None = None) -> int:
         # (a faster start); at the prompt, many: every text is read once, up front.
         searcher = Searcher(cfg["paths"]["output"], settings=cfg["retrieval"], options=user_options(argv),
                             keep_texts=not args.queries)
+        searcher.link_base = cfg["documents"].get("link_base")  # config.yaml's (and --set's), as every setting here
+        # A pattern that matches nothing is most likely a typo: said in one line; the search
+        # goes on when another pattern matches (and stops, with that line, when none does).
+        mask = searcher.filter.mask(args.paths, args.formats)
+        for line in searcher.filter.unmatched(args.paths, args.formats) if mask is None or mask.any() else []:
+            print(f"python -m pipekit search: note: {line}", file=sys.stderr)
         tty = sys.stdout.isatty()
         mark = (lambda w: f"\033[1;4m{w}\033[0m") if tty else (lambda w: f"**{w}**")
-        for text in (args.queries or prompt_queries()):
-            hits = searcher.search(text, args.k, explain=args.explain or cfg["retrieval"]["explain"])
+        explain = args.explain or cfg["retrieval"]["explain"]
+        for text in (args.queries or prompt_queries(prompt=not args.json)):
+            hits = searcher.search(text, args.k, explain=explain, paths=args.paths, formats=args.formats)
+            if args.json:  # for programs: one object a line, nothing else on stdout
+                for h in hits:
+                    print(json.dumps(h.to_json(), ensure_ascii=False))
+                sys.stdout.flush()
+                continue
             print(f"\n{text}")
             print("\n".join(result_lines(hits, searcher.query_terms(text), searcher.analyzer, mark)), flush=True)
 

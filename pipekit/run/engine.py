@@ -580,6 +580,13 @@ def advance(n: int = 1) -> None:
         _bar.update(n)
 
 
+def tell(message: Callable[[int], str]) -> None:
+    """Print `message(units left)` above the progress bar, when one is shown: a forecast
+    ("about 7 min") for the person watching it.  Never in logs or pipes, as the bar."""
+    if _bar is not None:
+        _bar.write(message(_bar.total - _bar.n), file=sys.stderr)
+
+
 def watched(total: int, desc: str, unit: str, quiet: bool = False):
     """A context in which `advance` moves a bar of `total` units, shown when stderr is a
     terminal (a person is watching) and never in CI logs or pipes."""

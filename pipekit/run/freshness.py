@@ -51,10 +51,26 @@ def external_inputs(stage: Stage, cfg: dict, listing: dict | None = None, model:
     return None
 
 
+# Keys kept in one section for the reader of config.yaml but read by a later stage: recorded
+# by that stage, not by their section's.  `documents.link_base` only shapes stage 05's links;
+# recorded by stage 01, changing a URL would read every document again.
+READ_BY = {"documents.link_base": 5}
+
+
+def config_record(stage: Stage, cfg: dict) -> dict:
+    """The config values a stage's output depends on: its section's, less READ_BY's, plus those READ_BY gives it."""
+    own = {f"{stage.section}.{k}": v for k, v in cfg[stage.section].items() if READ_BY.get(f"{stage.section}.{k}") is None}
+    for name, number in READ_BY.items():
+        section, _, key = name.partition(".")
+        if number == stage.number and key in cfg.get(section, {}):
+            own[name] = cfg[section][key]
+    return own
+
+
 def inputs_record(stage: Stage, cfg: dict, upstream_fingerprint: str | None, listing: dict | None = None,
                   model: dict | None = None) -> dict:
     return {
-        "config": {f"{stage.section}.{k}": v for k, v in cfg[stage.section].items()},
+        "config": config_record(stage, cfg),
         "upstream": upstream_fingerprint,
         "external": external_inputs(stage, cfg, listing, model),
         "code": code_hash(stage),

@@ -49,6 +49,8 @@ def search_why_not(key: str) -> str | None:
     section = key.split(".", 1)[0]
     if section == "paths" or (section == "retrieval" and key not in ("retrieval.queries", "retrieval.qrels")):
         return None
+    if key == "documents.link_base":  # the hits' links are made as they are returned
+        return None
     if section == "retrieval":
         return "search answers the queries you type"
     if section == "engine":

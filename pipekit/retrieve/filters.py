@@ -1,0 +1,124 @@
+"""Search within part of the index: `--in GLOB` (a doc_id pattern) and `--format FMT`.
+
+A filter is a mask over the chunks, applied *before* ranking: the k best passages of the
+matching documents, each scored exactly as it is without the filter — the collection's
+own BM25 statistics (N, avgdl, every idf), the same section context, the same fusion
+with the vectors' cosine (each part divided by the best of the whole collection's list,
+as unfiltered) — and never a chunk outside the mask.  Filtering the k best *after*
+ranking, as a masked retriever elsewhere does, returns fewer than k (or nothing) when the
+matching documents rank below the others, and a "top-k over a masked array" fills the
+gap with score-0 chunks; neither happens here: a chunk scoring 0 is never a result
+(SPEC), so a filter that matches fewer passages than k returns fewer.
+
+Globs match the whole doc_id: `*` and `?` stay within one folder, `**` crosses folders
+(`R/**` everything under R/, `**/*.pdf` every PDF, `**/install*`), `[abc]` a class; a
+pattern ending in `/` is a folder (`web/` = `web/**`).  Several `--in` (or `--format`)
+are alternatives; `--in` and `--format` together must both hold.
+
+Cost: a filtered query scores every posting of its terms (MaxScore's pruning bounds the
+collection's best documents, which the filter may exclude), then drops the masked ones:
+milliseconds at these sizes (bench/links.py times both).
+
+Not done: filters on heading or page, or negation (`--in` lists what to keep).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipekit.run.errors import PipelineError
+from pipekit.retrieve.fusion import top_chunks
+from pipekit.retrieve.ranks import masked
+
+
+def glob_regex(pattern: str) -> re.Pattern:
+    """A doc_id glob as a regular expression over the whole doc_id (see the module text)."""
+    p = pattern.strip()
+    if p.endswith("/"):
+        p += "**"
+    out, i, n = [], 0, len(p)
+    while i < n:
+        if p.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif p.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif p[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif p[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif p[i] == "[" and "]" in p[i + 2:]:
+            j = p.index("]", i + 2)
+            body = p[i + 1:j]
+            out.append("[" + ("^" + body[1:] if body[:1] == "!" else body).replace("\\", "\\\\") + "]")
+            i = j + 1
+        else:
+            out.append(re.escape(p[i]))
+            i += 1
+    return re.compile("".join(out), re.S)
+
+
+class ChunkFilter:
+    """Which chunks a search may return: `mask(paths, formats)` over the index's chunks."""
+
+    def __init__(self, doc_names: pa.Array, doc_codes: np.ndarray, formats: pa.Array | None):
+        self.doc_names = doc_names.to_pylist()  # each document once: globs run per document, not per chunk
+        self.doc_codes = doc_codes
+        self.formats = pc.dictionary_encode(formats) if formats is not None else None
+
+    def unmatched(self, paths=(), formats=()) -> list[str]:
+        """One line per pattern or format that matches no document of the index."""
+        lines = []
+        for p in paths or ():
+            rx = glob_regex(p)
+            if not any(rx.fullmatch(d) for d in self.doc_names):
+                example = f" (doc_ids look like {self.doc_names[0]!r})" if self.doc_names else ""
+                lines.append(f"--in {p!r} matches no document of this index{example}")
+        known = sorted(self.formats.dictionary.to_pylist()) if self.formats is not None else []
+        for f in formats or ():
+            if f not in known:
+                lines.append(f"--format {f!r}: no document of this index has that format (it has: {', '.join(known)})")
+        return lines
+
+    def mask(self, paths=(), formats=()) -> np.ndarray | None:
+        """A bool per chunk (True: may be returned), or None for no filter at all."""
+        if not paths and not formats:
+            return None
+        keep = np.ones(len(self.doc_codes), dtype=bool)
+        if paths:
+            rxs = [glob_regex(p) for p in paths]
+            docs = np.fromiter((any(rx.fullmatch(d) for rx in rxs) for d in self.doc_names), bool, len(self.doc_names))
+            keep &= docs[self.doc_codes]
+        if formats:
+            if self.formats is None:
+                raise PipelineError("03_chunks.parquet has no `format` column: rerun `python 03_chunking.py`")
+            names = np.asarray(pc.is_in(self.formats.dictionary, value_set=pa.array(list(formats), pa.string())), bool)
+            keep &= names[np.asarray(self.formats.indices)]
+        return keep
+
+
+def filtered_candidates(index, q, depth: int, mask: np.ndarray, fusion=None, qvec=None):
+    """Stage 05's candidates for query `q` (QueryTerms) among the chunks in `mask`, scored as
+    without the mask: every matching chunk's BM25 (and section context), then, with
+    vectors, the fusion over the masked BM25 and cosine top lists, each part divided by
+    the best of the *whole* collection's list, so a chunk's fused score is what it is
+    unfiltered."""
+    cols, vals = index.scores(q.ids, weights=q.weights)
+    if index.context is not None:
+        vals = index.context.rescore(q.ids, q.weights, cols, vals)
+    best_bm25 = float(vals.max()) if len(vals) else 0.0
+    cols, vals = masked(mask[cols], cols, vals)
+    if fusion is None:
+        return cols, vals
+    sims = (fusion.vectors @ np.asarray(qvec, np.float32)).astype(np.float64)
+    allowed = np.flatnonzero(mask)
+    top = allowed[top_chunks(allowed, sims[allowed], depth)]
+    top.sort()
+    return fusion.fuse(cols, vals, qvec, (top, sims[top]), depth, index.scorer(q),
+                       best=(best_bm25, float(sims.max()) if len(sims) else 0.0))

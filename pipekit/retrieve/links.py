@@ -1,0 +1,93 @@
+"""A hit's `link`: where the passage opens, for a person clicking it or an answer citing it.
+
+    HTML, reST, Markdown   doc_id#anchor   (the id of the chunk's own heading: pipekit/chunk/anchors.py)
+    PDF                    doc_id#page=N   (the physical page page_start: what a viewer's #page opens)
+    anything else          doc_id
+
+`documents.link_base` (default null) is put before the doc_id instead of nothing, for an
+index of a folder that is also published (a docs site, a repository browser).  A published
+site serves what it built from a source page, not the source: Sphinx (reST, and Markdown
+through MyST) and MkDocs with `use_directory_urls: false` write `guide/install.md` or
+`.rst` as `guide/install.html`, so under a link_base those two suffixes become `.html`.
+A repository browser (GitHub's and GitLab's `/blob/` and `/tree/` addresses) shows the
+source itself and renders Markdown with the very slugs used here: there the path stays as
+it is.  Without a link_base the link is the document's path below `documents.input`
+(SPEC: `doc_id#anchor`), which the report turns into a file address.
+
+Deliberately not done: guessing MkDocs' directory URLs (`guide/install/`) or any other
+generator's layout; checking that the target exists (bench/links.py does, on real folders).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import quote
+
+import pyarrow as pa
+
+_SOURCE_SUFFIX = re.compile(r"\.(?:rst|md|markdown)$", re.I)
+_REPOSITORY_BROWSER = re.compile(r"/(?:-/)?(?:blob|tree)/")
+
+
+def fragment(fmt: str | None, anchor: str | None, page_start: int | None) -> str:
+    """`#anchor`, `#page=N` or "" (see the module text)."""
+    if fmt == "pdf":
+        return f"#page={page_start}" if page_start is not None else ""
+    return f"#{anchor}" if anchor else ""
+
+
+def published_path(doc_id: str, link_base: str) -> str:
+    """doc_id as the site under link_base serves it (see the module text)."""
+    if _REPOSITORY_BROWSER.search(link_base):
+        return doc_id
+    return _SOURCE_SUFFIX.sub(".html", doc_id)
+
+
+def link(doc_id: str, fmt: str | None, anchor: str | None, page_start: int | None,
+         link_base: str | None = None) -> str:
+    """The link of one hit."""
+    if link_base:
+        where = link_base.rstrip("/") + "/" + quote(published_path(doc_id, link_base), safe="/#:@!$&'()*+,;=~")
+    else:
+        where = doc_id
+    return where + fragment(fmt, anchor, page_start)
+
+
+def links(doc_ids, formats, anchors, page_starts, link_base: str | None = None) -> pa.Array:
+    """The `link` column of hits (lists or Arrow arrays, one value per hit)."""
+    values = [_list(x) for x in (doc_ids, formats, anchors, page_starts)]
+    return pa.array([link(d, f, a, p, link_base) for d, f, a, p in zip(*values)], pa.string())
+
+
+def _list(x):
+    return x.to_pylist() if hasattr(x, "to_pylist") else list(x)
+
+
+def file_href(link_value: str, input_dir: str | Path | None, link_base: str | None = None) -> str:
+    """What a page outside the input folder (the report) can open: the link itself when it
+    is an address (link_base), else the file below `input_dir` as a file:// URL, anchor kept."""
+    if link_base or input_dir is None:
+        return link_value
+    path, hash_, frag = link_value.partition("#")
+    target = (Path(input_dir) / path).resolve()
+    return target.as_uri() + (hash_ + frag if hash_ else "")
+
+
+def hit_links(chunks_03, chunks: pa.Table, c, link_base: str | None = None) -> pa.Array:
+    """The links of chunks `c` (row numbers): doc_id and page from stage 04's chunks
+    (`chunks`), format and anchor from 03_chunks.parquet (null where an older file lacks them)."""
+    from pipekit.run import io
+
+    take = pa.array(c, pa.int64())
+    have = [n for n in ("format", "anchor") if n in io.schema(chunks_03).names]
+    cols = io.read_table(chunks_03, have) if have else None
+    n = len(take)
+    fmt = cols.column("format").take(take) if "format" in have else [None] * n
+    anchor = cols.column("anchor").take(take) if "anchor" in have else [None] * n
+    return links(chunks.column("doc_id").take(take), fmt, anchor, chunks.column("page_start").take(take), link_base)
+
+
+def with_link(table: pa.Table, values: pa.Array) -> pa.Table:
+    """`table` with its `link` column right after `text` (SPEC's column order)."""
+    at = table.schema.get_field_index("text") + 1 if "text" in table.column_names else table.num_columns
+    return table.add_column(at, "link", values)
