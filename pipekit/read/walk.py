@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pipekit.read import build_output
 from pipekit.run.errors import PipelineError
-from pipekit.run.incremental import list_files, read_listing
+from pipekit.run.incremental import content_of, list_files, read_listing
 
 FORMATS = {
     ".md": "markdown", ".markdown": "markdown",
@@ -67,6 +67,7 @@ SKIP_REASONS = {
     "unknown format": "of an unknown format",
     "excluded": "excluded by documents.include/exclude",
     "duplicate": "a second name for a file already read (symlink)",
+    "copy": "a copy of a file already read (same bytes)",
     "link": "dangling or looping symlinks",
     "other": "not regular files or .jsonl files inside a folder",
     "build": "documentation build files (a generator's leftovers beside its pages; documents.build_files)",
@@ -87,7 +88,9 @@ def input_listing(cfg: dict, previous_listing: Path) -> tuple[list, dict | None]
         return [], None
     entries = list_inputs(root, sec["include"], sec["exclude"], sec["hidden"],
                           sec["follow_links"], sec["max_bytes"], build_files=sec["build_files"])
-    return entries, list_files(entries, read_listing(previous_listing))
+    listing = list_files(entries, read_listing(previous_listing))
+    read_same_bytes_once(entries, listing)
+    return entries, listing
 
 
 def list_inputs(root: Path, include: list[str] = (), exclude: list[str] = (),
@@ -277,7 +280,8 @@ def _read_each_file_once(entries: list[InputEntry]) -> None:
     It is read under the name reached without a link when there is one, else under the
     first name in sorted order; each other name reached through a link gets a `skipped`
     row pointing at it, and the document's `note` lists those names.  Two hard links are
-    two names the user made on purpose, and are both read, as before.
+    not told apart here: they hold the same bytes, so `read_same_bytes_once` reads the
+    first and gives the other a row naming it, as for any copy.
     """
     readers: dict[tuple, InputEntry] = {}
     for e in entries:  # sorted: the first direct name wins, else the first linked one
@@ -294,6 +298,42 @@ def _read_each_file_once(entries: list[InputEntry]) -> None:
         e.reason = "duplicate"
         also = f"also reached as {e.doc_id}"
         first.note = f"{first.note}, {e.doc_id}" if first.note else also
+
+
+def read_same_bytes_once(entries: list[InputEntry], listing: dict) -> None:
+    """A file with the same bytes as one listed before it is a `skipped` row naming that one.
+
+    A real folder holds copies: the same PDF manual under `downloads/` and `manuals/`, a
+    page saved twice.  Read twice, each copy's chunks doubled the document's weight in
+    every score (two hits of one passage in the top 10) and its terms' df.  The first
+    copy in sorted doc_id order is read, not the shortest path: stage 01 writes rows in
+    that order, so the row that is read always comes before the rows that name it, and
+    which copy is read never depends on anything but the names.  Equal means equal size
+    and equal content hash (64 bits of BLAKE2b: among a million files a chance collision
+    is about 3 in 10^8).
+
+    Not deduplicated: empty files (every 0-byte file has the same bytes, yet `__init__.py`
+    and `TODO.md` are different documents, each giving its own no-chunk line in stage
+    03's summary: nothing to read twice, so nothing is saved), files skipped or failed
+    for another reason, and extensionless files (read only if their content is text, so
+    one cannot vouch for a copy that is).  The copy's listing key names the file it
+    copies: its row is that name, so when that file changes or goes, the copy's row is
+    made again (read, or naming the next copy) and every other row is reused.
+    """
+    files = listing["files"]
+    first_of: dict[tuple, str] = {}
+    for e in entries:  # sorted by doc_id: the first of each set of copies is read
+        stamp = files.get(e.doc_id)
+        if e.skip is not None or e.error is not None or e.guessed or not stamp or not stamp[0]:
+            continue
+        content = content_of(stamp[3])
+        if content is None:
+            continue
+        first = first_of.setdefault((stamp[0], content), e.doc_id)
+        if first == e.doc_id:
+            continue
+        e.skip, e.reason = f"same bytes as {first}: read once, as {first}", "copy"
+        stamp[3] = f"copy of {first}|{stamp[3]}"
 
 
 def _file_entry(path: Path, doc_id: str, folders: list[str], st: os.stat_result,

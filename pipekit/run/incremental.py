@@ -93,7 +93,9 @@ def list_files(entries: list, previous: dict | None) -> dict:
         # Short: a folder of 100k files lists 100k of these.
         where = content_hash(f"{e.path}|{e.format}|{e.guessed}|{e.note}|{e.max_bytes}".encode())
         if was and was[:3] == stamp and max(stamp[1], stamp[2]) < racy_after and was[3].endswith("|" + where):
-            files[e.doc_id] = was
+            # Without the copy it was last time: whether it still is one is decided anew
+            # (pipekit/read/walk.py), as the file it copied may have changed or gone.
+            files[e.doc_id] = [*stamp, plain_key(was[3])]
             continue
         memo = (str(e.path), *stamp)
         if memo not in _HASHED:  # run_pipeline lists twice (plan, then the stage): hash once
@@ -103,6 +105,19 @@ def list_files(entries: list, previous: dict | None) -> dict:
                 _HASHED[memo] = "unreadable"
         files[e.doc_id] = [*stamp, f"{_HASHED[memo]}|{where}"]
     return {"listed_ns": listed_ns, "files": files}
+
+
+def plain_key(key: str) -> str:
+    """A read file's listing key, `hash|where`, without the `copy of DOC_ID|` that the walk
+    puts before the key of a file with the same bytes as one read before it: the copy's
+    row names that file, so which file it copies is part of what its row depends on."""
+    return "|".join(key.rsplit("|", 2)[-2:])
+
+
+def content_of(key: str) -> str | None:
+    """The content hash in a read file's listing key (None for a skipped or unreadable one)."""
+    parts = key.rsplit("|", 2)
+    return parts[-2] if len(parts) > 1 and parts[-2] != "unreadable" else None
 
 
 LISTING_SCHEMA = pa.schema([("doc_id", pa.string()), ("size", pa.int64()), ("mtime_ns", pa.int64()),
