@@ -105,11 +105,10 @@ def test_every_chunking_key_is_recorded_and_reruns_03(project):
     # chunking.max went unchecked: a stage recording only some of its keys would keep a
     # stale 03_chunks.parquet after `--set chunking.max=...`.
     for key, value, before in [("max", 900, 1000), ("target", 300, 400), ("min", 10, 40),
-                               ("unit", "chars", "'words'"), ("page_markers", "strip", "'track'")]:
-        shown = f"'{value}'" if isinstance(value, str) else value
+                               ("unit", "chars", "words"), ("page_markers", "strip", "track")]:
         st = status(project, f"chunking.{key}={value}")
         assert st["01_documents"] == st["02_preprocessing"] == ["fresh"]
-        assert st["03_chunking"] == ["stale", f"config chunking.{key} changed: {before} -> {shown}"], key
+        assert st["03_chunking"] == ["stale", f"config chunking.{key} changed: {before} -> {value}"], key
         assert st["04_indexing"] == ["stale", "upstream stage 03 runs first"]
     out = run(project, "--to", "3", "--set", "chunking.max=900")
     assert "03_chunking: running (config chunking.max changed: 1000 -> 900)" in out
@@ -160,3 +159,36 @@ def test_edited_code_makes_its_stage_stale(project, number, name):
         assert all(st[s.label] == ["fresh"] for s in STAGES[:number - 1])
         assert st[stage.label] == ["stale", f"code changed ({', '.join(stage.code)})"]
     all_fresh(project)
+
+
+def test_config_changes_read_as_yaml_not_python(project):
+    # `None -> 'wordllama'` is Python's spelling; the user typed (and config.yaml holds) YAML.
+    assert "config indexing.dense_model changed: null -> wordllama" in status(
+        project, "indexing.dense_model=wordllama")["04_indexing"]
+    st = status(project, "chunking.unit=chars")
+    assert st["03_chunking"] == ["stale", "config chunking.unit changed: words -> chars"]
+    st = status(project, 'documents.exclude=["*.csv", "web/"]')
+    assert "config documents.exclude changed: [] -> ['*.csv', web/]" in st["01_documents"]
+
+
+def test_a_file_and_a_folder_leaving_the_exclusion_are_named_so(tmp_path):
+    """Exercise 1's case: nothing on disk changed, a pattern did; `1 changed (tables/incidents.csv),
+    1 removed (web)` sent the user looking for an edit they never made."""
+    docs = tmp_path / "docs"
+    for rel, text in [("a.md", "# A\n\nalpha words\n"), ("tables/t.csv", "x,y\n1,2\n"),
+                      ("web/p.html", "<h1>P</h1><p>page words</p>")]:
+        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (docs / rel).write_text(text)
+    write_config(tmp_path, documents={"input": str(docs)}, retrieval={"queries": ["alpha"], "qrels": None})
+    cfg = str(tmp_path / "config.yaml")
+    excluded = 'documents.exclude=["*.csv", "web/"]'
+    run_script("01_documents.py", "--config", cfg, "--set", excluded)
+    assert status(tmp_path)["01_documents"][2:] == ["no input file changed on disk; 2 no longer excluded (tables/t.csv, web/)"]
+    (docs / "a.md").write_text("# A\n\nalpha words, edited\n")  # a real change beside them is still counted
+    assert status(tmp_path)["01_documents"][2:] == [
+        "input changed: 0 added, 1 changed (a.md), 0 removed; 2 no longer excluded (tables/t.csv, web/)"]
+    run_script("01_documents.py", "--config", cfg)
+    assert status(tmp_path, excluded)["01_documents"][2:] == [
+        "no input file changed on disk; 2 now excluded (tables/t.csv, web/)"]
+    assert status(tmp_path, "documents.max_bytes=5")["01_documents"][2:] == [
+        "no input file changed on disk; 3 now skipped (a.md, tables/t.csv, web/p.html)"]

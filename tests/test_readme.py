@@ -478,7 +478,7 @@ def test_exercise_fixed_windows(sample_outputs, tmp_path):
     fixed = ndcg(out)
     assert abs(fixed["all"] - heading["all"]) < 0.02  # "within a few hundredths"
     moves = compare_moves(out)
-    assert moves["config"] == ["chunking.strategy: 'heading' -> 'fixed'"]
+    assert moves["config"] == ["chunking.strategy: heading -> fixed"]
     assert fixed["all"] > heading["all"]  # "here a little above"
     assert set(moves["order"]) == {"3", "4", "14"} and all(moves["nDCG@10"][q] > 0 for q in moves["order"])
     ap_heading, ap_fixed = ndcg(sample_outputs, "AP@100")["all"], ndcg(out, "AP@100")["all"]
@@ -504,7 +504,7 @@ def test_exercise_stemming(sample_outputs, tmp_path):
     pipeline(out, "--set", "indexing.stemmer=none")
     plain = ndcg(out)
     moves = compare_moves(out)
-    assert moves["config"] == ["indexing.stemmer: 'english' -> 'none'"]
+    assert moves["config"] == ["indexing.stemmer: english -> none"]
     assert moves["order"][0] == "14"  # "gains most ..., first in compare's list"
     loses = min(moves["nDCG@10"], key=moves["nDCG@10"].get)
     assert loses == STEMMING_QUERY and plain[STEMMING_QUERY] < stemmed[STEMMING_QUERY]  # "loses most"
@@ -732,7 +732,7 @@ def test_exercise_dense(sample_outputs, tmp_path):
     assert "04_indexing: running (config indexing.dense_model changed" in proc.stdout
     hybrid = ndcg(out)
     moves = compare_moves(out)
-    assert moves["config"] == ["indexing.dense_model: None -> 'wordllama'"]
+    assert moves["config"] == ["indexing.dense_model: null -> wordllama"]
     assert moves["order"][0] == "4" and hybrid["all"] > default["all"]  # "rising", "query 4 ... moving most"
     qrels = pd.read_csv(REPO / "data" / "qrels.tsv", sep="\t", dtype=str)
     judged = set(qrels[qrels["query-id"] == "4"]["corpus-id"])

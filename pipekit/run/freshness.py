@@ -15,6 +15,7 @@ from typing import Callable
 from pipekit.run.hashing import code_hash, digest, file_hash
 from pipekit.run.incremental import describe_changes, keys_of, read_listing
 from pipekit.run.io import read_meta
+from pipekit.run.overrides import as_yaml
 from pipekit.run.stages import Stage
 
 
@@ -110,7 +111,7 @@ def why_stale(stage: Stage, cfg: dict, output_dir: Path, walk: Callable[[Path], 
     for name, value in new["config"].items():
         before = old.get("config", {}).get(name, "<unset>")
         if before != value:
-            reasons.append(f"config {name} changed: {before!r} -> {value!r}")
+            reasons.append(f"config {name} changed: {as_yaml(before)} -> {as_yaml(value)}")
     if old.get("upstream") != new["upstream"]:
         reasons.append(f"upstream {stage.upstream.outputs[0]} changed" if stage.upstream else "upstream changed")
     if old.get("external") != new["external"]:

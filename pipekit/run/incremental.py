@@ -149,20 +149,73 @@ def keys_of(listing: dict) -> list:
     return sorted((doc_id, v[3]) for doc_id, v in listing["files"].items())
 
 
+def _skip_reason(key: str | None) -> str | None:
+    """The reason a listing's entry was skipped (list_files writes `skipped: <reason>`), or None."""
+    return key[len("skipped: "):] if key and key.startswith("skipped: ") else None
+
+
+def _inside(folder: str, names: list[str]) -> list[str]:
+    return [d for d in names if d.startswith(folder + "/")]
+
+
+def _shown(names: list[str]) -> str:
+    return ", ".join(names[:NAMES_SHOWN]) + (", …" if len(names) > NAMES_SHOWN else "")
+
+
 def describe_changes(before: dict | None, now: dict) -> str:
-    """`input changed: 1 added (notes/new.md), 0 changed, 0 removed`, from two listings."""
+    """Why stage 01's input differs, in the user's terms, from two listings:
+    `input changed: 1 added (notes/new.md), 0 changed, 0 removed`, and apart from it what a
+    setting did to files that did not change on disk: `2 no longer excluded (tables/incidents.csv,
+    web/)`, `1 now skipped (big.pdf): file is …, over documents.max_bytes`.
+
+    Why apart: a file that leaves the exclusion changes its listing key from its skip reason
+    to its hash, and an excluded folder's one row gives way to its files; counted as file
+    changes, a user who had only removed a pattern read `1 changed (tables/incidents.csv),
+    1 removed (web)` and looked for what had changed on disk."""
     if not before or "files" not in before:
         return "input files changed (the previous output recorded no file list)"
     old, new = before["files"], now["files"]
     added = [d for d in new if d not in old]
     removed = [d for d in old if d not in new]
     changed = [d for d in new if d in old and new[d][3] != old[d][3]]
+    unskipped: list[tuple[str, str]] = []  # (name, its old reason)
+    skipped: list[tuple[str, str]] = []  # (name, its new reason)
+    for d in changed[:]:
+        was, is_ = _skip_reason(old[d][3]), _skip_reason(new[d][3])
+        if (was is None) != (is_ is None):
+            changed.remove(d)
+            (unskipped.append((d, was)) if was else skipped.append((d, is_)))
+    # A skipped folder is one row; its files take its place when it is no longer skipped.
+    for d in removed[:]:
+        inner = _inside(d, added)
+        if _skip_reason(old[d][3]) and inner:
+            removed.remove(d)
+            added = [a for a in added if a not in inner]
+            unskipped.append((d + "/", _skip_reason(old[d][3])))
+    for d in added[:]:
+        inner = _inside(d, removed)
+        if _skip_reason(new[d][3]) and inner:
+            added.remove(d)
+            removed = [r for r in removed if r not in inner]
+            skipped.append((d + "/", _skip_reason(new[d][3])))
 
     def part(n_word: str, names: list[str]) -> str:
-        shown = ", ".join(names[:NAMES_SHOWN]) + (", …" if len(names) > NAMES_SHOWN else "")
-        return f"{len(names):,} {n_word}" + (f" ({shown})" if names else "")
+        return f"{len(names):,} {n_word}" + (f" ({_shown(names)})" if names else "")
 
-    return "input changed: " + ", ".join([part("added", added), part("changed", changed), part("removed", removed)])
+    parts = []
+    if added or changed or removed or not (unskipped or skipped):
+        parts.append("input changed: " + ", ".join([part("added", added), part("changed", changed),
+                                                     part("removed", removed)]))
+    else:
+        parts.append("no input file changed on disk")
+    if unskipped:
+        excluded = all("excluded" in r or "documents.include" in r for _, r in unskipped)
+        parts.append(part("no longer excluded" if excluded else "no longer skipped", [d for d, _ in unskipped]))
+    if skipped:
+        reasons = {r for _, r in skipped}
+        how = "now excluded" if all("excluded" in r or "documents.include" in r for r in reasons) else "now skipped"
+        parts.append(part(how, [d for d, _ in skipped]) + (f": {reasons.pop()}" if len(reasons) == 1 else ""))
+    return "; ".join(parts)
 
 
 def reusable_rows(entries: list, listing: dict, previous_path: Path | None,

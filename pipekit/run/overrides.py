@@ -12,7 +12,19 @@ from __future__ import annotations
 import shlex
 from typing import Callable
 
+import yaml
+
 from pipekit.run.stages import STAGES
+
+
+def as_yaml(value) -> str:
+    """A config value as config.yaml and `--set` spell it: `null`, `true`, `wordllama`,
+    `[a, '*.csv']`.  Python's repr (`None -> 'wordllama'`) is a language the user never
+    typed: a `--status` line should read as the setting they would write to get it back."""
+    if value == "<unset>":
+        return value  # not a value: the record had no such key
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=10**9).rstrip("\n")
+    return text[:-4].rstrip("\n") if text.endswith("\n...") else text
 
 
 def override_keys(overrides: list[str]) -> list[str]:
@@ -86,7 +98,7 @@ def made_with_other_settings(cfg: dict, overrides: list[str]) -> str | None:
                 diffs.setdefault(name, (was, now))
     if not diffs:
         return None
-    shown = "; ".join(f"{k} {w!r}, here {n!r}" for k, (w, n) in list(diffs.items())[:2])
+    shown = "; ".join(f"{k} {as_yaml(w)}, here {as_yaml(n)}" for k, (w, n) in list(diffs.items())[:2])
     more = f"; {len(diffs) - 2} more" if len(diffs) > 2 else ""
     return (f"note: the outputs in {out} were made with other settings ({shown}{more}): give the --config "
             f"or --set options of the run that made them (or keep them in a config file of your own: "

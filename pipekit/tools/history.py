@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from pipekit.run import io
 from pipekit.run.errors import PipelineError
+from pipekit.run.overrides import as_yaml
 from pipekit.run.stages import STAGES
 
 HISTORY = "05_history.parquet"
@@ -68,7 +69,7 @@ def run_config(ctx) -> dict:
 def config_changes(before: dict, after: dict) -> list[str]:
     """`key: old -> new` for each value that differs, keys in config order."""
     keys = list(after) + [k for k in before if k not in after]
-    return [f"{k}: {before.get(k, '<unset>')!r} -> {after.get(k, '<unset>')!r}"
+    return [f"{k}: {as_yaml(before.get(k, '<unset>'))} -> {as_yaml(after.get(k, '<unset>'))}"
             for k in keys if before.get(k, "<unset>") != after.get(k, "<unset>")]
 
 
