@@ -530,3 +530,35 @@ def test_both_engines_give_the_same_vectors_and_results(tmp_path, two_workers):
                  f"engine.address={two_workers}", "engine.partition_rows=7")
         assert_same_outputs(tmp_path / f"local-{name}", tmp_path / f"dask-{name}")
         assert np.array_equal(vectors(tmp_path / f"local-{name}"), vectors(tmp_path / f"dask-{name}"))
+
+
+def test_an_edit_that_keeps_a_chunks_length_embeds_its_block_again(tmp_path, monkeypatch):
+    """A block key must hash the texts, not their lengths: `rollback` -> `rollforw` leaves every
+    length as it was, and a key of lengths copied the stale vector into the new run."""
+    from pipekit.index import dense
+
+    monkeypatch.setattr(dense, "EMBED_BATCH", 4)
+    monkeypatch.setattr(dense, "CUT_EVERY", 2)
+    folder, packed = spy_on_packing(tmp_path, monkeypatch)
+    ids = [f"d{i // 2}#{i % 2}" for i in range(8)]
+    table = chunk_table(ids)
+    sizes = dense.block_sizes(dense.block_starts(ids), 0, len(ids))
+
+    def run(t, previous=None):
+        out = list(dense.vector_rows(str(folder), t.to_batches(), 0, sizes, 1, previous))
+        return pa.concat_tables([o for o, _ in out]), sum(n for _, n in out)
+
+    before, _ = run(table)
+    pq.write_table(before, tmp_path / "previous.parquet")
+    texts = table.column("text").to_pylist()
+    edited = texts[5][::-1] if texts[5][::-1] != texts[5] else texts[5].upper()
+    assert len(edited) == len(texts[5]) and edited != texts[5]
+    texts[5] = edited
+    changed = table.set_column(table.schema.get_field_index("text"), "text", pa.array(texts))
+    packed.clear()
+    after, copied = run(changed, str(tmp_path / "previous.parquet"))
+    assert copied == len(ids) - sum(packed) and 0 < sum(packed) < len(ids)  # only the edited block
+    fresh, _ = run(changed)
+    assert after.equals(fresh)  # the edited chunk's new vector, not the stale one
+    vec = np.stack(after.column("vector").to_pylist())
+    assert not np.array_equal(vec[5], np.stack(before.column("vector").to_pylist())[5])
