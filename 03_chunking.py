@@ -7,7 +7,9 @@ decide whether an answer can be checked.  This stage reads `02_preprocessed.parq
 heading, the chunk text, the exact span `[start_char, end_char)` of the stage-02 text it
 came from, the pages it covers (numbers, and the labels printed on them: pipekit.read.pages),
 and its size in words and characters.  A document without text gives no chunk (a BEIR
-record's title alone gives one: rule 10); the summary names it and says why.
+record's title alone gives one: rule 10); the summary names it and says why.  It also
+names a document that makes over a quarter of the index, or has a line of a million
+characters (a log or minified file: pipekit/chunk/shares.py), with its share.
 
 How (strategy `heading`, the default):
 
@@ -62,6 +64,7 @@ from pipekit.chunk.structure import place_outline, plain_blocks
 from pipekit.chunk.unchunked import NoChunks, reason
 from pipekit.chunk.anchors import heading_lines, set_anchors
 from pipekit.chunk.headings import TRAIL_SEPARATOR, heading_path, open_level, plain_heading  # a heading's text, the trail
+from pipekit.chunk.shares import ChunkShares, long_lines  # documents that swamp the index
 
 
 # ---- Packing -------------------------------------------------------------------------
@@ -595,14 +598,18 @@ def run(ctx) -> None:
     # A document chunked last time, with these settings, from the same text keeps its chunks.
     chunker, parts, reused = reuse_parts(ctx, ctx.upstream_parts(), StageFunction(3, "chunk_partition", (ctx.section,)),
                                          extras=(None,))  # copied rows: no document without chunks among them
-    missed = NoChunks()
+    missed, shares = NoChunks(), ChunkShares()
     for batch, part_missed in ctx.write_partitions("03_chunks.parquet", _schema(), chunker, parts, desc="03 chunking",
-                                                   total=ctx.upstream_rows):
+                                                   keep=("doc_id", "end_char"), total=ctx.upstream_rows):
         chunks_out += batch.num_rows
         missed.merge(part_missed)
+        shares.add(batch)  # a document that swamps the index is named below (pipekit/chunk/shares.py)
+    shares.finish()
     ctx.note(f"{ctx.upstream_rows:,} documents → {chunks_out:,} chunks "
              f"(strategy {settings.strategy}, target {settings.target} {settings.unit}, max {settings.max})")
     for line in missed.lines():
+        ctx.note(line)
+    for line in shares.lines(long_lines(ctx.upstream_path, shares.long_line_candidates())):
         ctx.note(line)
     if reused:
         ctx.note(f"{reused:,} unchanged documents: chunks copied from the previous output")

@@ -1,0 +1,129 @@
+"""A document that would make a large share of the index is named in stage 03's summary.
+
+The folder an engineer points the pipeline at: manuals, a copied PDF, a Markdown page
+copied into another folder, and a 20 MB application log of one line.  Stage 01 reads
+each copy once; stage 03 names the log, its chunks and its share; the report shows
+what was not read and the documents with the most chunks.
+"""
+from __future__ import annotations
+
+import random
+import re
+import shutil
+
+import pyarrow as pa
+import pytest
+
+from pipekit.chunk.shares import LONG_LINE_CHARS, MIN_CHUNKS, ChunkShares, longest_line
+
+from conftest import REPO, run_script, write_config
+
+SAMPLE = REPO / "data" / "sample"
+
+
+def chunks(*docs: tuple[str, int], ends: dict[str, int] | None = None) -> pa.Table:
+    """A stage-03 batch: `n` chunks of each doc_id, in order; end_char as given (else 100 a chunk)."""
+    ids = [d for d, n in docs for _ in range(n)]
+    end = [(ends or {}).get(d, 100 * (k + 1)) for d, n in docs for k in range(n)]
+    return pa.table({"doc_id": ids, "end_char": end})
+
+
+def counted(*batches: pa.Table) -> ChunkShares:
+    shares = ChunkShares()
+    for b in batches:
+        shares.add(b)
+    shares.finish()
+    return shares
+
+
+# ---- the counting, as examples -----------------------------------------------------------
+
+def test_a_document_over_a_quarter_of_the_chunks_is_named_with_its_share():
+    shares = counted(chunks(("a.md", 5), ("b.md", 5), ("c.md", 5), ("d.md", 5), ("logs/app.txt", 30)))
+    assert shares.swamping() == ["logs/app.txt"]
+    assert shares.lines() == ["documents that make a large share of the index (documents.exclude leaves one out):",
+                              "  logs/app.txt: 30 chunks, 60 % of the index"]
+
+
+def test_a_document_split_across_batches_is_counted_once():
+    shares = counted(chunks(("a.md", 4), ("big.txt", 10)), chunks(("big.txt", 20)),
+                     chunks(("big.txt", 3), ("c.md", 4), ("d.md", 4), ("e.md", 5)))
+    assert shares.largest()[0] == ("big.txt", 33, 2000)  # its last end_char seen: its text length
+    assert shares.total == 50 and shares.documents == 5
+
+
+def test_a_small_index_or_a_folder_of_few_documents_names_nobody():
+    # 39 chunks: a quarter of them is a handful of chunks.
+    assert counted(chunks(("a", 20), ("b", 5), ("c", 5), ("d", 5), ("e", 4))).lines() == []
+    # Four documents: one of them always holds a quarter.
+    assert counted(chunks(("a", 100), ("b", 10), ("c", 10), ("d", 10))).lines() == []
+    assert MIN_CHUNKS == 40
+
+
+def test_exactly_a_quarter_is_not_over_it():
+    assert counted(chunks(("a", 10), ("b", 10), ("c", 10), ("d", 5), ("e", 5))).swamping() == []
+
+
+def test_only_long_texts_are_candidates_for_the_long_line_check():
+    shares = counted(chunks(("a", 3), ("log", 2), ends={"log": LONG_LINE_CHARS + 1}))
+    assert shares.long_line_candidates() == ["log"]
+    line = shares.lines({"log": LONG_LINE_CHARS + 1})
+    assert line[1].startswith("  log: 2 chunks, 40 % of the index; a line of 1,000,001 characters")
+
+
+def test_longest_line():
+    assert longest_line("") == 0
+    assert longest_line("ab\ncdef\ng") == 4
+    assert longest_line("abc\n") == 3
+    assert longest_line("x" * 10) == 10
+
+
+# ---- the engineer's folder ------------------------------------------------------------------
+
+def one_line_log(path, size: int) -> None:
+    """`size` bytes of access-log words separated by spaces, and not one line end."""
+    rng = random.Random(34)
+    words = ["GET", "/api/v1/items", "200", "user=alice", "latency_ms=12", "POST", "/login", "401",
+             "WARN", "cache", "miss", "retry", "upstream", "timeout"]
+    out, n = [], 0
+    while n < size:
+        w = rng.choice(words)
+        out.append(w)
+        n += len(w) + 1
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(" ".join(out)[:size], encoding="ascii")
+
+
+@pytest.fixture(scope="module")
+def folder_run(tmp_path_factory):
+    """The sample, a copied PDF and Markdown page, a 20 MB one-line log; stages 01-05 run."""
+    root = tmp_path_factory.mktemp("engineer")
+    docs = root / "docs"
+    shutil.copytree(SAMPLE, docs)
+    (docs / "downloads").mkdir()
+    shutil.copy2(docs / "field-guide.pdf", docs / "downloads" / "field-guide.pdf")
+    shutil.copy2(docs / "handbook" / "README.md", docs / "web" / "handbook-copy.md")
+    one_line_log(docs / "logs" / "app.txt", 20_000_000)
+    cfg = write_config(root, documents={"input": str(docs)},
+                       retrieval={"queries": str(REPO / "data" / "queries.txt"), "qrels": None})
+    proc = run_script("run_pipeline.py", "--config", str(cfg))
+    return root, proc.stdout
+
+
+def test_each_copy_is_read_once_and_the_other_names_it(folder_run):
+    _, out = folder_run
+    assert "skipped: 2 a copy of a file already read (same bytes)" in out
+    # downloads/ sorts before field-guide.pdf: the copy there is the one read.
+    assert "skipped field-guide.pdf: same bytes as downloads/field-guide.pdf: read once, as downloads/field-guide.pdf" in out
+    assert "skipped web/handbook-copy.md: same bytes as handbook/README.md: read once, as handbook/README.md" in out
+
+
+def test_the_one_line_log_is_named_in_stage_03s_summary_with_its_share(folder_run):
+    _, out = folder_run
+    block = re.search(r"^03_chunking: .* rows out .*\n((?:  .*\n)*)", out, re.M).group(1)
+    m = re.search(r"logs/app\.txt: ([\d,]+) chunks, (\d+) % of the index; a line of ([\d,]+) characters", block)
+    assert m, block
+    assert int(m.group(3).replace(",", "")) > 19_990_000  # the whole log (stage 02 strips its trailing space)
+    total = int(re.search(r"→ ([\d,]+) chunks", block).group(1).replace(",", ""))
+    n = int(m.group(1).replace(",", ""))
+    assert int(m.group(2)) == round(100 * n / total) and n > total / 4
