@@ -7,7 +7,8 @@ of the row's columns: Markdown and plain text as decoded; PDF per page through P
 converted to Markdown so that stage 03's heading, list, table and code rules apply;
 reStructuredText converted to Markdown by docutils, sections as headings, for the same
 reason; CSV kept as its original lines (stage 03 cuts between records and must give exact
-spans into the text, so we never re-serialise).
+spans into the text, so we never re-serialise); Jupyter notebooks (cells, never their JSON)
+and Python sources (docstrings under their qualified names) written as Markdown too.
 """
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from pathlib import Path
 from pipekit.read.csv import read_csv
 from pipekit.read.html import read_html
 from pipekit.read.markdown import read_markdown
+from pipekit.read.notebook import read_notebook
 from pipekit.read.pdf import read_pdf
+from pipekit.read.python import read_python
 from pipekit.read.rst import read_rst
 from pipekit.read.text import Unreadable, read_text_file
 from pipekit.read.walk import _SIZE_WEIGHT, InputEntry, _strerror, too_large
@@ -32,6 +35,8 @@ _READERS = {
     "html": read_html,
     "csv": read_csv,
     "rst": read_rst,
+    "notebook": read_notebook,
+    "python": read_python,
 }
 
 
@@ -62,7 +67,7 @@ def read_document(entry: InputEntry) -> dict:
             return row
         row["n_bytes"] = len(data)
         row["content_hash"] = content_hash(data)
-        row.update(_READERS[entry.format](data))
+        row.update(_READERS[entry.format](data, **_given(entry)))
         del data  # the bytes are the text's size again: not kept while the row lives on
         row["status"] = "ok"
         if entry.guessed:
@@ -77,6 +82,16 @@ def read_document(entry: InputEntry) -> dict:
     except OSError as exc:
         row.update(status="error", error=f"cannot read file: {_strerror(exc)}", text=None)
     return row
+
+
+def _given(entry: InputEntry) -> dict:
+    """What a reader needs besides the bytes: a module's dotted name comes from its path;
+    a notebook's outputs are kept only when documents.notebook_outputs says so."""
+    if entry.format == "python":
+        return {"doc_id": entry.doc_id}
+    if entry.format == "notebook":
+        return {"outputs": bool(entry.options.get("notebook_outputs", False))}
+    return {}
 
 
 def _read_capped(path: Path, max_bytes: int | None) -> bytes | None:

@@ -147,7 +147,11 @@ def output_texts(outputs) -> list[str]:
         if kind == "stream":
             text = _source(out.get("text"))
         elif kind in ("execute_result", "display_data"):
-            text = _source((out.get("data") or {}).get("text/plain"))
+            data = out.get("data") or {}
+            # Beside an image, text/plain is only its placeholder ("<Figure size 640x480 with 1 Axes>").
+            if any(str(mime).startswith("image/") for mime in data):
+                continue
+            text = _source(data.get("text/plain"))
         elif kind == "error":
             text = f"{out.get('ename', '')}: {out.get('evalue', '')}".strip(": ")
         else:

@@ -29,6 +29,7 @@ FORMATS = {
     ".html": "html", ".htm": "html", ".xhtml": "html",
     ".csv": "csv", ".tsv": "csv",
     ".rst": "rst", ".rest": "rst",
+    ".ipynb": "notebook", ".py": "python",  # cells / docstrings as Markdown sections (pipekit/read/notebook.py, python.py)
 }
 
 _HIDDEN_HINT = "set documents.hidden: true to read it"
@@ -37,7 +38,8 @@ _HIDDEN_HINT = "set documents.hidden: true to read it"
 # builds a tree of Python objects, ~60x the page's size (a 10 MB page peaked at 600 MB),
 # so an HTML file counts that many times more against the limit.  reStructuredText's
 # docutils tree is as heavy: a 709 kB file of Python's docs peaked at +47 MB (~66x).
-_SIZE_WEIGHT = {"html": 8, "rst": 8}
+# Python's `ast` tree is as heavy too: ~33-70x the source (pandas' frame.py, 725 kB: +24 MB).
+_SIZE_WEIGHT = {"html": 8, "rst": 8, "python": 8}
 
 
 @dataclass
@@ -57,6 +59,9 @@ class InputEntry:
     max_bytes: int | None = None  # read at most this much; a file grown past it since the walk is skipped
     note: str | None = None  # said about the file by the walk (the other names it was reached by)
     key: tuple | None = field(default=None, repr=False)  # (device, inode): one file, however reached
+    # documents.* settings a reader takes (documents.notebook_outputs): carried with the
+    # entry because a cluster's worker gets the entries and nothing else of the config.
+    options: dict = field(default_factory=dict, repr=False)
 
 
 # The kinds of `skipped` row, as stage 01's summary counts them.
@@ -90,7 +95,13 @@ def input_listing(cfg: dict, previous_listing: Path) -> tuple[list, dict | None]
                           sec["follow_links"], sec["max_bytes"], build_files=sec["build_files"])
     listing = list_files(entries, read_listing(previous_listing))
     read_same_bytes_once(entries, listing)
+    for e in entries:
+        e.options = {k: sec[k] for k in READER_OPTIONS}
     return entries, listing
+
+
+# The documents.* keys a format's reader is given (pipekit/read/documents.py passes them on).
+READER_OPTIONS = ("notebook_outputs",)
 
 
 def list_inputs(root: Path, include: list[str] = (), exclude: list[str] = (),

@@ -55,6 +55,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         # encodings can double it), and each stage needs up to ~8x the largest document.
         "max_bytes": Key("512 MB", "bytes", "a size from 1 byte to 1 GiB: a whole number of bytes "
                          "or one like 256 MB, 1.5 GB, 512 MiB", check=lambda v: 0 < v <= 2**30),
+        "notebook_outputs": Key(False, "bool", "true (keep a notebook's text outputs: streams, text/plain "
+                                "results, error lines) or false (its cells only)"),
         # Read by stage 05 (a hit's link), not 01: freshness.READ_BY records it there.
         "link_base": Key(None, "optional_str", "null (links are paths below documents.input) or a URL "
                          "prefix such as https://docs.example.org/", check=lambda v: v is None or (isinstance(v, str) and bool(v.strip()))),
