@@ -11,7 +11,7 @@ from conftest import run_script
 from pipekit.chunk.markdown_blocks import scan_blocks
 from pipekit.read.documents import read_document
 from pipekit.read.walk import list_inputs
-from pipekit.read.rst import parse, rst_to_markdown, section_titles
+from pipekit.read.rst import parse, read_rst, refused_files, rst_to_markdown, section_titles
 
 
 def headings(markdown: str) -> list[tuple[int, str]]:
@@ -194,6 +194,15 @@ Doc
 """
     markdown, _ = rst_to_markdown(text)
     assert "TOPSECRET" not in markdown
+    # ... because each directive was refused, not because docutils failed on the way (with file
+    # insertion on it raised on `input_encoding: unicode`, and the reader's plain-text fallback
+    # held no secret either): the row names every refusal and why.
+    row = read_rst(text.encode())
+    assert row.get("format", "rst") != "text" and "TOPSECRET" not in row["text"]
+    assert row["note"] == (f"not read: 5 file insertions (.. include:: {secret}, .. include:: {secret}, "
+                           f".. raw:: {secret}, …): a document is read alone, never the files it pulls in")
+    assert refused_files(parse(text)) == [f".. include:: {secret}", f".. include:: {secret}", f".. raw:: {secret}",
+                                          f".. csv-table:: {secret}", f".. literalinclude:: {secret}"]
 
 
 def test_broken_markup_prints_nothing_and_leaks_no_message(capfd):

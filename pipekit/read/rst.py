@@ -90,11 +90,46 @@ def rst_to_markdown(text: str) -> tuple[str, str | None]:
 def convert_rst(text: str) -> tuple[str, str | None, list[dict]]:
     """(Markdown text, document title, {title, id} per heading written): the id is docutils'
     first id of the section (what Sphinx's `<section id>` says), so a hit links to it."""
+    markdown, title, anchors, _ = _convert(text)
+    return markdown, title, anchors
+
+
+def _convert(text: str) -> tuple[str, str | None, list[dict], list[str]]:
+    """convert_rst's three, and the file-reading directives refused (refused_files)."""
     doc = parse(text)
     writer = _Writer()
     blocks = writer.blocks(doc)
     markdown = "\n\n".join(b for b in blocks if b.strip())
-    return (markdown + "\n" if markdown else ""), document_title(doc), writer.anchors
+    return (markdown + "\n" if markdown else ""), document_title(doc), writer.anchors, refused_files(doc)
+
+
+# docutils' own words when file insertion is off (`.. include::`, `.. raw:: :file:`,
+# `csv-table :file:`), matched so the row can say what was not read, and why.
+_DISABLED = re.compile(r'"([\w:-]+)" directive disabled|File and URL access deactivated; ignoring "([\w:-]+)"')
+_FILE_OPTION = re.compile(r"^\s*:(?:file|url):\s*(\S.*)$", re.M)
+
+
+def refused_files(doc: nodes.document) -> list[str]:
+    """`.. include:: PATH` for each directive that asked for a file and was refused.
+
+    A test that only checked the file's text was absent passed for the wrong reason: with
+    insertion on, docutils failed on `input_encoding: unicode` and the reader fell back to
+    plain text; the secret was absent, yet nothing had refused it.  Naming what was refused
+    makes the refusal itself visible (stage 01's `note`)."""
+    out = []
+    for msg in doc.findall(nodes.system_message):
+        m = _DISABLED.search(msg.astext())
+        if m is None:
+            continue
+        name = m.group(1) or m.group(2)
+        source = "\n".join(b.astext() for b in msg.findall(nodes.literal_block))
+        opt = _FILE_OPTION.search(source)
+        arg = opt.group(1) if opt else source.split("::", 1)[-1].split("\n", 1)[0]
+        out.append(f".. {name}:: {arg.strip()}")
+    for node in doc.findall(nodes.container):
+        if node.get("refused"):
+            out.append(node["refused"])
+    return out
 
 
 def document_title(doc: nodes.document) -> str | None:
@@ -154,6 +189,8 @@ class _UnknownDirective(Directive):
             return []
         node = nodes.container(classes=["unknown-directive"])
         arg = self.arguments[0] if self.arguments else ""
+        if name == "literalinclude":  # Sphinx reads the file it names; we never do (refused_files)
+            node["refused"] = f".. literalinclude:: {arg.strip()}"
         if name in _LABELS:
             # `.. versionadded:: 3.2` then, on the same or the next lines, the change: the
             # version goes into the label, the rest is the note's text.
@@ -567,11 +604,15 @@ def read_rst(data: bytes) -> dict:
 
     text, encoding, note = decode_text(data)
     try:
-        markdown, title, anchors = convert_rst(text)
+        markdown, title, anchors, refused = _convert(text)
     except Exception as exc:  # noqa: BLE001 — RecursionError included: a deep nesting is still text
         problem = " ".join(str(exc).split())
         problem = problem if len(problem) <= 100 else problem[:99] + "…"
         failed = f"docutils could not convert it ({type(exc).__name__}: {problem}): read as plain text"
         return {"text": text, "format": "text", "encoding": encoding,
                 "note": f"{note}; {failed}" if note else failed}
+    if refused:
+        shown = ", ".join(refused[:3]) + (", …" if len(refused) > 3 else "")
+        note = "; ".join(filter(None, [note, f"not read: {len(refused)} file insertion{'s' if len(refused) > 1 else ''} "
+                                             f"({shown}): a document is read alone, never the files it pulls in"]))
     return {"text": markdown, "title": title, "encoding": encoding, "note": note, "anchors": anchors or None}
