@@ -756,3 +756,17 @@ def test_front_matter_title_becomes_the_document_title():
     assert front_matter_title("# No front matter\n---\ntitle: x\n---\n") is None
     assert front_matter_title("---\ntitle: [unclosed\n---\n") is None  # malformed: no title, no error
     assert front_matter_title("---\nowner: x\n---\n") is None
+
+
+def test_an_extensionless_binary_mostly_of_text_is_skipped_not_read(tmp_path):
+    """A database file with no extension: valid UTF-8, few control bytes, so decoding alone
+    would take it for text and index its pages as a document.  Its NUL bytes say binary
+    (git's test, `_looks_binary`): a `skipped` row saying so, never an `ok` document."""
+    data = b"SQLite format 3\x00\x10\x00\x01\x01" + b"CREATE TABLE notes (id INTEGER, body TEXT) " * 100 + b"\x00" * 40
+    write(tmp_path / "cache", data)
+    from pipekit.read.text import decode_text
+
+    decode_text(data)  # not refused by decoding: only the NUL test stands between it and an ok row
+    row = rows_by_id(tmp_path)["cache"]
+    assert (row["status"], row["text"]) == ("skipped", None)
+    assert row["error"] == "no file extension and the content is not text"
