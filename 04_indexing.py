@@ -5,7 +5,9 @@ Writes three tables that together are the index, each carrying the corpus statis
 (N, avgdl, k1, b, the analyzer settings) in its metadata:
 - `04_terms.parquet`    term_id, term, df, idf            (one row per distinct term)
 - `04_postings.parquet` term_id, chunk, tf, impact        (one row per term in a chunk,
-                        sorted by term then chunk: a term's postings are one slice)
+                        sorted by term then chunk: a term's postings are one slice —
+                        within each shard by document, when indexing.shard_chunks cuts
+                        the corpus into several: pipekit/index/layout.py)
 - `04_chunks.parquet`   chunk, chunk_id, doc_id, heading, page_start, page_end, page_label_start,
                         page_label_end (what a citation prints), length
 (On a cluster the chunks and the postings are folders of part files, read in name order.)
@@ -75,6 +77,7 @@ import pyarrow.compute as pc
 
 from pipekit.index import counting
 from pipekit.index import dense
+from pipekit.index import layout
 from pipekit.run import io
 from pipekit.index.analyzer import Analyzer
 from pipekit.cli import stage_main
@@ -287,8 +290,10 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
 
 def vocabulary(counts: dict) -> dict:
     """What the reduce needs of a partition's counts: its terms, each one's df in the
-    partition, and its chunks' lengths — a few MB, never the postings."""
-    return {"terms": counts["terms"], "df": np.diff(counts["col_ptr"]), "lengths": counts["lengths"]}
+    partition, and its chunks' lengths — a few MB, never the postings; and where its
+    documents start and its chunks' numbers of postings, which place the shards."""
+    return {"terms": counts["terms"], "df": np.diff(counts["col_ptr"]), "lengths": counts["lengths"],
+            **layout.chunk_facts(counts)}
 
 
 class Plan:
@@ -316,7 +321,7 @@ class Plan:
         self.df = np.zeros(len(self.terms), dtype=np.int64)
         for g, v in zip(self.global_ids, vocabs):
             self.df[g] += v["df"]  # a term appears once per partition: no repeated index
-        sizes = [len(v["lengths"]) for v in vocabs]
+        self.sizes = sizes = [len(v["lengths"]) for v in vocabs]
         self.first_chunk = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         lengths = np.concatenate([v["lengths"] for v in vocabs]) if vocabs else np.zeros(0, np.int64)
         n = self.n_chunks = len(lengths)
@@ -346,14 +351,18 @@ class Plan:
         })
 
 
-def term_slice(lo: int, hi: int, first_chunk: int, counts: dict) -> dict:
-    """A partition's postings of its terms lo..hi-1 (runs where the counts are), chunks
-    renumbered after the partitions before it."""
+def term_slice(lo: int, hi: int, first_chunk: int, chunks: tuple | None, counts: dict) -> dict:
+    """A partition's postings of its terms lo..hi-1 (runs where the counts are) in its
+    chunks [chunks[0], chunks[1]) (None: all of them: the shard holds the whole
+    partition), chunks renumbered after the partitions before it."""
     col_ptr = counts["col_ptr"]
     a, z = int(col_ptr[lo]), int(col_ptr[hi])
-    chunk = counts["chunk"][a:z]
-    return {"df": np.diff(col_ptr[lo:hi + 1]), "chunk": chunk + np.int32(first_chunk) if first_chunk else chunk,
-            "tf": counts["tf"][a:z]}
+    chunk, tf, df = counts["chunk"][a:z], counts["tf"][a:z], np.diff(col_ptr[lo:hi + 1])
+    if chunks is not None:  # the shard has part of this partition: its chunks' postings, term by term
+        keep = (chunk >= chunks[0]) & (chunk < chunks[1])
+        df = np.bincount(np.repeat(np.arange(hi - lo), df)[keep], minlength=hi - lo)
+        chunk, tf = chunk[keep], tf[keep]
+    return {"df": df, "chunk": chunk + np.int32(first_chunk) if first_chunk else chunk, "tf": tf}
 
 
 def merge_slices(n_terms: int, ids: list[np.ndarray], slices: list[dict]):
@@ -444,16 +453,23 @@ def vector_rows(spec: str, heading_weight: int, previous: str | None, part: tupl
     return dense.vector_rows(spec, batches, first_chunk, sizes, heading_weight, previous)
 
 
-def shard_of(plan: Plan, s: int, parts: list, lengths, slice_of=None) -> tuple:
-    """Shard s's argument: its first term, each partition's terms' positions in it, its
+def shard_of(plan: Plan, s: int, parts: list, lengths, slice_of=None, shard: list | None = None) -> tuple:
+    """Term range s's argument: its first term, each partition's terms' positions in it, its
     idf, the chunks' lengths, and each partition's slice (`slice_of(fn, counts)`: made
-    where the counts are, on a cluster)."""
+    where the counts are, on a cluster) — of the chunks of `shard` ([c0, c1, ...] of
+    pipekit/index/layout.py; None: all), from the partitions that hold some of them."""
     t0, t1 = int(plan.bounds[s]), int(plan.bounds[s + 1])
     ids, slices = [], []
     for p, counts in enumerate(parts):
+        first, n = int(plan.first_chunk[p]), int(plan.sizes[p])
+        chunks = None if shard is None else layout.overlap(shard[0], shard[1], first, n)
+        if shard is not None and (chunks is None or chunks == (0, n)):
+            if chunks is None:
+                continue  # none of this partition's chunks are in the shard
+            chunks = None
         lo, hi = plan.shard(s, p)
         ids.append(plan.global_ids[p][lo:hi] - t0)
-        fn = StageFunction(4, "term_slice", (lo, hi, int(plan.first_chunk[p])))
+        fn = StageFunction(4, "term_slice", (lo, hi, first, chunks))
         slices.append(slice_of(fn, counts) if slice_of else fn(counts))
     return t0, ids, plan.idf[t0:t1], lengths, slices
 
@@ -517,13 +533,18 @@ def run(ctx) -> None:
     # each merged and weighted by the worker that writes it (one shard here, when local).
     plan = Plan(vocabs, k1, b, n_shards=len(parts))
     stats = corpus_stats(plan, analyzer, b, sec["path_weight"], sec["heading_weight"])
+    # Shards by document (pipekit/index/layout.py): stage 05 on a cluster holds them apart.
+    stats["shards"] = layout.plan_shards(vocabs, plan.first_chunk, sec["shard_chunks"])
     meta = {"corpus": stats}
     first = plan.first_chunk.tolist()
     list(ctx.write_partitions("04_chunks.parquet", CHUNKS_SCHEMA, StageFunction(4, "chunk_rows"),
                               [(first[p], c) for p, c in enumerate(counts)], desc="04 chunks", meta=meta))
     ctx.write_table("04_terms.parquet", plan.term_table(), meta)
     lengths = engine.share(plan.lengths)
-    shards = [shard_of(plan, s, counts, lengths, engine.submit) for s in range(len(plan.bounds) - 1)]
+    # Shard by shard (one: the whole corpus), each in term ranges written side by side.
+    one = len(stats["shards"]) == 1
+    shards = [shard_of(plan, s, counts, lengths, engine.submit, None if one else shard)
+              for shard in stats["shards"] for s in range(len(plan.bounds) - 1)]
     list(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA,
                               StageFunction(4, "shard_postings", (k1, b, plan.avgdl)), shards, desc="04 impacts",
                               meta=meta))

@@ -75,6 +75,7 @@ import pyarrow.compute as pc
 
 from pipekit.run import io
 from pipekit.index.analyzer import Analyzer
+from pipekit.index.layout import ShardedPostings
 from pipekit.cli import stage_main
 from pipekit.run.errors import PipelineError
 from pipekit.tools.history import metric_line, record_run
@@ -82,7 +83,8 @@ from pipekit.run.io import cores
 from pipekit.run.malloc import keep_freed_memory
 from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, feedback_noise, feedback_of, load_qrels, load_queries,
                              trec_run)
-from pipekit.retrieve.resident import held, on_workers, shared_arrays, shared_tag, warm_workers, worker_index
+from pipekit.retrieve.resident import held, shared_arrays, shared_tag, worker_index
+from pipekit.retrieve.shards import answer as shard_answer, on_shards
 from pipekit.retrieve.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
                              print_results, results_table)
 from pipekit.retrieve.fusion import dense_for
@@ -130,6 +132,8 @@ class Index:
         self.indptr = np.zeros(len(self.df) + 1, dtype=np.int64)
         np.cumsum(self.df, out=self.indptr[1:])
         self._postings_path = ctx.path("04_postings.parquet")
+        # Postings cut into shards by document are merged here term by term (pipekit/index/layout.py).
+        self._shards = ShardedPostings(self._postings_path, self.stats.get("shards"), len(self.df))
         self._tf = self._forward = self._noise = None
         if shared is not None:  # a worker: scoring needs no chunk ids or headings
             build = lambda zeros: self._derived(io.read_table(chunks_path, ["doc_id", "length"]), zeros)
@@ -177,10 +181,7 @@ class Index:
 
     def _read_column(self, name: str, dtype, zeros=np.empty) -> np.ndarray:
         n = int(self.indptr[-1])
-        if io.row_count(self._postings_path) != n:
-            raise PipelineError(f"{self._postings_path}: {io.row_count(self._postings_path):,} postings where "
-                                f"04_terms.parquet's df adds up to {n:,}: rerun `python 04_indexing.py`")
-        return io.read_column(self._postings_path, name, dtype, n, cores(), out=zeros((n,), dtype))
+        return self._shards.read(name, dtype, n, zeros((n,), dtype), cores())
 
     def query_terms(self, texts: list[str]) -> list["QueryTerms"]:
         """Each query as scored: its distinct analysed terms the index knows (in query
@@ -245,9 +246,12 @@ class Index:
             part = part + self._lookup(ids[i], cand, wl[i])
             keep = part >= floor - max(bound, 0.0) * SAFE_UP
             cand, part = masked(keep, cand, part)
-        # `part` is now each chunk's whole score: heavy terms in query order, then the light
-        # ones heaviest first — the same order for every chunk, so equal scores stay equal.
-        return cand, part
+        # `part` now holds each chunk's whole score, heavy terms first: which terms are heavy
+        # depends on the floor, so on what else the index holds.  The survivors' scores are
+        # summed once more in query order, as `scores` sums them: a chunk then scores the
+        # same bits on every path and in every shard of the index (pipekit/retrieve/shards.py),
+        # and two shards never break a tie that one index keeps.
+        return cand, self._looked_up(term_ids, w, cand)
 
     def _floor(self, term_ids: np.ndarray, w: np.ndarray, df: list[int], depth: int) -> float:
         """A lower bound of the query's depth-th best document score (0 if it has fewer).
@@ -544,6 +548,11 @@ def answer_partition(output_dir: str, fingerprint: str, top_k_n: int, depth: int
     yield part[0], *search(index, part[1], top_k_n, depth, threads=1, feedback=feedback), index.load_seconds
 
 
+def shard_partition(output_dir: str, fingerprint: str, shards: list, whole: bool, mixing: tuple, job):
+    """On a worker: one job on one part of the index, the shards it holds (pipekit/retrieve/shards.py)."""
+    return shard_answer(Index, candidates, output_dir, fingerprint, shards, whole, mixing, job)
+
+
 def run(ctx) -> None:
     sec = ctx.section
     keep_freed_memory()  # queries make many short-lived arrays: reuse their memory
@@ -551,7 +560,6 @@ def run(ctx) -> None:
     qrels = load_qrels(sec["qrels"]) if sec["qrels"] else None  # fail before any work
     here, feedback, depth = ctx.engine.kind == "local", feedback_of(sec), max(DEPTH, sec["top_k"])
     mixing = (sec["section_context"], sec["dense_weight"])  # what a worker scores with, beside the index
-    warm = warm_workers(ctx, queries, sec["top_k"], depth, feedback, mixing)
     index = Index(ctx, postings=here or sec["explain"])  # on a cluster the workers score
     chunks_03 = ctx.require("03_chunks.parquet", get_stage(3))
     if io.read_meta(chunks_03).get("fingerprint") != index.meta["inputs"]["upstream"]:
@@ -565,9 +573,8 @@ def run(ctx) -> None:
     if here:  # on a thread per core, a bar over batches of queries
         bar = lambda it, total: ctx.progress(it, total=total, desc="05 scoring", unit="batch")
         (q, c, s, r), run_docs, scored = search(index, queries, sec["top_k"], depth, bar, feedback=feedback)
-    else:  # batches of queries as tasks, each worker loading the index once (pipekit/retrieve/resident.py)
-        (q, c, s, r), run_docs, scored = on_workers(ctx, queries, index.meta["fingerprint"], sec["top_k"], depth,
-                                                    feedback, mixing, warm)
+    else:  # batches of queries on every part of the index, each part held by one worker (pipekit/retrieve/shards.py)
+        (q, c, s, r), run_docs, scored = on_shards(ctx, index, Index, queries, sec["top_k"], depth, feedback, mixing)
     explain = [index.explain(scored[qi], int(ci)) for qi, ci in zip(q, c)] if sec["explain"] else None
     table = results_table(queries, index.chunks, (q, c, s, r), chunk_texts(chunks_03, c), explain)
     table = with_link(table, hit_links(chunks_03, index.chunks, c, ctx.cfg["documents"].get("link_base")))

@@ -69,6 +69,27 @@ def top_chunks(cols: np.ndarray, vals: np.ndarray, m: int) -> np.ndarray:
     return pick[np.lexsort((cols[pick], -vals[pick]))][:m]
 
 
+COS_MARGIN = 1e-4  # above what a float32 product of 256-d unit vectors can round off (~1.5e-5 at worst)
+
+
+def cosines(vectors: np.ndarray, rows: np.ndarray, qvec: np.ndarray) -> np.ndarray:
+    """The cosines of chunks `rows` with the query, each summed alone in float64 (exact
+    products of float32s, NumPy's pairwise sum along one row).  A BLAS product of a block of
+    rows rounds a row differently by the rows around it (OpenBLAS, 256-d: 15 of 2.1M products
+    of blocks moved by a few rows changed, and 5 of 500 of a matrix-vector product): then the same chunk's cosine would
+    depend on which chunks a shard holds, and two shards could break a tie one index keeps."""
+    return (vectors[rows].astype(np.float64) * np.asarray(qvec, np.float64)).sum(axis=1)
+
+
+def near_top(vals: np.ndarray, m: int) -> np.ndarray:
+    """Positions of every value within COS_MARGIN of the m-th best: a superset of the top m
+    by BLAS's rounded cosines that holds the top m by the exact ones (`cosines`)."""
+    if len(vals) <= m:
+        return np.arange(len(vals))
+    cut = vals[np.argpartition(vals, len(vals) - m)[len(vals) - m]]
+    return np.flatnonzero(vals >= cut - COS_MARGIN * max(1.0, abs(cut)))
+
+
 class Dense:
     """The index's vectors and the model that embeds queries like them, and the fusion."""
 
@@ -88,7 +109,8 @@ class Dense:
     def top(self, qvecs: np.ndarray, m: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each query's m chunks of highest cosine (chunk order ascending) and their cosines.
         Exact: every vector is scored, a block of SCORE_BLOCK at a time against all the
-        queries at once (the vectors are read once per batch of queries, not per query)."""
+        queries at once (the vectors are read once per batch of queries, not per query);
+        the few near the m-th best are then scored again by `cosines`, which decide."""
         n = len(self.vectors)
         best = [(np.zeros(0, np.int64), np.zeros(0, np.float64)) for _ in range(len(qvecs))]
         q = np.asarray(qvecs, dtype=np.float32).T
@@ -97,9 +119,15 @@ class Dense:
             for i in range(len(qvecs)):
                 cols = np.concatenate([best[i][0], np.arange(a, a + len(sims), dtype=np.int64)])
                 vals = np.concatenate([best[i][1], sims[:, i]])
-                keep = top_chunks(cols, vals, m)
+                keep = near_top(vals, m)
                 best[i] = (cols[keep], vals[keep])
-        return [(c[np.argsort(c)], v[np.argsort(c)]) for c, v in best]
+        out = []
+        for (c, _), qvec in zip(best, qvecs):
+            v = cosines(self.vectors, c, qvec)
+            keep = top_chunks(c, v, m)
+            c, v = c[keep], v[keep]
+            out.append((c[np.argsort(c)], v[np.argsort(c)]))
+        return out
 
     def union_scores(self, cols: np.ndarray, vals: np.ndarray, qvec: np.ndarray, dense_top: tuple, depth: int,
                      exact=None):
@@ -123,7 +151,7 @@ class Dense:
             hit = np.zeros(len(union), dtype=bool)
         if exact is not None and not hit.all():
             bm25[~hit] = exact(union[~hit])
-        cos = (self.vectors[union] @ np.asarray(qvec, np.float32)).astype(np.float64)
+        cos = cosines(self.vectors, union, qvec)
         return union, bm25, cos, np.isin(union, b_cols), np.isin(union, d_cols)
 
     def fuse(self, cols: np.ndarray, vals: np.ndarray, qvec: np.ndarray, dense_top: tuple, depth: int,

@@ -33,15 +33,17 @@ import pyarrow as pa
 
 from pipekit.run.errors import PipelineError
 
-_HELD: dict = {}  # key -> value, at most one entry: a worker holds one index at a time
+_HELD: dict = {}  # (key, shard) -> value: a worker holds one index at a time, whole or some of its shards
 
 
-def held(key, load: Callable[[], Any]):
-    """This process's value for `key`, loaded on first use; another key replaces it."""
-    if key not in _HELD:
-        _HELD.clear()  # the old index goes before the new one loads: never two in memory
-        _HELD[key] = load()
-    return _HELD[key]
+def held(key, load: Callable[[], Any], shard=None):
+    """This process's value for `key` (and `shard`: one of several parts of one index, as
+    pipekit/retrieve/shards.py holds them), loaded on first use; another key replaces all."""
+    if (key, shard) not in _HELD:
+        if any(k != key for k, _ in _HELD):
+            _HELD.clear()  # the old index goes before the new one loads: never two in memory
+        _HELD[(key, shard)] = load()
+    return _HELD[(key, shard)]
 
 
 def release(tag: str | None = None) -> None:

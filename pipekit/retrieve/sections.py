@@ -77,6 +77,25 @@ class SectionContext:
         self.avgdl = float(self.length.mean()) if self.n else 0.0
         self.k1, self.b = index.stats["k1"], index.stats["b"]
         self.index = index
+        self.n_all, self.section_df = self.n, None  # the collection's, when this index is one shard of it
+
+    def facts(self) -> tuple[int, int, np.ndarray]:
+        """This index's share of the collection's section statistics: its sections, their
+        total length (a whole number: lengths are counts) and each term's section df."""
+        ix = self.index
+        sec = self.codes.astype(np.int32)[ix.chunk]  # postings are term-major, chunks ascending in a term
+        new = np.ones(len(sec), dtype=bool)
+        if len(sec) > 1:
+            np.not_equal(sec[1:], sec[:-1], out=new[1:])
+        new[ix.indptr[:-1][ix.indptr[:-1] < len(sec)]] = True  # each term's first posting
+        terms = np.repeat(np.arange(len(ix.df), dtype=np.int32), ix.df)
+        return self.n, int(self.length.sum()), np.bincount(terms[new], minlength=len(ix.df))
+
+    def use_collection(self, n: int, total_length: int, section_df: np.ndarray) -> None:
+        """Score with the whole collection's sections (every shard's `facts` added up), as one
+        index of all of them does: N and avgdl of all sections, each term's df in all of them.
+        avgdl as total / n: NumPy's mean of whole numbers is that exact sum over n, to the bit."""
+        self.n_all, self.avgdl, self.section_df = n, total_length / n if n else 0.0, section_df
 
     def term_scores(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         """The sections holding `term` (ascending) and its plain BM25 weight in each."""
@@ -90,8 +109,8 @@ class SectionContext:
         starts = np.flatnonzero(first)
         tf = np.add.reduceat(ix.tf[lo:hi].astype(np.float64), starts)
         ids = sec[starts]
-        df = len(ids)
-        idf = np.log(1 + (self.n - df + 0.5) / (df + 0.5))
+        df = len(ids) if self.section_df is None else int(self.section_df[term])
+        idf = np.log(1 + (self.n_all - df + 0.5) / (df + 0.5))
         norm = self.k1 * (1 - self.b + self.b * self.length[ids] / self.avgdl)
         return ids, idf * tf * (self.k1 + 1) / (tf + norm)
 

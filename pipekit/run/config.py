@@ -81,6 +81,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "path_weight": Key(1, "int", "a whole number >= 0", check=lambda v: v >= 0),
         "heading_weight": Key(3, "int", "a whole number >= 0", check=lambda v: v >= 0),
         "dense_model": Key(None, "dense_model", "null, wordllama, or the path of a sentence-transformers model folder"),
+        "shard_chunks": Key(1_000_000, "int", "a whole number > 0", check=lambda v: v > 0),
     },
     "retrieval": {
         "queries": Key("data/queries.txt", "queries",
@@ -104,6 +105,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "partition_rows": Key(None, "optional_int", "null (the engine's default) or a whole number > 0",
                               check=lambda v: v is None or v > 0),
         "timeout": Key(10.0, "number", "a number of seconds > 0", check=lambda v: v > 0),
+        "shards": Key(None, "optional_int", "null (one per worker) or a whole number > 0",
+                      check=lambda v: v is None or v > 0),
     },
 }
 

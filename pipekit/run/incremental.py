@@ -438,11 +438,16 @@ def previous_counts(postings: pa.Table, terms: pa.Array, lengths: np.ndarray, ol
     # NumPy's stable sort of 16-bit keys is a radix sort: linear in the postings.
     key = run[keep].astype(np.uint16 if len(olds) < 1 << 16 else np.int64)
     by_run = keep[np.argsort(key, kind="stable")]
+    if len(term) > 1 and (term[1:] < term[:-1]).any():
+        # An index in shards by document (indexing.shard_chunks) is term-major shard by
+        # shard: a run that spans two shards gets its postings in term order (then corpus
+        # order, which the stable sort keeps) the slow way, by both keys.
+        by_run = keep[np.lexsort((term[keep], key))]
     bounds = np.r_[0, np.cumsum(np.bincount(key, minlength=len(olds)))]
     out = []
     for r, (_, a, b, s) in enumerate(olds):
         sel = by_run[bounds[r]:bounds[r + 1]]
-        t = term[sel]  # ascending: the postings are term-major and the sort kept their order
+        t = term[sel]  # ascending: the postings are term-major (or sorted so) and the sort kept their order
         starts = np.flatnonzero(run_starts(t))
         out.append({"terms": terms.take(pa.array(t[starts])), "col_ptr": np.r_[starts, len(t)].astype(np.int64),
                     "chunk": (chunk[sel] - s).astype(np.int32), "tf": tf[sel],
