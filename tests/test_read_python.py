@@ -3,7 +3,7 @@
 The fixture `tests/fixtures/python/src/shipping/rates.py` has a module docstring, a
 function with a numpy-style docstring (its `----------` underlines, a `#` line and a lone
 `~~~` fence must not make headings or swallow the sections after it), an undocumented
-public function, a private one with and one without a docstring, a class with a Google
+function, a private one with and one without a docstring, a class with a Google
 style docstring, a property, a method with a nested function, a nested class and an async
 function.  `broken_syntax.py` stops parsing on line 6.
 """
@@ -96,12 +96,17 @@ def test_code_bodies_and_what_functions_define_inside_are_not_indexed(chunks):
     assert "nested_helper" not in text and "never indexed" not in text
 
 
-def test_undocumented_public_names_are_listed_by_signature_and_private_ones_left_out(chunks):
-    module = section(chunks, "shipping.rates")
-    assert "def undocumented_helper(port, when=None)" in module
-    assert "def __init__(self, carrier)" in section(chunks, "shipping.rates", "Tariff")
-    assert "_private_undocumented" not in "\n".join(chunks.text)
+def test_undocumented_objects_are_left_out_and_documented_private_ones_kept(chunks):
+    text = "\n".join(chunks.text)
+    for undocumented in ("undocumented_helper", "_private_undocumented", "__init__"):
+        assert undocumented not in text
     assert "a private helper, documented" in section(chunks, "shipping.rates", "_convert_currency")
+
+
+def test_an_undocumented_class_is_a_heading_alone_over_its_documented_methods(tmp_path):
+    source = b'class Plain:\n    def go(self, speed=1):\n        """Go at a speed."""\n'
+    text = read_python(source, "pkg/boat.py")["text"]
+    assert text == "# pkg.boat\n\n## Plain\n\n### go\n\n```python\ndef go(self, speed=1)\n```\n\nGo at a speed.\n"
 
 
 def test_a_syntax_error_is_an_error_row_naming_the_line():

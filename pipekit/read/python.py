@@ -22,14 +22,15 @@ it) and this module writes one Markdown document that stage 03 chunks by its hea
 Deliberate choices:
 - Code bodies are never indexed: implementation words ("self", "return", local names)
   would match queries for reasons a reader cannot see in the cited docstring.
-- A public class or function without a docstring gets no section of its own (a section
-  of a few words outranks real documentation in BM25, and a test module's hundreds of
-  undocumented `test_*` functions would each be one), but its signature is listed in a
-  fence in its parent's section: its name and parameters are the API, and findable.
-  A class without a docstring still gets a heading when something inside it has one.
-- Private names (`_x`, not dunders) are kept when documented — in a project's own
-  sources that is where the reasons are written — and left out when not (they are no
-  API to list).
+- A class or function without a docstring is left out: there is no documentation to
+  find, only a name and parameters, which are code.  Listing their signatures in the
+  parent's section was tried and measured: on requests' sdist, a test class's list of
+  undocumented `test_*_timeout(self, ...)` signatures (26 words, "timeout" six times)
+  ranked 3rd for "how do I set a timeout on a requests call", above every docstring of
+  the library.  A class without a docstring still gets a heading (alone, no signature)
+  when something inside it has one, so its methods' trails are whole.
+- Private names (`_x`) are kept when documented, like public ones: in a project's own
+  sources that is where the reasons are written.
 - Docstrings are reST, numpy or Google style, not Markdown: a line that Markdown would
   read as block syntax (numpy's `----------` under `Parameters` is a setext underline,
   a `# comment` an ATX heading, a lone fence would swallow every later heading) is
@@ -116,42 +117,40 @@ def python_to_markdown(tree: ast.Module, name: str) -> str:
 
 
 def _body_text(node, trail: list[str]) -> list[str]:
-    """A module's or class's docstring, the signatures of its undocumented public members,
-    then a section for each documented member (in source order)."""
+    """A module's or class's docstring, then a section for each documented member (in
+    source order)."""
     out = []
-    doc = ast.get_docstring(node, clean=True)
-    if doc and doc.strip():
-        out.append(escape_block_syntax(doc.strip("\n")))
-    members = list(_defs(node.body))
-    listed = [signature(m) for m in members if not _has_section(m) and _public(m.name)]
-    if listed:
-        out.append(code_fence("\n".join(listed), "python"))
-    for m in members:
+    doc = _docstring(node)
+    if doc:
+        out.append(escape_block_syntax(doc))
+    for m in _defs(node.body):
         if _has_section(m):
             out += _section(m, [*trail, m.name])
     return out
 
 
 def _section(node, trail: list[str]) -> list[str]:
-    out = [_heading(len(trail), trail), code_fence(signature(node), "python")]
+    doc = _docstring(node)
+    out = [_heading(len(trail), trail)]
+    if doc or not isinstance(node, ast.ClassDef):
+        # An undocumented class above documented methods is a heading alone: stage 03 puts
+        # it in its first method's chunk, not in a chunk of its own that would be all name.
+        out.append(code_fence(signature(node), "python"))
     if isinstance(node, ast.ClassDef):
         return out + _body_text(node, trail)
+    return out + ([escape_block_syntax(doc)] if doc else [])
+
+
+def _docstring(node) -> str | None:
     doc = ast.get_docstring(node, clean=True)
-    if doc and doc.strip():
-        out.append(escape_block_syntax(doc.strip("\n")))
-    return out
+    return doc.strip("\n") if doc and doc.strip() else None
 
 
 def _has_section(node) -> bool:
     """Documented, or a class with something documented inside."""
-    doc = ast.get_docstring(node, clean=True)
-    if doc and doc.strip():
+    if _docstring(node):
         return True
     return isinstance(node, ast.ClassDef) and any(_has_section(m) for m in _defs(node.body))
-
-
-def _public(name: str) -> bool:
-    return not name.startswith("_") or (name.startswith("__") and name.endswith("__"))
 
 
 def _defs(body: list):
