@@ -252,3 +252,11 @@ def test_stage_05_writes_the_link_column_and_link_base_reruns_only_stage_05(corp
     run_script("run_pipeline.py", *base)
     links = {r["link"] for r in pq.read_table(out / "05_results.parquet").to_pylist()}
     assert "https://docs.example.org/top/t0.html#kestrels-0" in links
+
+
+def test_the_reports_citations_open_the_passage(corpus):
+    root, cfg = corpus
+    run_script("-m", "pipekit", "report", "--config", str(cfg))
+    page = (root / "out" / "report.html").read_text(encoding="utf-8")
+    # Without link_base the file below documents.input, as a file:// address with the anchor.
+    assert f'<a href="{(root / "docs" / "top" / "t0.md").as_uri()}#kestrels-0">top/t0.md › Kestrels 0</a>' in page

@@ -63,10 +63,11 @@ def _list(x):
     return x.to_pylist() if hasattr(x, "to_pylist") else list(x)
 
 
-def file_href(link_value: str, input_dir: str | Path | None, link_base: str | None = None) -> str:
+def file_href(link_value: str, input_dir: str | Path | None) -> str:
     """What a page outside the input folder (the report) can open: the link itself when it
-    is an address (link_base), else the file below `input_dir` as a file:// URL, anchor kept."""
-    if link_base or input_dir is None:
+    is an address (made with link_base), else the file below `input_dir` as a file:// URL,
+    anchor kept (a browser opens file://…/x.html#id and file://…/x.pdf#page=3 there)."""
+    if "://" in link_value or input_dir is None:
         return link_value
     path, hash_, frag = link_value.partition("#")
     target = (Path(input_dir) / path).resolve()

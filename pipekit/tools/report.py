@@ -101,6 +101,8 @@ def top_results(out_dir: Path):
             "page_label_start", "page_label_end", "text"]
     if "fusion" in io.schema(path).names:  # hybrid results explained: each hit's BM25 and cosine (pipekit/retrieve/fusion.py)
         cols.append("fusion")
+    if "link" in io.schema(path).names:  # where each passage opens (pipekit/retrieve/links.py): the citation's href
+        cols.append("link")
     by_q: dict[str, tuple[str, list[dict]]] = {}
     for r in io.read_table(path, cols).to_pylist():
         entry = by_q.setdefault(r["query_id"], (r["query"], []))
@@ -310,7 +312,8 @@ def fusion_parts(f: dict | None) -> str:
     return f" (fused: bm25 {f['bm25']:.3f}, cosine {f['cosine']:.3f}, weight {f['dense_weight']:.2f})" if f else ""
 
 
-def results_section(out_dir: Path, judged: dict[str, dict[str, int]] | None = None) -> str:
+def results_section(out_dir: Path, judged: dict[str, dict[str, int]] | None = None, input_dir=None) -> str:
+    from pipekit.retrieve.links import file_href
     from pipekit.retrieve.search import snippet
 
     judged = judged or {}
@@ -331,7 +334,11 @@ def results_section(out_dir: Path, judged: dict[str, dict[str, int]] | None = No
             snip = (snippet(r["text"], terms, analyzer, mark=lambda w: f"<mark>{escape(w)}</mark>", plain=escape)
                     if analyzer else escape(r["text"][:200]))
             grade = judged.get(qid, {}).get(r["doc_id"])
-            items.append(f'<li><span class="cite">{escape(cite)}</span> <span class="score">'
+            if r.get("link"):  # the citation opens the passage: its heading's anchor, its PDF page
+                cite_html = f'<a href="{escape(file_href(r["link"], input_dir))}">{escape(cite)}</a>'
+            else:
+                cite_html = escape(cite)
+            items.append(f'<li><span class="cite">{cite_html}</span> <span class="score">'
                          f'score {r["score"]:.3f}{fusion_parts(r.get("fusion"))}</span>{relevance_mark(grade)}<br><span class="snippet">{snip}</span></li>')
         parts.append(f"<details{' open' if i < 2 else ''}><summary>[{escape(qid)}] {escape(query)}</summary>"
                      f'<ol class="results">{"".join(items)}</ol></details>')
@@ -351,7 +358,7 @@ def render(cfg: dict) -> str:
             f"<title>pipekit report — {escape(str(out_dir))}</title><style>{CSS}</style></head><body>"
             f"<h1>pipekit report</h1><p class=\"meta\">{escape(str(out_dir))} · made {made}</p>"
             f"{stage_section(stages)}{chunk_section(out_dir)}{metrics_section(out_dir, results_fp)}"
-            f"{results_section(out_dir, judgements(cfg))}</body></html>\n")
+            f"{results_section(out_dir, judgements(cfg), cfg['documents']['input'])}</body></html>\n")
 
 
 def write_report(cfg: dict, path: Path | None = None) -> Path:
