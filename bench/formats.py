@@ -2,11 +2,13 @@
 on real files through stages 01 -> 02 -> 03 as the pipeline runs them, one format at a time.
 
     python bench/formats.py --build /tmp/formats_corpus   # sdists from PyPI, unpacked
-    python bench/formats.py /tmp/formats_corpus [--out /tmp/formats_out] [--only notebook]
+    python bench/formats.py /tmp/formats_corpus [--out /tmp/formats_out] [--only notebook] [--outputs]
 
 `--build` downloads the source distributions in SDISTS (`pip download --no-binary :all:
 --no-deps`) and unpacks each into FOLDER/<sdist>/: nbsphinx's documentation is 29 real
-notebooks (Markdown, code and raw cells of many kinds), the others are Python projects.
+notebooks (Markdown, code and raw cells of many kinds), nbconvert's tests and docs 23
+more (outputs of every kind: images, HTML, errors with ANSI colours, widgets,
+attachments); all six are Python projects.
 The measurement runs run_pipeline.py --to 3 on FOLDER (only the files of the formats
 measured: documents.include) and prints, per format:
 
@@ -17,7 +19,9 @@ measured: documents.include) and prints, per format:
             docstring's underline or a notebook's JSON would show here);
   words     the source's words (each counted as often as it occurs) found as often in
             the document's chunks (target >= 95 %);
-  markup    chunks holding the container's markup (notebook JSON keys: target 0);
+  markup    chunks holding the container's markup (notebook JSON keys or a base64 run:
+            target 0; `--outputs` keeps text outputs, to check no image comes with them);
+            for Python, distinctive lines of function bodies (code is not indexed: 0);
   MB/s      the format's reader (pipekit.read.documents.read_document) on all its files,
             in this process, MB of source per second.
 
@@ -52,9 +56,10 @@ import pandas as pd
 HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 
-SDISTS = ["nbsphinx==0.9.8", "requests==2.32.3", "flask==3.1.3", "attrs==26.1.0", "click==8.5.1"]
+SDISTS = ["nbsphinx==0.9.8", "nbconvert==7.16.4", "requests==2.32.3", "flask==3.1.3", "attrs==26.1.0", "click==8.5.1"]
 WORD = re.compile(r"[^\W_]+")
 NOTEBOOK_JSON = re.compile(r'"(?:cell_type|outputs|source|metadata|execution_count|nbformat|attachments)"\s*:')
+BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{200,}={0,2}")  # an embedded image or attachment
 
 
 def build(folder: Path) -> None:
@@ -121,9 +126,9 @@ def measure_notebook(docs: pd.DataFrame, chunks: pd.DataFrame, files: list[Path]
         have = words("\n".join(mine.text))
         total_words += sum(counts.values())
         found_words += sum(min(n, have[w]) for w, n in counts.items())
-        markup += int(mine.text.str.contains(NOTEBOOK_JSON).sum())
+        markup += int((mine.text.str.contains(NOTEBOOK_JSON) | mine.text.str.contains(BASE64_RUN)).sum())
     return {"headings": share(found_heads, heads), "extra": extra, "words": share(found_words, total_words),
-            "markup": f"{markup} chunks with notebook JSON keys"}
+            "markup": f"{markup} chunks with notebook JSON keys or base64 runs"}
 
 
 # ---- python ------------------------------------------------------------------------------
@@ -236,13 +241,15 @@ def main() -> None:
     ap.add_argument("--build", action="store_true", help="download and unpack SDISTS into FOLDER first")
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "formats_out")
     ap.add_argument("--only", choices=sorted(MEASURES), action="append")
+    ap.add_argument("--outputs", action="store_true", help="documents.notebook_outputs=true (text outputs kept)")
     args = ap.parse_args()
     if args.build:
         build(args.folder)
     formats = args.only or sorted(MEASURES)
     globs = "[" + ", ".join(f'"{MEASURES[f][0]}"' for f in formats) + "]"
     subprocess.run([sys.executable, str(HERE / "run_pipeline.py"), "--to", "3", "--set", f"documents.input={args.folder}",
-                    "--set", f"paths.output={args.out}", "--set", f"documents.include={globs}"],
+                    "--set", f"paths.output={args.out}", "--set", f"documents.include={globs}",
+                    "--set", f"documents.notebook_outputs={str(args.outputs).lower()}"],
                    check=True, stdout=subprocess.DEVNULL)
     docs = pd.read_parquet(args.out / "01_documents.parquet")
     chunks = pd.read_parquet(args.out / "03_chunks.parquet", columns=["doc_id", "heading_path", "text"])
