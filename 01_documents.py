@@ -21,7 +21,9 @@ What a row says:
   a second name for a file already read).  A hidden or excluded *folder* is one skipped row, not entered.  A bad
   file never stops the run, because one broken file in a folder of thousands must not
   cost the other thousands.
-- `format` is markdown, text, pdf, html, rst, csv or beir; for a skipped file, its extension.
+- `format` is markdown, text, pdf, html, rst, csv, docx, epub or beir; for a skipped file, its extension.
+- Word (.docx) and EPUB arrive as Markdown too, by the HTML path (pipekit/read/docx.py,
+  epub.py): a zip bomb is refused unread, and their XML never expands an entity.
 - PDFs get a `--- page N ---` line before each page (N physical, from 1), so stage 03
   can tell every chunk its pages; the PDF's own page labels go to `page_labels`, and
   its outline (bookmarks: level, title, page) to `outline`, from which stage 03 takes

@@ -15,6 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipekit.read.csv import read_csv
+from pipekit.read.docx import read_docx
+from pipekit.read.epub import read_epub
 from pipekit.read.html import read_html
 from pipekit.read.markdown import read_markdown
 from pipekit.read.notebook import read_notebook
@@ -23,6 +25,7 @@ from pipekit.read.python import read_python
 from pipekit.read.rst import read_rst
 from pipekit.read.text import Unreadable, read_text_file
 from pipekit.read.walk import _SIZE_WEIGHT, InputEntry, _strerror, too_large
+from pipekit.read.zipped import TooLarge
 from pipekit.run.hashing import content_hash
 
 COLUMNS = ("doc_id", "source", "format", "text", "status", "error", "path", "title",
@@ -35,9 +38,13 @@ _READERS = {
     "html": read_html,
     "csv": read_csv,
     "rst": read_rst,
+    "docx": read_docx,
+    "epub": read_epub,
     "notebook": read_notebook,
     "python": read_python,
 }
+# Zips measure what their members inflate to against documents.max_bytes (zip bombs).
+_ZIPPED = {"docx", "epub"}
 
 
 def read_document(entry: InputEntry) -> dict:
@@ -67,13 +74,16 @@ def read_document(entry: InputEntry) -> dict:
             return row
         row["n_bytes"] = len(data)
         row["content_hash"] = content_hash(data)
-        row.update(_READERS[entry.format](data, **_given(entry)))
+        limit = {"max_bytes": entry.max_bytes} if entry.format in _ZIPPED else {}
+        row.update(_READERS[entry.format](data, **limit, **_given(entry)))
         del data  # the bytes are the text's size again: not kept while the row lives on
         row["status"] = "ok"
         if entry.guessed:
             row["note"] = "; ".join(filter(None, ["no file extension: read as plain text", row["note"]]))
         if entry.note:
             row["note"] = "; ".join(filter(None, [row["note"], entry.note]))
+    except TooLarge as exc:  # a package inflating past the limit: refused unread, as a big file is
+        row.update(status="skipped", error=str(exc), text=None, content_hash=None)
     except Unreadable as exc:
         if entry.guessed:  # we only guessed it was text: not being text is no error
             row.update(status="skipped", format="", error=f"no file extension and the content is not text ({exc})")

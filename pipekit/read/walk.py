@@ -29,6 +29,7 @@ FORMATS = {
     ".html": "html", ".htm": "html", ".xhtml": "html",
     ".csv": "csv", ".tsv": "csv",
     ".rst": "rst", ".rest": "rst",
+    ".docx": "docx", ".epub": "epub",  # zips of XML: pipekit/read/zipped.py measures what they inflate to
     ".ipynb": "notebook", ".py": "python",  # cells / docstrings as Markdown sections (pipekit/read/notebook.py, python.py)
 }
 
