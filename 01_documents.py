@@ -21,7 +21,11 @@ What a row says:
   a second name for a file already read).  A hidden or excluded *folder* is one skipped row, not entered.  A bad
   file never stops the run, because one broken file in a folder of thousands must not
   cost the other thousands.
-- `format` is markdown, text, pdf, html, rst, csv, docx, epub or beir; for a skipped file, its extension.
+- `format` is markdown, text, pdf, html, rst, csv, docx, epub, notebook, python or beir; for a
+  skipped file, its extension.
+- Jupyter notebooks (.ipynb) and Python sources (.py) arrive as Markdown: a notebook's cells
+  (never its JSON; text outputs with `documents.notebook_outputs`), a module's docstrings
+  under headings that are their qualified names (pipekit/read/notebook.py, python.py).
 - Word (.docx) and EPUB arrive as Markdown too, by the HTML path (pipekit/read/docx.py,
   epub.py): a zip bomb is refused unread, and their XML never expands an entity.
 - PDFs get a `--- page N ---` line before each page (N physical, from 1), so stage 03

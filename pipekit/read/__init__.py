@@ -3,7 +3,8 @@
 walk (which files are read, and why not the others), documents (one file into one row,
 dispatching to a reader per format), one module per format — text (encodings), markdown,
 pdf, html (with html_markdown, the converter), rst, csv, docx and epub (zips of XML, opened
-by zipped), beir (a BEIR corpus.jsonl) —
+by zipped), notebook (.ipynb cells) and python (.py docstrings) written as Markdown, beir (a
+BEIR corpus.jsonl) —
 build_output (a documentation generator's leftovers), pages (PDF outline, page labels, the
 furniture stage 02 drops), fastpath (stages 01–02 a column at a time for short records).
 """
