@@ -18,7 +18,8 @@ What a row says:
   or `skipped` (deliberately not read: `error` says why — unsupported format, hidden,
   excluded, a symlink loop, a dangling link, a named pipe, an extensionless file that
   is not text, a symlink leading out of the input, a file over `documents.max_bytes`,
-  a second name for a file already read).  A hidden or excluded *folder* is one skipped row, not entered.  A bad
+  a second name for a file already read, a copy of one already read (the same bytes:
+  the first in sorted order is read, the others name it)).  A hidden or excluded *folder* is one skipped row, not entered.  A bad
   file never stops the run, because one broken file in a folder of thousands must not
   cost the other thousands.
 - `format` is markdown, text, pdf, html, rst, csv, docx, epub, notebook, python or beir; for a
@@ -285,8 +286,10 @@ def run(ctx) -> None:
         # On a cluster each worker writes its part of the output; these columns come back.
         for table in ctx.write_partitions("01_documents.parquet", SCHEMA, StageFunction(1, "read_partition"),
                                           parts, desc="01 reading", keep=("doc_id", "status", "format", "error", "note"),
-                                          total=None if beir else len(entries),
-                                          unit="file"):
+                                          total=None if beir else len(entries), unit="file",
+                                          # how much this run reused, for the report's account of its times
+                                          meta={"reused": {"n": reused if previous else 0, "of": len(entries),
+                                                           "unit": "files"}}):
             tally.add_table(table)
             if parts[0][0] == "files":
                 for status in table.column("status").to_pylist():

@@ -600,7 +600,10 @@ def run(ctx) -> None:
                                          extras=(None,))  # copied rows: no document without chunks among them
     missed, shares = NoChunks(), ChunkShares()
     for batch, part_missed in ctx.write_partitions("03_chunks.parquet", _schema(), chunker, parts, desc="03 chunking",
-                                                   keep=("doc_id", "end_char"), total=ctx.upstream_rows):
+                                                   keep=("doc_id", "end_char"), total=ctx.upstream_rows,
+                                                   # how much this run reused, for the report's account of its times
+                                                   meta={"reused": {"n": reused, "of": ctx.upstream_rows,
+                                                                    "unit": "documents"}}):
         chunks_out += batch.num_rows
         missed.merge(part_missed)
         shares.add(batch)  # a document that swamps the index is named below (pipekit/chunk/shares.py)

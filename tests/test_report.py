@@ -85,6 +85,21 @@ def test_the_page_shows_stages_chunk_sizes_metrics_and_results(two_runs):
     assert len(page.all("mark")) > 20
 
 
+def test_the_page_says_what_was_not_read_how_it_scores_and_whose_times_it_shows(two_runs):
+    page = Page(report(two_runs, "--set", "chunking.target=200"))
+    # The sample's one file not read: its truncated PDF, by reason and by extension.
+    files = pq.ParquetFile(two_runs / "01_documents.parquet").metadata.num_rows
+    assert f"1 of {files} files were not read: 0 skipped" in page.words
+    assert "failed: corrupt PDF 1 field-guide-2023.pdf" in page.words and ".pdf 1 field-guide-2023.pdf" in page.words
+    assert "BM25 only (indexing.dense_model: null" in page.words
+    n = pq.ParquetFile(two_runs / "03_chunks.parquet").metadata.num_rows
+    assert "1 tables/incidents.csv " in page.words and f"Their share of all {n:,} chunks" in page.words
+    # 01 ran once (the second run found it fresh); 03 ran again, later, for target 200.
+    times = dict(re.findall(r"(\d\d_\w+) — fresh, ran (\S+ \S+) UTC", page.words))
+    assert len(times) == 5 and times["01_documents"] < times["03_chunking"]
+    assert "The times are those of the last run of each stage" in page.words
+
+
 def test_stale_stages_say_why(two_runs):
     page = Page(report(two_runs, "--set", "indexing.k1=1.5"))  # also back to target 400: 03 stale
     states = [s["data-state"] for s in page.all("g", **{"class": "stage"})]

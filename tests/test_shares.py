@@ -12,6 +12,7 @@ import re
 import shutil
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from pipekit.chunk.shares import LONG_LINE_CHARS, MIN_CHUNKS, ChunkShares, longest_line
@@ -127,3 +128,56 @@ def test_the_one_line_log_is_named_in_stage_03s_summary_with_its_share(folder_ru
     total = int(re.search(r"→ ([\d,]+) chunks", block).group(1).replace(",", ""))
     n = int(m.group(1).replace(",", ""))
     assert int(m.group(2)) == round(100 * n / total) and n > total / 4
+
+
+def test_the_report_says_what_was_not_read_what_fills_the_index_and_how_it_scores(folder_run):
+    from test_report import Page, report
+
+    root, _ = folder_run
+    out = root / "out"
+    page = Page(report(out, "--config", str(root / "config.yaml")))
+    words = page.words
+    files = pq.ParquetFile(out / "01_documents.parquet").metadata.num_rows  # the sample's files, 2 copies, the log
+    assert f"3 of {files} files were not read: 2 skipped" in words and "1 failed" in words
+    reasons = {r["class"] for r in page.all("table") if r.get("class")}
+    assert {"notread", "largest"} <= reasons
+    assert ("skipped: a copy of a file already read (same bytes) 2 field-guide.pdf , web/handbook-copy.md"
+            in words)
+    assert "failed: corrupt PDF 1 field-guide-2023.pdf" in words
+    assert ".pdf 2 field-guide-2023.pdf , field-guide.pdf" in words and ".md 1 web/handbook-copy.md" in words
+    n = pq.ParquetFile(out / "03_chunks.parquet").metadata.num_rows
+    log = pq.read_table(out / "03_chunks.parquet", columns=["doc_id"]).column("doc_id").to_pylist().count("logs/app.txt")
+    assert f"1 logs/app.txt {log:,} {100 * log / n:.1f} %" in words
+    assert "BM25 only (indexing.dense_model: null" in words
+    assert re.search(r"01_documents — fresh, ran \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC for \d+\.\d\d s "
+                     r"\(everything made anew\)", words), words[:2000]
+
+
+def test_the_report_says_which_run_its_times_come_from(folder_run, tmp_path):
+    """A rerun after one added file: 01 reused the rest, and the report says so."""
+    from test_report import Page, report
+
+    root, _ = folder_run
+    (root / "docs" / "handbook" / "added.md").write_text("# Added\n\nOne more page.\n", encoding="utf-8")
+    run_script("run_pipeline.py", "--config", str(root / "config.yaml"))
+    words = Page(report(root / "out", "--config", str(root / "config.yaml"))).words
+    files = pq.ParquetFile(root / "out" / "01_documents.parquet").metadata.num_rows
+    docs = pq.ParquetFile(root / "out" / "02_preprocessed.parquet").metadata.num_rows
+    assert re.search(rf"01_documents — fresh, ran [^(]* UTC for \d+\.\d\d s \(incremental: reused {files - 1} of "
+                     rf"{files} files\)", words), words[:3000]
+    assert "03_chunking — fresh, ran" in words and f"(incremental: reused {docs - 1} of {docs} documents)" in words
+
+
+def test_the_reports_reasons_are_stage_01s_kinds_found_in_its_own_words():
+    from pipekit.read.walk import too_large
+    from pipekit.tools.inventory import why_not_read
+
+    assert why_not_read("skipped", "same bytes as a.pdf: read once, as a.pdf") == \
+        "skipped: a copy of a file already read (same bytes)"
+    assert why_not_read("skipped", too_large(2_000_000, 1_000_000)) == "skipped: larger than documents.max_bytes"
+    assert why_not_read("skipped", "hidden file, not read (set documents.hidden: true to read it)") == "skipped: hidden"
+    assert why_not_read("skipped", "symlink to /etc, outside documents.input: not followed (set ...)") == \
+        "skipped: outside documents.input (symlink not followed)"
+    assert why_not_read("skipped", "format '.log' is not supported (readable: .md)") == "skipped: of an unknown format"
+    assert why_not_read("error", "corrupt PDF: truncated (no %EOF at the end)") == "failed: corrupt PDF"
+    assert why_not_read("skipped", "something new") == "skipped: something new"  # a kind it does not know: its words

@@ -6,7 +6,10 @@ People would rather look at a pipeline than read it.  The page shows:
    now), rows in and out, how long each took and when it ran;
 2. the distribution of chunk sizes, with the chunking budget (`target`, `max`) marked;
 3. per-query metrics against the previous evaluated run (from `05_history.parquet`);
-4. each query's top results with their citations, query terms marked.
+4. each query's top results with their citations, query terms marked;
+5. what stage 01 did not read, by reason and by extension; the documents with the most
+   chunks; BM25 alone or fused with a dense model (pipekit/tools/inventory.py).  Each
+   stage's time is its last run's, said with when it ran and what it reused.
 
 The file is self-contained: inline CSS and hand-made inline SVG charts, system fonts,
 no script, nothing fetched from the network — it opens the same on a plane, in a mail
@@ -29,6 +32,7 @@ from pipekit.run.errors import PipelineError
 from pipekit.read.pages import cite_pages
 from pipekit.cli import why_stale
 from pipekit.tools.history import HISTORY, read_history, runs
+from pipekit.tools.inventory import largest_section, not_read_section, ran, scoring_section
 from pipekit.run.io import read_meta
 from pipekit.run.stages import STAGES
 
@@ -56,7 +60,8 @@ def stage_rows(cfg: dict) -> list[dict]:
         upstream_stale = upstream_stale or bool(reasons)
         n_out = io.row_count(path) if path.exists() else None
         rows.append({"stage": stage, "state": state, "reasons": reasons, "rows_out": n_out,
-                     "seconds": duration(path, meta), "written": (meta or {}).get("written_at")})
+                     "seconds": duration(path, meta), "written": (meta or {}).get("written_at"),
+                     "started": (meta or {}).get("started_at"), "reused": (meta or {}).get("reused")})
     for prev, row in zip(rows, rows[1:]):
         row["rows_in"] = prev["rows_out"]
     rows[0]["rows_in"] = None
@@ -226,13 +231,15 @@ ul.why { margin: 0.2em 0 0 0; color: #555; }
 def stage_section(stages: list[dict]) -> str:
     items = []
     for s in stages:
-        when = f", written {escape(s['written'])}" if s["written"] else ""
+        when = ran(s)
         why = "".join(f"<li>{escape(r)}</li>" for r in s["reasons"])
         items.append(f"<li><b>{escape(s['stage'].label)}</b> — {s['state']}{when}"
                      + (f'<ul class="why">{why}</ul>' if why and s["state"] != "missing" else "") + "</li>")
     return (f"<h2>The pipeline</h2>{svg_pipeline(stages)}"
             f"<p>Fresh: its output matches its config, code and upstream now; stale: "
-            f"<code>python run_pipeline.py</code> would rerun it, for the reason given.</p><ul>{''.join(items)}</ul>")
+            f"<code>python run_pipeline.py</code> would rerun it, for the reason given.  The times are those "
+            f"of the last run of each stage: a fresh stage is skipped, and keeps the time of the run that "
+            f"made its output.</p><ul>{''.join(items)}</ul>")
 
 
 def chunk_section(out_dir: Path) -> str:
@@ -357,7 +364,8 @@ def render(cfg: dict) -> str:
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>pipekit report — {escape(str(out_dir))}</title><style>{CSS}</style></head><body>"
             f"<h1>pipekit report</h1><p class=\"meta\">{escape(str(out_dir))} · made {made}</p>"
-            f"{stage_section(stages)}{chunk_section(out_dir)}{metrics_section(out_dir, results_fp)}"
+            f"{stage_section(stages)}{not_read_section(out_dir)}{chunk_section(out_dir)}{largest_section(out_dir)}"
+            f"{scoring_section(out_dir)}{metrics_section(out_dir, results_fp)}"
             f"{results_section(out_dir, judgements(cfg), cfg['documents']['input'])}</body></html>\n")
 
 
