@@ -3,6 +3,14 @@
     python bench/engine.py                                  # 300k and 1M passages
     python bench/engine.py --sizes 300000                   # one size
     python bench/engine.py --baseline ../main               # also time another checkout's stages (before)
+    python bench/engine.py --shards                         # stage 05 with the index in shards, 1M passages
+    python bench/engine.py --shards --sizes 200000          # ... at 200k
+
+`--shards` (issue 38) indexes the corpus once (local engine, `indexing.shard_chunks` a
+quarter of it: four shards by document), then runs stage 05 locally and on clusters of 1
+and 2 workers started for it, each worker holding its part of the index: each worker's
+peak RSS (sampled) and idle RSS before the stage, the stage's time, and whether the
+results, run file and metrics equal the local engine's, byte for byte.
 
 The corpora are bench/scale.py's (same generator, seed and folder: bench/corpora/n<size>/,
 made once).  Every stage runs as its own process (`python 0N_*.py --config ...`), as a
@@ -185,14 +193,59 @@ def print_table(results: dict[int, dict], baseline: bool) -> None:
                   f"{max(da['workers_mb']):9.0f} {'yes' if rows['identical_run'] else 'NO':>5}")
 
 
+def bench_shards(size: int) -> None:
+    """Stage 05 on 1 and 2 workers, the index in four shards by document (see the module text)."""
+    import shutil
+
+    from distributed import Client
+
+    from pipekit.run.engine import local_cluster
+
+    folder = scale.CORPORA / f"n{size}"
+    scale.generate(size, folder)
+    cfg = scale.write_config(folder, "out-shards", name="config-shards.yaml")
+    text = cfg.read_text().replace("  heading_weight: 1\n", f"  heading_weight: 1\n  shard_chunks: {size // 4}\n")
+    cfg.write_text(text)
+    res = scale.run_measured([sys.executable, str(REPO / "run_pipeline.py"), "--config", str(cfg), "--to", "4"],
+                             folder)
+    print(f"  01-04 (local, fresh stages skipped): {res['seconds']:.1f} s", flush=True)
+    out, kept = folder / "out-shards", folder / "out-shards-local05"
+    local = scale.run_measured(scale.stage_cmd(5, cfg), folder)
+    kept.mkdir(exist_ok=True)
+    for name in ("05_results.parquet", "05_results.trec"):
+        shutil.copy(out / name, kept / name)
+    print(f"  stage 05 local: {local['seconds']:.1f} s, peak {local['rss_mb']:.0f} MB", flush=True)
+    for workers in (1, 2):
+        with local_cluster(workers) as cluster, Client(cluster) as client:
+            idle = [m / 2**20 for m in client.run(lambda: __import__("psutil").Process().memory_info().rss).values()]
+            with PeakSampler(client) as sampler:
+                res = scale.run_measured(scale.stage_cmd(5, cfg) + ["--set", "engine.kind=dask", "--set",
+                                                                    f"engine.address={cluster.scheduler_address}"],
+                                         folder)
+        same = all(same_output(kept, out, n) for n in ("05_results.parquet", "05_results.trec"))
+        note = next((line.strip() for line in res.get("stdout", "").splitlines() if "queries answered" in line), "")
+        print(f"  stage 05 on {workers} worker{'s' * (workers > 1)}: {res['seconds']:.1f} s; workers peak "
+              f"{'/'.join(f'{m:.0f}' for m in sampler.peaks)} MB (idle {'/'.join(f'{m:.0f}' for m in idle)} MB), "
+              f"CPU {'/'.join(f'{c:.1f}' for c in sampler.cpu)} s; identical to local: {'yes' if same else 'NO'}\n"
+              f"    {note}", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="300000,1000000", help="comma-separated passage counts (default %(default)s)")
     parser.add_argument("--baseline", type=Path, help="another checkout whose stages to time too, local engine")
     parser.add_argument("--no-pipeline", action="store_true",
                         help="skip timing 01-04 as one run_pipeline.py process per engine")
+    parser.add_argument("--shards", action="store_true", help="stage 05 on 1 and 2 workers holding shards "
+                        "of the index (default size 1M)")
     args = parser.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
+    if args.shards:
+        for size in (sizes if args.sizes != parser.get_default("sizes") else [1_000_000]):
+            print(f"bench/engine.py --shards  size={size:,}  cores={os.cpu_count()}  (shared machine: times "
+                  "are indicative)", flush=True)
+            bench_shards(size)
+        return 0
     from distributed import Client
 
     from pipekit.run.engine import local_cluster

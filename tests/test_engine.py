@@ -150,7 +150,7 @@ def test_stage_05_on_the_workers_with_feedback_equals_local_and_lets_the_index_g
     cfg = sample_config(tmp_path)
     for name, sets in (("local", []), ("dask", ["engine.kind=dask", f"engine.address={address}"])):
         proc = pipeline(cfg, tmp_path / name, "retrieval.feedback=rm3", *sets)
-    batches = re.search(r"queries answered in [\d.]+ s on 2 workers \((\d+) batches", proc.stdout)
+    batches = re.search(r"queries answered in [\d.]+ s on 2 workers \(.*; (\d+) batches", proc.stdout)
     assert batches and int(batches.group(1)) >= 4, proc.stdout
     assert_same_outputs(tmp_path / "local", tmp_path / "dask")
     assert set(client.run(_held_by_this_worker).values()) == {0}
@@ -217,7 +217,74 @@ def test_links_sizes_and_skip_reasons_are_the_same_on_the_workers(tmp_path, clus
     assert "8 ok, 4 skipped (8 beir)" in summaries["beir"]
 
 
+def _exact_05(out: Path) -> tuple:
+    """Stage 05's results, run file and metrics, each value as exact text (repr)."""
+    return (pd.read_parquet(out / "05_results.parquet").map(repr).to_dict("list"),
+            (out / "05_results.trec").read_text(), pd.read_parquet(out / "05_metrics.parquet").map(repr).to_dict("list"))
+
+
+def test_stage_05_on_parts_of_a_sharded_index_equals_local_bit_for_bit(tmp_path, cluster):
+    """The sample indexed in four shards by document (indexing.shard_chunks=20): stage 05 on
+    the two workers holds it as 2 parts (one per worker) or 3, with RM3; the results, the run
+    file and the metrics are the local engine's to the last bit, and no worker holds a part
+    when the stage has ended."""
+    address, client = cluster
+    cfg = sample_config(tmp_path)
+    sharded = ("indexing.shard_chunks=20", "retrieval.feedback=rm3")
+    pipeline(cfg, tmp_path / "local", *sharded)
+    local = _exact_05(tmp_path / "local")
+    for parts in ("null", "3"):
+        sets = (*sharded, "engine.kind=dask", f"engine.address={address}", f"engine.shards={parts}")
+        proc = run_script("05_retrieval.py", "--config", str(cfg), "--set", f"paths.output={tmp_path / 'local'}",
+                          *[w for s in sets for w in ("--set", s)])
+        assert f"the index's 4 shards as {2 if parts == 'null' else 3} parts" in proc.stdout
+        assert _exact_05(tmp_path / "local") == local
+    assert set(client.run(_held_by_this_worker).values()) == {0}
+
+
 # ----------------------------------------------------------------------- faults and clean-up
+
+def test_a_worker_killed_during_stage_05_changes_nothing(tmp_path, cluster):
+    """SIGKILL a worker holding a part of the index once both parts are loaded: Dask loads
+    that part again on the other worker (the part's jobs take its load's result) and the
+    stage ends with the local engine's results, bit for bit."""
+    from pipekit.cli import run_stage
+    from pipekit.run.engine import DaskEngine
+    from pipekit.run.stages import load_stage
+
+    address, client = cluster
+    cfg_path = sample_config(tmp_path)
+    sharded = ["indexing.shard_chunks=20", "retrieval.feedback=rm3"]
+    pipeline(cfg_path, tmp_path / "out", *sharded)
+    local = _exact_05(tmp_path / "out")
+    cfg = load_config(cfg_path, [f"paths.output={tmp_path / 'out'}", *sharded])
+    cfg["engine"].update(kind="dask", address=address)
+    engine = DaskEngine(address, 2, None, 10.0, quiet=True)
+    plain, killed = engine.fetch, []
+
+    def killing_after_the_load(handles, progress=None):
+        got = plain(handles, progress)
+        if not killed:  # the first fetch is the parts' loads: each worker now holds one
+            holders = {w for ws in client.who_has(handles).values() for w in ws}
+            assert len(holders) == 2, holders
+            victim = sorted(holders)[0]
+            pid = client.run(os.getpid, workers=[victim])[victim]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        return got
+
+    engine.fetch = killing_after_the_load
+    try:
+        ctx = run_stage(5, load_stage(5).run, cfg, quiet=True, engine=engine)
+    finally:
+        engine.close()
+    assert killed
+    assert _exact_05(tmp_path / "out") == local
+    assert any("the index's 4 shards as 2 parts" in n for n in ctx.notes)
+    client.wait_for_workers(2, timeout=60)
+    assert killed[0] not in set(client.run(os.getpid).values())
+
+
 
 def test_a_worker_killed_during_stage_03_changes_nothing(tmp_path, cluster, cranfield):
     """SIGKILL one of the two workers once stage 03's first partition is back: the

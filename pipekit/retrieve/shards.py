@@ -208,6 +208,10 @@ def _first_pass(ix, q, docs: int) -> tuple:
 
 # --- on the client -------------------------------------------------------------------------
 
+def _same(value):
+    return value
+
+
 class FirstPass:
     """What Index.expand reads of an index, given by the parts' merged first passes: the
     best chunks of every part (positions 0.. in corpus order) as its candidates, their
@@ -271,12 +275,14 @@ def on_shards(ctx, index, index_class, queries: list, top_k: int, depth: int, fe
         return [got[i:i + len(parts)] for i in range(0, len(got), len(parts))]
 
     try:
-        loaded = [engine.submit(task, "load") for task in tasks]  # each part where Dask puts it, then kept there
+        # Each part loaded on a worker of its own (while there are enough), then kept there.
+        loaded = [engine.submit(task, "load", w) for task, w in zip(tasks, engine.spread(len(tasks)))]
         facts = engine.fetch(loaded)
         collection = None
         if not all(f.single for f in facts):  # a section of several chunks somewhere: context is on
             n, total = sum(f.facts[0] for f in facts), sum(f.facts[1] for f in facts)
-            collection = engine.share((n, total, np.sum([f.facts[2] for f in facts], axis=0)))
+            # A task's result, not a broadcast: a worker lost later gets it again from the task.
+            collection = engine.submit(_same, (n, total, np.sum([f.facts[2] for f in facts], axis=0)))
         scored = index.query_terms([text for _, text in queries])
         if feedback is not None:
             noise = feedback_noise(index.terms, index.analyzer, index.df, feedback.docs)
@@ -295,7 +301,13 @@ def on_shards(ctx, index, index_class, queries: list, top_k: int, depth: int, fe
     answers = [_merge([g[j] for g in got], top_k, depth, fusion)
                for (_, batch), got in zip(batches, results) for j in range(len(batch))]
     hits, run = collect_answers(queries, answers, index.chunks.column("doc_id").combine_chunks())
+    # What crossed the network for the scores, per batch: each query's terms and weights
+    # (and vector) to every part, each part's best chunks back (bench/README.md's table).
+    out = len(parts) * (sum(q.ids.nbytes + q.weights.nbytes for q in scored) + (vecs.nbytes if fusion else 0))
+    back = sum(a.nbytes for got in results for g in got for hit in g for a in hit)
     ctx.note(f"queries answered in {time.perf_counter() - t0:.2f} s on {engine.workers} workers "
-             f"({len(parts)} parts of the index's {len(shards)} shards, {len(batches)} batches of queries; "
-             f"a part loaded in {max(f.load_seconds for f in facts):.2f} s at most)")
+             f"(the index's {len(shards)} shard{'s' * (len(shards) > 1)} as {len(parts)} part{'s' * (len(parts) > 1)}; "
+             f"{len(batches)} batches of queries; "
+             f"a part loaded in {max(f.load_seconds for f in facts):.2f} s at most; per batch "
+             f"{out / max(len(batches), 1) / 1024:,.0f} KB of queries out, {back / max(len(batches), 1) / 1024:,.0f} KB of hits back)")
     return hits, run, scored

@@ -235,9 +235,13 @@ class LocalEngine:
         for part in parts:
             yield from fn(part)
 
-    def submit(self, fn: Callable, arg) -> Any:
+    def submit(self, fn: Callable, arg, worker: str | None = None) -> Any:
         """`fn(arg)`, now: here a result is its own handle (see DaskEngine.submit)."""
         return fn(arg)
+
+    def spread(self, n: int) -> list:
+        """Where to start n tasks that each load something to keep (see DaskEngine.spread): here."""
+        return [None] * n
 
     def fetch(self, handles: list, progress=None) -> list:
         return list(handles)
@@ -343,13 +347,23 @@ class DaskEngine:
                 raise PipelineError(f"the Dask worker {worker} runs other code than this checkout "
                                     f"({differ} differ): start the workers from the same version")
 
-    def submit(self, fn: Callable, arg) -> Any:
+    def submit(self, fn: Callable, arg, worker: str | None = None) -> Any:
         """`fn(arg)` as a task whose result stays on the worker that made it: a handle
         (a Dask future) that later tasks take as their argument, or inside one (a tuple,
         a list) — the scheduler runs them where the data is, and moves only what they
         need.  Stage 04 keeps each partition's counts so (see its `run`): a reduce that
-        gathered every posting here made this process the cluster's bottleneck."""
-        return self.client.submit(fn, arg, pure=False)
+        gathered every posting here made this process the cluster's bottleneck.
+        `worker` (from `spread`) is where to run it if that worker is still there."""
+        if worker is None:
+            return self.client.submit(fn, arg, pure=False)
+        return self.client.submit(fn, arg, pure=False, workers=[worker], allow_other_workers=True)
+
+    def spread(self, n: int) -> list:
+        """A worker for each of n tasks that load what later tasks use (stage 05's parts of
+        the index), one each in turn: Dask alone may start two on one idle worker, which
+        then holds two parts while another holds none."""
+        workers = sorted(self.client.scheduler_info().get("workers", {})) or [None]
+        return [workers[i % len(workers)] for i in range(n)]
 
     def fetch(self, handles: list, progress=None) -> list:
         """The results of `submit` handles, here, in their order (a bar counts them done)."""
