@@ -86,7 +86,7 @@ from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, feedback_no
 from pipekit.retrieve.resident import held, shared_arrays, shared_tag, worker_index
 from pipekit.retrieve.shards import answer as shard_answer, on_shards
 from pipekit.retrieve.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
-                             print_results, results_table)
+                             no_terms_line, print_results, results_table)
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
@@ -592,7 +592,11 @@ def run(ctx) -> None:
     answered = len(np.unique(q))
     ctx.note(f"{len(queries)} queries, {answered} with results, {len(table)} result rows (top_k={sec['top_k']})")
     added = [index.added_terms(x) for x in scored[:8]] if feedback is not None else None
-    ctx.show(lambda: print_results(table, queries, added))  # after the commit: `| head` costs no output
+    termless = [(qid, text) for qid, text in queries if not index.analyzer.analyze(text)]
+    if termless:  # said beside the summary too: only the first 8 queries' results are printed
+        ctx.note(no_terms_line(*termless[0]).strip() + (f" (and {len(termless) - 1} more such queries)"
+                                                        if len(termless) > 1 else ""))
+    ctx.show(lambda: print_results(table, queries, added, termless={qid for qid, _ in termless}))  # after the commit: `| head` costs no output
 
 
 if __name__ == "__main__":

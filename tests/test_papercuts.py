@@ -294,3 +294,47 @@ def test_a_closed_pipe_never_stops_run_pipeline_before_its_last_stage(sample_out
     assert proc.wait(timeout=300) == 141
     assert (out / "05_results.parquet").stat().st_mtime_ns > before  # every stage ran, 05 too
     assert stderr.count("\n") == 1 and "outputs written up to 05_retrieval" in stderr, stderr
+
+
+def test_stage_05_says_in_one_line_when_a_query_is_all_stopwords(sample_out, tmp_path):
+    """Stage 05 printed "(no chunk contains any of its terms)" for `what is the`, as if the
+    collection lacked them; the analyzer had left nothing to look for."""
+    out = tmp_path / "out"
+    shutil.copytree(sample_out, out)
+    proc = run_script("05_retrieval.py", "--set", f"paths.output={out}", "--set", "retrieval.qrels=null",
+                      "--set", "retrieval.queries=[rolling back, what is the, zebra quokka]")
+    said = "query 2 'what is the' has no searchable terms after stopword removal"
+    assert [l.strip() for l in proc.stdout.splitlines() if said in l] == [
+        f"{said} (indexing.stopwords; single letters never count): no results"] * 2  # under it, and in the summary
+    zebra = proc.stdout.split("[3] zebra quokka\n", 1)[1].splitlines()[0]
+    assert zebra == "    (no chunk contains any of its terms)"  # real words the collection lacks: not stopwords
+
+
+def test_a_dense_weight_without_vectors_is_said_by_stage_05_search_and_searcher(sample_out, tmp_path):
+    """Lesson 6's sweep, run after the command that removes the vectors, printed BM25's figures
+    `+0.0000` at every weight and no word of why."""
+    import warnings
+
+    from pipekit import Searcher
+
+    out = tmp_path / "out"
+    shutil.copytree(sample_out, out)
+    assert not (out / "04_vectors.parquet").exists()
+    line = ("retrieval.dense_weight 0.1 has no effect: the index has no vectors (stage 04 ran with "
+            "indexing.dense_model null), so this is BM25 alone; rerun from 04 with --set indexing.dense_model=wordllama to fuse")
+    stage = run_script("05_retrieval.py", "--set", f"paths.output={out}", "--set", "retrieval.dense_weight=0.1")
+    assert stage.stdout.count(line) == 1
+    search = run_script("-m", "pipekit", "search", "rolling back", "-k", "1", "--set", f"paths.output={out}",
+                        "--set", "retrieval.dense_weight=0.1")
+    assert search.stderr.count(f"python -m pipekit search: note: {line}\n") == 1
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        Searcher(out, settings={"dense_weight": 0.1})
+    assert [str(w.message) for w in said] == [line]
+    for quiet in ({"dense_weight": 0}, {"dense_weight": None}):  # BM25 as asked: nothing to say
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            Searcher(out, settings=quiet)
+        assert not said
+    plain = run_script("05_retrieval.py", "--set", f"paths.output={out}", "--set", "retrieval.dense_weight=0")
+    assert "has no effect" not in plain.stdout

@@ -219,6 +219,15 @@ def default_weight(spec: str) -> float:
     return WORDLLAMA_WEIGHT if spec == WORDLLAMA else FOLDER_WEIGHT
 
 
+def no_vectors(weight: float) -> str:
+    """One line for a weight asked for with no vectors to weigh.  Silent, a sweep of
+    `--set retrieval.dense_weight=0.1` ... `0.9` after 04 had dropped its vectors printed BM25's
+    figures nine times, `+0.0000` in compare, and nothing said why."""
+    return (f"retrieval.dense_weight {weight:g} has no effect: the index has no vectors (stage 04 ran with "
+            f"indexing.dense_model null), so this is BM25 alone; rerun from 04 with "
+            f"--set indexing.dense_model=wordllama to fuse")
+
+
 def dense_for(output_dir: Path, index, weight: float | None, note=None) -> Dense | None:
     """The Dense part of an index, or None: weight 0, or no vectors (indexing.dense_model null).
     Weight None is the model's default (`default_weight`)."""
@@ -229,6 +238,8 @@ def dense_for(output_dir: Path, index, weight: float | None, note=None) -> Dense
     if spec is None:
         if weight != 0 and note is not None and path.exists():
             note(f"{VECTORS} is left from an older run: ignored (indexing.dense_model is null)")
+        elif weight and note is not None:
+            note(no_vectors(weight))
         return None
     weight = default_weight(spec) if weight is None else weight
     if weight <= 0:

@@ -133,9 +133,17 @@ def evaluate(qrels, run) -> pa.Table:
                      "value": pa.array(value, pa.float64())})
 
 
-def print_results(results: pa.Table, queries, added=None, max_queries: int = 8) -> None:
+def no_terms_line(qid: str, text: str) -> str:
+    """One line for a query of stopwords only: "no chunk contains any of its terms" read as if
+    the collection lacked them, when the analyzer had left no term to look for."""
+    return (f"    query {qid} {text!r} has no searchable terms after stopword removal "
+            f"(indexing.stopwords; single letters never count): no results")
+
+
+def print_results(results: pa.Table, queries, added=None, max_queries: int = 8, termless=frozenset()) -> None:
     """The first queries' best five results (with their explanations, if any), and with
-    feedback the terms it added to each query (`added`: per query [(term, weight)])."""
+    feedback the terms it added to each query (`added`: per query [(term, weight)]).
+    `termless`: ids of queries the analyzer left no term of (said so, not "no chunk contains")."""
     rows = results.to_pylist()
     by_q: dict[str, list[dict]] = {}
     for r in rows:
@@ -148,7 +156,7 @@ def print_results(results: pa.Table, queries, added=None, max_queries: int = 8) 
                   + (f" … and {len(new) - 8} more" if len(new) > 8 else ""))
         hits = by_q.get(qid, [])
         if not hits:
-            print("    (no chunk contains any of its terms)")
+            print(no_terms_line(qid, text) if qid in termless else "    (no chunk contains any of its terms)")
         for r in hits[:5]:
             pages = cite_pages(r["page_start"], r["page_end"], r["page_label_start"], r["page_label_end"])
             where = r["doc_id"] + (f" › {r['heading']}" if r["heading"] else "") + (f" {pages}" if pages else "")

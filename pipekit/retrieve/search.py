@@ -27,6 +27,7 @@ import argparse
 import json
 import sys
 import textwrap
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -175,7 +176,10 @@ class Searcher:
         self.filter = ChunkFilter(self.index.doc_names, self.index.doc_codes,
                                   cited.column("format").combine_chunks() if "format" in extra else None)
         self.index.context = section_context(float(self.settings["section_context"]), self._chunks_03, self.index)
+        said = len(self._ctx.notes)
         self.index.dense = dense_for(self.output_dir, self.index, self.settings["dense_weight"], self._ctx.note)
+        for line in self._ctx.notes[said:]:  # (a weight with no vectors to weigh: fusion.no_vectors) said, not swallowed
+            warnings.warn(line, UserWarning, stacklevel=2)
 
     @property
     def analyzer(self):
@@ -342,8 +346,12 @@ def main(argv: list[str] | None = None) -> int:
             print(line, file=sys.stderr)
         # Queries on the command line: a search or two, so their texts are read per search
         # (a faster start); at the prompt, many: every text is read once, up front.
-        searcher = Searcher(cfg["paths"]["output"], settings=cfg["retrieval"], options=user_options(argv),
-                            keep_texts=not args.queries)
+        with warnings.catch_warnings(record=True) as said:  # Searcher's notes, each one line here
+            warnings.simplefilter("always")
+            searcher = Searcher(cfg["paths"]["output"], settings=cfg["retrieval"], options=user_options(argv),
+                                keep_texts=not args.queries)
+        for w in said:
+            print(f"python -m pipekit search: note: {w.message}", file=sys.stderr)
         searcher.link_base = cfg["documents"].get("link_base")  # config.yaml's (and --set's), as every setting here
         # A pattern that matches nothing is most likely a typo: said in one line; the search
         # goes on when another pattern matches (and stops, with that line, when none does).
