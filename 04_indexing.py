@@ -554,9 +554,9 @@ def run(ctx) -> None:
         # chunk numbers are 03's row numbers (whatever partitions the counts came from, reused or not)
         t0 = time.perf_counter()
         starts = dense.block_starts(io.read_table(parts[0].path, ["chunk_id"]).column("chunk_id").to_pylist())
-        # An unchanged block is copied from the previous vectors (not with --force; not on a
-        # cluster, where the previous file is the client's: its workers embed everything).
-        reuse = not ctx.force and engine.kind == "local" and ctx.path(dense.VECTORS).exists()
+        # An unchanged block is copied from the previous vectors (not with --force), on a cluster
+        # too: its workers read the previous file in the output folder they write to (dense.Blocks).
+        reuse = not ctx.force and ctx.path(dense.VECTORS).exists()
         previous = str(ctx.path(dense.VECTORS)) if reuse else None
         copied = sum(item[1] for item in ctx.write_partitions(
             dense.VECTORS, dense.vectors_schema(dense.model_dim(sec["dense_model"])),

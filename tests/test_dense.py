@@ -532,6 +532,47 @@ def test_both_engines_give_the_same_vectors_and_results(tmp_path, two_workers):
         assert np.array_equal(vectors(tmp_path / f"local-{name}"), vectors(tmp_path / f"dask-{name}"))
 
 
+def embedded_and_copied(stdout: str) -> tuple[int, int]:
+    """Stage 04's summary of its vectors: how many chunks it embedded, how many it copied."""
+    line = next(l for l in stdout.splitlines() if "04_vectors.parquet: " in l and " embedded by " in l)
+    embedded = int(line.split("04_vectors.parquet: ")[1].split(" chunks")[0].replace(",", ""))
+    copied = int(line.split(", ")[-1].split(" copied")[0].replace(",", "")) if "copied from" in line else 0
+    return embedded, copied
+
+
+@pytest.mark.parametrize("model", ["wordllama", "folder"])
+def test_a_rerun_on_the_workers_embeds_only_the_changed_blocks_and_equals_a_forced_run(tmp_path, two_workers, model):
+    """The Dask twin of the local reuse test: the workers copy unchanged blocks from the
+    previous run's part files (they write beside them), and the vectors are a --force run's."""
+    import shutil
+
+    spec = "wordllama" if model == "wordllama" else str(tiny_bert(tmp_path / "model"))
+    docs = tmp_path / "docs"
+    shutil.copytree(REPO / "data" / "sample", docs)
+    cfg = write_config(tmp_path, documents={"input": str(docs)},
+                       retrieval={"queries": str(REPO / "data" / "queries.txt"), "qrels": None})
+    dask = (f"indexing.dense_model={spec}", "engine.kind=dask", f"engine.address={two_workers}",
+            "engine.partition_rows=7")
+    first = embedded_and_copied(pipeline(cfg, tmp_path / "out", *dask).stdout)
+    before = pd.read_parquet(tmp_path / "out" / "04_vectors.parquet", columns=["block"])
+    assert first == (len(before), 0)
+    page = docs / "handbook" / "operations" / "deploys.md"
+    page.write_text(page.read_text() + "\n## Rollback drills\n\nEvery quarter we roll a release back on purpose.\n")
+    embedded, copied = embedded_and_copied(pipeline(cfg, tmp_path / "out", *dask).stdout)
+    after = pd.read_parquet(tmp_path / "out" / "04_vectors.parquet", columns=["block"])
+    n = len(after)
+    # Exactly the chunks of blocks the first run did not have (deploys.md's) were embedded.
+    assert embedded == (~after.block.isin(set(before.block))).sum() and embedded + copied == n
+    assert 0 < embedded < n, (embedded, copied)
+    forced = run_script("run_pipeline.py", "--config", str(cfg), "--set", f"paths.output={tmp_path / 'forced'}",
+                        *[a for s in dask for a in ("--set", s)], "--force")
+    assert embedded_and_copied(forced.stdout) == (n, 0)
+    assert np.array_equal(vectors(tmp_path / "out"), vectors(tmp_path / "forced"))  # bit for bit
+    from conftest import assert_same_outputs as same_rows_and_provenance  # every output, and no qrels here
+
+    same_rows_and_provenance(tmp_path / "out", tmp_path / "forced")
+
+
 def test_an_edit_that_keeps_a_chunks_length_embeds_its_block_again(tmp_path, monkeypatch):
     """A block key must hash the texts, not their lengths: `rollback` -> `rollforw` leaves every
     length as it was, and a key of lengths copied the stale vector into the new run."""

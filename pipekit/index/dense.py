@@ -396,12 +396,19 @@ class Blocks:
     A block's key hashes what made its vectors: the model's identity, this module's code and
     every text of the block in order.  Equal keys, equal texts packed alike, by the same model
     and code: the vectors are the ones embedding would give, bit for bit, so a rerun embeds
-    only the blocks whose chunks changed."""
+    only the blocks whose chunks changed.
+
+    On either engine: a cluster's task reads the previous file where the client left it (its
+    workers write their part files into the same output folder, so they see it), each task
+    the whole `block` column (~40 bytes a chunk) but of the vectors only the row groups of
+    the blocks it copies (each block is one row group): reading every vector in every task
+    would cost a 1M-chunk corpus of a 256-d model 1 GB per task.  A previous file a task
+    cannot read costs nothing but the copying: its blocks are embedded."""
 
     def __init__(self, spec: str, previous: str | None):
         salt = json.dumps([identity(spec), _hash(Path(__file__))], sort_keys=True).encode()
         self.salt = hashlib.blake2b(salt, digest_size=16).digest()
-        self.previous, self._at, self._vectors = previous, None, None
+        self.previous, self._at, self._rows = previous, None, None
 
     def key(self, texts: list[str]) -> str:
         h = hashlib.blake2b(self.salt, digest_size=16)
@@ -430,12 +437,12 @@ class Blocks:
         at = self._at.get(key)
         if at is None:
             return None
-        if self._vectors is None:
-            from pipekit.run import io
+        if self._rows is None:
+            from pipekit.run.incremental import PreviousRows
 
-            col = io.read_table(self.previous, ["vector"]).column("vector").combine_chunks()
-            self._vectors = col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), -1)
-        return self._vectors[at:at + n]
+            self._rows = PreviousRows(self.previous)
+        col = pa.concat_tables(self._rows.take(at, at + n)).column("vector").combine_chunks()
+        return col.flatten().to_numpy(zero_copy_only=False).reshape(n, -1)
 
 
 def rough_duration(seconds: float) -> str:

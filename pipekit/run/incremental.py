@@ -24,7 +24,7 @@ nothing.  Here it works at two levels:
   chunks are cut from the previous index and merged with the new chunks' counts as a
   cluster merges partitions; N, avgdl, df, idf and every impact are computed anew, since
   one new chunk changes them all.
-- **Vectors (stage 04, local engine, with `indexing.dense_model`).**  Chunks are embedded
+- **Vectors (stage 04, either engine, with `indexing.dense_model`).**  Chunks are embedded
   in blocks cut by their chunk ids, and each block of 04_vectors.parquet carries a key
   hashing the model, the embedding code and its texts; a block whose key the previous
   vectors hold is copied from them (pipekit/index/dense.py, `Blocks`): a model folder embeds a
