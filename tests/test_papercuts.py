@@ -338,3 +338,29 @@ def test_a_dense_weight_without_vectors_is_said_by_stage_05_search_and_searcher(
         assert not said
     plain = run_script("05_retrieval.py", "--set", f"paths.output={out}", "--set", "retrieval.dense_weight=0")
     assert "has no effect" not in plain.stdout
+
+
+def test_snippets_show_the_passage_not_its_page_markers(sample_out, tmp_path):
+    """The field guide's chunks open with `--- page 3 (cont.) ---`: stage 05's preview, `search`
+    and the report showed that line as the passage's first words.  The citation says the page."""
+    import pyarrow.parquet as pq
+
+    from pipekit.index.analyzer import Analyzer
+    from pipekit.retrieve.search import snippet
+
+    chunks = pq.read_table(sample_out / "03_chunks.parquet").to_pandas()
+    marked = chunks[chunks.text.str.startswith("--- page 3 (cont.) ---") & (chunks.doc_id == "field-guide.pdf")]
+    assert len(marked) == 1  # the sample still has the case this test is about
+    text = marked.text.iloc[0]
+    shown = snippet(text, {"acknowledg"}, Analyzer.from_settings({"stemmer": "english", "stopwords": "questions"}))
+    assert "--- page" not in shown and "page 3" not in shown and shown.startswith("The first fifteen minutes")
+    out = tmp_path / "out"
+    shutil.copytree(sample_out, out)
+    query = "when a page arrives acknowledge it within five minutes"
+    stage = run_script("05_retrieval.py", "--set", f"paths.output={out}", "--set", "retrieval.qrels=null",
+                       "--set", f"retrieval.queries=[{query}]").stdout
+    search = run_script("-m", "pipekit", "search", query, "-k", "5", "--set", f"paths.output={out}").stdout
+    report = out / "r.html"
+    run_script("-m", "pipekit", "report", "--set", f"paths.output={out}", "--out", str(report))
+    for printed in (stage, search, report.read_text(encoding="utf-8")):
+        assert "field-guide" in printed and "--- page" not in printed

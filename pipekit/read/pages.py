@@ -120,6 +120,15 @@ def cite_pages(start: int | None, end: int | None, label_start: str | None = Non
 
 
 _MARKER_LINE = re.compile(r"--- page \d+ ---[ \t]*$")
+# Stage 02's `--- page N ---` and stage 03's `--- page N (cont.) ---`, as whole lines.
+_ANY_MARKER_LINE = re.compile(r"^--- page \d+(?: \(cont\.\))? ---[ \t]*(?:\r?\n|\Z)", re.M)
+
+
+def passage_text(text: str) -> str:
+    """A chunk's text as a reader's snippet shows it: without its page-marker lines.
+    The markers say where pages begin (the citation says it: `p.57–58`); a snippet that
+    opened `--- page 57 (cont.) ---` spent its first words on that, not on the passage."""
+    return _ANY_MARKER_LINE.sub("", text) if "--- page " in text else text
 _DIGITS = re.compile(r"\d+")
 _ROMAN = re.compile(r"[ivxlcdm]+", re.I)
 _EDGE = 2            # lines at the top and at the bottom of a page that may be furniture

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from pipekit.run import io
 from pipekit.index.links import link_text
-from pipekit.read.pages import cite_pages
+from pipekit.read.pages import cite_pages, passage_text
 from pipekit.retrieve.fusion import fusion_line
 
 METRICS = ("nDCG@10", "AP@100", "R@100")
@@ -160,7 +160,7 @@ def print_results(results: pa.Table, queries, added=None, max_queries: int = 8, 
         for r in hits[:5]:
             pages = cite_pages(r["page_start"], r["page_end"], r["page_label_start"], r["page_label_end"])
             where = r["doc_id"] + (f" › {r['heading']}" if r["heading"] else "") + (f" {pages}" if pages else "")
-            snippet = textwrap.shorten(" ".join(link_text(r["text"]).split()), 90, placeholder=" …")
+            snippet = textwrap.shorten(" ".join(link_text(passage_text(r["text"])).split()), 90, placeholder=" …")
             print(f"  {r['rank']:>2}. {r['score']:7.3f}  {where}\n              {snippet}")
             if r.get("link"):  # where the passage opens (pipekit/retrieve/links.py)
                 print(f"              ↗ {r['link']}")

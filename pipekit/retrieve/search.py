@@ -39,7 +39,7 @@ from pipekit.run.config import SCHEMA, load_config
 from pipekit.run.overrides import search_why_not, unapplied_lines
 from pipekit.run.errors import PipelineError
 from pipekit.run.io import read_meta
-from pipekit.read.pages import cite_pages
+from pipekit.read.pages import cite_pages, passage_text
 from pipekit.retrieve.filters import ChunkFilter
 from pipekit.retrieve.fusion import dense_for, fusion_line
 from pipekit.retrieve.links import link as make_link
@@ -263,7 +263,7 @@ def snippet(text: str, terms: set[str], analyzer, words: int = SNIPPET_WORDS,
     them and as stage 04 indexed them."""
     import numpy as np
 
-    tokens = link_text(text).split()
+    tokens = link_text(passage_text(text)).split()  # the passage, not its page-marker lines
     if not tokens:
         return ""
     flat, parent = analyzer.tokens(tokens)
