@@ -253,6 +253,21 @@ def test_a_docx_without_word_parts_or_an_epub_without_a_container_says_so(tmp_pa
         assert row["status"] == "error" and row["error"].startswith(message), row["error"]
 
 
+def test_an_epub_with_encrypted_chapters_says_drm_not_binary(tmp_path):
+    book = tmp_path / "locked.epub"
+    shutil.copy(EPUB, book)
+    with zipfile.ZipFile(book, "a") as z:
+        z.writestr("META-INF/encryption.xml",
+                   '<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container" '
+                   'xmlns:enc="http://www.w3.org/2001/04/xmlenc#"><enc:EncryptedData>'
+                   '<enc:CipherData><enc:CipherReference URI="EPUB/text/ch001.xhtml"/></enc:CipherData>'
+                   '</enc:EncryptedData></encryption>')
+    [entry] = list_inputs(book)
+    row = read_document(entry)
+    assert (row["status"], row["error"]) == ("error", "an EPUB book with encrypted chapters (DRM; "
+                                              "EPUB/text/ch001.xhtml and 0 more) cannot be read")
+
+
 # --------------------------------------------------------------------------- reruns
 
 

@@ -21,8 +21,8 @@ before parsing, internal subset and all, so no entity a book declares can be exp
 HTML has (`&nbsp;`), which an XML parser without the DTD would reject.
 
 Not done: the navigation document and NCX (the headings already give the structure),
-non-XHTML spine items (a DTBook or SVG chapter gets a note), encrypted (DRM) books, whose
-chapters are not XHTML and fail as such, fixed-layout page images.
+non-XHTML spine items (a DTBook or SVG chapter gets a note), encrypted (DRM) books (an
+error row saying so), fixed-layout page images.
 """
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ from pipekit.read.zipped import Package, guarded, declared_encoding, inflate_lim
 
 _KIND = "an EPUB book"
 _CONTAINER = "META-INF/container.xml"
+_ENCRYPTION = "META-INF/encryption.xml"
+_ENC = "{http://www.w3.org/2001/04/xmlenc#}"
 _OCF = "{urn:oasis:names:tc:opendocument:xmlns:container}"
 _OPF = "{http://www.idpf.org/2007/opf}"
 _DC = "{http://purl.org/dc/elements/1.1/}"
@@ -55,6 +57,7 @@ def _read_epub(data: bytes, max_bytes: int | None) -> dict:
     package.refuse_if_over([opf_name])
     opf = parse_xml(package.read(opf_name), opf_name, _KIND)
     chapters, notes = _spine(package, opf, opf_name)
+    _refuse_encrypted(package, chapters)
     package.refuse_if_over(chapters, "its chapters")  # before any chapter is inflated
     bodies = [_body_html(package.read(name), name) for name in chapters]
     markdown, _ = html_to_markdown("<html><body>" + "".join(bodies) + "</body></html>")
@@ -105,6 +108,21 @@ def _spine(package: Package, opf, opf_name: str) -> tuple[list[str], list[str]]:
     return chapters, notes
 
 
+def _refuse_encrypted(package: Package, chapters: list[str]) -> None:
+    """Unreadable when META-INF/encryption.xml lists a chapter (DRM): its bytes are
+    ciphertext, which would otherwise read as "binary file".  Fonts are often listed too
+    (obfuscated, as EPUB allows): they are not read, so they do not matter."""
+    if not package.has(_ENCRYPTION):
+        return
+    package.refuse_if_over([_ENCRYPTION])
+    listed = {unquote(ref.get("URI") or "") for ref in
+              parse_xml(package.read(_ENCRYPTION), _ENCRYPTION, _KIND).iter(f"{_ENC}CipherReference")}
+    locked = [c for c in chapters if c in listed]
+    if locked:
+        raise Unreadable(f"{_KIND} with encrypted chapters (DRM; {locked[0]} and {len(locked) - 1} more) "
+                         "cannot be read")
+
+
 def _body_html(data: bytes, name: str) -> str:
     """One chapter's <body> content as HTML, in a <div> of its own, DOCTYPE cut off."""
     from lxml import etree
@@ -118,10 +136,10 @@ def _body_html(data: bytes, name: str) -> str:
     body = None if root is None else next(root.iter("body"), None)
     if body is None:
         return ""
-    inner = (body.text and html_escape(body.text) or "") + "".join(
+    inner = (body.text and _escape(body.text) or "") + "".join(
         etree.tostring(child, method="html", encoding="unicode", with_tail=True) for child in body)
     return f"<div>{inner}</div>"
 
 
-def html_escape(text: str) -> str:
+def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
