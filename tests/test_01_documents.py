@@ -770,3 +770,27 @@ def test_an_extensionless_binary_mostly_of_text_is_skipped_not_read(tmp_path):
     row = rows_by_id(tmp_path)["cache"]
     assert (row["status"], row["text"]) == ("skipped", None)
     assert row["error"] == "no file extension and the content is not text"
+
+
+def test_a_pdf_line_break_inside_an_identifier_is_joined_and_a_sentence_end_is_not(tmp_path):
+    """R's manuals break `R_LIBS_USER` after its underscore and `install.packages` after its
+    dot: indexed as `r` + `libs_user`, the name a reader searches for was in no chunk."""
+    pdf = make_pdf(tmp_path / "admin.pdf", [
+        "Set R_\nLIBS_USER to a folder of your own.\nThen call install.\npackages(\"x\") there.\n"
+        "Run install.packages once more for its\ndependencies. It installs the packages.\n"
+        "Then restart R. See the manual, etc.\nand the FAQ, and snake_\ncase names."])
+    text = read_one(pdf)["text"]
+    assert "R_LIBS_USER to a folder" in text and 'install.packages("x")' in text and "snake_case" in text
+    # a period ending a sentence at a line's end: the next line is another sentence
+    assert "packages.\nThen restart" in text and "etc.\nand the FAQ" in text
+
+
+def test_a_dot_at_a_line_end_joins_only_on_the_documents_own_evidence():
+    from pipekit.read.pdf import join_identifier_wraps
+
+    assert join_identifier_wraps(["use install.\npackages today"]) == ["use install.\npackages today"]
+    assert join_identifier_wraps(["use install.\npackages today", "install.packages"]) == [
+        "use install.packages today", "install.packages"]  # the document spells it so elsewhere
+    assert join_identifier_wraps(["see e.g.\nthe manual, etc.\nand more"]) == ["see e.g.\nthe manual, etc.\nand more"]
+    assert join_identifier_wraps(["end of page R_", "LIBS_USER"]) == ["end of page R_", "LIBS_USER"]  # across pages: never
+    assert join_identifier_wraps(["a line ending _\nx", "word _\nnext"]) == ["a line ending _\nx", "word _\nnext"]

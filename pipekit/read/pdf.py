@@ -52,6 +52,7 @@ def read_pdf(data: bytes) -> dict:
     else:
         if empty:
             notes.append(f"no text on page{'s' if len(empty) > 1 else ''} {_ranges(empty)}")
+        pages = join_identifier_wraps(pages)
         text = "".join(f"--- page {n} ---\n{_ends_line(t)}" for n, t in enumerate(pages, 1))
     if outline:
         notes.append(f"outline of {len(outline)} entr{'ies' if len(outline) != 1 else 'y'}")
@@ -116,6 +117,42 @@ def _mark_paragraphs(lines: list[str], textpage) -> list[str]:
         out.append(line)
         previous = bottom if bottom is not None else previous
     return out
+
+
+# A line that ends inside an identifier: `R_` then `LIBS_USER`, `install.` then `packages`.
+# The word before the break and the first word after it, with no space on either side,
+# and (looking ahead) the character after that word.
+_WRAPPED = re.compile(r"(?<![\w.])(\w[\w.]*)([_.])\n(\w+)(?=(.?))")  # (from a run's start: linear)
+_DOTTED = re.compile(r"\w+(?:\.\w+)+")
+
+
+def join_identifier_wraps(pages: list[str]) -> list[str]:
+    """Join a line break the typesetter put inside an identifier, as PDFium joins a
+    hyphenated word (U+FFFE above).  Left split, `R_LIBS_USER` was indexed as `r` and
+    `libs_user`, and `install.packages` as two words, so the name a reader searches for
+    was never in the index.
+
+    The rule, for a line that ends right after a word character and `_` or `.`, with the
+    next line starting right on a word character:
+    - `_`: joined.  No prose word ends in an underscore; an identifier does when a manual
+      lets lines break after it (Texinfo and LaTeX's \\texttt do).
+    - `.`: joined only when the document shows the joined name elsewhere on one line, or
+      the next word is followed by `(`, `.` or `_` (`packages(`: code).  A sentence ends
+      with a period at a line's end all the time — `packages.` then `Then`, `etc.` then
+      `and` — and no evidence from the document joins those.
+    Breaks across pages (a page marker between) and after a space are never joined."""
+    whole = "\n".join(pages)
+    if "_\n" not in whole and ".\n" not in whole:
+        return pages
+    dotted = set(_DOTTED.findall(whole))
+
+    def join(m: re.Match) -> str:
+        before, sep, after, next_char = m.groups()
+        if sep == "." and not (next_char and next_char in "(._") and f"{before}.{after}" not in dotted:
+            return m.group(0)
+        return f"{before}{sep}{after}"
+
+    return [_WRAPPED.sub(join, page) if ("_\n" in page or ".\n" in page) else page for page in pages]
 
 
 def _pdfium_reason(exc: Exception) -> str:
