@@ -92,7 +92,7 @@ def decode_python(data: bytes) -> tuple[str, str, str | None]:
         # An unknown cookie, or bytes the cookie does not fit: Python would refuse the
         # module, but its docstrings are still text a person can read.
         text, encoding, note = decode_text(data)
-        why = f"not valid as Python declares it ({type(exc).__name__})"
+        why = f"not valid as Python declares it ({exc})"  # "unknown encoding: klingon", a byte at an offset
         return text, encoding, f"{why}; {note}" if note else why
 
 
