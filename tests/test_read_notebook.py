@@ -75,6 +75,26 @@ def test_json_that_is_no_notebook_says_why(data, reason):
         read_notebook(data)
 
 
+def cells(*sources: str) -> bytes:
+    return json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": s} for s in sources]}).encode()
+
+
+@pytest.mark.parametrize("sources, title", [
+    (["Intro text", "Harbour Pilots\n=============\n\nSetext, as CommonMark reads it."], "Harbour Pilots"),
+    (["## Only a second level", "```\n# inside a fence\n```"], None),
+    (["#not a heading without its space", "# The *real* `title` [here](x.md)"], "The real title here"),
+])
+def test_the_title_is_the_first_level_1_heading_of_the_markdown_cells(sources, title):
+    assert read_notebook(cells(*sources))["title"] == title
+
+
+def test_an_old_notebook_missing_a_required_key_says_which():
+    v3 = b'{"nbformat": 3, "worksheets": [{"cells": [{"cell_type": "code", "input": "x"}]}]}'
+    with pytest.raises(Unreadable, match="^not a Jupyter notebook: a cell lacks its 'outputs' key$"):
+        read_notebook(v3)
+
+
 def test_an_empty_notebook_file_is_an_empty_document_not_an_error():
     assert read_notebook(b"")["text"] == ""
 

@@ -88,6 +88,8 @@ def parse_notebook(text: str) -> dict:
         nb = nbformat.convert(nb, 4)
     except Unreadable:
         raise
+    except (AttributeError, KeyError) as exc:  # a cell of an old format without a key it must have
+        raise Unreadable(f"not a Jupyter notebook: a cell lacks its {str(exc).strip(chr(39))!r} key") from None
     except Exception as exc:  # noqa: BLE001 — nbformat's upgrade of a malformed v3 file raises anything
         raise Unreadable(f"not a Jupyter notebook: nbformat cannot read it ({type(exc).__name__}: {exc})") from None
     if not isinstance(nb.get("cells"), list):
