@@ -197,12 +197,12 @@ def test_glob_rules(pattern, path, is_dir, expected):
 
 
 def test_unsupported_and_extensionless_files_are_skipped_with_reason(tmp_path):
-    write(tmp_path / "report.docx", b"PK\x03\x04")
+    write(tmp_path / "report.pptx", b"PK\x03\x04")  # PowerPoint: not read (Word and EPUB are)
     write(tmp_path / "sub" / "c.jsonl", '{"_id": "1", "text": "x"}\n')
     rows = rows_by_id(tmp_path)
-    assert rows["report.docx"]["format"] == "docx"
-    assert rows["report.docx"]["status"] == "skipped" and "'.docx' is not supported" in rows["report.docx"]["error"]
-    assert rows["report.docx"]["text"] is None
+    assert rows["report.pptx"]["format"] == "pptx"
+    assert rows["report.pptx"]["status"] == "skipped" and "'.pptx' is not supported" in rows["report.pptx"]["error"]
+    assert rows["report.pptx"]["text"] is None
     assert rows["sub/c.jsonl"]["status"] == "skipped" and "BEIR" in rows["sub/c.jsonl"]["error"]
     assert all(r["text"] is None for r in rows.values())
 
@@ -579,11 +579,11 @@ def test_stage_writes_one_row_per_file_with_the_schema(tmp_path):
     write(corpus / "a.md", "# A\n")
     write(corpus / "b" / "c.txt", "plain")
     write(corpus / "blob.txt", b"\x00\x01\x02\x03" * 10)
-    write(corpus / "x.docx", b"PK")
+    write(corpus / "x.pptx", b"PK")
     table, ctx = run_documents(tmp_path, corpus)
     assert table.schema.remove_metadata() == documents.SCHEMA
     rows = {r["doc_id"]: r for r in table.to_pylist()}
-    assert list(rows) == ["a.md", "b/c.txt", "blob.txt", "x.docx"]
+    assert list(rows) == ["a.md", "b/c.txt", "blob.txt", "x.pptx"]
     assert [rows[k]["status"] for k in rows] == ["ok", "ok", "error", "skipped"]
     assert rows["b/c.txt"]["path"] == ["b"] and rows["b/c.txt"]["source"] == str(corpus / "b" / "c.txt")
     assert ctx.notes[0] == "2 ok, 1 error, 1 skipped (1 markdown, 1 text)"
