@@ -138,3 +138,13 @@ def test_a_docstring_cannot_open_a_page_marker_or_a_heading(tmp_path: Path):
     text = read_python(source, "m.py")["text"]
     assert "\n\\--- page 3 ---\n\\# Not a heading\nTitle\n\\=====\n" in text
     assert "\n## f\n" in text
+
+
+def test_max_bytes_counts_a_python_file_eight_times(tmp_path: Path):
+    # ast's tree takes ~33-70x the source: a .py counts 8x against documents.max_bytes, as HTML does.
+    size = RATES.stat().st_size
+    entries = {e.doc_id: e for e in list_inputs(FIXTURES, max_bytes=size * 4)}
+    rates = entries["src/shipping/rates.py"]
+    assert rates.skip is not None and "documents.max_bytes / 8" in rates.skip
+    assert read_document(rates)["status"] == "skipped"
+    assert entries["src/shipping/__init__.py"].skip is None  # 60 bytes: well under the limit
