@@ -181,3 +181,24 @@ def test_the_reports_reasons_are_stage_01s_kinds_found_in_its_own_words():
     assert why_not_read("skipped", "format '.log' is not supported (readable: .md)") == "skipped: of an unknown format"
     assert why_not_read("error", "corrupt PDF: truncated (no %EOF at the end)") == "failed: corrupt PDF"
     assert why_not_read("skipped", "something new") == "skipped: something new"  # a kind it does not know: its words
+
+
+def test_stage_03_names_the_same_documents_on_the_dask_engine(tmp_path):
+    """The counts come back from the workers as doc_id and end_char columns only; the
+    long-line check reads stage 02's output where the workers wrote it (a folder of parts)."""
+    docs = tmp_path / "docs"
+    shutil.copytree(SAMPLE, docs)
+    (docs / "notes" / "big.md").parent.mkdir()
+    (docs / "notes" / "big.md").write_text("# Big\n\n" + "".join(f"Paragraph {i} " + "word " * 300 + "\n\n"
+                                                                  for i in range(300)), encoding="utf-8")
+    one_line_log(docs / "logs" / "min.txt", LONG_LINE_CHARS + 10_000)
+    cfg = write_config(tmp_path, documents={"input": str(docs)})
+    summaries = []
+    for name, sets in (("local", []), ("dask", ["engine.kind=dask", "engine.workers=2", "engine.partition_rows=3"])):
+        args = ["run_pipeline.py", "--config", str(cfg), "--to", "3", "--set", f"paths.output={tmp_path / name}"]
+        out = run_script(*args, *[w for s in sets for w in ("--set", s)]).stdout
+        summaries.append(re.search(r"^03_chunking: .* rows out .*\n((?:  .*\n)*)", out, re.M).group(1))
+    assert summaries[0] == summaries[1]
+    assert re.search(r"notes/big\.md: [\d,]+ chunks, \d+ % of the index\n", summaries[0]), summaries[0]
+    assert re.search(r"logs/min\.txt: [\d,]+ chunks, \d+ % of the index; a line of 1,0[01]\d,\d{3} characters",
+                     summaries[0]), summaries[0]
