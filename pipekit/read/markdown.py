@@ -14,10 +14,117 @@ from pipekit.read.text import read_text_file
 
 
 def read_markdown(data: bytes) -> dict:
-    """A text file whose YAML front matter may name its title."""
+    """A text file whose YAML front matter may name its title; MyST directive fences as MyST
+    renders them (myst_directives)."""
     row = read_text_file(data)
+    row["text"] = myst_directives(row["text"])
     row["title"] = front_matter_title(row["text"])
     return row
+
+
+# ---- MyST directives ---------------------------------------------------------------------
+#
+# MyST (Sphinx's Markdown) writes a directive as a fence whose info string is `{name}`:
+# ```{note} ... ```, ```{code-block} python ... ```, :::{tip} ... ::: .  Read as CommonMark,
+# every one is a code block: a note's prose was shown and chunked as code, and a code
+# block's `:linenos:` option lines as code too.  Here, in stage 01 (so stage 03's spans
+# still point into the text stage 02 cleans), each becomes what MyST renders: an
+# admonition's content is text under its label (`**Note:** ...`, as the reST reader writes
+# it), a code directive a plain fence with its language, a table of contents or an image
+# nothing (they are no text a reader reads here; `include` reads no other file, as in reST).
+# Not done: directives inside a list item or a quote (indented past three spaces), roles
+# (`{ref}`...`` stay as written), and MyST's `{eval-rst}` content (kept as its text).
+
+_DIRECTIVE_FENCE = re.compile(r"( {0,3})(`{3,}|~{3,}|:{3,})\{([\w:.-]+)\}[ \t]*(.*?)[ \t]*$")
+_PLAIN_FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)$")
+_OPTION_LINE = re.compile(r"[ \t]*:[\w-]+:(?:[ \t].*)?$")
+_HEADING_LIKE = re.compile(r" {0,3}(?:#{1,6}(?:[ \t]|$)|=+[ \t]*$|-+[ \t]*$)")
+_LABELS = {"note": "Note", "warning": "Warning", "tip": "Tip", "important": "Important", "hint": "Hint",
+           "caution": "Caution", "attention": "Attention", "danger": "Danger", "error": "Error",
+           "seealso": "See also", "todo": "Todo", "versionadded": "Added in version",
+           "versionchanged": "Changed in version", "deprecated": "Deprecated since version"}
+_TITLED = {"admonition", "dropdown", "topic", "sidebar", "card", "margin"}  # the argument is the title
+_CODE = {"code-block", "code", "sourcecode", "code-cell", "testcode", "testoutput", "doctest", "ipython",
+         "jupyter-execute", "prompt"}
+_NO_TEXT = {"toctree", "tableofcontents", "contents", "include", "literalinclude", "image", "highlight",
+            "currentmodule", "py:currentmodule", "index", "bibliography", "raw"}
+_ANY_DIRECTIVE = re.compile(r"^ {0,3}(?:`{3,}|~{3,}|:{3,})\{", re.M)
+
+
+def myst_directives(text: str) -> str:
+    """`text` with each MyST directive fence written as MyST renders it (see above)."""
+    if _ANY_DIRECTIVE.search(text) is None:
+        return text
+    nl = "\r\n" if "\r\n" in text else "\n"
+    lines = text.split(nl)
+    first = front_matter_end(lines)
+    return nl.join(lines[:first] + _directives(lines[first:], inside=False))
+
+
+def _closing(lines: list[str], start: int, fence: str) -> int:
+    """Index of the line that closes the fence opened at `start` (len(lines): unclosed,
+    which CommonMark runs to the end of the document)."""
+    close = re.compile(rf" {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
+    return next((j for j in range(start + 1, len(lines)) if close.match(_bare(lines[j]))), len(lines))
+
+
+def _directives(lines: list[str], inside: bool) -> list[str]:
+    out, i = [], 0
+    while i < len(lines):
+        line = _bare(lines[i])
+        m = _DIRECTIVE_FENCE.match(line)
+        plain = None if m else _PLAIN_FENCE.match(line)
+        if plain and not (plain.group(2)[0] == "`" and "`" in plain.group(3)):
+            end = _closing(lines, i, plain.group(2))  # a code fence: its lines are code, untouched
+            out += lines[i:end + 1]
+            i = end + 1
+            continue
+        if m is None:
+            # Inside an admonition a heading line is the note's text, not a section of the
+            # document (MyST makes no section of it): escaped, as CommonMark allows.
+            out.append("\\" + lines[i].lstrip(" ") if inside and _HEADING_LIKE.match(line) else lines[i])
+            i += 1
+            continue
+        indent, fence, name, arg = m.groups()
+        end = _closing(lines, i, fence)
+        body = [b[min(len(indent), len(b) - len(b.lstrip(" "))):] for b in lines[i + 1:end]]
+        out += ["", *_rendered(name.lower(), arg, _without_options(body)), ""]
+        i = end + 1
+    return out
+
+
+def _without_options(body: list[str]) -> list[str]:
+    """A directive's content without its options: `:key: value` lines, or a `---` YAML block."""
+    if body and _bare(body[0]) == "---":
+        end = next((j for j in range(1, len(body)) if _bare(body[j]) == "---"), None)
+        if end is not None:
+            return body[end + 1:]
+    k = 0
+    while k < len(body) and _OPTION_LINE.match(body[k]):
+        k += 1
+    return body[k:]
+
+
+def _rendered(name: str, arg: str, body: list[str]) -> list[str]:
+    if name in _NO_TEXT:
+        return []
+    if name in _CODE or name == "math":
+        info = "math" if name == "math" else (arg.split()[0] if arg else "")
+        while body and not body[0].strip():  # the blank line that ends the options is no code
+            body = body[1:]
+        return code_fence("\n".join(body), info).split("\n")
+    content = _directives(body, inside=True)
+    if name in _LABELS or name in _TITLED:
+        label = _LABELS.get(name, "")
+        label = f"{label} {arg}".strip() if name not in _TITLED else (arg or name.capitalize())
+        head = f"**{label}:**"
+        at = next((k for k, c in enumerate(content) if c.strip()), None)
+        if at is not None and re.match(r"[^\s`>|#\\*!:~<-]", content[at]):  # a paragraph: the label opens it
+            return content[:at] + [f"{head} {content[at]}"] + content[at + 1:]
+        return [head, ""] + content
+    # A directive MyST renders as figure or unknown: its argument (a figure's is its image:
+    # not text) and its content, as text.
+    return ([arg] if arg and name != "figure" else []) + ([""] if arg and content else []) + content
 
 
 def _bare(line: str) -> str:
