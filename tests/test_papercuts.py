@@ -226,8 +226,21 @@ def test_status_and_report_say_the_folder_was_made_with_other_settings(tmp_path)
     assert "note: " not in same and "stale" not in same
     asked = run_script("run_pipeline.py", "--status", *made_with, "--set", "indexing.k1=1.5").stdout
     assert "note: " not in asked and "stale" in asked  # a deliberate --set is a question, not a slip
-    report = run_script("-m", "pipekit", "report", "--set", f"paths.output={tmp_path / 'out'}").stdout
-    assert sum(line.startswith("note: ") for line in report.splitlines()) == 1
+    # The report: written with the wrong settings it called every stage stale, and replaced the
+    # folder's right report before saying so.  Now it writes nothing and says what to add.
+    right = run_script("-m", "pipekit", "report", *made_with).stdout
+    page = tmp_path / "out" / "report.html"
+    before = page.read_bytes()
+    assert "note: " not in right
+    slip = run_script("-m", "pipekit", "report", "--set", f"paths.output={tmp_path / 'out'}", check=False)
+    assert slip.returncode == 1 and slip.stdout == "" and slip.stderr.count("\n") == 1
+    assert slip.stderr.startswith(f"python -m pipekit report: error: the outputs in {tmp_path / 'out'} were made "
+                                  "with other settings (documents.input ")
+    assert slip.stderr.rstrip().endswith(f"nothing written ({page} is as it was), or --force writes the report "
+                                         "against these settings")
+    assert page.read_bytes() == before
+    forced = run_script("-m", "pipekit", "report", "--force", "--set", f"paths.output={tmp_path / 'out'}").stdout
+    assert sum(line.startswith("note: ") for line in forced.splitlines()) == 1 and page.read_bytes() != before
 
 
 # --- the report shows which results the judgements count --------------------------------

@@ -386,14 +386,24 @@ def write_report(cfg: dict, path: Path | None = None) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipekit report", description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=None, metavar="FILE", help=f"where to write (default: paths.output/{REPORT})")
+    parser.add_argument("--force", action="store_true",
+                        help="write the report even when the outputs were made with other settings")
     add_common_args(parser)
     args = parse_args(parser, argv)
 
     def body():
         cfg = load_config(args.config, args.overrides)
+        # Outputs made with settings these options do not give (a forgotten --set or
+        # --config): the report would call every stage stale against the wrong settings, and
+        # it used to overwrite the right report in that folder before saying so.  Most
+        # likely a slip, so nothing is written; --force when comparing is the point.
+        note = made_with_other_settings(cfg, args.overrides)
+        if note and not args.force:
+            target = Path(args.out) if args.out else Path(cfg["paths"]["output"]) / REPORT
+            raise PipelineError(note.removeprefix("note: ") + f"; nothing written ({target} is as it was), "
+                                "or --force writes the report against these settings")
         path = write_report(cfg, args.out)
         print(f"report: {path} ({path.stat().st_size:,} bytes; open it in a browser)")
-        note = made_with_other_settings(cfg, args.overrides)
         if note:
             print(note)
 
