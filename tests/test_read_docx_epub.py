@@ -241,6 +241,28 @@ def test_an_xxe_entity_naming_a_local_file_never_reaches_an_output(run):
             assert not table[column].astype(str).str.contains(SECRET).any(), (name, column)
 
 
+@pytest.mark.parametrize("src", [DOCX, EPUB], ids=["docx", "epub"])
+def test_damaged_copies_give_rows_never_tracebacks(tmp_path, src):
+    # Seeded: the same 40 damaged copies every run (bytes overwritten, some cut short).
+    import random
+
+    rng, base, kinds = random.Random(34), src.read_bytes(), set()
+    for i in range(40):
+        data = bytearray(base)
+        for _ in range(rng.randint(1, 20)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        path = tmp_path / f"{i}{src.suffix}"
+        path.write_bytes(bytes(data[:rng.randrange(len(data))] if i % 5 == 0 else data))
+        [entry] = list_inputs(path, max_bytes=MAX_BYTES)
+        row = read_document(entry)
+        kinds.add(row["status"])
+        if row["status"] != "ok":
+            assert row["error"] and "\n" not in row["error"] and "Traceback" not in row["error"]
+            assert row["error"].startswith(("not a Word document", "not an EPUB book", "its parts would inflate",
+                                            "a Word document", "an EPUB book")), row["error"]
+    assert "error" in kinds
+
+
 def test_a_docx_without_word_parts_or_an_epub_without_a_container_says_so(tmp_path):
     plain = io.BytesIO()
     with zipfile.ZipFile(plain, "w") as z:

@@ -20,7 +20,8 @@ before parsing, internal subset and all, so no entity a book declares can be exp
 `&xxe;` stays the five characters it is.  The HTML parser then reads the named entities
 HTML has (`&nbsp;`), which an XML parser without the DTD would reject.
 
-Not done: the navigation document and NCX (the headings already give the structure),
+Not done: the navigation document and NCX (the headings already give the structure; a
+book whose chapter titles are styled paragraphs, not <h1>-<h6>, has no trail),
 non-XHTML spine items (a DTBook or SVG chapter gets a note), encrypted (DRM) books (an
 error row saying so), fixed-layout page images.
 """

@@ -31,6 +31,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+import zlib
 
 from pipekit.read.text import Unreadable
 from pipekit.read.walk import _SIZE_WEIGHT, _human
@@ -110,8 +111,7 @@ class Package:
             raise Unreadable(f"{self.kind} with encrypted parts cannot be read ({exc})") from None
         except NotImplementedError as exc:  # a compression method zipfile lacks
             raise Unreadable(f"not {self.kind}: {exc}") from None
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError) as exc:
-            # zlib.error is an Exception of its own: caught by the reader's last resort.
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, OSError, EOFError, ValueError) as exc:
             raise Unreadable(f"not {self.kind}: corrupt zip member {name} ({exc})") from None
         if len(data) > info.file_size:
             raise Unreadable(f"not {self.kind}: zip member {name} inflates past the "
