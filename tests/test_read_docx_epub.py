@@ -263,6 +263,16 @@ def test_damaged_copies_give_rows_never_tracebacks(tmp_path, src):
     assert "error" in kinds
 
 
+def test_a_password_protected_docx_says_so_not_just_not_a_zip(tmp_path):
+    # Word encrypts a protected .docx into an OLE2 compound file (the old .doc container).
+    locked = tmp_path / "locked.docx"
+    locked.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504) + b"EncryptedPackage")
+    [entry] = list_inputs(locked)
+    row = read_document(entry)
+    assert row["status"] == "error"
+    assert row["error"].startswith("not a Word document: an OLE2 compound file, so a password-protected")
+
+
 def test_a_docx_without_word_parts_or_an_epub_without_a_container_says_so(tmp_path):
     plain = io.BytesIO()
     with zipfile.ZipFile(plain, "w") as z:

@@ -39,6 +39,9 @@ from pipekit.read.walk import _SIZE_WEIGHT, _human
 __all__ = ["Package", "TooLarge", "guarded", "inflate_limit", "parse_xml", "refuse_dtd"]
 
 
+_OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+
+
 class TooLarge(Unreadable):
     """A package whose parts inflate past the limit: a `skipped` row, as a file over
     `documents.max_bytes` is, not an error."""
@@ -74,6 +77,9 @@ class Package:
         try:
             self.zip = zipfile.ZipFile(io.BytesIO(data))
         except zipfile.BadZipFile:
+            if data.startswith(_OLE2):  # what Office writes for a password-protected file
+                raise Unreadable(f"not {kind}: an OLE2 compound file, so a password-protected (encrypted) "
+                                 "Office file or an old binary one (.doc) renamed") from None
             raise Unreadable(f"not {kind}: not a zip file") from None
         except (OSError, EOFError, ValueError) as exc:  # a truncated central directory
             raise Unreadable(f"not {kind}: corrupt zip ({exc})") from None
