@@ -910,3 +910,14 @@ def test_lesson6_model_folder_commands_run_as_written(tmp_path):
     vectors = pq.read_table(repo / "data" / "04_vectors.parquet")
     assert vectors.num_rows == pq.read_metadata(repo / "data" / "04_chunks.parquet").num_rows
     assert len(vectors.column("vector")[0]) == 384  # MiniLM's width, not WordLlama's 256
+
+
+def test_exercise_exclude_status_says_what_the_setting_did(sample_outputs, tmp_path):
+    """Nothing on disk changed, a pattern did: `1 changed (tables/incidents.csv), 1 removed (web)`
+    sent the reader looking for an edit they never made."""
+    out = tmp_path / "out"
+    shutil.copytree(sample_outputs, out)
+    run_script("01_documents.py", "--set", f"paths.output={out}", "--set", 'documents.exclude=["*.csv", "web/"]')
+    said = "no input file changed on disk; 2 no longer excluded (tables/incidents.csv, web/)"
+    assert f"why: {said}" in [line.strip() for line in pipeline(out, "--status").stdout.splitlines()]
+    quotes(exercise_text("exclude"), f"(`{said}`)")
