@@ -2,7 +2,7 @@
 
     python -m pipekit show PATH [--rows N] [--columns a,b]
     python -m pipekit compare [A B] [--list]      (runs kept in 05_history.parquet)
-    python -m pipekit search ["QUERY" ...] [-k N] [--explain]
+    python -m pipekit search ["QUERY" ...] [-k N] [--explain] [--json] [--in GLOB]... [--format FMT]...
     python -m pipekit report                      (one HTML page in paths.output)
 
 The stages themselves run as `python 0N_<stage>.py` or `python run_pipeline.py`.
