@@ -115,7 +115,8 @@ def test_a_removed_copy_drops_out_and_nothing_else_changes(tmp_path):
 def test_when_the_original_goes_its_copy_is_read(tmp_path):
     docs, cfg = with_copies(tmp_path)
     out = rerun_and_force(tmp_path, cfg, lambda: (docs / PDF).unlink())
-    assert f"0 added, 1 changed ({PDF_COPY}), 1 removed ({PDF})" in out
+    # The copy did not change on disk: the summary says why its row did.
+    assert f"0 added, 0 changed, 1 removed ({PDF}); 1 no longer a copy, read now ({PDF_COPY})" in out
     assert reused(out, "01_documents") == N_FILES  # all but the original (gone) and its copy (read now)
     got = rows(tmp_path / "out")
     assert got.loc[PDF_COPY, "status"] == "ok" and got.loc[PDF_COPY, "title"] == "Lighthouse On-Call Field Guide"
@@ -129,13 +130,26 @@ def test_status_says_the_copy_changed_when_its_original_was_edited(tmp_path):
     page.write_text(page.read_text(encoding="utf-8") + "\nEdited after the copy was made.\n", encoding="utf-8")
     status = run_script("run_pipeline.py", "--config", str(cfg), "--status").stdout
     # Both rows change: the original is read again, and the copy is no copy any more.
-    assert f"0 added, 2 changed ({MD}, {MD_COPY}), 0 removed" in status
+    assert f"0 added, 1 changed ({MD}), 0 removed; 1 no longer a copy, read now ({MD_COPY})" in status
     rerun = pipeline(cfg, tmp_path / "out").stdout
     assert reused(rerun, "01_documents") == N_FILES  # all but those two
     pipeline(cfg, tmp_path / "forced", args=("--force",))
     assert_same_outputs(tmp_path / "out", tmp_path / "forced")
     got = rows(tmp_path / "out")
     assert got.loc[MD_COPY, "status"] == "ok" and got.loc[MD, "status"] == "ok"
+
+
+def test_a_new_copy_before_the_file_read_takes_its_place(tmp_path):
+    """Sorted order decides: a copy that sorts first is read, and the file read until now
+    names it (its bytes unchanged: `now a copy`, not `changed`)."""
+    docs, cfg = with_copies(tmp_path)
+    first = "aa-early/field-guide.pdf"
+    out = rerun_and_force(tmp_path, cfg, lambda: ((docs / "aa-early").mkdir(), shutil.copy2(docs / PDF, docs / first)))
+    # The old copy names the new file read too: its row changed, its bytes did not.
+    assert f"1 added ({first}), 0 changed, 0 removed; 2 now a copy of a file read ({PDF}, {PDF_COPY})" in out
+    got = rows(tmp_path / "out")
+    assert got.loc[first, "status"] == "ok"
+    assert got.loc[PDF, "error"] == got.loc[PDF_COPY, "error"] == f"same bytes as {first}: read once, as {first}"
 
 
 def test_copies_on_the_dask_engine_are_the_local_engines_rows_before_and_after_a_change(tmp_path):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pipekit.read import build_output
 from pipekit.run.errors import PipelineError
-from pipekit.run.incremental import content_of, list_files, read_listing
+from pipekit.run.incremental import COPY, content_of, list_files, read_listing
 
 FORMATS = {
     ".md": "markdown", ".markdown": "markdown",
@@ -345,7 +345,7 @@ def read_same_bytes_once(entries: list[InputEntry], listing: dict) -> None:
         if first == e.doc_id:
             continue
         e.skip, e.reason = f"same bytes as {first}: read once, as {first}", "copy"
-        stamp[3] = f"copy of {first}|{stamp[3]}"
+        stamp[3] = f"{COPY}{first}|{stamp[3]}"
 
 
 def _file_entry(path: Path, doc_id: str, folders: list[str], st: os.stat_result,

@@ -114,6 +114,9 @@ def plain_key(key: str) -> str:
     return "|".join(key.rsplit("|", 2)[-2:])
 
 
+COPY = "copy of "  # how the walk marks a copy's listing key (pipekit/read/walk.py: read_same_bytes_once)
+
+
 def content_of(key: str) -> str | None:
     """The content hash in a read file's listing key (None for a skipped or unreadable one)."""
     parts = key.rsplit("|", 2)
@@ -171,7 +174,9 @@ def describe_changes(before: dict | None, now: dict) -> str:
     Why apart: a file that leaves the exclusion changes its listing key from its skip reason
     to its hash, and an excluded folder's one row gives way to its files; counted as file
     changes, a user who had only removed a pattern read `1 changed (tables/incidents.csv),
-    1 removed (web)` and looked for what had changed on disk."""
+    1 removed (web)` and looked for what had changed on disk.  So with copies (files of the
+    same bytes, read once: pipekit/read/walk.py): a copy whose original went or changed is
+    read now, `1 no longer a copy, read now (backup/guide.pdf)`, not `1 changed`."""
     if not before or "files" not in before:
         return "input files changed (the previous output recorded no file list)"
     old, new = before["files"], now["files"]
@@ -180,6 +185,10 @@ def describe_changes(before: dict | None, now: dict) -> str:
     changed = [d for d in new if d in old and new[d][3] != old[d][3]]
     unskipped: list[tuple[str, str]] = []  # (name, its old reason)
     skipped: list[tuple[str, str]] = []  # (name, its new reason)
+    # Same bytes on disk, but a copy now or no longer one: its row changes, not its file.
+    uncopied = [d for d in changed if old[d][3].startswith(COPY) and plain_key(old[d][3]) == new[d][3]]
+    copied = [d for d in changed if new[d][3].startswith(COPY) and plain_key(new[d][3]) == plain_key(old[d][3])]
+    changed = [d for d in changed if d not in uncopied and d not in copied]
     for d in changed[:]:
         was, is_ = _skip_reason(old[d][3]), _skip_reason(new[d][3])
         if (was is None) != (is_ is None):
@@ -203,7 +212,7 @@ def describe_changes(before: dict | None, now: dict) -> str:
         return f"{len(names):,} {n_word}" + (f" ({_shown(names)})" if names else "")
 
     parts = []
-    if added or changed or removed or not (unskipped or skipped):
+    if added or changed or removed or not (unskipped or skipped or uncopied or copied):
         parts.append("input changed: " + ", ".join([part("added", added), part("changed", changed),
                                                      part("removed", removed)]))
     else:
@@ -215,6 +224,10 @@ def describe_changes(before: dict | None, now: dict) -> str:
         reasons = {r for _, r in skipped}
         how = "now excluded" if all("excluded" in r or "documents.include" in r for r in reasons) else "now skipped"
         parts.append(part(how, [d for d, _ in skipped]) + (f": {reasons.pop()}" if len(reasons) == 1 else ""))
+    if uncopied:
+        parts.append(part("no longer a copy, read now", uncopied))
+    if copied:
+        parts.append(part("now a copy of a file read", copied))
     return "; ".join(parts)
 
 
