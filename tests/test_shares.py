@@ -202,3 +202,28 @@ def test_stage_03_names_the_same_documents_on_the_dask_engine(tmp_path):
     assert re.search(r"notes/big\.md: [\d,]+ chunks, \d+ % of the index\n", summaries[0]), summaries[0]
     assert re.search(r"logs/min\.txt: [\d,]+ chunks, \d+ % of the index; a line of 1,0[01]\d,\d{3} characters",
                      summaries[0]), summaries[0]
+
+
+def test_the_report_says_how_the_last_run_scored_as_its_outputs_recorded_it(tmp_path):
+    """The model stage 04 embedded with and the weight stage 05 used, not today's config."""
+    import json
+
+    from pipekit.run.io import META_KEY
+    from pipekit.tools.inventory import scoring
+
+    def output(name, config):
+        table = pa.table({"x": [1]})
+        meta = {META_KEY: json.dumps({"inputs": {"config": config}}).encode()}
+        pq.write_table(table.replace_schema_metadata(meta), tmp_path / name)
+
+    assert scoring(tmp_path) is None  # no index yet
+    output("04_chunks.parquet", {"indexing.dense_model": None})
+    assert scoring(tmp_path).startswith("BM25 only")
+    output("04_chunks.parquet", {"indexing.dense_model": "wordllama"})
+    output("05_results.parquet", {"retrieval.dense_weight": None})
+    assert scoring(tmp_path) == ("BM25 fused with the cosine of dense vectors: model wordllama (indexing.dense_model, "
+                                 "as stage 04 embedded), weight 0.3 (the model's default, as stage 05 ran)")
+    output("05_results.parquet", {"retrieval.dense_weight": 0.5})
+    assert "weight 0.5 (retrieval.dense_weight, as stage 05 ran)" in scoring(tmp_path)
+    output("05_results.parquet", {"retrieval.dense_weight": 0})
+    assert scoring(tmp_path) == "BM25 only: the index has wordllama vectors, but retrieval.dense_weight is 0"
