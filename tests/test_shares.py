@@ -53,6 +53,11 @@ def test_a_document_split_across_batches_is_counted_once():
     assert shares.total == 50 and shares.documents == 5
 
 
+def test_documents_that_end_where_a_batch_ends_are_counted_too():
+    shares = counted(*(chunks((name, 10)) for name in "abcde"), chunks(("f", 40)))
+    assert shares.documents == 6 and shares.swamping() == ["f"]
+
+
 def test_a_small_index_or_a_folder_of_few_documents_names_nobody():
     # 39 chunks: a quarter of them is a handful of chunks.
     assert counted(chunks(("a", 20), ("b", 5), ("c", 5), ("d", 5), ("e", 4))).lines() == []

@@ -88,6 +88,7 @@ class ChunkShares:
             chars[0] = max(chars[0], self._open[2])
         elif self._open:
             self._close(*self._open)
+            self.documents += 1
         for k in self._largest(counts[:-1]):
             self._close(names[k], int(counts[k]), int(chars[k]))
         self.documents += len(names) - 1
