@@ -79,14 +79,17 @@ def not_read(out_dir: Path) -> dict | None:
 
     table = io.read_table(path, ["doc_id", "status", "error"])
     rows = table.filter(pc.not_equal(table.column("status"), "ok")).to_pylist()
-    by_reason: dict[str, list[str]] = defaultdict(list)
-    by_ext: dict[str, list[str]] = defaultdict(list)
+    # Counts and the first paths only: a folder can skip a hundred thousand files.
+    by_reason: dict[str, list] = defaultdict(lambda: [0, []])
+    by_ext: dict[str, list] = defaultdict(lambda: [0, []])
     for r in rows:
-        by_reason[why_not_read(r["status"], r["error"])].append(r["doc_id"])
-        by_ext[extension(r["doc_id"])].append(r["doc_id"])
+        for group in (by_reason[why_not_read(r["status"], r["error"])], by_ext[extension(r["doc_id"])]):
+            group[0] += 1
+            if len(group[1]) < SHOWN:
+                group[1].append(r["doc_id"])
 
     def groups(d):
-        return [(k, len(v), v[:SHOWN]) for k, v in sorted(d.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+        return [(k, n, first) for k, (n, first) in sorted(d.items(), key=lambda kv: (-kv[1][0], kv[0]))]
 
     skipped = sum(r["status"] == "skipped" for r in rows)
     return {"total": table.num_rows, "skipped": skipped, "failed": len(rows) - skipped,
