@@ -260,3 +260,22 @@ def test_the_reports_citations_open_the_passage(corpus):
     page = (root / "out" / "report.html").read_text(encoding="utf-8")
     # Without link_base the file below documents.input, as a file:// address with the anchor.
     assert f'<a href="{(root / "docs" / "top" / "t0.md").as_uri()}#kestrels-0">top/t0.md › Kestrels 0</a>' in page
+
+
+def test_a_filtered_hybrid_search_keeps_each_hits_fused_score(corpus, tmp_path):
+    # With vectors, each part of the fused score is divided by the best of the whole
+    # collection's list, filtered or not: a filtered hit keeps the score it has unfiltered.
+    pytest.importorskip("wordllama", reason="wordllama is not installed (requirements.txt)")
+    root, cfg = corpus
+    out = tmp_path / "dense"
+    run_script("run_pipeline.py", "--config", str(cfg), "--set", f"paths.output={out}",
+               "--set", "indexing.dense_model=wordllama")
+    searcher = pipekit.Searcher(out, settings={"dense_weight": 0.3})
+    unfiltered = {p.chunk_id: p.score for p in searcher.search("kestrel watching birds", k=200)}
+    low = searcher.search("kestrel watching birds", k=3, paths=["low/**"])
+    assert len(low) == 3 and all(p.doc_id.startswith("low/") for p in low)
+    for p in low:  # (the cosines are summed exactly, pipekit/retrieve/fusion.py: the same to the last bits)
+        assert p.score == pytest.approx(unfiltered[p.chunk_id], rel=1e-12)
+    # A passage whose fused score is 0 or less is no result, filtered or not: no filler.
+    assert [p for p in searcher.search("a small bird of prey hovering", k=200) if p.doc_id.startswith("low/")] == \
+        searcher.search("a small bird of prey hovering", k=3, paths=["low/**"]) == []

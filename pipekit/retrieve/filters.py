@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipekit.run.errors import PipelineError
-from pipekit.retrieve.fusion import top_chunks
+from pipekit.retrieve.fusion import cosines, near_top, top_chunks
 from pipekit.retrieve.ranks import masked
 
 
@@ -116,9 +116,15 @@ def filtered_candidates(index, q, depth: int, mask: np.ndarray, fusion=None, qve
     cols, vals = masked(mask[cols], cols, vals)
     if fusion is None:
         return cols, vals
-    sims = (fusion.vectors @ np.asarray(qvec, np.float32)).astype(np.float64)
+    # As Dense.top: BLAS's rounded cosines find the few near the top, `cosines` (exact, the
+    # fusion's own) decide; so the best cosine and every member's are the unfiltered search's.
+    rough = (fusion.vectors @ np.asarray(qvec, np.float32)).astype(np.float64)
+    near = near_top(rough, 1)
+    best_cos = float(cosines(fusion.vectors, near, qvec).max()) if len(near) else 0.0
     allowed = np.flatnonzero(mask)
-    top = allowed[top_chunks(allowed, sims[allowed], depth)]
-    top.sort()
-    return fusion.fuse(cols, vals, qvec, (top, sims[top]), depth, index.scorer(q),
-                       best=(best_bm25, float(sims.max()) if len(sims) else 0.0))
+    near = allowed[near_top(rough[allowed], depth)]
+    exact = cosines(fusion.vectors, near, qvec)
+    top = near[top_chunks(near, exact, depth)]
+    order = np.argsort(top)
+    return fusion.fuse(cols, vals, qvec, (top[order], cosines(fusion.vectors, top[order], qvec)), depth,
+                       index.scorer(q), best=(best_bm25, best_cos))
