@@ -120,9 +120,8 @@ def _mark_paragraphs(lines: list[str], textpage) -> list[str]:
 
 
 # A line that ends inside an identifier: `R_` then `LIBS_USER`, `install.` then `packages`.
-# The word before the break and the first word after it, with no space on either side,
-# and (looking ahead) the character after that word.
-_WRAPPED = re.compile(r"(?<![\w.])(\w[\w.]*)([_.])\n(\w+)(?=(.?))")  # (from a run's start: linear)
+# The word before the break and the first word after it, with no space on either side.
+_WRAPPED = re.compile(r"(?<![\w.])(\w[\w.]*)([_.])\n(\w+)")  # (from a run's start: linear)
 _DOTTED = re.compile(r"\w+(?:\.\w+)+")
 
 
@@ -134,12 +133,16 @@ def join_identifier_wraps(pages: list[str]) -> list[str]:
 
     The rule, for a line that ends right after a word character and `_` or `.`, with the
     next line starting right on a word character:
-    - `_`: joined.  No prose word ends in an underscore; an identifier does when a manual
-      lets lines break after it (Texinfo and LaTeX's \\texttt do).
-    - `.`: joined only when the document shows the joined name elsewhere on one line, or
-      the next word is followed by `(`, `.` or `_` (`packages(`: code).  A sentence ends
-      with a period at a line's end all the time — `packages.` then `Then`, `etc.` then
-      `and` — and no evidence from the document joins those.
+    - `_` after a letter or digit: joined.  No prose word ends in an underscore; an
+      identifier does when a manual lets lines break after it (Texinfo and LaTeX's
+      \\texttt do).  A name that ends in `__` is whole (`__CYGWIN__` then `FreeBSD`, a list).
+    - `.`: joined only when the document shows the joined name elsewhere on one line and
+      the next word does not start with a capital.  A sentence ends with a period at a
+      line's end all the time — `packages.` then `Then`, `etc.` then `and`, `macOS.` then
+      `sessionInfo()`, `R.` then `Wilks` — and neither the next word's look nor its `(`
+      tells those from `install.` then `packages`: on R's manuals the document's own
+      spelling does (R-admin: 25 joins, each a name, an address or a
+      version, `R_` / `LIBS_USER` among them).
     Breaks across pages (a page marker between) and after a space are never joined."""
     whole = "\n".join(pages)
     if "_\n" not in whole and ".\n" not in whole:
@@ -147,8 +150,10 @@ def join_identifier_wraps(pages: list[str]) -> list[str]:
     dotted = set(_DOTTED.findall(whole))
 
     def join(m: re.Match) -> str:
-        before, sep, after, next_char = m.groups()
-        if sep == "." and not (next_char and next_char in "(._") and f"{before}.{after}" not in dotted:
+        before, sep, after = m.groups()
+        if sep == "_" and before.endswith("_"):
+            return m.group(0)
+        if sep == "." and (after[0].isupper() or f"{before}.{after}" not in dotted):
             return m.group(0)
         return f"{before}{sep}{after}"
 
