@@ -794,3 +794,7 @@ def test_a_dot_at_a_line_end_joins_only_on_the_documents_own_evidence():
     assert join_identifier_wraps(["see e.g.\nthe manual, etc.\nand more"]) == ["see e.g.\nthe manual, etc.\nand more"]
     assert join_identifier_wraps(["end of page R_", "LIBS_USER"]) == ["end of page R_", "LIBS_USER"]  # across pages: never
     assert join_identifier_wraps(["a line ending _\nx", "word _\nnext"]) == ["a line ending _\nx", "word _\nnext"]
+    # found on R's manuals: a list of whole macro names, a sentence ending before a call, an initial
+    assert join_identifier_wraps(["__CYGWIN__\nFreeBSD", "on macOS.\nsessionInfo() says", "R.\nWilks, R.Wilks"]) == [
+        "__CYGWIN__\nFreeBSD", "on macOS.\nsessionInfo() says", "R.\nWilks, R.Wilks"]
+    assert join_identifier_wraps(["see www.gnu.\norg", "www.gnu.org"])[0] == "see www.gnu.org"
