@@ -31,8 +31,9 @@ and the 100 best documents are then one sort of what is left; ties go to the chu
 earlier in the corpus.
 Queries are answered in batches on a thread per core (NumPy lets the others run while it
 works); each answer depends on its query alone, so the results never depend on threads.
-On a cluster (`engine.kind: dask`) the batches are tasks: each worker loads the index once
-(`answer_partition`); the client merges the answers and writes.
+On a cluster (`engine.kind: dask`) each worker holds a part of the index (stage 04's shards
+by document) and answers every batch on it (`shard_partition`); the client merges the
+parts' answers and writes (pipekit/retrieve/shards.py).
 
 Metrics are on documents: a document scores its best chunk, as a reader judges "did I
 find the right document".  They are computed by ir-measures (trec_eval's conventions)
@@ -83,7 +84,6 @@ from pipekit.run.io import cores
 from pipekit.run.malloc import keep_freed_memory
 from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, feedback_noise, feedback_of, load_qrels, load_queries,
                              trec_run)
-from pipekit.retrieve.resident import held, shared_arrays, shared_tag, worker_index
 from pipekit.retrieve.shards import answer as shard_answer, on_shards
 from pipekit.retrieve.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
                              no_terms_line, print_results, results_table)
@@ -113,8 +113,8 @@ class Index:
     """The stage-04 tables loaded for scoring, each term's postings as one slice: `chunk[indptr[t]:
     indptr[t+1]]` are the chunks term t occurs in (in corpus order), `impact[...]` its BM25 weight in each."""
 
-    def __init__(self, ctx, postings: bool = True, shared: str | None = None):
-        # postings=False: no scoring (a client whose workers score); shared: see _derived.
+    def __init__(self, ctx, postings: bool = True):
+        # postings=False: no scoring (a client whose workers score: pipekit/retrieve/shards.py).
         t0 = time.perf_counter()
         chunks_path = ctx.require("04_chunks.parquet", get_stage(4))
         metas = [io.read_meta(ctx.require(n, get_stage(4))) for n in get_stage(4).outputs]
@@ -135,14 +135,9 @@ class Index:
         # Postings cut into shards by document are merged here term by term (pipekit/index/layout.py).
         self._shards = ShardedPostings(self._postings_path, self.stats.get("shards"), len(self.df))
         self._tf = self._forward = self._noise = None
-        if shared is not None:  # a worker: scoring needs no chunk ids or headings
-            build = lambda zeros: self._derived(io.read_table(chunks_path, ["doc_id", "length"]), zeros)
-            size = 12 * int(self.indptr[-1]) + 8 * (DENSE_TERMS + 2) * self.stats["N"]  # at most
-            self.__dict__.update(shared_arrays(shared, build, size))
-        else:
-            self.chunks = io.read_table(chunks_path)
-            if postings:
-                self.__dict__.update(self._derived(self.chunks, np.zeros))
+        self.chunks = io.read_table(chunks_path)
+        if postings:
+            self.__dict__.update(self._derived(self.chunks, np.zeros))
         if postings:
             self._dense = dict(zip(self.dense_ids.tolist(), self.dense))
             self._seeds = TopPostings(self._postings_of)  # each term's floor seeds, found once
@@ -155,8 +150,8 @@ class Index:
                  f"{len(self.df):,} terms, {self.stats['N']:,} chunks)")
 
     def _derived(self, chunks: pa.Table, zeros) -> dict:
-        """What scoring needs beyond the terms, by name: built here, or once per machine for
-        its workers (`shared`: pipekit/retrieve/resident.py).  Of the postings only the columns
+        """What scoring needs beyond the terms, by name: built here, or for one part of the
+        index on a worker (pipekit/retrieve/shards.py).  Of the postings only the columns
         scoring needs are read.  Documents become small integers (first-appearance order):
         a document's best chunk is then a group-by on ints, not on a million strings."""
         docs = pc.dictionary_encode(chunks.column("doc_id").combine_chunks())
@@ -328,7 +323,7 @@ class Index:
         n = len(self.lengths)
         common = np.flatnonzero(self.df * DENSE_SHARE > n)
         common = common[np.argsort(-self.df[common], kind="stable")[:DENSE_TERMS]]
-        rows = zeros((len(common), n), dtype=np.float64)  # in shared memory, for workers
+        rows = zeros((len(common), n), dtype=np.float64)
 
         def row(i: int) -> None:
             ch, imp = self._postings_of(common[i])
@@ -534,18 +529,6 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
     index.note(f"queries answered{passes} in {seconds:.2f} s, {cpu:.2f} s CPU on {workers} thread{'s' * (workers > 1)} "
                f"({len(queries) / max(seconds, 1e-9):,.0f} queries/s; index loaded in {index.load_seconds:.2f} s before)")
     return out, run, scored
-
-
-def answer_partition(output_dir: str, fingerprint: str, top_k_n: int, depth: int, feedback: Feedback | None,
-                     context: tuple, part: tuple[int, list]):
-    """On a worker: one batch of queries (`part`: its first query's number and the queries)
-    answered by `search`, with the index this process loaded once (pipekit/retrieve/resident.py)."""
-    keep_freed_memory()
-    tag = shared_tag(output_dir, fingerprint)
-    index = held((tag, context), lambda: worker_index(Index, output_dir, tag, context))
-    if index.meta["fingerprint"] != fingerprint:
-        raise PipelineError("the 04_* files changed while stage 05 ran: run it again")
-    yield part[0], *search(index, part[1], top_k_n, depth, threads=1, feedback=feedback), index.load_seconds
 
 
 def shard_partition(output_dir: str, fingerprint: str, shards: list, whole: bool, mixing: tuple, job):

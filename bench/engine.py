@@ -193,8 +193,9 @@ def print_table(results: dict[int, dict], baseline: bool) -> None:
                   f"{max(da['workers_mb']):9.0f} {'yes' if rows['identical_run'] else 'NO':>5}")
 
 
-def bench_shards(size: int) -> None:
-    """Stage 05 on 1 and 2 workers, the index in four shards by document (see the module text)."""
+def bench_shards(size: int, reuse: bool = False) -> None:
+    """Stage 05 on 1 and 2 workers, the index in four shards by document (see the module text).
+    `reuse`: take the index already in out-shards/ as it is (a code change elsewhere made it stale)."""
     import shutil
 
     from distributed import Client
@@ -206,9 +207,10 @@ def bench_shards(size: int) -> None:
     cfg = scale.write_config(folder, "out-shards", name="config-shards.yaml")
     text = cfg.read_text().replace("  heading_weight: 1\n", f"  heading_weight: 1\n  shard_chunks: {size // 4}\n")
     cfg.write_text(text)
-    res = scale.run_measured([sys.executable, str(REPO / "run_pipeline.py"), "--config", str(cfg), "--to", "4"],
-                             folder)
-    print(f"  01-04 (local, fresh stages skipped): {res['seconds']:.1f} s", flush=True)
+    if not (reuse and (folder / "out-shards" / "04_postings.parquet").exists()):
+        res = scale.run_measured([sys.executable, str(REPO / "run_pipeline.py"), "--config", str(cfg), "--to", "4"],
+                                 folder)
+        print(f"  01-04 (local, fresh stages skipped): {res['seconds']:.1f} s", flush=True)
     out, kept = folder / "out-shards", folder / "out-shards-local05"
     local = scale.run_measured(scale.stage_cmd(5, cfg), folder)
     kept.mkdir(exist_ok=True)
@@ -230,6 +232,78 @@ def bench_shards(size: int) -> None:
               f"    {note}", flush=True)
 
 
+def per_million(folder: Path, parts: int = 2) -> dict:
+    """The figures bench/README's 100M table is made from, measured here, in this process, on
+    the index `--shards` built: each of `parts` parts loaded alone (its memory: the arrays it
+    holds), all queries scored on it as a job does (CPU seconds), the bytes a job sends and
+    returns, the client's merge per query; each per million chunks of a part."""
+    import pickle
+
+    import numpy as np
+
+    from pipekit.retrieve import shards
+    from pipekit.retrieve.queries import load_queries
+    from pipekit.retrieve.search import OutputReader
+    from pipekit.run.io import read_meta
+    from pipekit.run.stages import load_stage
+
+    out = folder / "out-shards"
+    stage = load_stage(5)
+    client = stage.Index(OutputReader(out), postings=False)
+    queries = load_queries(str(folder / "queries.jsonl"))
+    scored = client.query_terms([text for _, text in queries])
+    fingerprint = read_meta(out / "04_postings.parquet")["fingerprint"]
+    groups = shards.groups(client.stats["shards"], parts)
+    answers, res = [], {"chunks": client.stats["N"], "queries": len(queries), "parts": []}
+    for part in groups:
+        held = shards.answer(stage.Index, stage.candidates, str(out), fingerprint, part, False, (0.0, 0.0), "load")
+        t0 = time.process_time()
+        got = shards.answer(stage.Index, stage.candidates, str(out), fingerprint, part, False, (0.0, 0.0),
+                            (held, "score", scored, None, stage.DEPTH, None))
+        cpu = time.process_time() - t0
+        shards.release()
+        files = sorted(p for p in (out / "04_postings.parquet").glob("*.parquet")) or [out / "04_postings.parquet"]
+        disk = sum(f.stat().st_size for f in files) * (part[-1][3] - part[0][2]) / max(client.stats["n_postings"], 1)
+        res["parts"].append({"chunks": part[-1][1] - part[0][0], "held": held.nbytes, "disk": disk, "cpu": cpu,
+                             "out": len(pickle.dumps(scored)), "back": len(pickle.dumps(got))})
+        answers.append(got)
+    t0 = time.perf_counter()
+    for j in range(len(queries)):
+        shards._merge([a[j] for a in answers], 10, stage.DEPTH, None)
+    res["merge"] = (time.perf_counter() - t0) / len(queries) / parts  # per query, per part merged
+    m = sum(p["chunks"] for p in res["parts"]) / 1e6
+    res["held_per_m"] = sum(p["held"] for p in res["parts"]) / m
+    res["disk_per_m"] = sum(p["disk"] for p in res["parts"]) / m
+    res["cpu_per_query_per_m"] = sum(p["cpu"] for p in res["parts"]) / m / len(queries)
+    res["out_per_query"] = float(np.mean([p["out"] for p in res["parts"]])) / len(queries)
+    res["back_per_query"] = float(np.mean([p["back"] for p in res["parts"]])) / len(queries)
+    return res
+
+
+def paper_table(res: dict, total: float = 100e6, batch: int = 125, rtt: float = 0.5e-3,
+                bandwidth: float = 1.25e9) -> None:
+    """bench/README's "On paper, 100M passages", from `per_million`'s figures: each of W
+    workers holds 100M/W passages; a batch of `batch` queries costs each worker its share's
+    CPU (linear in the postings it holds), travels out to every worker and back (10 Gbit/s,
+    `rtt` a round), and the client merges W answers a query."""
+    print(f"  per million chunks of a part: {res['held_per_m'] / 2**20:,.0f} MB held, "
+          f"{res['disk_per_m'] / 2**20:,.0f} MB of 04_postings on disk, {res['cpu_per_query_per_m'] * 1e3:.2f} ms "
+          f"CPU a query; {res['out_per_query']:.0f} B out a query a part, "
+          f"{res['back_per_query'] / 1024:.1f} KB back a query a part; client merge "
+          f"{res['merge'] * 1e6:.0f} us a query a part", flush=True)
+    print(f"  {'workers':>7} {'passages each':>13} {'held MB':>8} {'disk MB':>8} {'out KB':>7} {'back KB':>8} "
+          f"{'batch ms':>9}   (a batch: {batch} queries)")
+    for w in (10, 50, 100):
+        m = total / w / 1e6
+        held, disk = res["held_per_m"] * m, res["disk_per_m"] * m
+        out_b = res["out_per_query"] * batch * w
+        back_b = res["back_per_query"] * batch * w  # a part returns ~its best 100 documents' chunks, whatever its size
+        compute = res["cpu_per_query_per_m"] * m * batch
+        latency = compute + (out_b + back_b) / bandwidth + rtt + res["merge"] * w * batch
+        print(f"  {w:>7} {total / w:>13,.0f} {held / 2**20:>8,.0f} {disk / 2**20:>8,.0f} {out_b / 1024:>7,.0f} "
+              f"{back_b / 1024:>8,.0f} {latency * 1e3:>9,.0f}", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="300000,1000000", help="comma-separated passage counts (default %(default)s)")
@@ -238,13 +312,16 @@ def main(argv=None) -> int:
                         help="skip timing 01-04 as one run_pipeline.py process per engine")
     parser.add_argument("--shards", action="store_true", help="stage 05 on 1 and 2 workers holding shards "
                         "of the index (default size 1M)")
+    parser.add_argument("--reuse-index", action="store_true", help="with --shards: stage 05 on the index already "
+                        "built, even if a code change made it stale")
     args = parser.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     if args.shards:
         for size in (sizes if args.sizes != parser.get_default("sizes") else [1_000_000]):
             print(f"bench/engine.py --shards  size={size:,}  cores={os.cpu_count()}  (shared machine: times "
                   "are indicative)", flush=True)
-            bench_shards(size)
+            bench_shards(size, args.reuse_index)
+            paper_table(per_million(scale.CORPORA / f"n{size}"))
         return 0
     from distributed import Client
 

@@ -160,3 +160,14 @@ def test_a_rerun_reuses_the_counts_of_a_sharded_index_and_equals_a_forced_run(tm
     out = rerun_and_force(tmp_path, cfg, lambda: last.write_text(last.read_text() + "\n\nOne more line.\n"))
     assert len(read_meta(tmp_path / "out" / "04_postings.parquet")["corpus"]["shards"]) == 4
     assert 0 < reused(out, "04_indexing") < 88
+
+
+def test_parts_are_runs_of_shards_of_about_equal_postings():
+    from pipekit.retrieve.shards import groups
+
+    four = [[0, 25, 0, 100], [25, 50, 100, 201], [50, 75, 201, 300], [75, 100, 300, 400]]
+    assert groups(four, 2) == [four[:2], four[2:]]  # a part a worker: half the postings each
+    assert groups(four, 4) == [[s] for s in four]
+    assert groups(four, 9) == [[s] for s in four]  # never more parts than shards
+    assert groups(four, 1) == [four]
+    assert [len(g) for g in groups(four, 3)] in ([1, 1, 2], [1, 2, 1], [2, 1, 1])

@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 from pipekit.index.layout import ShardedPostings
 from pipekit.retrieve.fusion import Dense, default_weight, scaled, top_chunks
 from pipekit.retrieve.ranks import TopPostings, nth_best_document, rank
-from pipekit.retrieve.resident import WorkerOutputs, held, query_parts, release, shared_tag
+from pipekit.retrieve.resident import WorkerOutputs, held, index_tag, query_parts, release
 from pipekit.retrieve.results import collect_answers
 from pipekit.run import io
 from pipekit.run.arrays import run_starts
@@ -62,8 +62,9 @@ def groups(shards: list, n: int) -> list[list]:
     shards), of about equal postings: what each worker holds."""
     n = max(min(n, len(shards)), 1)
     rows = np.cumsum([s[3] - s[2] for s in shards])
-    cuts = np.searchsorted(rows, np.linspace(0, rows[-1], n + 1)[1:-1], side="right") if rows[-1] else []
-    bounds = sorted({0, len(shards), *[min(max(int(c), 1), len(shards) - 1) for c in cuts]})
+    # Each cut after the shard whose end is nearest the next 1/n of the postings.
+    cuts = [int(np.abs(rows - at).argmin()) + 1 for at in np.linspace(0, rows[-1], n + 1)[1:-1]]
+    bounds = sorted({0, len(shards), *[min(max(c, 1), len(shards) - 1) for c in cuts]})
     return [shards[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
@@ -162,8 +163,8 @@ def answer(index_class, candidates, output_dir: str, fingerprint: str, part: lis
     from pipekit.run.malloc import keep_freed_memory
 
     keep_freed_memory()
-    key = (shared_tag(output_dir, fingerprint), mixing)
-    ix = held(key, lambda: load_part(index_class, output_dir, fingerprint, part, whole, mixing), shard=part[0][0])
+    key = (index_tag(output_dir, fingerprint), mixing)
+    ix = held(key, lambda: load_part(index_class, output_dir, fingerprint, part, whole, mixing), part=part[0][0])
     if job == "load":
         size = sum(v.nbytes for v in ix.__dict__.values() if isinstance(v, np.ndarray))
         single = ix.context is None or ix.context.n == len(ix.lengths)
@@ -269,10 +270,11 @@ def on_shards(ctx, index, index_class, queries: list, top_k: int, depth: int, fe
     fusion = dense_spec(index.meta, mixing[1])
 
     def each_part(job_of) -> list[list]:
-        """job_of(batch) on every part (taking its Held), for every batch: results[batch][part]."""
-        handles = [engine.submit(task, (h, *job_of(b))) for b in batches for task, h in zip(tasks, loaded)]
-        got = engine.fetch(handles)
-        return [got[i:i + len(parts)] for i in range(0, len(got), len(parts))]
+        """job_of(batch) on every part (taking its Held), for every batch, a part's jobs one
+        at a time (engine.chains says why), the parts at once: results[batch][part]."""
+        got = engine.chains([[(task, (h, *job_of(b))) for b in batches] for task, h in zip(tasks, loaded)],
+                            engine.where(loaded))
+        return [[got[p][i] for p in range(len(parts))] for i in range(len(batches))]
 
     try:
         # Each part loaded on a worker of its own (while there are enough), then kept there.

@@ -243,6 +243,14 @@ class LocalEngine:
         """Where to start n tasks that each load something to keep (see DaskEngine.spread): here."""
         return [None] * n
 
+    def where(self, handles: list) -> list:
+        """The worker holding each handle's result (see DaskEngine.where): here."""
+        return [None] * len(handles)
+
+    def chains(self, chains: list[list[tuple[Callable, Any]]], workers: list | None = None) -> list[list]:
+        """Each chain's calls `fn(arg)` in order (see DaskEngine.chains): here, one after another."""
+        return [[fn(arg) for fn, arg in chain] for chain in chains]
+
     def fetch(self, handles: list, progress=None) -> list:
         return list(handles)
 
@@ -380,6 +388,50 @@ class DaskEngine:
         finally:
             if bar is not None:
                 bar.close()
+
+    def where(self, handles: list) -> list:
+        """The worker holding each handle's result now (None: nowhere yet)."""
+        who = self.client.who_has(handles)
+        return [next(iter(who.get(h.key, ())), None) for h in handles]
+
+    def chains(self, chains: list[list[tuple[Callable, Any]]], workers: list | None = None) -> list[list]:
+        """Each chain's calls `fn(arg)` as tasks, in order, one task of a chain at a time (its
+        next sent when the last is back), every chain at once, chain c's on `workers[c]` while
+        that worker is there; the results by chain.
+
+        Stage 05 runs each part of its index's jobs so, on the worker holding the part: a job
+        run elsewhere would load a second part there.  Its jobs take the part's load result,
+        which alone should keep them there, but Dask's scheduler may count tasks with few,
+        small dependencies as "root-ish" and queue them to any free worker (is_rootish), and
+        its work stealing may hand a job waiting on a busy worker to an idle one.  A task
+        naming a worker is never root-ish; one at a time, none waits to be stolen; and if that
+        worker is lost, Dask runs it where the part's load runs again (a loose restriction)."""
+        from distributed import as_completed
+
+        out = [[None] * len(chain) for chain in chains]
+        started = {}
+        done = as_completed()
+
+        def submit(c: int, i: int) -> None:
+            fn, arg = chains[c][i]
+            w = workers[c] if workers else None
+            future = self.client.submit(fn, arg, pure=False, **({"workers": [w], "allow_other_workers": True}
+                                                                if w else {}))
+            started[future.key] = (c, i)
+            done.add(future)
+
+        for c, chain in enumerate(chains):
+            if chain:
+                submit(c, 0)
+        for future in done:
+            if future.status == "error":
+                self._raise(future.exception())
+            c, i = started.pop(future.key)
+            out[c][i] = future.result()
+            future.release()
+            if i + 1 < len(chains[c]):
+                submit(c, i + 1)
+        return out
 
     def share(self, value) -> Any:
         """`value` on every worker once, as a handle tasks take (not once per task)."""
