@@ -330,7 +330,9 @@ def read_same_bytes_once(entries: list[InputEntry], listing: dict) -> None:
     for another reason, and extensionless files (read only if their content is text, so
     one cannot vouch for a copy that is).  The copy's listing key names the file it
     copies: its row is that name, so when that file changes or goes, the copy's row is
-    made again (read, or naming the next copy) and every other row is reused.
+    made again (read, or naming the next copy) and every other row is reused.  The file
+    read says nothing of its copies (a symlink's target notes its other names): its row
+    would then change, and the file be read again, each time a copy came or went.
     """
     files = listing["files"]
     first_of: dict[tuple, str] = {}
