@@ -259,7 +259,8 @@ def test_the_reports_citations_open_the_passage(corpus):
     run_script("-m", "pipekit", "report", "--config", str(cfg))
     page = (root / "out" / "report.html").read_text(encoding="utf-8")
     # Without link_base the file below documents.input, as a file:// address with the anchor.
-    assert f'<a href="{(root / "docs" / "top" / "t0.md").as_uri()}#kestrels-0">top/t0.md › Kestrels 0</a>' in page
+    assert f'<a href="{(root / "docs" / "top" / "t0.md").as_uri()}#kestrels-0"><span class="cite">top/t0.md › Kestrels 0' \
+        '</span></a>' in page
 
 
 def test_a_filtered_hybrid_search_keeps_each_hits_fused_score(corpus, tmp_path):

@@ -341,11 +341,10 @@ def results_section(out_dir: Path, judged: dict[str, dict[str, int]] | None = No
             snip = (snippet(r["text"], terms, analyzer, mark=lambda w: f"<mark>{escape(w)}</mark>", plain=escape)
                     if analyzer else escape(r["text"][:200]))
             grade = judged.get(qid, {}).get(r["doc_id"])
+            cite_html = f'<span class="cite">{escape(cite)}</span>'
             if r.get("link"):  # the citation opens the passage: its heading's anchor, its PDF page
-                cite_html = f'<a href="{escape(file_href(r["link"], input_dir))}">{escape(cite)}</a>'
-            else:
-                cite_html = escape(cite)
-            items.append(f'<li><span class="cite">{cite_html}</span> <span class="score">'
+                cite_html = f'<a href="{escape(file_href(r["link"], input_dir))}">{cite_html}</a>'
+            items.append(f'<li>{cite_html} <span class="score">'
                          f'score {r["score"]:.3f}{fusion_parts(r.get("fusion"))}</span>{relevance_mark(grade)}<br><span class="snippet">{snip}</span></li>')
         parts.append(f"<details{' open' if i < 2 else ''}><summary>[{escape(qid)}] {escape(query)}</summary>"
                      f'<ol class="results">{"".join(items)}</ol></details>')
