@@ -351,7 +351,9 @@ def results_section(out_dir: Path, judged: dict[str, dict[str, int]] | None = No
     return "".join(parts)
 
 
-def render(cfg: dict) -> str:
+def render(cfg: dict, note: str | None = None) -> str:
+    """The page; `note`: the outputs were made with other settings (made_with_other_settings),
+    said at the top, since a page opened later shows every stage stale with no terminal beside it."""
     out_dir = Path(cfg["paths"]["output"])
     stages = stage_rows(cfg)
     if all(s["state"] == "missing" for s in stages):
@@ -363,15 +365,16 @@ def render(cfg: dict) -> str:
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>pipekit report — {escape(str(out_dir))}</title><style>{CSS}</style></head><body>"
             f"<h1>pipekit report</h1><p class=\"meta\">{escape(str(out_dir))} · made {made}</p>"
+            + (f'<p class="other-settings"><strong>{escape(note)}</strong></p>' if note else "") +
             f"{stage_section(stages)}{not_read_section(out_dir)}{chunk_section(out_dir)}{largest_section(out_dir)}"
             f"{scoring_section(out_dir)}{metrics_section(out_dir, results_fp)}"
             f"{results_section(out_dir, judgements(cfg), cfg['documents']['input'])}</body></html>\n")
 
 
-def write_report(cfg: dict, path: Path | None = None) -> Path:
+def write_report(cfg: dict, path: Path | None = None, note: str | None = None) -> Path:
     """Render the report and write it atomically (temp file, then rename)."""
     target = Path(path) if path else Path(cfg["paths"]["output"]) / REPORT
-    page = render(cfg)
+    page = render(cfg, note)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     try:
@@ -385,25 +388,21 @@ def write_report(cfg: dict, path: Path | None = None) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipekit report", description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=None, metavar="FILE", help=f"where to write (default: paths.output/{REPORT})")
-    parser.add_argument("--force", action="store_true",
-                        help="write the report even when the outputs were made with other settings")
     add_common_args(parser)
     args = parse_args(parser, argv)
 
     def body():
         cfg = load_config(args.config, args.overrides)
         # Outputs made with settings these options do not give (a forgotten --set or
-        # --config): the report would call every stage stale against the wrong settings, and
-        # it used to overwrite the right report in that folder before saying so.  Most
-        # likely a slip, so nothing is written; --force when comparing is the point.
+        # --config, or config.yaml edited since): the report shows each stage stale against
+        # these settings, which is what it is for when the change was meant.  So it is
+        # written, and the page says why at its top (the terminal's note used to be the only
+        # word, gone once the page was opened later).  What it replaces is no loss: a report
+        # is made from the outputs, and the right options make that one again.
         note = made_with_other_settings(cfg, args.overrides)
-        if note and not args.force:
-            target = Path(args.out) if args.out else Path(cfg["paths"]["output"]) / REPORT
-            raise PipelineError(note.removeprefix("note: ") + f"; nothing written ({target} is as it was), "
-                                "or --force writes the report against these settings")
-        path = write_report(cfg, args.out)
+        path = write_report(cfg, args.out, note)
         print(f"report: {path} ({path.stat().st_size:,} bytes; open it in a browser)")
         if note:
-            print(note)
+            print(note + "; the report says so at its top")
 
     return run_command("report", body)
