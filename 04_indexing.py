@@ -52,15 +52,18 @@ The stage is a map, a small reduce and a shuffle (`run`), whatever the engine:
    where it runs, and its counts stay there; only its vocabulary travels (`vocabulary`:
    its terms, their df in it, its chunks' lengths: a few MB, no postings);
 2. reduce (`Plan`): the sorted union of the terms, df, N, avgdl, idf, every chunk's
-   length (each shard computes its norms from them), and term ranges ("shards") of
-   about equal postings;
-3. each partition writes its rows of 04_chunks (`chunk_rows`); each shard takes every
-   partition's slice of its term range (`term_slice`), merges them in corpus order
-   (`merge_slices`) and writes its postings with their impacts (`shard_postings`).
-The local engine has one partition and one shard, so nothing is merged or moved; on a
-cluster (`engine.kind: dask`) each partition's counts stay in a worker's memory and each
-shard is a part file of 04_postings.parquet, written by a worker: no posting passes
-through the client, and the index is the one a single run builds, row for row.
+   length (each term range computes its norms from them), term ranges of about equal
+   postings, and the shards by document (`layout.plan_shards`: ranges of whole documents
+   of at least indexing.shard_chunks chunks, which stage 05 on a cluster holds apart);
+3. each partition writes its rows of 04_chunks (`chunk_rows`); for each shard by document
+   in turn, each term range takes every partition's slice of its terms and of the shard's
+   chunks (`term_slice`), merges them in corpus order (`merge_slices`) and writes its
+   postings with their impacts (`shard_postings`).
+The local engine has one partition and one term range, so nothing is merged or moved; on
+a cluster (`engine.kind: dask`) each partition's counts stay in a worker's memory and each
+term range of each shard is a part file of 04_postings.parquet, written by a worker: no
+posting passes through the client, and the index is the one a single run builds, row
+for row.
 
 What it deliberately does not do: compress postings, prune terms, or keep positions —
 the index stays three plain tables anyone can open in pandas.
