@@ -22,6 +22,7 @@ import pytest
 
 from pipekit.run.config import load_config
 from pipekit.run.errors import ConfigError
+from pipekit.run.io import read_meta
 from pipekit.run.stages import STAGES
 
 from conftest import REPO, assert_same_outputs, pipeline, run_script, write_config
@@ -229,6 +230,13 @@ def test_stage_05_on_parts_of_a_sharded_index_equals_local_bit_for_bit(tmp_path,
     sharded = ("indexing.shard_chunks=20", "retrieval.feedback=rm3")
     pipeline(cfg, tmp_path / "local", *sharded)
     local = _exact_05(tmp_path / "local")
+    # Stage 04 on the workers, in partitions of 3 chunks (a shard takes pieces of many, a
+    # document may straddle two): the same shards, row for row.
+    pipeline(cfg, tmp_path / "dask", *sharded, "engine.kind=dask", f"engine.address={address}",
+             "engine.partition_rows=3")
+    assert_same_outputs(tmp_path / "local", tmp_path / "dask")
+    shards = [read_meta(tmp_path / d / "04_postings.parquet")["corpus"]["shards"] for d in ("local", "dask")]
+    assert shards[0] == shards[1] and len(shards[0]) == 4
     for parts in ("null", "3"):
         sets = (*sharded, "engine.kind=dask", f"engine.address={address}", f"engine.shards={parts}")
         proc = run_script("05_retrieval.py", "--config", str(cfg), "--set", f"paths.output={tmp_path / 'local'}",
