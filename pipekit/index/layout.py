@@ -123,7 +123,7 @@ class ShardedPostings:
             return io.read_column(self.path, name, dtype, n, threads, out=out)
         if len(self.shards) == 1:
             _, _, r0, r1 = self.shards[0]
-            out[:] = self._column(name, dtype, r0, r1)
+            self._column(name, dtype, r0, r1, out)  # straight into `out`: no second copy of the column
         else:
             # Shard by shard, each term's postings go after those of the shards before it:
             # within a term, chunks stay in corpus order, as one term-major table has them.
@@ -141,10 +141,10 @@ class ShardedPostings:
             out -= dtype(self.first)  # chunks numbered from this run's first
         return out
 
-    def _column(self, name: str, dtype, r0: int, r1: int) -> np.ndarray:
+    def _column(self, name: str, dtype, r0: int, r1: int, out: np.ndarray | None = None) -> np.ndarray:
         from pipekit.run.engine import RowRange, iter_rows
 
-        out = np.empty(r1 - r0, dtype=dtype)
+        out = np.empty(r1 - r0, dtype=dtype) if out is None else out
         at = 0
         for batch in iter_rows(RowRange(str(self.path), r0, r1), [name], batch_size=READ_ROWS):
             col = batch.column(0).to_numpy(zero_copy_only=False)

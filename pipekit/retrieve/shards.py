@@ -129,7 +129,7 @@ def load_part(index_class, output_dir: str, fingerprint: str, part: list, whole:
             paths = pc.if_else(pc.equal(heading, ""), pa.scalar([], pa.list_(pa.string())),
                                pc.split_pattern(heading, TRAIL_SEPARATOR))
         # Built whatever this part's sections are: whether context is on is the collection's
-        # question (one multi-chunk section anywhere), answered by the client from `facts`.
+        # question (one multi-chunk section anywhere), answered by the client from the loads' Held.
         ix.context = SectionContext(section_codes(chunks.column("doc_id").combine_chunks(), paths), ix, mixing[0])
     dense = dense_spec(ix.meta, mixing[1])
     if dense is not None:
