@@ -31,8 +31,8 @@ whose result (`Held`) names it and reports its size; the part's jobs take that r
 their argument and name its worker, one job a part at a time (engine.chains says why), so
 they run where the part is.  A worker lost mid-stage loses nothing: Dask runs the load of
 each part it held again on another worker, from the Parquet files, and the jobs follow.
-Measured (bench/engine.py --shards, 1M passages): one worker peaked at 1.65 GB, each of two
-at 0.99 GB at most, the outputs identical; bench/README.md has the 100M table.
+Measured (bench/engine.py --shards, 1M passages): one worker peaked at 1.62 GB, each of two
+at 0.98 GB at most, the outputs identical; bench/README.md has the 100M table.
 
 What it does not do: query-time statistics rounds (the collection's BM25 statistics are in
 the impacts, its section statistics are gathered once), or a cluster-backed `Searcher`
