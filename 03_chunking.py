@@ -559,7 +559,7 @@ def chunk_partition(section: dict, part) -> Iterator:
     for batch in iter_rows(part, columns=["doc_id", "format", "path", "title", "text", "outline", "content_hash",
                                           "page_labels", "note", "anchors"]):
         advance(batch.num_rows)
-        # Records that are one line and one chunk: made as columns (pipekit/read/fastpath.py says which, and why the same)
+        # Records that are one line and one chunk: made as columns (pipekit/chunk/fastpath.py says which, and why the same)
         fast_rows, words = one_chunk(batch, settings)
         for a, b, fast in runs(fast_rows):
             if fast:

@@ -1,4 +1,4 @@
-"""pipekit/read/fastpath.py gives exactly the per-record rows: stage 01's BEIR columns, stage 02's
+"""pipekit/read/fastpath.py and pipekit/chunk/fastpath.py give exactly the per-record rows: stage 01's BEIR columns, stage 02's
 already-clean texts and stage 03's one-chunk records, each drawn by hypothesis (short
 records, ASCII and not, with and without titles, blank lines, control characters, CRs,
 trailing spaces, long words, Markdown-looking starts) through both paths and compared.
@@ -131,7 +131,8 @@ def _chunks(section: dict, records, formats) -> pa.Table:
                       "text": pa.array([x for _, x in records], pa.string()),
                       "outline": pa.nulls(n, S2.SCHEMA.field("outline").type),
                       "content_hash": [f"h{i}" for i in range(n)],
-                      "page_labels": pa.nulls(n, pa.list_(pa.string())), "note": pa.nulls(n, pa.string())})
+                      "page_labels": pa.nulls(n, pa.list_(pa.string())), "note": pa.nulls(n, pa.string()),
+                      "anchors": pa.nulls(n, S2.SCHEMA.field("anchors").type)})
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "02.parquet"
         pq.write_table(table, path, row_group_size=5)
@@ -199,7 +200,7 @@ def test_chunk_rows_hand_out_batches_of_exactly_the_size():
         **cols, "page_label_start": [None] * len(at), "page_label_end": [None] * len(at)})
     chunk = {"chunk_id": "d#0", "doc_id": "d", "ordinal": 0, "heading_path": [], "heading": "", "path": [],
              "text": "t", "start_char": 0, "end_char": 1, "page_start": None, "page_end": None, "n_words": 1,
-             "n_chars": 1, "format": "beir", "content_hash": "h"}
+             "n_chars": 1, "format": "beir", "content_hash": "h", "anchor": None}
     rows.add(chunk, None)
     rows.add_table(pa.Table.from_pylist([{**chunk, "chunk_id": f"e{i}#0"} for i in range(4)], schema=schema))
     rows.add(chunk, None)
