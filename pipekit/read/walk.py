@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pipekit.read import build_output
 from pipekit.run.errors import PipelineError
+from pipekit.run.globs import translate
 from pipekit.run.incremental import COPY, content_of, list_files, read_listing
 
 FORMATS = {
@@ -456,38 +457,7 @@ class _Glob:
             body = body.lstrip("/")
         elif "/" not in body:
             body = "**/" + body
-        self.regex = re.compile(self._translate(body))
-
-    @staticmethod
-    def _translate(glob: str) -> str:
-        out, i = [], 0
-        while i < len(glob):
-            if glob.startswith("**/", i):
-                out.append("(?:.*/)?")
-                i += 3
-            elif glob.startswith("/**", i) and i + 3 == len(glob):
-                out.append("(?:/.*)?")
-                i += 3
-            elif glob.startswith("**", i):
-                out.append(".*")
-                i += 2
-            elif glob[i] == "*":
-                out.append("[^/]*")
-                i += 1
-            elif glob[i] == "?":
-                out.append("[^/]")
-                i += 1
-            elif glob[i] == "[" and "]" in glob[i + 2:]:
-                end = glob.index("]", i + 2)
-                inner = glob[i + 1:end]
-                if inner.startswith("!"):
-                    inner = "^" + inner[1:]
-                out.append("[" + inner.replace("\\", "\\\\") + "]")
-                i = end + 1
-            else:
-                out.append(re.escape(glob[i]))
-                i += 1
-        return "".join(out) + r"\Z"
+        self.regex = re.compile(translate(body))
 
     def matches(self, rel: str, is_dir: bool) -> bool:
         if self.dirs_only and not is_dir:

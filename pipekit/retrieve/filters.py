@@ -30,38 +30,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipekit.run.errors import PipelineError
+from pipekit.run.globs import translate
 from pipekit.retrieve.fusion import cosines, near_top, top_chunks
 from pipekit.retrieve.ranks import masked
 
 
 def glob_regex(pattern: str) -> re.Pattern:
-    """A doc_id glob as a regular expression over the whole doc_id (see the module text)."""
+    """A doc_id glob as a regular expression over the whole doc_id (see the module text);
+    read as documents.include/exclude read theirs (pipekit/run/globs.py)."""
     p = pattern.strip()
     if p.endswith("/"):
         p += "**"
-    out, i, n = [], 0, len(p)
-    while i < n:
-        if p.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif p.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif p[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif p[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif p[i] == "[" and "]" in p[i + 2:]:
-            j = p.index("]", i + 2)
-            body = p[i + 1:j]
-            out.append("[" + ("^" + body[1:] if body[:1] == "!" else body).replace("\\", "\\\\") + "]")
-            i = j + 1
-        else:
-            out.append(re.escape(p[i]))
-            i += 1
-    return re.compile("".join(out), re.S)
+    return re.compile(translate(p), re.S)
 
 
 class ChunkFilter:

@@ -41,7 +41,7 @@ class Stage:
 STAGES: tuple[Stage, ...] = (
     Stage(1, "documents", "01_documents.py", "documents", ("01_documents.parquet", "01_files.parquet"),
           ("01_documents.py", "pipekit/read/", "pipekit/chunk/unchunked.py", "pipekit/run/engine.py",
-           "pipekit/run/incremental.py", "pipekit/run/hashing.py", "pipekit/run/arrays.py")),
+           "pipekit/run/incremental.py", "pipekit/run/hashing.py", "pipekit/run/arrays.py", "pipekit/run/globs.py")),
     Stage(2, "preprocessing", "02_preprocessing.py", "preprocessing", ("02_preprocessed.parquet",),
           ("02_preprocessing.py", "pipekit/read/", "pipekit/chunk/unchunked.py",
            "pipekit/run/engine.py", "pipekit/run/incremental.py", "pipekit/run/hashing.py", "pipekit/run/arrays.py")),
