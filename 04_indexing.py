@@ -87,7 +87,7 @@ from pipekit.cli import stage_main
 from pipekit.run.engine import StageFunction, advance, iter_rows, progress_bar, watched
 from pipekit.chunk.headings import drop_heading_attribute_lists
 from pipekit.run.incremental import reused_counts
-from pipekit.index.links import drop_link_destinations
+from pipekit.index.link_text import drop_link_destinations
 from pipekit.run.malloc import release_freed_memory
 
 INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start", "page_end",
@@ -106,7 +106,7 @@ def indexed_runs(analyzer: Analyzer, batch: pa.RecordBatch,
     heading names its subject in a few words, which its text need not repeat.  The text's
     heading lines lose their attribute lists (`{ #id .class }`): markup, not words a
     reader sees, as the heading column already has it; and its links are their text
-    (pipekit/index/links.py): the words of `[text](url "title")`'s address and title are not
+    (pipekit/index/link_text.py): the words of `[text](url "title")`'s address and title are not
     words of the passage."""
     words, rows = analyzer.runs(drop_link_destinations(drop_heading_attribute_lists(batch.column("text"))))
     weights = np.ones(len(words), dtype=np.int32)

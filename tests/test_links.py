@@ -1,11 +1,11 @@
-"""Links read as their text (pipekit/index/links.py): stage 04 indexes no link destination or
+"""Links read as their text (pipekit/index/link_text.py): stage 04 indexes no link destination or
 title, and the snippets of `pipekit search` and stage 05's printed results show the
 link's text, not its Markdown."""
 import pyarrow as pa
 import pytest
 
 from pipekit.index.analyzer import Analyzer
-from pipekit.index.links import drop_link_destinations, link_text
+from pipekit.index.link_text import drop_link_destinations, link_text
 from pipekit.retrieve.results import print_results
 from pipekit.retrieve.search import snippet
 from test_04_indexing import build, chunks

@@ -33,7 +33,7 @@ What the cleaning does, each rule for a failure seen on real pages:
   `[os.path](#module-os.path)` is only a place on the page already being read; a link's
   tooltip title goes (`[text](url "title")` put Sphinx's "Link to this heading" or the
   target's full name into the text).  Other links stay `[text](url)`: the address is
-  information, and stage 04 and the snippets read links as their text (pipekit/index/links.py).
+  information, and stage 04 and the snippets read links as their text (pipekit/index/link_text.py).
 * An image is its alt text: its address is not searchable content, and a saved page's
   inline `data:` images are tens of kilobytes of base64 in one "word".
 * Text that reads like a tag (`<script>` in the Python manual's prose, `&lt;script&gt;` in

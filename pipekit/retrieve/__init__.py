@@ -1,7 +1,9 @@
 """retrieve/ — stage 05 and `search`: questions into ranked, citeable passages.
 
 queries (queries and qrels files), ranks (best chunks and documents), sections (section
-context in a chunk's score), fusion (BM25 with the cosine of dense vectors), results (the
-table, the metrics, the preview), resident (what a worker keeps loaded), search
+context in a chunk's score), fusion (BM25 with the cosine of dense vectors), filters
+(`--in`/`--format`: a mask before ranking), links (where a hit opens: `doc_id#anchor`,
+`#page=N`), results (the table, the metrics, the preview), resident (what a worker keeps
+loaded), shards (stage 05 on a cluster, one part of the index per worker), search
 (`pipekit.Searcher` and `python -m pipekit search`).
 """

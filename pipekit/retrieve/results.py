@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipekit.run import io
-from pipekit.index.links import link_text
+from pipekit.index.link_text import link_text
 from pipekit.read.pages import cite_pages, passage_text
 from pipekit.retrieve.fusion import fusion_line
 

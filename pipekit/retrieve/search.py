@@ -45,7 +45,7 @@ from pipekit.retrieve.fusion import dense_for, fusion_line
 from pipekit.retrieve.links import link as make_link
 from pipekit.retrieve.queries import feedback_of, nothing_found
 from pipekit.retrieve.sections import section_context
-from pipekit.index.links import link_text
+from pipekit.index.link_text import link_text
 from pipekit.retrieve.results import chunk_texts
 from pipekit.run.stages import get_stage, load_stage
 

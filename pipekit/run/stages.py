@@ -54,7 +54,7 @@ STAGES: tuple[Stage, ...] = (
            "pipekit/run/incremental.py", "pipekit/run/hashing.py", "pipekit/run/arrays.py")),
     Stage(5, "retrieval", "05_retrieval.py", "retrieval", ("05_results.parquet",),
           ("05_retrieval.py", "pipekit/retrieve/", "pipekit/index/analyzer.py", "pipekit/index/layout.py",
-           "pipekit/index/links.py",
+           "pipekit/index/link_text.py",
            "pipekit/index/dense.py", "pipekit/chunk/headings.py", "pipekit/read/pages.py", "pipekit/tools/history.py",
            "pipekit/run/io.py", "pipekit/run/engine.py", "pipekit/run/arrays.py")),
 )
