@@ -109,3 +109,19 @@ def assert_same_outputs(a: Path, b: Path) -> None:
         for key in ("stage", "fingerprint", "inputs", "upstream_file", "row_fingerprint"):
             assert mx.get(key) == my.get(key), f"{name}: provenance {key} differs"
     assert (a / "05_results.trec").read_text() == (b / "05_results.trec").read_text()
+
+
+def read_terminal(master: int) -> bytes:
+    """Everything written to a pseudo-terminal until its other end closes: read while the
+    command runs, since a full pty buffer would stall it (the progress-bar tests)."""
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # Linux: EIO once the other end is closed
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    return seen

@@ -21,7 +21,7 @@ import termios
 
 import pytest
 
-from conftest import REPO, write_config
+from conftest import REPO, write_config, read_terminal
 
 pytest.importorskip("wordllama")
 
@@ -92,16 +92,7 @@ def stage_04_on_a_terminal(cfg, *sets: str) -> tuple[subprocess.CompletedProcess
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
-    seen = b""
-    while True:  # read while it runs: a full pty buffer would stall the stage
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(master)
+    seen = read_terminal(master)
     out = proc.stdout.read().decode()
     proc.wait(timeout=600)
     assert proc.returncode == 0, out + seen.decode(errors="replace")

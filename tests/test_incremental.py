@@ -26,7 +26,7 @@ import pyarrow as pa
 from pipekit.run.incremental import PreviousRows, list_files, plan_reuse, runs
 from pipekit.read.walk import list_inputs
 
-from conftest import REPO, assert_same_outputs, pipeline, run_script, write_config
+from conftest import REPO, assert_same_outputs, pipeline, run_script, write_config, read_terminal
 
 SAMPLE = REPO / "data" / "sample"
 N_FILES = sum(1 for p in SAMPLE.rglob("*") if p.is_file())
@@ -214,16 +214,7 @@ def test_stage_01_counts_files_on_a_terminal_and_prints_nothing_extra_elsewhere(
     proc = subprocess.run([sys.executable, "01_documents.py", "--config", str(cfg), "--force"], cwd=REPO,
                           stdout=subprocess.PIPE, stderr=slave, timeout=300)
     os.close(slave)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(master)
+    seen = read_terminal(master)
     assert proc.returncode == 0
     assert f"/{N_FILES} [".encode() in seen and b"file" in seen, seen[-400:]
 

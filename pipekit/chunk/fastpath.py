@@ -18,11 +18,10 @@ the word counts exact: in ASCII, str.split() splits at bytes 9-13, 28-31 and 32,
 the per-record chunks in document order and hands them out in batches of exactly the
 size the per-record loop wrote, so even the Parquet row groups are the same.
 
-Deliberately not fast-pathed: anything with non-ASCII text (Unicode normalisation and
-Unicode whitespace are the per-record code's to decide), a text of several lines in stage
-03 (a line may open a heading, a list or a table: Cranfield's wrapped abstracts are
-chunked one by one, cleaned as a column), files (one file is one document of any size and
-structure), and strategies other than `heading`.
+Deliberately not fast-pathed here: a text of several lines (a line may open a heading,
+a list or a table: Cranfield's wrapped abstracts are chunked one by one), non-ASCII text,
+and strategies other than `heading` (what the other stages leave out, and why, is in
+pipekit/read/fastpath.py).
 
 Measured (bench/scale.py --baseline, before/after in one run; cProfile at 200k for where
 the time went): bench/README.md, "Scale".
