@@ -178,6 +178,33 @@ def test_bert_folder_agrees_with_the_encoder_written_out_and_batches_change_litt
     assert len(model.token_ids([" ".join(WORDS * 3)])[0]) == 48  # truncated at max_seq_length
 
 
+def per_text_attend(model, q, k, v, starts, ctx):
+    """Attention as BertFolder ran it before issue 37: one text at a time, its own tokens only."""
+    h, dh = model.heads, model.dim // model.heads
+    for a, z in zip(starts[:-1].tolist(), starts[1:].tolist()):
+        qs, ks, vs = (m[a:z].reshape(z - a, h, dh).transpose(1, 0, 2).astype(np.float64) for m in (q, k, v))
+        s = qs @ ks.transpose(0, 2, 1) / np.sqrt(dh)
+        s = np.exp(s - s.max(-1, keepdims=True))
+        s /= s.sum(-1, keepdims=True)
+        ctx[a:z] = (s @ vs).transpose(1, 0, 2).reshape(z - a, model.dim)
+
+
+def test_padded_attention_groups_and_blocked_gelu_give_the_per_text_vectors_within_1e_5(tmp_path, monkeypatch):
+    from scipy.special import erf
+
+    from pipekit.index import dense
+
+    model = dense.BertFolder(tiny_bert(tmp_path / "m"))
+    # More texts than one attention group, lengths far apart: padding must change nothing.
+    texts = [" ".join(WORDS[: 1 + i % 9] * (1 + i % 4)) for i in range(2 * dense.ATTENTION_GROUP + 3)]
+    fast = model.embed(texts)
+    monkeypatch.setattr(model, "_attend", lambda *a: per_text_attend(model, *a))
+    monkeypatch.setattr(dense, "_gelu", lambda x: (x * (1 + erf(x / np.sqrt(2))) / 2).astype(np.float32))
+    assert np.abs(fast - model.embed(texts)).max() <= 1e-5
+    x = np.linspace(-30, 30, 2001, dtype=np.float32).reshape(1, -1)  # exp(-x²/2) far below float32's range
+    assert np.abs(dense._gelu(x) - x * (1 + erf(x / np.sqrt(2))) / 2).max() <= 1e-5
+
+
 def test_vector_rows_pack_the_same_blocks_however_rows_arrive(tmp_path, monkeypatch):
     """Batches of any size, partitions cut anywhere (moved to block starts by block_parts): the
     same texts are embedded together, so the vectors are the same bits (what lets a cluster,

@@ -52,6 +52,7 @@ WORDLLAMA = "wordllama"
 WORDLLAMA_CONFIG, WORDLLAMA_DIM = "l2_supercat", 256
 VECTORS = "04_vectors.parquet"
 EMBED_BATCH = 256  # chunks embedded per step at most (`block_starts`)
+ATTENTION_GROUP = 16  # BertFolder: texts whose attention runs as one padded product (sorted by length: little padding)
 TOKENS_PER_BATCH = 8192  # BertFolder: tokens of one packed forward pass (its matrices stay ~50 MB)
 FOLDER_FILES = ("config.json", "tokenizer.json", "model.safetensors", "1_Pooling/config.json",
                 "sentence_bert_config.json", "modules.json")
@@ -166,6 +167,15 @@ _ERF = (np.float32(0.3275911), [np.float32(c) for c in (1.061405429, -1.45315202
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
+    """_gelu_rows on blocks of 64 rows: its dozen passes over a whole pass's 50 MB
+    activations were bound by memory (GELU took 40 % of the encoder); a block stays in cache."""
+    out = np.empty_like(x)
+    for r in range(0, len(x), 64):
+        out[r:r + 64] = _gelu_rows(x[r:r + 64])
+    return out
+
+
+def _gelu_rows(x: np.ndarray) -> np.ndarray:
     """BERT's exact GELU, x·Φ(x) = x·(1 + erf(x/√2))/2, with erf by Abramowitz & Stegun 7.1.26
     (error below 1.5e-7, under float32's own rounding at these magnitudes): scipy's erf took
     a third of the encoder's time; this is a few passes of float32 arithmetic."""
@@ -178,7 +188,14 @@ def _gelu(x: np.ndarray) -> np.ndarray:
         poly *= t
         poly += c
     poly *= t
-    erf = np.float32(1) - poly * np.exp(-a * a)
+    # exp(-a²) beyond a = 6 is below float32's normal range; those denormals cost ~50x a
+    # normal exp (GELU took 40 % of the encoder); at a >= 6, erf is 1.0 in float32 either way.
+    np.minimum(a, np.float32(6), out=a)
+    a *= a
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    poly *= a
+    erf = np.float32(1) - poly
     np.copysign(erf, z, out=erf)
     erf += np.float32(1)
     erf *= x
@@ -274,18 +291,38 @@ class BertFolder:
         return normalise(pooled)
 
     def _attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, starts: np.ndarray, ctx: np.ndarray) -> None:
-        """Self-attention of each text over its own tokens, head by head, into `ctx`."""
+        """Self-attention of each text over its own tokens, into `ctx`: the texts (sorted by
+        length, so neighbours are nearly as long) in groups padded to the group's longest,
+        all heads of a group in one 4-D product.  A text per Python iteration with its heads
+        copied apart held the encoder at ~36 % of the matmul rate (bench/embed_speed.py);
+        the padded keys get a score of -inf, so their softmax weight is exactly 0 and a
+        text's context is its own tokens' alone (only the summation order, its last bits,
+        follows the group)."""
         h, dh = self.heads, self.dim // self.heads
         scale = np.float32(1 / np.sqrt(dh))
-        for a, z in zip(starts[:-1].tolist(), starts[1:].tolist()):
-            # Contiguous heads: on strided views NumPy's matmul does not call BLAS.
-            qs = np.ascontiguousarray(q[a:z].reshape(z - a, h, dh).transpose(1, 0, 2))
-            ks = np.ascontiguousarray(k[a:z].reshape(z - a, h, dh).transpose(1, 2, 0))
-            vs = np.ascontiguousarray(v[a:z].reshape(z - a, h, dh).transpose(1, 0, 2))
-            s = (qs @ ks) * scale
-            s = np.exp(s - s.max(axis=-1, keepdims=True))
+        bounds = list(zip(starts[:-1].tolist(), starts[1:].tolist()))
+        for g in range(0, len(bounds), ATTENTION_GROUP):
+            group = bounds[g:g + ATTENTION_GROUP]
+            n = max(z - a for a, z in group)
+            qs, ks, vs = (np.zeros((len(group), n, h, dh), np.float32) for _ in range(3))
+            mask = np.zeros((len(group), 1, 1, n), np.float32)
+            for i, (a, z) in enumerate(group):
+                m = z - a
+                qs[i, :m] = q[a:z].reshape(m, h, dh)
+                ks[i, :m] = k[a:z].reshape(m, h, dh)
+                vs[i, :m] = v[a:z].reshape(m, h, dh)
+                mask[i, ..., m:] = -np.inf
+            qs, vs = qs.transpose(0, 2, 1, 3).copy(), vs.transpose(0, 2, 1, 3).copy()
+            ks = ks.transpose(0, 2, 3, 1).copy()
+            s = np.matmul(qs, ks)
+            s *= scale
+            s += mask
+            s -= s.max(axis=-1, keepdims=True)
+            np.exp(s, out=s)
             s /= s.sum(axis=-1, keepdims=True)
-            ctx[a:z] = (s @ vs).transpose(1, 0, 2).reshape(z - a, self.dim)
+            c = np.matmul(s, vs).transpose(0, 2, 1, 3)
+            for i, (a, z) in enumerate(group):
+                ctx[a:z] = c[i, :z - a].reshape(z - a, self.dim)
 
     def embed(self, texts: list[str], done=None) -> np.ndarray:
         """The texts' vectors; `done(n)` is told after each packed pass of n of them: a
