@@ -217,8 +217,8 @@ class BertFolder:
     feed-forward block, each added back and layer-normed; then the folder's pooling (mean
     of the token vectors, or the [CLS] one) and L2 normalisation.  Texts are tokenized by
     the folder's tokenizer.json, truncated at its max_seq_length, sorted by length and
-    *packed*: the linear layers run on every token of a batch at once, attention per text
-    on its own tokens only, so no padding is computed.  A text's vector then depends on the
+    *packed*: the linear layers run on every token of a batch at once (no padding), attention
+    per text on its own tokens only (groups of neighbours padded, the padding masked out).  A text's vector then depends on the
     texts beside it only in its last bits (BLAS's summation order follows the shape of the
     product); stage 04 packs the same texts together on every engine (`vector_rows`)."""
 
