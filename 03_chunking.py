@@ -63,8 +63,9 @@ from pipekit.read.markdown import front_matter_end, front_matter_title
 from pipekit.chunk.structure import place_outline, plain_blocks
 from pipekit.chunk.unchunked import NoChunks, reason
 from pipekit.chunk.anchors import heading_lines, set_anchors
-from pipekit.chunk.headings import TRAIL_SEPARATOR, heading_path, open_level, plain_heading  # a heading's text, the trail
+from pipekit.chunk.headings import heading_path, open_level, plain_heading  # a heading's text, the trail
 from pipekit.chunk.shares import ChunkShares, long_lines  # documents that swamp the index
+from pipekit.chunk.rows import COLUMNS, PER_CHUNK, finish, schema as _schema  # noqa: F401  (the output's row)
 
 
 # ---- Packing -------------------------------------------------------------------------
@@ -509,39 +510,10 @@ def chunk_document(text: str, *, fmt: str = "markdown", title: str | None = None
     return chunks
 
 
-def finish(chunks: list[dict], doc_id: str) -> list[dict]:
-    """Add chunk_id, ordinal, heading, n_words, n_chars (the columns derived from a chunk)."""
-    for k, c in enumerate(chunks):
-        c["chunk_id"] = f"{doc_id}#{k}"
-        c["ordinal"] = k
-        c["heading"] = TRAIL_SEPARATOR.join(h for h in c["heading_path"] if h)
-        c["n_words"] = len(c["text"].split())
-        c["n_chars"] = len(c["text"])
-        c.setdefault("anchor", None)  # CSV, fixed windows, BEIR: no heading to link to
-    return chunks
-
-
 # ---- The stage -----------------------------------------------------------------------
 
-COLUMNS = ("chunk_id", "doc_id", "ordinal", "heading_path", "heading", "path", "text", "start_char", "end_char",
-           "page_start", "page_end", "page_label_start", "page_label_end", "n_words", "n_chars", "format", "content_hash", "anchor")
-PER_CHUNK = tuple(c for c in COLUMNS if not c.startswith("page_label"))  # labels are mapped per batch
-
-
-def _schema():
-    import pyarrow as pa
-
-    return pa.schema([
-        ("chunk_id", pa.string()), ("doc_id", pa.string()), ("ordinal", pa.int32()),
-        ("heading_path", pa.list_(pa.string())), ("heading", pa.string()),
-        ("path", pa.list_(pa.string())), ("text", pa.string()),
-        ("start_char", pa.int64()), ("end_char", pa.int64()),
-        ("page_start", pa.int32()), ("page_end", pa.int32()),
-        ("page_label_start", pa.string()), ("page_label_end", pa.string()),  # what the pages print
-        ("n_words", pa.int32()), ("n_chars", pa.int32()), ("format", pa.string()),
-        ("content_hash", pa.string()),  # the source document's (stage 01): what a rerun compares
-        ("anchor", pa.string()),  # the id of the chunk's heading where it is read: a hit's link opens it
-    ])
+# The output's columns and the values derived from each chunk (chunk_id, heading, sizes,
+# anchor): pipekit/chunk/rows.py, beside the fast path that makes the same rows as columns.
 
 
 def chunk_partition(section: dict, part) -> Iterator:
