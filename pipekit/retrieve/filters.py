@@ -51,6 +51,7 @@ class ChunkFilter:
         self.doc_names = doc_names.to_pylist()  # each document once: globs run per document, not per chunk
         self.doc_codes = doc_codes
         self.formats = pc.dictionary_encode(formats) if formats is not None else None
+        self._masks: dict[tuple, np.ndarray] = {}
 
     def unmatched(self, paths=(), formats=()) -> list[str]:
         """One line per pattern or format that matches no document of the index."""
@@ -67,9 +68,17 @@ class ChunkFilter:
         return lines
 
     def mask(self, paths=(), formats=()) -> np.ndarray | None:
-        """A bool per chunk (True: may be returned), or None for no filter at all."""
+        """A bool per chunk (True: may be returned), or None for no filter at all.  Kept per
+        filter: a program asking many questions within one folder runs the globs over every
+        document once, not once a question."""
         if not paths and not formats:
             return None
+        key = (tuple(paths or ()), tuple(formats or ()))
+        if key not in self._masks:
+            self._masks[key] = self._mask(*key)
+        return self._masks[key]
+
+    def _mask(self, paths: tuple, formats: tuple) -> np.ndarray:
         keep = np.ones(len(self.doc_codes), dtype=bool)
         if paths:
             rxs = [glob_regex(p) for p in paths]
