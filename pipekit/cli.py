@@ -299,6 +299,7 @@ def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str]
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(parser, argv, stage.label)
     io.defer_pandas()
+    io.steady_memory()  # jemalloc: no stalls for huge pages (pipekit/run/io.py)
     try:
         cfg = load_config(args.config, args.overrides)
         ctx = run_stage(number, run, cfg, options=user_options(argv), force=args.force)

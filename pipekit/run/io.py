@@ -72,6 +72,25 @@ def defer_pandas() -> None:
         sys.meta_path.remove(_PandasNotYet)
 
 
+def steady_memory() -> None:
+    """Give Arrow's buffers to jemalloc rather than pyarrow's default, mimalloc.
+
+    mimalloc asks the kernel for transparent huge pages, and where the kernel compacts
+    memory to find them on the spot (`defrag` = madvise, the default of many distributions
+    and of this bench's machine) a fault can stall for milliseconds: the same rerun of
+    bench/incremental.py that adds one file took 0.83 to 1.54 s, the spread all system
+    time (0.16 to 0.89 s).  With jemalloc (4 KiB pages) it took 0.85 to 1.05 s, system time
+    0.22 to 0.34 s.  Only the scripts call this, before a stage reads anything; a user who
+    chose a pool (ARROW_DEFAULT_MEMORY_POOL) keeps it, and a pyarrow built without jemalloc
+    keeps its default."""
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return
+    try:
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
+    except (NotImplementedError, pa.ArrowException):
+        pass
+
+
 PART = "part-{:05d}.parquet"  # a dataset's part files: zero-padded, so name order is row order
 
 
