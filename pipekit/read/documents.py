@@ -22,11 +22,19 @@ from pipekit.read.markdown import read_markdown
 from pipekit.read.notebook import read_notebook
 from pipekit.read.pdf import read_pdf
 from pipekit.read.python import read_python
-from pipekit.read.rst import read_rst
 from pipekit.read.text import Unreadable, read_text_file
 from pipekit.read.walk import _SIZE_WEIGHT, InputEntry, _strerror, too_large
 from pipekit.read.zipped import TooLarge
 from pipekit.run.hashing import content_hash
+
+
+def read_rst(data: bytes) -> dict:
+    """pipekit/read/rst.py's reader, imported at the first reST file: docutils takes 35 ms
+    to load, which every rerun paid though most folders (and most reruns) read no reST."""
+    from pipekit.read.rst import read_rst as read
+
+    return read(data)
+
 
 COLUMNS = ("doc_id", "source", "format", "text", "status", "error", "path", "title",
            "encoding", "page_labels", "note", "n_bytes", "outline", "content_hash", "anchors")
