@@ -255,3 +255,39 @@ def test_run_pipeline_walks_the_input_folder_once_per_run(tmp_path, monkeypatch)
     assert walks == [docs]
     pipeline(cfg, tmp_path / "forced", args=("--force",))
     assert_same_outputs(tmp_path / "out", tmp_path / "forced")
+
+
+def test_reused_counts_are_the_same_whether_runs_are_found_by_scans_or_by_one_sort(monkeypatch):
+    """Stage 04 cuts each unchanged run of chunks out of the previous postings: by one scan
+    a run when a few runs are left (one changed file), by one stable sort over all postings
+    when many are.  Both must give every run its postings in term order, chunks renumbered
+    from the run's start: here checked against the postings picked out one by one."""
+    import pipekit.run.incremental as inc
+
+    rng = np.random.default_rng(7)
+    n_chunks, n_terms = 60, 40
+    pairs = sorted({(int(t), int(c)) for t, c in zip(rng.integers(0, n_terms, 900), rng.integers(0, n_chunks, 900))})
+    postings = pa.table({"term_id": pa.array([t for t, _ in pairs], pa.int32()),
+                         "chunk": pa.array([c for _, c in pairs], pa.int32()),
+                         "tf": pa.array(rng.integers(1, 5, len(pairs)), pa.int32())})
+    terms = pa.array([f"t{i:02d}" for i in range(n_terms)])
+    lengths = rng.integers(1, 50, n_chunks)
+    # Eleven runs (more than FEW_RUNS), chunks 25-29 changed, run starts in the new numbering shifted.
+    olds = [("old", a + 3, a + 8, a) for a in range(0, 25, 5)] + [("old", a + 1, a + 6, a) for a in range(30, 60, 5)]
+    assert len(olds) > inc.FEW_RUNS
+
+    def expected(a, b, s):
+        mine = [(t, c - s, f) for t, c, f in zip(*(postings.column(n).to_pylist() for n in ("term_id", "chunk", "tf")))
+                if s <= c < s + (b - a)]
+        return [f"t{t:02d}" for t in sorted({t for t, _, _ in mine})], [c for _, c, _ in mine], [f for _, _, f in mine]
+
+    by_sort = inc.previous_counts(postings, terms, lengths, olds)
+    monkeypatch.setattr(inc, "FEW_RUNS", len(olds))
+    by_scan = inc.previous_counts(postings, terms, lengths, olds)
+    for (_, a, b, s), x, y in zip(olds, by_sort, by_scan):
+        want_terms, want_chunks, want_tf = expected(a, b, s)
+        for got in (x, y):
+            assert got["terms"].to_pylist() == want_terms
+            assert got["chunk"].tolist() == want_chunks and got["tf"].tolist() == want_tf
+            assert got["lengths"].tolist() == lengths[s:s + (b - a)].tolist()
+            assert got["col_ptr"][-1] == len(want_chunks)
