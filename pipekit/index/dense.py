@@ -52,7 +52,8 @@ WORDLLAMA = "wordllama"
 WORDLLAMA_CONFIG, WORDLLAMA_DIM = "l2_supercat", 256
 VECTORS = "04_vectors.parquet"
 EMBED_BATCH = 256  # chunks embedded per step at most (`block_starts`)
-ATTENTION_GROUP = 16  # BertFolder: texts whose attention runs as one padded product (sorted by length: little padding)
+ATTENTION_GROUP = 2  # BertFolder: texts whose attention runs as one padded product (sorted by length: little padding;
+# 16 made each group's scores 50 MB, out of cache: attention took 1.6-2x as long as in pairs)
 TOKENS_PER_BATCH = 8192  # BertFolder: tokens of one packed forward pass (its matrices stay ~50 MB)
 FOLDER_FILES = ("config.json", "tokenizer.json", "model.safetensors", "1_Pooling/config.json",
                 "sentence_bert_config.json", "modules.json")
@@ -167,15 +168,6 @@ _ERF = (np.float32(0.3275911), [np.float32(c) for c in (1.061405429, -1.45315202
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    """_gelu_rows on blocks of 64 rows: its dozen passes over a whole pass's 50 MB
-    activations were bound by memory (GELU took 40 % of the encoder); a block stays in cache."""
-    out = np.empty_like(x)
-    for r in range(0, len(x), 64):
-        out[r:r + 64] = _gelu_rows(x[r:r + 64])
-    return out
-
-
-def _gelu_rows(x: np.ndarray) -> np.ndarray:
     """BERT's exact GELU, x·Φ(x) = x·(1 + erf(x/√2))/2, with erf by Abramowitz & Stegun 7.1.26
     (error below 1.5e-7, under float32's own rounding at these magnitudes): scipy's erf took
     a third of the encoder's time; this is a few passes of float32 arithmetic."""
@@ -204,9 +196,41 @@ def _gelu_rows(x: np.ndarray) -> np.ndarray:
 
 
 def _layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
-    mu = x.mean(axis=-1, keepdims=True)
-    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mu) / np.sqrt(var + eps) * g + b
+    """Layer norm of each row, in place in `x` (a block of rows: its passes stay in cache)."""
+    x -= x.mean(axis=-1, keepdims=True)
+    scale = np.mean(x * x, axis=-1, keepdims=True)
+    scale += np.float32(eps)
+    np.sqrt(scale, out=scale)
+    x /= scale
+    x *= g
+    x += b
+    return x
+
+
+ROWS = 64  # rows of one element-wise block: 64 x 1536 float32 (384 KB) stays in a core's L2
+_POOL = None
+
+
+def _pool():
+    """Threads for the steps between the GEMMs, one per BLAS thread: NumPy lets go of the GIL
+    inside a ufunc, a reduction or a BLAS call, so two blocks run at once on two cores.  Those
+    steps (attention, GELU, layer norm) ran on one core while the other waited: ~60 % of the
+    encoder's time against ~40 % for the GEMMs (bench/embed_speed.py)."""
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+        from threadpoolctl import threadpool_info
+
+        blas = max((i.get("num_threads") or 1 for i in threadpool_info() if i.get("user_api") == "blas"), default=1)
+        _POOL = ThreadPoolExecutor(max(1, blas), thread_name_prefix="bert")
+    return _POOL
+
+
+def _in_blocks(fn, n_rows: int) -> None:
+    """fn(rows) for every ROWS-row slice of n_rows, spread over the pool: each block is
+    computed alone, so the result is the same bits whichever thread takes it."""
+    for f in [_pool().submit(fn, slice(r, r + ROWS)) for r in range(0, n_rows, ROWS)]:
+        f.result()
 
 
 class BertFolder:
@@ -220,7 +244,12 @@ class BertFolder:
     *packed*: the linear layers run on every token of a batch at once (no padding), attention
     per text on its own tokens only (groups of neighbours padded, the padding masked out).  A text's vector then depends on the
     texts beside it only in its last bits (BLAS's summation order follows the shape of the
-    product); stage 04 packs the same texts together on every engine (`vector_rows`)."""
+    product); stage 04 packs the same texts together on every engine (`vector_rows`).
+
+    Between the GEMMs (numpy's BLAS, on every core) the steps run in blocks spread over a
+    thread per core (`_in_blocks`): bias, GELU, residual and layer norm per 64 rows, in
+    place and in cache; attention per pair of texts.  A block's arithmetic does not depend on
+    which thread runs it, so the vectors are the same bits as on one thread."""
 
     def __init__(self, folder: Path):
         from safetensors.numpy import load_file
@@ -276,14 +305,35 @@ class BertFolder:
         starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         positions = np.concatenate([np.arange(n) for n in lengths])
         x = self.word[np.concatenate(ids)] + self.pos[positions] + self.type0
-        x = _layer_norm(x, *self.ln0, self.eps)
+        _layer_norm(x, *self.ln0, self.eps)
+        n = len(x)
+
+        def add_norm(r, a, b, ln):  # x = LN(x + a + b): bias and residual fused, a block in cache
+            a[r] += b
+            a[r] += x[r]
+            x[r] = _layer_norm(a[r], *ln, self.eps)
+
+        def bias_gelu(r, h, b):
+            h[r] += b
+            h[r] = _gelu(h[r])
+
+        def bias(r, y, b):
+            y[r] += b
+
         for qkv, qkv_b, wo, bo, ln1, wi, bi, wo2, bo2, ln2 in self.layers:
-            q, k, v = np.split(x @ qkv + qkv_b, 3, axis=1)
+            # The GEMMs run on both cores inside numpy's BLAS; each step after one runs in row blocks.
+            y = x @ qkv
+            _in_blocks(lambda r: bias(r, y, qkv_b), n)
+            q, k, v = np.split(y, 3, axis=1)
             ctx = np.empty_like(x)
             with self.one_thread():  # small products: BLAS threads cost more than they give (45x, measured)
                 self._attend(q, k, v, starts, ctx)
-            x = _layer_norm(x + (ctx @ wo + bo), *ln1, self.eps)
-            x = _layer_norm(x + (_gelu(x @ wi + bi) @ wo2 + bo2), *ln2, self.eps)
+            a = ctx @ wo
+            _in_blocks(lambda r: add_norm(r, a, bo, ln1), n)
+            h = x @ wi
+            _in_blocks(lambda r: bias_gelu(r, h, bi), n)
+            a = h @ wo2
+            _in_blocks(lambda r: add_norm(r, a, bo2, ln2), n)
         if self.cls:
             pooled = x[starts[:-1]]
         else:
@@ -301,8 +351,8 @@ class BertFolder:
         h, dh = self.heads, self.dim // self.heads
         scale = np.float32(1 / np.sqrt(dh))
         bounds = list(zip(starts[:-1].tolist(), starts[1:].tolist()))
-        for g in range(0, len(bounds), ATTENTION_GROUP):
-            group = bounds[g:g + ATTENTION_GROUP]
+
+        def attend(group):
             n = max(z - a for a, z in group)
             qs, ks, vs = (np.zeros((len(group), n, h, dh), np.float32) for _ in range(3))
             mask = np.zeros((len(group), 1, 1, n), np.float32)
@@ -323,6 +373,11 @@ class BertFolder:
             c = np.matmul(s, vs).transpose(0, 2, 1, 3)
             for i, (a, z) in enumerate(group):
                 ctx[a:z] = c[i, :z - a].reshape(z - a, self.dim)
+
+        # Groups on the pool's threads, BLAS on one thread each (the caller's one_thread).
+        groups = [bounds[g:g + ATTENTION_GROUP] for g in range(0, len(bounds), ATTENTION_GROUP)]
+        for f in [_pool().submit(attend, g) for g in groups]:
+            f.result()
 
     def embed(self, texts: list[str], done=None) -> np.ndarray:
         """The texts' vectors; `done(n)` is told after each packed pass of n of them: a
