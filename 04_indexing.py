@@ -214,8 +214,14 @@ def idf_of(df: np.ndarray, n_chunks: int) -> np.ndarray:
 
 def impacts(idf_t: np.ndarray, tf: np.ndarray, norm_c: np.ndarray, k1: float) -> np.ndarray:
     """SPEC's BM25 term weight for postings with these idf, tf and chunk norms (float64)."""
+    # The formula's own order of operations, in place: each product and the sum as a new
+    # array cost five passes over ~11M postings at 200k chunks (~0.4 s); same bits either way.
     tfv = tf.astype(np.float64)
-    return idf_t * tfv * (k1 + 1) / (tfv + norm_c)
+    out = np.multiply(idf_t, tfv)
+    out *= k1 + 1
+    tfv += norm_c
+    out /= tfv
+    return out
 
 
 def count_partition(section: dict, part) -> dict:
@@ -406,6 +412,9 @@ def shard_postings(k1: float, b: float, avgdl: float, shard: tuple) -> Iterator[
     t0, ids, idf, lengths, slices = shard
     col_ptr, chunk_of, tf_of = merge_slices(len(idf), ids, slices)
     df = np.diff(col_ptr)
+    # Each chunk's length norm once, gathered per posting below: per posting it was four
+    # passes over every posting for a value that depends on the chunk alone (same bits).
+    norm_of_chunk = k1 * (1 - b + b * lengths / avgdl) if avgdl > 0 else None
     n_terms, target, u = len(idf), 1 << 21, 0
     while u < n_terms:
         # Whole terms per block, about `target` postings each (one very common term alone).
@@ -415,7 +424,7 @@ def shard_postings(k1: float, b: float, avgdl: float, shard: tuple) -> Iterator[
         term_of = np.repeat(np.arange(u, v, dtype=np.int32), df[u:v])
         chunk, tf = chunk_of[lo:hi], tf_of[lo:hi]
         # With no terms at all avgdl is 0; there are then no postings to normalise either.
-        norm = k1 * (1 - b + b * lengths[chunk] / avgdl) if avgdl > 0 else np.zeros(len(chunk))
+        norm = norm_of_chunk[chunk] if norm_of_chunk is not None else np.zeros(len(chunk))
         yield pa.table({
             "term_id": pa.array(term_of + np.int32(t0)),
             "chunk": pa.array(chunk.astype(np.int32, copy=False)),
