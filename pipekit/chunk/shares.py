@@ -148,15 +148,19 @@ class ChunkShares:
 
 def long_lines(path, doc_ids: list[str]) -> dict[str, int]:
     """{doc_id: longest line} of those of `doc_ids` whose stage-02 text (at `path`) has a
-    line over LONG_LINE_CHARS.  Reads only those documents' rows (row groups whose doc_id
-    statistics cannot hold them are skipped)."""
+    line over LONG_LINE_CHARS.  Reads the doc_id column, then only the row groups that
+    hold those documents' texts."""
     if not doc_ids:
         return {}
-    import pyarrow.parquet as pq
+    from pipekit.run.io import read_table, take_rows
 
-    table = pq.read_table(path, columns=["doc_id", "text"], filters=[("doc_id", "in", doc_ids)])
+    # Not pq.read_table with a filter: it loads pyarrow.dataset and builds a dataset, 30-70 ms
+    # of every rerun of stage 03 (which checks the largest documents whether they changed).
+    wanted = set(doc_ids)
+    ids = read_table(path, ["doc_id"]).column("doc_id").to_pylist()
+    rows = [i for i, d in enumerate(ids) if d in wanted]
     out = {}
-    for doc_id, text in zip(table.column("doc_id").to_pylist(), table.column("text").to_pylist()):
+    for doc_id, text in zip([ids[i] for i in rows], take_rows(path, "text", rows)):
         n = longest_line(text or "")
         if n > LONG_LINE_CHARS:
             out[doc_id] = n
