@@ -205,6 +205,25 @@ def test_padded_attention_groups_and_blocked_gelu_give_the_per_text_vectors_with
     assert np.abs(dense._gelu(x) - x * (1 + erf(x / np.sqrt(2))) / 2).max() <= 1e-5
 
 
+def test_bert_blocks_on_one_thread_or_several_give_the_same_bits(tmp_path, monkeypatch):
+    """The steps between the GEMMs run in row blocks and attention groups spread over a thread
+    per core; a block's arithmetic must not depend on the thread that runs it (the local engine
+    and a Dask worker may have different thread counts and must still write the same vectors)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pipekit.index import dense
+
+    model = dense.BertFolder(tiny_bert(tmp_path / "m"))
+    texts = [" ".join(WORDS[: 1 + i % 9] * (1 + i % 5)) for i in range(40)]
+    monkeypatch.setattr(dense, "ROWS", 8)  # the tiny texts still make many blocks
+    monkeypatch.setattr(dense, "_POOL", ThreadPoolExecutor(4))
+    several = model.embed(texts)
+    monkeypatch.setattr(dense, "_POOL", ThreadPoolExecutor(1))
+    one = model.embed(texts)
+    assert several.tobytes() == one.tobytes()
+    assert len({v.tobytes() for v in one}) == len(set(texts))  # not all the same vector
+
+
 def test_vector_rows_pack_the_same_blocks_however_rows_arrive(tmp_path, monkeypatch):
     """Batches of any size, partitions cut anywhere (moved to block starts by block_parts): the
     same texts are embedded together, so the vectors are the same bits (what lets a cluster,
