@@ -189,7 +189,7 @@ def per_text_attend(model, q, k, v, starts, ctx):
         ctx[a:z] = (s @ vs).transpose(1, 0, 2).reshape(z - a, model.dim)
 
 
-def test_padded_attention_groups_and_blocked_gelu_give_the_per_text_vectors_within_1e_5(tmp_path, monkeypatch):
+def test_padded_attention_groups_row_blocks_and_blocked_gelu_give_the_per_text_vectors_within_1e_5(tmp_path, monkeypatch):
     from scipy.special import erf
 
     from pipekit.index import dense
@@ -215,13 +215,28 @@ def test_bert_blocks_on_one_thread_or_several_give_the_same_bits(tmp_path, monke
 
     model = dense.BertFolder(tiny_bert(tmp_path / "m"))
     texts = [" ".join(WORDS[: 1 + i % 9] * (1 + i % 5)) for i in range(40)]
-    monkeypatch.setattr(dense, "ROWS", 8)  # the tiny texts still make many blocks
+    monkeypatch.setattr(dense, "ROWS", 8)  # the tiny texts still make many row blocks ...
+    monkeypatch.setattr(dense, "GELU_ROWS", 3)  # ... each of several GELU slices, the last one short
     monkeypatch.setattr(dense, "_POOL", ThreadPoolExecutor(4))
     several = model.embed(texts)
     monkeypatch.setattr(dense, "_POOL", ThreadPoolExecutor(1))
     one = model.embed(texts)
     assert several.tobytes() == one.tobytes()
     assert len({v.tobytes() for v in one}) == len(set(texts))  # not all the same vector
+
+
+def test_bert_pool_has_a_thread_per_blas_thread_though_made_inside_the_one_thread_limit(tmp_path, monkeypatch):
+    """The encoder limits BLAS to one thread and spreads row blocks over its own pool: a pool
+    sized inside that limit had one thread, and the encoder ran on one core (34 % of the
+    matmul rate instead of 64 %, bench/embed_speed.py)."""
+    from threadpoolctl import threadpool_info
+
+    from pipekit.index import dense
+
+    blas = max(i.get("num_threads") or 1 for i in threadpool_info() if i.get("user_api") == "blas")
+    monkeypatch.setattr(dense, "_POOL", None)
+    dense.BertFolder(tiny_bert(tmp_path / "m")).embed(["a text", "another"])
+    assert dense._POOL._max_workers == blas
 
 
 def test_vector_rows_pack_the_same_blocks_however_rows_arrive(tmp_path, monkeypatch):

@@ -163,36 +163,46 @@ def normalise(v: np.ndarray) -> np.ndarray:
     return np.divide(v, n, out=np.zeros_like(v), where=n > 0)
 
 
-_ERF = (np.float32(0.3275911), [np.float32(c) for c in (1.061405429, -1.453152027, 1.421413741, -0.284496736,
-                                                       0.254829592)])
+# A&S 7.1.26's constants for erfc(|x|/√2)/2: p scaled by 1/√2 and the coefficients halved
+# (both exact rescalings folded in here, two passes fewer over every GELU input).
+_ERFC_P = np.float32(0.3275911 / np.sqrt(2))
+_ERFC_HALF = [np.float32(c / 2) for c in (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)]
+
+
+_EXP_FLOOR: dict = {}  # width -> a row of -36 (`_gelu`)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    """BERT's exact GELU, x·Φ(x) = x·(1 + erf(x/√2))/2, with erf by Abramowitz & Stegun 7.1.26
-    (error below 1.5e-7, under float32's own rounding at these magnitudes): scipy's erf took
-    a third of the encoder's time; this is a few passes of float32 arithmetic."""
-    p, coef = _ERF
-    z = x * np.float32(0.7071067811865476)
-    a = np.abs(z)
-    t = np.float32(1) / (np.float32(1) + p * a)
-    poly = np.full_like(t, coef[0])
-    for c in coef[1:]:
-        poly *= t
-        poly += c
-    poly *= t
-    # exp(-a²) beyond a = 6 is below float32's normal range; those denormals cost ~50x a
-    # normal exp (GELU took 40 % of the encoder); at a >= 6, erf is 1.0 in float32 either way.
-    np.minimum(a, np.float32(6), out=a)
-    a *= a
-    np.negative(a, out=a)
-    np.exp(a, out=a)
-    poly *= a
-    erf = np.float32(1) - poly
-    np.copysign(erf, z, out=erf)
-    erf += np.float32(1)
-    erf *= x
-    erf *= np.float32(0.5)
-    return erf
+    """BERT's exact GELU, x·Φ(x), written as (x + |x|)/2 − |x|·erfc(|x|/√2)/2 with erfc by
+    Abramowitz & Stegun 7.1.26 (error below 1.5e-7, under float32's own rounding at these
+    magnitudes): scipy's erf took a third of the encoder's time (14 ns a number); this is
+    ~20 passes of float32 arithmetic over a block in cache (~3 ns).  Every pass is one NumPy
+    call with a fast loop: against a scalar, np.maximum and np.minimum take 4x an add (0.39
+    ns a number) where against a row of the same width they take 2x, and np.reciprocal 2x
+    np.divide(1, t) — so the floor is a row and the ReLU part is (x + |x|)/2."""
+    a = np.abs(x)
+    t = a * _ERFC_P
+    t += np.float32(1)
+    np.divide(np.float32(1), t, out=t)
+    w = t * _ERFC_HALF[-1]
+    for c in _ERFC_HALF[-2::-1]:
+        w += c
+        w *= t
+    e = np.multiply(a, a, out=t)
+    e *= np.float32(-0.5)
+    # exp(-x²/2) below -36 is under float32's normal range; those denormals cost ~50x a
+    # normal exp (GELU took 40 % of the encoder); there erfc is below float32's resolution anyway.
+    floor = _EXP_FLOOR.get(x.shape[-1])
+    if floor is None:
+        floor = _EXP_FLOOR.setdefault(x.shape[-1], np.full(x.shape[-1], -36, np.float32))
+    np.maximum(e, floor, out=e)
+    np.exp(e, out=e)
+    w *= e
+    w *= a
+    out = np.add(x, a, out=a)
+    out *= np.float32(0.5)
+    out -= w
+    return out
 
 
 def _layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
@@ -207,15 +217,14 @@ def _layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.n
     return x
 
 
-ROWS = 64  # rows of one element-wise block: 64 x 1536 float32 (384 KB) stays in a core's L2
+ROWS = 256  # token rows one thread carries through a layer's products and steps (`BertFolder._dense_rows`)
+GELU_ROWS = 64  # rows of GELU's passes: 64 x 1536 float32 (384 KB) stays in a core's 1 MB L2
 _POOL = None
 
 
 def _pool():
-    """Threads for the steps between the GEMMs, one per BLAS thread: NumPy lets go of the GIL
-    inside a ufunc, a reduction or a BLAS call, so two blocks run at once on two cores.  Those
-    steps (attention, GELU, layer norm) ran on one core while the other waited: ~60 % of the
-    encoder's time against ~40 % for the GEMMs (bench/embed_speed.py)."""
+    """Threads for the row blocks and attention groups, one per BLAS thread: NumPy lets go of
+    the GIL inside a ufunc, a reduction or a BLAS call, so two blocks run at once on two cores."""
     global _POOL
     if _POOL is None:
         from concurrent.futures import ThreadPoolExecutor
@@ -226,10 +235,12 @@ def _pool():
     return _POOL
 
 
-def _in_blocks(fn, n_rows: int) -> None:
-    """fn(rows) for every ROWS-row slice of n_rows, spread over the pool: each block is
-    computed alone, so the result is the same bits whichever thread takes it."""
-    for f in [_pool().submit(fn, slice(r, r + ROWS)) for r in range(0, n_rows, ROWS)]:
+def _in_blocks(fn, n_rows: int, rows: int | None = None) -> None:
+    """fn(rows) for every `rows`-row slice (ROWS) of n_rows, spread over the pool: each block is
+    computed alone (BLAS on one thread: the caller's one_thread), so the result is the same
+    bits whichever thread, and however many threads, take it."""
+    rows = rows or ROWS
+    for f in [_pool().submit(fn, slice(r, r + rows)) for r in range(0, n_rows, rows)]:
         f.result()
 
 
@@ -242,14 +253,19 @@ class BertFolder:
     of the token vectors, or the [CLS] one) and L2 normalisation.  Texts are tokenized by
     the folder's tokenizer.json, truncated at its max_seq_length, sorted by length and
     *packed*: the linear layers run on every token of a batch at once (no padding), attention
-    per text on its own tokens only (groups of neighbours padded, the padding masked out).  A text's vector then depends on the
-    texts beside it only in its last bits (BLAS's summation order follows the shape of the
-    product); stage 04 packs the same texts together on every engine (`vector_rows`).
+    per text on its own tokens only (groups of neighbours padded, the padding masked out).
+    A text's vector then depends on the texts beside it only in its last bits (BLAS's
+    summation order follows the shape of the product); stage 04 packs the same texts together
+    on every engine (`vector_rows`).
 
-    Between the GEMMs (numpy's BLAS, on every core) the steps run in blocks spread over a
-    thread per core (`_in_blocks`): bias, GELU, residual and layer norm per 64 rows, in
-    place and in cache; attention per pair of texts.  A block's arithmetic does not depend on
-    which thread runs it, so the vectors are the same bits as on one thread."""
+    How it reaches the machine's matmul rate (issue 37, bench/embed_speed.py): BLAS runs on one
+    thread and the pool's threads (one per core) each carry a block of ROWS token rows through a
+    layer's whole dense part — attention output, residual + layer norm, feed-forward in, GELU,
+    out, residual + layer norm — so the 1536-wide activations of a block stay in cache between
+    the products (a whole pass's were 50 MB: every step between the GEMMs went to memory, and
+    each GEMM split over both cores cost a join).  Attention runs per pair of texts on the
+    same threads.  A block's arithmetic does not depend on which thread runs it, so the
+    vectors are the same bits on any number of threads (local engine or a Dask worker)."""
 
     def __init__(self, folder: Path):
         from safetensors.numpy import load_file
@@ -308,37 +324,46 @@ class BertFolder:
         _layer_norm(x, *self.ln0, self.eps)
         n = len(x)
 
-        def add_norm(r, a, b, ln):  # x = LN(x + a + b): bias and residual fused, a block in cache
-            a[r] += b
-            a[r] += x[r]
-            x[r] = _layer_norm(a[r], *ln, self.eps)
+        def project(r, qkv, qkv_b):
+            np.matmul(x[r], qkv, out=y[r])
+            y[r] += qkv_b
 
-        def bias_gelu(r, h, b):
-            h[r] += b
-            h[r] = _gelu(h[r])
-
-        def bias(r, y, b):
-            y[r] += b
-
-        for qkv, qkv_b, wo, bo, ln1, wi, bi, wo2, bo2, ln2 in self.layers:
-            # The GEMMs run on both cores inside numpy's BLAS; each step after one runs in row blocks.
-            y = x @ qkv
-            _in_blocks(lambda r: bias(r, y, qkv_b), n)
-            q, k, v = np.split(y, 3, axis=1)
-            ctx = np.empty_like(x)
-            with self.one_thread():  # small products: BLAS threads cost more than they give (45x, measured)
+        # BLAS on one thread, the pool's threads on the cores: measured (bench/embed_speed.py,
+        # 200 SciFact chunks) BLAS's own threads on the whole pass's products left the encoder
+        # at 40-55 % of the matmul rate, mostly in the memory-bound steps between them.
+        _pool()  # sized by BLAS's threads before they are limited to one (inside, it made one thread)
+        # y and ctx once a pass, not once a layer: 50 MB of fresh pages each time cost their
+        # first-touch page faults again (the Q/K/V product ran at half the block's BLAS rate).
+        y, ctx = np.empty((n, 3 * self.dim), np.float32), np.empty_like(x)
+        q, k, v = np.split(y, 3, axis=1)
+        with self.one_thread():
+            for layer in self.layers:
+                _in_blocks(lambda r: project(r, layer[0], layer[1]), n)
                 self._attend(q, k, v, starts, ctx)
-            a = ctx @ wo
-            _in_blocks(lambda r: add_norm(r, a, bo, ln1), n)
-            h = x @ wi
-            _in_blocks(lambda r: bias_gelu(r, h, bi), n)
-            a = h @ wo2
-            _in_blocks(lambda r: add_norm(r, a, bo2, ln2), n)
+                _in_blocks(lambda r: self._dense_rows(x, ctx, r, layer), n)
         if self.cls:
             pooled = x[starts[:-1]]
         else:
             pooled = np.stack([x[a:z].mean(axis=0) for a, z in zip(starts[:-1].tolist(), starts[1:].tolist())])
         return normalise(pooled)
+
+    def _dense_rows(self, x: np.ndarray, ctx: np.ndarray, r: slice, layer) -> None:
+        """A layer's part after attention for the token rows `r`, in place in x: attention
+        output + bias + residual, layer norm; feed-forward in + bias, GELU, out + bias +
+        residual, layer norm.  Rows are independent here, so a block never waits on another."""
+        _, _, wo, bo, ln1, wi, bi, wo2, bo2, ln2 = layer
+        a = ctx[r] @ wo
+        a += bo
+        a += x[r]
+        xr = _layer_norm(a, *ln1, self.eps)
+        h = xr @ wi
+        h += bi
+        for s in range(0, len(h), GELU_ROWS):
+            h[s:s + GELU_ROWS] = _gelu(h[s:s + GELU_ROWS])
+        a = h @ wo2
+        a += bo2
+        a += xr
+        x[r] = _layer_norm(a, *ln2, self.eps)
 
     def _attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, starts: np.ndarray, ctx: np.ndarray) -> None:
         """Self-attention of each text over its own tokens, into `ctx`: the texts (sorted by
@@ -347,32 +372,37 @@ class BertFolder:
         copied apart held the encoder at ~36 % of the matmul rate (bench/embed_speed.py);
         the padded keys get a score of -inf, so their softmax weight is exactly 0 and a
         text's context is its own tokens' alone (only the summation order, its last bits,
-        follows the group)."""
+        follows the group).
+
+        The score matrices (heads x n x n a text: 830 M numbers for 200 SciFact chunks, twice
+        GELU's) are what costs, so they get as few passes as softmax allows: the 1/√d scale
+        goes on the queries as they are copied in, -inf only on padded columns (not a mask
+        added everywhere), and the division by the row sums on the context (n x 32), not on
+        the scores (n x n)."""
         h, dh = self.heads, self.dim // self.heads
         scale = np.float32(1 / np.sqrt(dh))
         bounds = list(zip(starts[:-1].tolist(), starts[1:].tolist()))
 
         def attend(group):
             n = max(z - a for a, z in group)
-            qs, ks, vs = (np.zeros((len(group), n, h, dh), np.float32) for _ in range(3))
-            mask = np.zeros((len(group), 1, 1, n), np.float32)
+            qs = np.zeros((len(group), h, n, dh), np.float32)
+            ks = np.zeros((len(group), h, dh, n), np.float32)
+            vs = np.zeros((len(group), h, n, dh), np.float32)
             for i, (a, z) in enumerate(group):
                 m = z - a
-                qs[i, :m] = q[a:z].reshape(m, h, dh)
-                ks[i, :m] = k[a:z].reshape(m, h, dh)
-                vs[i, :m] = v[a:z].reshape(m, h, dh)
-                mask[i, ..., m:] = -np.inf
-            qs, vs = qs.transpose(0, 2, 1, 3).copy(), vs.transpose(0, 2, 1, 3).copy()
-            ks = ks.transpose(0, 2, 3, 1).copy()
+                np.multiply(q[a:z].reshape(m, h, dh).transpose(1, 0, 2), scale, out=qs[i, :, :m])
+                ks[i, :, :, :m] = k[a:z].reshape(m, h, dh).transpose(1, 2, 0)
+                vs[i, :, :m] = v[a:z].reshape(m, h, dh).transpose(1, 0, 2)
             s = np.matmul(qs, ks)
-            s *= scale
-            s += mask
+            for i, (a, z) in enumerate(group):
+                s[i, :, :, z - a:] = -np.inf
             s -= s.max(axis=-1, keepdims=True)
             np.exp(s, out=s)
-            s /= s.sum(axis=-1, keepdims=True)
-            c = np.matmul(s, vs).transpose(0, 2, 1, 3)
+            total = s.sum(axis=-1, keepdims=True)
+            c = np.matmul(s, vs)
+            c /= total
             for i, (a, z) in enumerate(group):
-                ctx[a:z] = c[i, :z - a].reshape(z - a, self.dim)
+                ctx[a:z] = c[i, :, :z - a].transpose(1, 0, 2).reshape(z - a, self.dim)
 
         # Groups on the pool's threads, BLAS on one thread each (the caller's one_thread).
         groups = [bounds[g:g + ATTENTION_GROUP] for g in range(0, len(bounds), ATTENTION_GROUP)]
