@@ -474,7 +474,8 @@ def candidates(index: Index, q: QueryTerms, depth: int) -> tuple[np.ndarray, np.
 
 
 def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: int, progress=None,
-           threads: int | None = None, feedback: Feedback | None = None, mask: np.ndarray | None = None):
+           threads: int | None = None, feedback: Feedback | None = None, mask: np.ndarray | None = None,
+           summary: bool = True):
     """Chunk hits (query#, chunk, score, rank), the document run {qid: {doc: score}}, and
     each query as it was scored (`QueryTerms`: with `feedback`, the expanded query).
     `mask` (a bool per chunk, `search --in/--format`) keeps the others out before ranking,
@@ -487,8 +488,10 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
     200k passages, ~180k postings a query: 0.34 s on one thread, 0.47 s on two; 1M, ~900k:
     0.71 s and 0.53 s, warm).  Each query's answer depends on that query alone, so the results are
     the same whatever the number of threads (`threads=1` runs them in order, in this thread).
+    `summary=False` (a Searcher's one query) leaves out the timing note: reading the process's
+    CPU clock is a system call, a tenth of a millisecond here, and a note a search piles up.
     """
-    t0, cpu0 = time.perf_counter(), time.process_time()
+    t0, cpu0 = time.perf_counter(), time.process_time() if summary else 0.0
     doc_names, doc_codes = index.doc_names, index.doc_codes
     scored = index.query_terms([text for _, text in queries])
     if feedback is not None:
@@ -526,6 +529,8 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
     else:
         answers = [a for batch in progress(map(answer, batches), len(batches)) for a in batch]
     out, run = collect_answers(queries, answers, doc_names)
+    if not summary:
+        return out, run, scored
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     passes = " (two passes each: rm3 feedback)" if feedback is not None else ""
     index.note(f"queries answered{passes} in {seconds:.2f} s, {cpu:.2f} s CPU on {workers} thread{'s' * (workers > 1)} "

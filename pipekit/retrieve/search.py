@@ -208,7 +208,8 @@ class Searcher:
         queries = [(str(i + 1), t) for i, t in enumerate(texts)]
         feedback = feedback_of(self.settings)
         (q, c, s, r), _, scored = self._stage.search(
-            self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback, mask=mask)
+            self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback, mask=mask,
+            summary=False)
         added = [self.index.added_terms(x) for x in scored] if feedback is not None else [None] * len(texts)
         passages = (self._texts.take(pa.array(c, pa.int64())).to_pylist() if self._texts is not None
                     else chunk_texts(self._chunks_03, c))  # only the hits' row groups are read
