@@ -90,7 +90,10 @@ def main() -> None:
     if not (DATA / "scifact").is_dir():
         raise SystemExit(f"needs {DATA / 'scifact'} (the shared SciFact sample)")
     chunk_texts = texts(args.chunks)
-    print(f"{args.chunks} SciFact chunks, {args.folder.name}")
+    # The load beside the figures: the ratio holds better than absolute rates on a shared
+    # machine, but a run beside another CPU-bound job still loses some (bench/README.md).
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").is_file() else ["?"]
+    print(f"{args.chunks} SciFact chunks, {args.folder.name}; load average {' '.join(load)}")
     print(f"{'code':<8}{'chunks/s':>10}{'model GF/s':>12}{'matmul GF/s':>13}{'ratio':>8}")
     now = measure("now", load_dense(None), args.folder, chunk_texts)
     if args.before:

@@ -337,20 +337,23 @@ class BertFolder:
         y, ctx = np.empty((n, 3 * self.dim), np.float32), np.empty_like(x)
         q, k, v = np.split(y, 3, axis=1)
         with self.one_thread():
-            for layer in self.layers:
-                _in_blocks(lambda r: project(r, layer[0], layer[1]), n)
+            _in_blocks(lambda r: project(r, *self.layers[0][:2]), n)
+            for i, layer in enumerate(self.layers):
                 self._attend(q, k, v, starts, ctx)
-                _in_blocks(lambda r: self._dense_rows(x, ctx, r, layer), n)
+                # The next layer's Q/K/V product in the same block, while its rows are in cache.
+                after = (lambda r: project(r, *self.layers[i + 1][:2])) if i + 1 < len(self.layers) else None
+                _in_blocks(lambda r: self._dense_rows(x, ctx, r, layer, after), n)
         if self.cls:
             pooled = x[starts[:-1]]
         else:
             pooled = np.stack([x[a:z].mean(axis=0) for a, z in zip(starts[:-1].tolist(), starts[1:].tolist())])
         return normalise(pooled)
 
-    def _dense_rows(self, x: np.ndarray, ctx: np.ndarray, r: slice, layer) -> None:
+    def _dense_rows(self, x: np.ndarray, ctx: np.ndarray, r: slice, layer, after=None) -> None:
         """A layer's part after attention for the token rows `r`, in place in x: attention
         output + bias + residual, layer norm; feed-forward in + bias, GELU, out + bias +
-        residual, layer norm.  Rows are independent here, so a block never waits on another."""
+        residual, layer norm; then `after(r)` (the next layer's Q/K/V product).  Rows are
+        independent here, so a block never waits on another."""
         _, _, wo, bo, ln1, wi, bi, wo2, bo2, ln2 = layer
         a = ctx[r] @ wo
         a += bo
@@ -364,6 +367,8 @@ class BertFolder:
         a += bo2
         a += xr
         x[r] = _layer_norm(a, *ln2, self.eps)
+        if after is not None:
+            after(r)
 
     def _attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, starts: np.ndarray, ctx: np.ndarray) -> None:
         """Self-attention of each text over its own tokens, into `ctx`: the texts (sorted by
