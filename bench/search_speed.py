@@ -2,6 +2,7 @@
 program feeding passages to a language model call), once the index is loaded.
 
     python bench/search_speed.py OUTPUT_FOLDER [OUTPUT_FOLDER ...] [--queries FILE] [--repeat 3] [--read-texts]
+                                 [--baseline CHECKOUT] [--no-peer]
 
 For each output folder (one made by run_pipeline.py) it loads a Searcher, asks every query
 of the folder's stage-05 results (or --queries, one a line) one at a time, `--repeat`
@@ -10,17 +11,30 @@ the index, and the machine's load average (a busy machine is slower: say which i
 With --read-texts the Searcher keeps no texts (keep_texts=False): each search reads its hits'
 texts from 03_chunks.parquet, as `python -m pipekit search "QUERY"` does for a query or two.
 Prints figures only; the README's search-speed sentence quotes them.
+
+Beside ours, in the same run and on the same questions: bm25s (its default numpy backend,
+and numba's when installed) over the same chunk texts (03_chunks.parquet), with what our
+defaults do to words, Lucene's English stop list and the Snowball English stemmer
+(PyStemmer), k1 1.2, b 0.75; one query is its `tokenize` plus `retrieve(k=10)`, the
+numba functions compiled before the clock starts.  bm25s ranks chunks by BM25 alone;
+ours also mixes in the section context, finds sections and links and makes citable
+Passage objects, so equal times mean ours does more in them.  --baseline CHECKOUT runs
+this bench's Searcher from another checkout of the project (a child process), for a
+before/after on the same machine at the same time.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if "--pipekit" in sys.argv:  # a child run for --baseline: that checkout's pipekit
+    REPO = Path(sys.argv[sys.argv.index("--pipekit") + 1]).resolve()
 sys.path.insert(0, str(REPO))
 
 from pipekit import Searcher  # noqa: E402
@@ -41,25 +55,95 @@ def timed(searcher: Searcher, queries: list[str], repeat: int) -> list[float]:
     return ms
 
 
+def ms_summary(ms: list[float]) -> tuple[float, float]:
+    ms = sorted(ms)
+    return statistics.median(ms), ms[int(0.9 * (len(ms) - 1))]
+
+
+def peer_backends() -> list[str]:
+    """bm25s's default backend (numpy), and numba's compiled one where installed."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return ["numpy"]
+    return ["numpy", "numba"]
+
+
+def bm25s_timed(out: Path, queries: list[str], repeat: int, backend: str) -> list[float]:
+    """bm25s over the folder's chunk texts: the ms of each tokenize + retrieve."""
+    import bm25s
+    import Stemmer
+    texts = read_table(out / "03_chunks.parquet", ["text"]).column("text").to_pylist()
+    stemmer = Stemmer.Stemmer("english")
+    model = bm25s.BM25(k1=1.2, b=0.75, backend=backend)
+    model.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False),
+                show_progress=False)
+
+    def one(q: str) -> None:
+        model.retrieve(bm25s.tokenize([q], stopwords="en", stemmer=stemmer, show_progress=False),
+                       k=min(10, len(texts)), show_progress=False, n_threads=1)
+
+    for q in queries[:5]:  # numba compiles at the first retrieve: not on the clock
+        one(q)
+    ms = []
+    for _ in range(repeat):
+        for q in queries:
+            t0 = time.perf_counter()
+            one(q)
+            ms.append((time.perf_counter() - t0) * 1000)
+    return ms
+
+
+def baseline_row(checkout: Path, out: Path, args) -> str:
+    """This bench's Searcher row, run by a child process with another checkout's pipekit."""
+    cmd = [sys.executable, __file__, str(out), "--pipekit", str(checkout), "--repeat", str(args.repeat),
+           "--rows-only"] + (["--queries", str(args.queries)] if args.queries else []) + \
+        (["--read-texts"] if args.read_texts else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"the baseline's bench failed:\n{proc.stderr[-2000:]}")
+    return proc.stdout.strip()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("folders", nargs="+", type=Path)
     ap.add_argument("--queries", type=Path, help="one query a line (default: the folder's stage-05 queries)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--read-texts", action="store_true", help="keep no texts: read each search's from 03_chunks")
+    ap.add_argument("--baseline", type=Path, metavar="CHECKOUT",
+                    help="also time another checkout's Searcher on the same folders and questions")
+    ap.add_argument("--no-peer", action="store_true", help="leave bm25s out")
+    ap.add_argument("--pipekit", type=Path, help=argparse.SUPPRESS)  # (read before the imports above)
+    ap.add_argument("--rows-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{'folder':<44}{'chunks':>9}{'queries':>9}{'load s':>8}{'median ms':>11}{'p90 ms':>9}")
+    if not args.rows_only:
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(f"{'folder':<36}{'who':<18}{'chunks':>8}{'queries':>8}{'load s':>7}{'median ms':>10}{'p90 ms':>8}"
+              f"{'÷ ours':>8}")
     for out in args.folders:
         t0 = time.perf_counter()
         searcher = Searcher(out, keep_texts=not args.read_texts)
         load = time.perf_counter() - t0
         queries = (args.queries.read_text().split("\n") if args.queries else folder_queries(out))
         queries = [q for q in queries if q.strip()][:300]
-        ms = sorted(timed(searcher, queries, args.repeat))
-        p90 = ms[int(0.9 * (len(ms) - 1))]
-        print(f"{str(out)[-43:]:<44}{searcher.index.stats['N']:>9,}{len(queries):>9}{load:>8.2f}"
-              f"{statistics.median(ms):>11.1f}{p90:>9.1f}")
+        median, p90 = ms_summary(timed(searcher, queries, args.repeat))
+        chunks = searcher.index.stats["N"]
+        who = "ours" if args.pipekit is None else f"ours at {args.pipekit.name}"
+        row = lambda who, load, m, p: (f"{str(out)[-35:]:<36}{who[:17]:<18}{chunks:>8,}{len(queries):>8}{load:>7}"
+                                       f"{m:>10.2f}{p:>8.2f}{m / median:>8.2f}")
+        if args.rows_only:
+            print(f"{load:.2f}\t{median}\t{p90}")
+            continue
+        print(row(who, f"{load:.2f}", median, p90), flush=True)
+        if args.baseline:
+            b_load, b_median, b_p90 = baseline_row(args.baseline, out, args).split("\t")
+            print(row(f"ours at {args.baseline.name}", b_load, float(b_median), float(b_p90)), flush=True)
+        if not args.no_peer:
+            del searcher  # its memory back before the peer's index
+            for backend in peer_backends():
+                print(row(f"bm25s-{backend}", "", *ms_summary(bm25s_timed(out, queries, args.repeat, backend))),
+                      flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,36 @@
+"""The analyzer's one-query path (plain Python, for a Searcher's search) gives exactly the
+terms of its column path (Arrow, for stage 04's corpus and stage 05's batches)."""
+import pyarrow as pa
+from hypothesis import given, settings, strategies as st
+
+from pipekit.index.analyzer import Analyzer
+
+# ASCII with what questions hold: words, stopwords, digits, case, punctuation, code.
+WORDS = st.sampled_from(["How", "do", "I", "set", "a", "timeout", "THE", "x86_64", "snake_case", "e.g.",
+                         "ran", "running", "runs", "is", "what's", "--force", "v2", "0", "a1b", "C++",
+                         "installing", "packages", "i.e", "\t", "\n", "", "  ", "don't", "ok!"])
+QUESTIONS = st.lists(WORDS, max_size=12).map(" ".join) | st.text(st.characters(max_codepoint=127), max_size=40)
+
+
+def column_path(analyzer: Analyzer, text: str) -> list[str]:
+    flat, parent = analyzer.tokens(pa.array([text, "second text"]))  # an Arrow column: no shortcut
+    return [t for t, p in zip(flat.to_pylist(), parent.tolist()) if p == 0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(QUESTIONS, st.sampled_from(["english", "none"]), st.sampled_from(["questions", "english", "none"]))
+def test_one_ascii_query_gives_the_column_paths_terms(text, stemmer, stopwords):
+    analyzer = Analyzer(stemmer=stemmer, stopwords=stopwords)
+    flat, parent = analyzer.tokens([text])
+    assert flat.to_pylist() == column_path(analyzer, text)
+    assert parent.tolist() == [0] * len(flat)
+
+
+def test_the_one_query_path_follows_the_rule():
+    terms = Analyzer().analyze("How do I set a Timeout on x86_64 RUNNING requests?")
+    assert terms == ["set", "timeout", "x86", "64", "run", "request"]
+
+
+def test_a_non_ascii_query_takes_the_column_path():
+    # (é is a letter: one run "café", which the ASCII rule would cut in two)
+    assert Analyzer(stemmer="none").analyze("un café noir") == ["un", "café", "noir"]
