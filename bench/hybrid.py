@@ -4,6 +4,7 @@
     python bench/hybrid.py --model /path/to/all-MiniLM-L6-v2  # also a sentence-transformers folder
     python bench/hybrid.py --speed                          # chunks/s, words/s, memory, query cost
     python bench/hybrid.py --fusions                        # other fusions and vectors, 95 % intervals
+    python bench/hybrid.py --model FOLDER --intervals 0.4,0.5   # one weight against another, 95 % intervals
 
 For each model: stages 01-04 once per collection with `indexing.dense_model` set (the
 vectors are written once), then stage 05 at each `retrieval.dense_weight` (0 is BM25
@@ -39,6 +40,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,6 +117,58 @@ def table(model_label: str, results: dict, weights) -> None:
         if "docs_qa" in results:
             line += "   " + " / ".join(f"{x:.3f}" for x in results["docs_qa"][w])
         print(line, flush=True)
+
+
+def per_query_ndcg(out: Path) -> pd.Series:
+    m = pd.read_parquet(out / "05_metrics.parquet")
+    m = m[(m.query_id != "all") & (m.metric == "nDCG@10")]
+    return m.set_index("query_id").value.sort_index()
+
+
+def bootstrap(diff: np.ndarray, rounds: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """The mean of per-query differences and its 95 % interval (the queries resampled)."""
+    rng = np.random.default_rng(seed)
+    means = diff[rng.integers(0, len(diff), (rounds, len(diff)))].mean(axis=1)
+    return float(diff.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def intervals(model: str, label: str, wanted: list[str], a: float, b: float) -> None:
+    """Weight b against weight a for one model, per set, over the same vectors: stage 05
+    alone at each weight (01-04 once, as the sweep leaves them), paired per query."""
+    import docs_qa
+
+    print(f"\n== {label}: retrieval.dense_weight {b:g} - {a:g}, 95 % bootstrap intervals "
+          f"(2,000 resamplings of each set's queries)", flush=True)
+    for name in wanted:
+        if name == "docs_qa":
+            docs_qa.check_corpus()
+            qs = docs_qa.answerable(docs_qa.questions())
+            per = {}
+            for w in (a, b):
+                ranked, _ = docs_qa.run_ours(qs, f"hybrid-{label}", [f"indexing.dense_model={model}",
+                                                                     f"retrieval.dense_weight={w}"], False, "question")
+                per[w] = docs_qa.score(qs, ranked)["per"]
+            for what, cut, at in (("section hit@1", 1, 0), ("section hit@3", 3, 0), ("document hit@3", 3, 1)):
+                hit = {w: np.array([per[w][q["id"]][at] is not None and per[w][q["id"]][at] <= cut for q in qs], float)
+                       for w in (a, b)}
+                mean, lo, hi = bootstrap(hit[b] - hit[a])
+                print(f"  docs_qa {what:<15} {hit[a].mean():.3f} -> {hit[b].mean():.3f}: {mean:+.3f} "
+                      f"({lo:+.3f} .. {hi:+.3f}), {len(qs)} questions", flush=True)
+            continue
+        if name != "sample" and not (DATA / name / "beir" / "corpus.jsonl").exists():
+            print(f"  {name}: not in {DATA}, skipped")
+            continue
+        out = OUT / f"{name}-{label}"
+        sets = [f"paths.output={out}", f"indexing.dense_model={model}", *beir_sets(name)]
+        run(["run_pipeline.py", "--to", "4", *args_of(sets)])  # (reused when the sweep made them)
+        got = {}
+        for w in (a, b):
+            run(["05_retrieval.py", *args_of(sets + [f"retrieval.dense_weight={w}"])])
+            got[w] = per_query_ndcg(out)
+        diff = (got[b] - got[a]).to_numpy()
+        mean, lo, hi = bootstrap(diff / got[a].mean() * 100)
+        print(f"  {name:<10} nDCG@10 {got[a].mean():.4f} -> {got[b].mean():.4f}: {mean:+.1f} % "
+              f"({lo:+.1f} .. {hi:+.1f}), {len(diff)} queries", flush=True)
 
 
 SPEED_CHILD = r"""
@@ -568,6 +622,8 @@ def main() -> None:
                     help="other normalisations, vectors and query vectors, in-process, with 95 %% intervals")
     ap.add_argument("--only", default="", metavar="WORDS,...",
                     help="--fusions: only the variants whose label contains one of these (and the adopted one)")
+    ap.add_argument("--intervals", metavar="A,B",
+                    help="weight B against A per set, paired per query, with 95 %% bootstrap intervals")
     args = ap.parse_args()
     models = ([] if args.no_wordllama else [("wordllama", "wordllama")]) + \
         [(str(Path(m).resolve()), Path(m).name) for m in args.model]
@@ -578,6 +634,11 @@ def main() -> None:
     if 0.0 not in weights:
         weights = [0.0] + weights
     wanted = args.collections.split(",")
+    if args.intervals:
+        a, b = (float(x) for x in args.intervals.split(","))
+        for model, label in models:
+            intervals(model, label, wanted, a, b)
+        return
     if args.fusions:
         for model, label in models:
             fusions(model, label, wanted, [w for w in weights if 0 < w < 1] + [1.0],
