@@ -216,6 +216,7 @@ def speed(models: list[tuple[str, str]], n: int) -> None:
 
 # ---------------------------------------------------------------- --fusions: the alternatives, side by side
 
+SECTION_SHARE = 0.5  # --fusions: how much of its section's mean direction a chunk's vector gets
 DEFAULT_WEIGHT = 0.3  # WordLlama's (pipekit/retrieve/fusion.py): the variants are compared with it there
 RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
 FEEDBACK_DOCS, FEEDBACK_SHARE = 5, 0.3  # Rocchio on the query vector: RM3's fb_docs and 1 - its original weight
@@ -426,6 +427,21 @@ class Measured:
         return normalise(np.stack([(1 - FEEDBACK_SHARE) * self.qvecs[i] + FEEDBACK_SHARE * v[t].mean(axis=0)
                                    if len(t) else self.qvecs[i] for i, t in enumerate(top)]))
 
+    def section_vectors(self, share: float = SECTION_SHARE):
+        """Each chunk's vector plus `share` of its section's mean direction (the sections of
+        pipekit/retrieve/sections.py): the cosine given the section's context, as BM25 is."""
+        import numpy as np
+
+        from pipekit.index.dense import normalise
+        from pipekit.retrieve.sections import section_codes
+
+        codes = section_codes(self.chunks.column("doc_id").combine_chunks(),
+                              self.chunks.column("heading_path").combine_chunks())
+        v = self.base.vectors.astype(np.float32)
+        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])  # sections are runs of chunks
+        mean = normalise(np.add.reduceat(v, starts, axis=0))
+        return normalise(v + share * mean[codes])
+
     def heading_vectors(self):
         """The chunks' vectors with the heading trail counted HEADING_REPEATS times."""
         from pipekit.index.dense import load_model
@@ -545,6 +561,8 @@ def fusions(model: str, label: str, wanted: list[str], weights: list[float], onl
                  (f"SIF weights (a {SIF_A:g}), first component removed",
                   lambda lab: pair(lab, lambda m: m.sif_vectors(pc=True))),
                  ("first component removed", lambda lab: pair(lab, lambda m: m.sif_vectors(pc=True, weights=False)))]
+    lazy += [(f"section's mean direction x{share:g} added to each chunk's vector",
+              sets_vectors(lambda m, share=share: m.section_vectors(share))) for share in (0.5, 1.0)]
     lazy.append((f"query + BM25 top {FEEDBACK_DOCS} (Rocchio {1 - FEEDBACK_SHARE:g}/{FEEDBACK_SHARE:g})",
                  lambda lab: Variant(lab, queries={m.name: m.feedback_queries() for m in sets})))
     # The adopted fusion always (the others are compared with it); the rest as --only picks them.
