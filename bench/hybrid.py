@@ -119,12 +119,6 @@ def table(model_label: str, results: dict, weights) -> None:
         print(line, flush=True)
 
 
-def per_query_ndcg(out: Path) -> pd.Series:
-    m = pd.read_parquet(out / "05_metrics.parquet")
-    m = m[(m.query_id != "all") & (m.metric == "nDCG@10")]
-    return m.set_index("query_id").value.sort_index()
-
-
 def bootstrap(diff: np.ndarray, rounds: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """The mean of per-query differences and its 95 % interval (the queries resampled)."""
     rng = np.random.default_rng(seed)
@@ -133,42 +127,22 @@ def bootstrap(diff: np.ndarray, rounds: int = 2000, seed: int = 0) -> tuple[floa
 
 
 def intervals(model: str, label: str, wanted: list[str], a: float, b: float) -> None:
-    """Weight b against weight a for one model, per set, over the same vectors: stage 05
-    alone at each weight (01-04 once, as the sweep leaves them), paired per query."""
-    import docs_qa
-
+    """Weight b against weight a for one model, per set, over the same vectors (01-04 once,
+    then stage 05's search in this process at each weight, as --fusions), paired per query."""
     print(f"\n== {label}: retrieval.dense_weight {b:g} - {a:g}, 95 % bootstrap intervals "
           f"(2,000 resamplings of each set's queries)", flush=True)
-    for name in wanted:
-        if name == "docs_qa":
-            docs_qa.check_corpus()
-            qs = docs_qa.answerable(docs_qa.questions())
-            per = {}
-            for w in (a, b):
-                ranked, _ = docs_qa.run_ours(qs, f"hybrid-{label}", [f"indexing.dense_model={model}",
-                                                                     f"retrieval.dense_weight={w}"], False, "question")
-                per[w] = docs_qa.score(qs, ranked)["per"]
-            for what, cut, at in (("section hit@1", 1, 0), ("section hit@3", 3, 0), ("document hit@3", 3, 1)):
-                hit = {w: np.array([per[w][q["id"]][at] is not None and per[w][q["id"]][at] <= cut for q in qs], float)
-                       for w in (a, b)}
-                mean, lo, hi = bootstrap(hit[b] - hit[a])
-                print(f"  docs_qa {what:<15} {hit[a].mean():.3f} -> {hit[b].mean():.3f}: {mean:+.3f} "
-                      f"({lo:+.3f} .. {hi:+.3f}), {len(qs)} questions", flush=True)
+    adopted = Variant("divided by the best (adopted)")
+    for m in measured_sets(model, label, wanted):
+        got = {w: m.per_query(adopted, w, documents=True) for w in (a, b)}
+        if m.qrels is None:  # docs_qa: a hit or not, per question
+            for col, what in enumerate(("section hit@1", "section hit@3", "document hit@3")):
+                mean, lo, hi = bootstrap(got[b][:, col] - got[a][:, col])
+                print(f"  {m.name} {what:<15} {got[a][:, col].mean():.3f} -> {got[b][:, col].mean():.3f}: "
+                      f"{mean:+.3f} ({lo:+.3f} .. {hi:+.3f}), {len(got[a])} questions", flush=True)
             continue
-        if name != "sample" and not (DATA / name / "beir" / "corpus.jsonl").exists():
-            print(f"  {name}: not in {DATA}, skipped")
-            continue
-        out = OUT / f"{name}-{label}"
-        sets = [f"paths.output={out}", f"indexing.dense_model={model}", *beir_sets(name)]
-        run(["run_pipeline.py", "--to", "4", *args_of(sets)])  # (reused when the sweep made them)
-        got = {}
-        for w in (a, b):
-            run(["05_retrieval.py", *args_of(sets + [f"retrieval.dense_weight={w}"])])
-            got[w] = per_query_ndcg(out)
-        diff = (got[b] - got[a]).to_numpy()
-        mean, lo, hi = bootstrap(diff / got[a].mean() * 100)
-        print(f"  {name:<10} nDCG@10 {got[a].mean():.4f} -> {got[b].mean():.4f}: {mean:+.1f} % "
-              f"({lo:+.1f} .. {hi:+.1f}), {len(diff)} queries", flush=True)
+        mean, lo, hi = bootstrap((got[b] - got[a]) / got[a].mean() * 100)
+        print(f"  {m.name:<10} nDCG@10 {got[a].mean():.4f} -> {got[b].mean():.4f}: {mean:+.1f} % "
+              f"({lo:+.1f} .. {hi:+.1f}), {len(got[a])} queries", flush=True)
 
 
 SPEED_CHILD = r"""
@@ -392,8 +366,9 @@ class Measured:
             st.candidates = original
         return q, c, run_docs
 
-    def per_query(self, variant: Variant | None, w: float):
-        """Each query's nDCG@10 (BEIR), or each question's (section hit@1, hit@3) (docs_qa)."""
+    def per_query(self, variant: Variant | None, w: float, documents: bool = False):
+        """Each query's nDCG@10 (BEIR), or each question's (section hit@1, hit@3) (docs_qa),
+        with `documents` its document hit@3 too."""
         import numpy as np
 
         q, c, run_docs = self.hits(variant, w)
@@ -412,8 +387,9 @@ class Measured:
             path = [t for t in paths[ci] if t]
             ranked[self.queries[qi][0]].append((docs[ci], docs_qa.trail_key(path), path[-1] if path else ""))
         per = docs_qa.score(self.questions, ranked)["per"]
-        sec = [per[x["id"]][0] for x in self.questions]
-        return np.array([[s == 1, s is not None and s <= 3] for s in sec], dtype=float)
+        found = [per[x["id"]] for x in self.questions]  # (section rank, document rank), None: not found
+        return np.array([[s == 1, s is not None and s <= 3] + [d is not None and d <= 3] * documents
+                         for s, d in found], dtype=float)
 
     def feedback_queries(self):
         """Each query's vector moved toward its BM25 top FEEDBACK_DOCS chunks' (Rocchio)."""

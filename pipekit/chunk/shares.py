@@ -156,11 +156,10 @@ def long_lines(path, doc_ids: list[str]) -> dict[str, int]:
 
     # Not pq.read_table with a filter: it loads pyarrow.dataset and builds a dataset, 30-70 ms
     # of every rerun of stage 03 (which checks the largest documents whether they changed).
-    wanted = set(doc_ids)
-    ids = read_table(path, ["doc_id"]).column("doc_id").to_pylist()
-    rows = [i for i, d in enumerate(ids) if d in wanted]
+    ids = read_table(path, ["doc_id"]).column("doc_id")
+    rows = np.flatnonzero(pc.is_in(ids, value_set=pa.array(doc_ids, pa.string())))
     out = {}
-    for doc_id, text in zip([ids[i] for i in rows], take_rows(path, "text", rows)):
+    for doc_id, text in zip(ids.take(rows).to_pylist(), take_rows(path, "text", rows.tolist())):
         n = longest_line(text or "")
         if n > LONG_LINE_CHARS:
             out[doc_id] = n

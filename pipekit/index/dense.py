@@ -235,13 +235,18 @@ def _pool():
     return _POOL
 
 
-def _in_blocks(fn, n_rows: int, rows: int | None = None) -> None:
-    """fn(rows) for every `rows`-row slice (ROWS) of n_rows, spread over the pool: each block is
-    computed alone (BLAS on one thread: the caller's one_thread), so the result is the same
-    bits whichever thread, and however many threads, take it."""
-    rows = rows or ROWS
-    for f in [_pool().submit(fn, slice(r, r + rows)) for r in range(0, n_rows, rows)]:
+def _on_pool(fn, parts) -> None:
+    """fn(part) for every part, spread over the pool: each part is computed alone (BLAS on one
+    thread: the caller's one_thread), so the result is the same bits whichever thread, and
+    however many threads, take it."""
+    for f in [_pool().submit(fn, part) for part in parts]:
         f.result()
+
+
+def _in_blocks(fn, n_rows: int, rows: int | None = None) -> None:
+    """fn(rows) for every `rows`-row slice (ROWS) of n_rows, on the pool."""
+    rows = rows or ROWS
+    _on_pool(fn, [slice(r, r + rows) for r in range(0, n_rows, rows)])
 
 
 class BertFolder:
@@ -310,6 +315,9 @@ class BertFolder:
                                 (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])))
 
     def one_thread(self):
+        """BLAS on one thread, for the pool's blocks.  The pool is sized first, by BLAS's own
+        threads: sized inside the limit, it got one thread and the encoder ran on one core."""
+        _pool()
         return self._threads.limit(limits=1, user_api="blas")
 
     def token_ids(self, texts: list[str]) -> list[np.ndarray]:
@@ -331,7 +339,6 @@ class BertFolder:
         # BLAS on one thread, the pool's threads on the cores: measured (bench/embed_speed.py,
         # 200 SciFact chunks) BLAS's own threads on the whole pass's products left the encoder
         # at 40-55 % of the matmul rate, mostly in the memory-bound steps between them.
-        _pool()  # sized by BLAS's threads before they are limited to one (inside, it made one thread)
         # y and ctx once a pass, not once a layer: 50 MB of fresh pages each time cost their
         # first-touch page faults again (the Q/K/V product ran at half the block's BLAS rate).
         y, ctx = np.empty((n, 3 * self.dim), np.float32), np.empty_like(x)
@@ -410,9 +417,7 @@ class BertFolder:
                 ctx[a:z] = c[i, :, :z - a].transpose(1, 0, 2).reshape(z - a, self.dim)
 
         # Groups on the pool's threads, BLAS on one thread each (the caller's one_thread).
-        groups = [bounds[g:g + ATTENTION_GROUP] for g in range(0, len(bounds), ATTENTION_GROUP)]
-        for f in [_pool().submit(attend, g) for g in groups]:
-            f.result()
+        _on_pool(attend, [bounds[g:g + ATTENTION_GROUP] for g in range(0, len(bounds), ATTENTION_GROUP)])
 
     def embed(self, texts: list[str], done=None) -> np.ndarray:
         """The texts' vectors; `done(n)` is told after each packed pass of n of them: a
