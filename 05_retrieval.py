@@ -489,7 +489,8 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
     0.71 s and 0.53 s, warm).  Each query's answer depends on that query alone, so the results are
     the same whatever the number of threads (`threads=1` runs them in order, in this thread).
     `summary=False` (a Searcher's one query) leaves out the timing note: reading the process's
-    CPU clock is a system call, a tenth of a millisecond here, and a note a search piles up.
+    CPU clock is a system call, a tenth of a millisecond here, and a note a search piles up;
+    and the document run (None), which a Searcher never reads.
     """
     t0, cpu0 = time.perf_counter(), time.process_time() if summary else 0.0
     doc_names, doc_codes = index.doc_names, index.doc_codes
@@ -528,7 +529,7 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
             answers = [a for batch in progress(pool.map(answer, batches), len(batches)) for a in batch]
     else:
         answers = [a for batch in progress(map(answer, batches), len(batches)) for a in batch]
-    out, run = collect_answers(queries, answers, doc_names)
+    out, run = collect_answers(queries, answers, doc_names if summary else None)
     if not summary:
         return out, run, scored
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0

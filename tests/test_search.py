@@ -5,10 +5,13 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import pipekit
+from pipekit.retrieve.rows import column_reader
 from pipekit.run.errors import PipelineError
 
 from conftest import REPO, run_script
@@ -80,6 +83,72 @@ def test_search_on_cranfield_equals_stage_05(cranfield, tmp_path):
         answers = searcher.search_many([t for t, _ in by_q.values()], 10)
         for (text, expected), got in zip(by_q.values(), answers):
             assert [(p.chunk_id, p.score) for p in got] == expected, (feedback, text)
+
+
+def section_scores_term_by_term(ctx, term):
+    """What SectionContext.term_scores computed per query before its scores were prepared once:
+    the term's postings grouped into sections, tf added up, the formula on them."""
+    ix = ctx.index
+    lo, hi = ix.indptr[term], ix.indptr[term + 1]
+    sec = ctx.codes[ix.chunk[lo:hi]]
+    if len(sec) == 0:
+        return sec, np.zeros(0)
+    first = np.ones(len(sec), dtype=bool)
+    np.not_equal(sec[1:], sec[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    tf = np.add.reduceat(ix.tf[lo:hi].astype(np.float64), starts)
+    ids = sec[starts]
+    df = len(ids) if ctx.section_df is None else int(ctx.section_df[term])
+    idf = np.log(1 + (ctx.n_all - df + 0.5) / (df + 0.5))
+    norm = ctx.k1 * (1 - ctx.b + ctx.b * ctx.length[ids] / ctx.avgdl)
+    return ids, idf * tf * (ctx.k1 + 1) / (tf + norm)
+
+
+def test_section_scores_prepared_once_are_the_formulas_to_the_bit(sample):
+    ctx = pipekit.Searcher(sample).index.context
+    assert ctx is not None and ctx.n < len(ctx.codes)  # the sample's pages have sections of several chunks
+
+    def same_as_term_by_term():
+        for t in range(len(ctx.index.df)):
+            ids, s = ctx.term_scores(t)
+            want_ids, want = section_scores_term_by_term(ctx, t)
+            assert ids.tolist() == want_ids.tolist() and s.tobytes() == want.tobytes(), t
+
+    same_as_term_by_term()
+    # One shard of a collection (pipekit/retrieve/shards.py): the collection's N, avgdl and
+    # section df replace the shard's, and the prepared scores follow them.
+    n, total, df = ctx.facts()
+    ctx.use_collection(3 * n, 5 * total, 2 * df)
+    same_as_term_by_term()
+
+
+def test_section_part_spreads_each_terms_section_scores_over_its_chunks(sample):
+    ctx = pipekit.Searcher(sample).index.context
+    terms, weights = np.array([3, 10, 3, 25]), np.array([1.0, 2.0, 0.5, 1.0])
+    cols = np.arange(0, len(ctx.codes), 3)
+    parts = ctx.section_part(terms, weights, cols)
+    for row, t, w in zip(parts, terms.tolist(), weights.tolist()):
+        ids, s = section_scores_term_by_term(ctx, t)
+        by_section = dict(zip(ids.tolist(), s.tolist()))
+        assert row.tolist() == [ctx.weight * w * by_section.get(x, 0.0) for x in ctx.codes[cols].tolist()]
+    assert ctx.section_part(terms, weights, cols).tobytes() == parts.tobytes()  # the scratch rows wiped
+
+
+def test_rows_read_from_column_buffers_are_what_arrow_gives(sample):
+    searcher = pipekit.Searcher(sample)
+    rows = np.random.default_rng(7).permutation(len(searcher._texts)).tolist()
+    for name in searcher._cited.column_names:
+        column = searcher._cited.column(name)
+        assert searcher._readers[name](rows) == column.take(pa.array(rows)).to_pylist(), name
+    assert searcher._read_texts(rows[:50]) == searcher._texts.take(pa.array(rows[:50])).to_pylist()
+    # Nulls, slices of bigger arrays, several row groups, large strings, lists with null items
+    odd = pa.chunked_array([pa.array(["a", None, "ünï", ""]).slice(1), pa.array(["x", "yz"])])
+    assert column_reader(odd)([4, 0, 3, 1, 2]) == ["yz", None, "x", "ünï", ""]
+    nums = pa.array([7, None, -3, 2**40], pa.int64()).slice(1)
+    assert column_reader(nums)([2, 0, 1]) == [2**40, None, -3]
+    trails = pa.array([["A", "b"], None, [], ["", None, "ç"]], pa.list_(pa.large_string())).slice(1)
+    assert column_reader(trails)([2, 0, 1]) == [["", None, "ç"], None, []]
+    assert column_reader(pa.array([1.5, None]))([1, 0]) == [None, 1.5]  # other types: Arrow's take
 
 
 def test_feedback_changes_the_answers_and_says_what_it_added(sample):

@@ -77,16 +77,22 @@ def added_terms(terms: pa.Array, q) -> list[tuple[str, float]]:
     return sorted(new, key=lambda tw: -tw[1])
 
 
-def collect_answers(queries, answers: list[tuple], doc_names: pa.Array) -> tuple[tuple, dict]:
+def collect_answers(queries, answers: list[tuple], doc_names: pa.Array | None) -> tuple[tuple, dict | None]:
     """Each query's answer (its chunks, their scores, its documents as codes, theirs) as
-    the hit arrays (query#, chunk, score, rank) and the document run {qid: {doc: score}}."""
+    the hit arrays (query#, chunk, score, rank) and the document run {qid: {doc: score}}
+    (doc_names None: no run, None; a Searcher cites chunks, and naming a query's hundred
+    documents was a tenth of its search at 5,000 chunks, bench/search_speed.py)."""
+    if doc_names is None and len(answers) == 1:  # a Searcher's one query: its arrays as they are
+        a = answers[0]
+        return (np.zeros(len(a[0]), np.int64), a[0].astype(np.int64), a[1].astype(np.float64),
+                np.arange(1, len(a[0]) + 1, dtype=np.int32)), None
     # Document names for every query at once: one Arrow take, not a thousand.
-    run: dict[str, dict[str, float]] = {}
-    if answers:
+    run: dict[str, dict[str, float]] | None = {} if doc_names is not None else None
+    if answers and doc_names is not None:
         names = doc_names.take(pa.array(np.concatenate([a[2] for a in answers]))).to_pylist()
         scores = np.concatenate([a[3] for a in answers]).tolist()
     at = 0
-    for (qid, _), a in zip(queries, answers):
+    for (qid, _), a in zip(queries, answers if run is not None else []):
         run[qid] = dict(zip(names[at:at + len(a[2])], scores[at:at + len(a[2])]))
         at += len(a[2])
     cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)

@@ -44,6 +44,7 @@ from pipekit.retrieve.filters import ChunkFilter
 from pipekit.retrieve.fusion import dense_for, fusion_line
 from pipekit.retrieve.links import link as make_link
 from pipekit.retrieve.queries import feedback_of, nothing_found
+from pipekit.retrieve.rows import column_reader
 from pipekit.retrieve.sections import section_context
 from pipekit.index.link_text import link_text
 from pipekit.retrieve.results import chunk_texts
@@ -178,6 +179,10 @@ class Searcher:
         named = ("chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_start", "page_label_end")
         self._cited = pa.table({**{n: self.index.chunks.column(n) for n in named},
                                 **{n: spans.column(n) for n in spans.column_names}})
+        # ... read from the columns' buffers: Arrow's take and to_pydict cost more in their
+        # dispatch than ten rows' values (pipekit/retrieve/rows.py).
+        self._readers = {n: column_reader(self._cited.column(n)) for n in self._cited.column_names}
+        self._read_texts = column_reader(self._texts) if keep_texts else None
         self.filter = ChunkFilter(self.index.doc_names, self.index.doc_codes,
                                   cited.column("format").combine_chunks() if "format" in extra else None)
         self.index.context = section_context(float(self.settings["section_context"]), self._chunks_03, self.index)
@@ -216,14 +221,15 @@ class Searcher:
             self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback, mask=mask,
             summary=False)
         added = [self.index.added_terms(x) for x in scored] if feedback is not None else [None] * len(texts)
-        passages = (self._texts.take(pa.array(c, pa.int64())).to_pylist() if self._texts is not None
+        rows = c.tolist()
+        passages = (self._read_texts(rows) if self._read_texts is not None
                     else chunk_texts(self._chunks_03, c))  # only the hits' row groups are read
         # (Not with a filter: the parts are found by redoing the unfiltered fusion, whose lists
         # need not hold a hit of the filtered one.)
         fusion = (self.index.dense.explain(self._stage.candidates, self.index, queries, scored, q, c,
                                            max(self._stage.DEPTH, k)).to_pylist()
                   if explain and self.index.dense is not None and mask is None else [None] * len(c))
-        cols = self._cited.take(pa.array(c)).to_pydict()
+        cols = {n: read(rows) for n, read in self._readers.items()}
         fmt = cols.get("format", [None] * len(c))
         anchor = cols.get("anchor", [None] * len(c))
         out: list[list[Passage]] = [[] for _ in texts]

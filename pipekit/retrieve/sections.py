@@ -48,6 +48,7 @@ from pipekit.run.errors import PipelineError
 from pipekit.chunk.headings import TRAIL_SEPARATOR
 
 LEVEL = 2  # heading levels that name a section: `#` page title, `##` topic
+ROWS_BYTES = 8 << 20  # a thread's scratch rows of section scores (section_part), at most: one row if sections are many
 
 
 def section_codes(doc_id: pa.Array, heading_path: pa.Array, level: int = LEVEL) -> np.ndarray:
@@ -80,6 +81,39 @@ class SectionContext:
         self.index = index
         self.n_all, self.section_df = self.n, None  # the collection's, when this index is one shard of it
         self._rows = threading.local()  # section_part's scratch row, one per thread
+        self._pairs = None  # each term's sections and its score in each (`_term_sections`), on first use
+        self._lock = threading.Lock()
+
+    def _term_sections(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(start, sections, scores): term t's sections are sections[start[t]:start[t+1]],
+        ascending, its plain BM25 weight in each scores[...] — all found at once, on first use.
+
+        Per query, grouping a term's postings into sections and scoring them was a fifth of a
+        search at 12,000 chunks, the whole of it with context at a third (bench/search_speed.py);
+        the same terms are asked again and again.  Each number is the formula's, operation for
+        operation as one term's were (elementwise, so the same bits; tests/test_search.py holds
+        it to a term-by-term reference).  12 bytes a (term, section) pair, fewer pairs than
+        postings (bench/out/links: 624k pairs for 925k postings, 7.5 MB, ~620 bytes a chunk,
+        beside the postings' 12 bytes each)."""
+        with self._lock:  # stage 05 answers on threads: one builds it, the others wait for it
+            if self._pairs is None:
+                ix = self.index
+                sec = self.codes.astype(np.int32)[ix.chunk]  # postings are in corpus order: sections ascend
+                new = np.ones(len(sec), dtype=bool)
+                if len(sec) > 1:
+                    np.not_equal(sec[1:], sec[:-1], out=new[1:])
+                new[ix.indptr[:-1][ix.indptr[:-1] < len(sec)]] = True  # each term's first posting
+                at = np.flatnonzero(new)
+                start = np.searchsorted(at, ix.indptr)
+                ids = sec[at]
+                # tf: whole numbers, so their sum is exact, in any order, as a float64 sum was.
+                tf = np.add.reduceat(ix.tf, at, dtype=np.int64).astype(np.float64) if len(at) else np.zeros(0)
+                df = np.diff(start) if self.section_df is None else np.asarray(self.section_df, dtype=np.int64)
+                idf = np.log(1 + (self.n_all - df + 0.5) / (df + 0.5))
+                norm = self.k1 * (1 - self.b + self.b * self.length / self.avgdl)
+                per_pair = np.repeat(idf, np.diff(start))
+                self._pairs = (start, ids, per_pair * tf * (self.k1 + 1) / (tf + norm[ids]))
+            return self._pairs
 
     def facts(self) -> tuple[int, int, np.ndarray]:
         """This index's share of the collection's section statistics: its sections, their
@@ -98,46 +132,49 @@ class SectionContext:
         index of all of them does: N and avgdl of all sections, each term's df in all of them.
         avgdl as total / n: NumPy's mean of whole numbers is that exact sum over n, to the bit."""
         self.n_all, self.avgdl, self.section_df = n, total_length / n if n else 0.0, section_df
+        with self._lock:
+            self._pairs = None  # scored again with these
 
     def term_scores(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         """The sections holding `term` (ascending) and its plain BM25 weight in each."""
-        ix = self.index
-        lo, hi = ix.indptr[term], ix.indptr[term + 1]
-        sec = self.codes[ix.chunk[lo:hi]]  # postings are in corpus order: sections ascend
-        if len(sec) == 0:
-            return sec, np.zeros(0)
-        first = np.ones(len(sec), dtype=bool)
-        np.not_equal(sec[1:], sec[:-1], out=first[1:])
-        starts = np.flatnonzero(first)
-        tf = np.add.reduceat(ix.tf[lo:hi].astype(np.float64), starts)
-        ids = sec[starts]
-        df = len(ids) if self.section_df is None else int(self.section_df[term])
-        idf = np.log(1 + (self.n_all - df + 0.5) / (df + 0.5))
-        norm = self.k1 * (1 - self.b + self.b * self.length[ids] / self.avgdl)
-        return ids, idf * tf * (self.k1 + 1) / (tf + norm)
+        start, sections, scores = self._pairs or self._term_sections()
+        lo, hi = start[term], start[term + 1]
+        return sections[lo:hi], scores[lo:hi]
 
-    def section_part(self, term_ids, weights, cols: np.ndarray) -> list[np.ndarray]:
-        """Per query term, w · weight · bm25(term, S(c)) for each chunk in `cols`."""
+    def section_part(self, term_ids, weights, cols: np.ndarray) -> np.ndarray:
+        """Per query term (a row each), w · weight · bm25(term, S(c)) for each chunk in `cols`."""
         sec = self.codes[cols]
-        # Each term's section scores are spread over a row of every section, read at the
-        # chunks' sections and wiped again: a binary search of the chunks' sections in the
-        # term's (as before) was half of a search's time at 12,000 chunks (bench/search_speed.py).
-        # The row is one per thread: stage 05 answers batches of queries on a thread each.
-        row = getattr(self._rows, "row", None)
-        if row is None:
-            row = self._rows.row = np.zeros(self.n)
-        parts = []
-        for t, wt in zip(np.asarray(term_ids).tolist(), np.asarray(weights, dtype=np.float64).tolist()):
-            ids, s = self.term_scores(t)
-            row[ids] = s
-            parts.append(self.weight * wt * row[sec])
-            row[ids] = 0.0
+        start, sections, scores = self._pairs or self._term_sections()
+        ids = np.asarray(term_ids, dtype=np.int64)
+        lo, hi = start[ids].tolist(), start[ids + 1].tolist()
+        ww = (self.weight * np.asarray(weights, dtype=np.float64)).tolist()
+        # Each term's section scores, times w · weight, are spread over a row of every section
+        # and read at the chunks' sections, all terms' rows in one take; then wiped again.  A
+        # binary search of the chunks' sections in each term's was half a search at 12,000
+        # chunks, and a take, a product and a sum per term over the matching chunks (often half
+        # of them) a third (bench/search_speed.py).  (w · weight) · s on a term's sections is
+        # the same product as on the chunks, so the same bits.  The rows are one set per
+        # thread (stage 05 answers batches of queries on a thread each), at most ROWS_BYTES.
+        rows = getattr(self._rows, "rows", None)
+        if rows is None:
+            rows = self._rows.rows = np.zeros((max(1, ROWS_BYTES // (8 * max(self.n, 1))), self.n))
+        flat_rows = rows.reshape(-1)  # a view: one scatter for all the block's terms
+        parts = np.empty((len(ids), len(sec)))
+        for at in range(0, len(ids), len(rows)):
+            block = range(at, min(at + len(rows), len(ids)))
+            lengths = [hi[j] - lo[j] for j in block]
+            where = np.concatenate([sections[lo[j]:hi[j]] for j in block]) + np.repeat(
+                np.arange(len(block), dtype=np.int64) * self.n, lengths)
+            flat_rows[where] = np.concatenate([scores[lo[j]:hi[j]] for j in block]) * np.repeat(
+                [ww[j] for j in block], lengths)
+            np.take(rows[:len(block)], sec, axis=1, out=parts[at:block.stop])
+            flat_rows[where] = 0.0
         return parts
 
     def rescore(self, term_ids, weights, cols: np.ndarray, vals: np.ndarray) -> np.ndarray:
         """Chunk scores `vals` (of chunks `cols`) with their sections' evidence mixed in."""
         total = vals.copy()
-        for part in self.section_part(term_ids, weights, cols):
+        for part in self.section_part(term_ids, weights, cols):  # term by term: the same sums as ever
             total += part
         return total / (1 + self.weight)
 
