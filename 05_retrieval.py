@@ -380,7 +380,8 @@ class Index:
             # them (adding in query order) beats gathering and scattering them term by term.
             dense = np.bincount(np.concatenate([p[0] for p in parts]),
                                 weights=np.concatenate([p[1] for p in parts]), minlength=len(self.lengths))
-            cols = np.flatnonzero(dense >= at_least if at_least > 0 else dense)
+            # (`dense != 0`, not `dense`: nonzero over floats took 4x as long as over bools)
+            cols = np.flatnonzero(dense >= at_least if at_least > 0 else dense != 0)
             return cols.astype(self.chunk.dtype), dense[cols]
         else:
             # Fewer: merge the sorted lists (a stable sort keeps a chunk's postings in query

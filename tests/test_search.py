@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import pipekit
+from pipekit.retrieve.ranks import nth_largest
 from pipekit.retrieve.rows import column_reader
 from pipekit.run.errors import PipelineError
 
@@ -149,6 +150,14 @@ def test_rows_read_from_column_buffers_are_what_arrow_gives(sample):
     trails = pa.array([["A", "b"], None, [], ["", None, "ç"]], pa.list_(pa.large_string())).slice(1)
     assert column_reader(trails)([2, 0, 1]) == [["", None, "ç"], None, []]
     assert column_reader(pa.array([1.5, None]))([1, 0]) == [None, 1.5]  # other types: Arrow's take
+
+
+@pytest.mark.parametrize("size, n", [(1, 1), (99, 1), (2000, 100), (5569, 100), (5569, 7), (30000, 1000)])
+def test_nth_largest_is_the_partitions_value_ties_and_all(size, n):
+    rng = np.random.default_rng(size + n)
+    for vals in (rng.gamma(2.0, size=size), np.round(rng.gamma(2.0, size=size), 1),  # many ties
+                 np.sort(rng.random(size)), np.sort(rng.random(size))[::-1].copy()):  # the best first, or last
+        assert nth_largest(vals, n) == np.partition(vals, size - n)[size - n]
 
 
 def test_feedback_changes_the_answers_and_says_what_it_added(sample):

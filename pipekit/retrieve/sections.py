@@ -143,7 +143,7 @@ class SectionContext:
 
     def section_part(self, term_ids, weights, cols: np.ndarray) -> np.ndarray:
         """Per query term (a row each), w · weight · bm25(term, S(c)) for each chunk in `cols`."""
-        sec = self.codes[cols]
+        sec = self.codes.take(cols)
         start, sections, scores = self._pairs or self._term_sections()
         ids = np.asarray(term_ids, dtype=np.int64)
         lo, hi = start[ids].tolist(), start[ids + 1].tolist()
@@ -167,7 +167,8 @@ class SectionContext:
                 np.arange(len(block), dtype=np.int64) * self.n, lengths)
             flat_rows[where] = np.concatenate([scores[lo[j]:hi[j]] for j in block]) * np.repeat(
                 [ww[j] for j in block], lengths)
-            np.take(rows[:len(block)], sec, axis=1, out=parts[at:block.stop])
+            # (mode="clip": the sections are in range, and NumPy's bounds check took half the time)
+            np.take(rows[:len(block)], sec, axis=1, out=parts[at:block.stop], mode="clip")
             flat_rows[where] = 0.0
         return parts
 
