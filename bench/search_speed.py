@@ -5,7 +5,8 @@ program feeding passages to a language model call), once the index is loaded.
                                  [--baseline CHECKOUT] [--no-peer]
 
 For each output folder (one made by run_pipeline.py) it loads a Searcher, asks every query
-of the folder's stage-05 results (or --queries, one a line) one at a time, `--repeat`
+of the folder's stage-05 results (or --queries: one a line, or a .tsv's last field, as in
+bench/docs_qa_questions.tsv) one at a time, `--repeat`
 times, and prints the median and 90th percentile milliseconds per query, the chunks in
 the index, and the machine's load average (a busy machine is slower: say which it was).
 With --read-texts the Searcher keeps no texts (keep_texts=False): each search reads its hits'
@@ -43,6 +44,13 @@ from pipekit.run.io import read_table  # noqa: E402
 
 def folder_queries(out: Path) -> list[str]:
     return sorted(set(read_table(out / "05_results.parquet", ["query"]).column("query").to_pylist()))
+
+
+def file_queries(path: Path) -> list[str]:
+    """One query a line; in a .tsv its last field (bench/docs_qa_questions.tsv: id, document,
+    section, question); `#` lines are comments."""
+    lines = [line for line in path.read_text(encoding="utf-8").split("\n") if line.strip() and not line.startswith("#")]
+    return [line.split("\t")[-1] for line in lines] if path.suffix == ".tsv" else lines
 
 
 def timed(searcher: Searcher, queries: list[str], repeat: int) -> list[float]:
@@ -108,7 +116,8 @@ def baseline_row(checkout: Path, out: Path, args) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("folders", nargs="+", type=Path)
-    ap.add_argument("--queries", type=Path, help="one query a line (default: the folder's stage-05 queries)")
+    ap.add_argument("--queries", type=Path, help="one query a line, or a .tsv's last field (default: the folder's "
+                    "stage-05 queries)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--read-texts", action="store_true", help="keep no texts: read each search's from 03_chunks")
     ap.add_argument("--baseline", type=Path, metavar="CHECKOUT",
@@ -125,7 +134,7 @@ def main() -> None:
         t0 = time.perf_counter()
         searcher = Searcher(out, keep_texts=not args.read_texts)
         load = time.perf_counter() - t0
-        queries = (args.queries.read_text().split("\n") if args.queries else folder_queries(out))
+        queries = file_queries(args.queries) if args.queries else folder_queries(out)
         queries = [q for q in queries if q.strip()][:300]
         median, p90 = ms_summary(timed(searcher, queries, args.repeat))
         chunks = searcher.index.stats["N"]
@@ -144,6 +153,8 @@ def main() -> None:
             for backend in peer_backends():
                 print(row(f"bm25s-{backend}", "", *ms_summary(bm25s_timed(out, queries, args.repeat, backend))),
                       flush=True)
+    if not args.rows_only:
+        print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":
