@@ -17,9 +17,10 @@ Beside ours, in the same run and on the same questions: bm25s (its default numpy
 and numba's when installed) over the same chunk texts (03_chunks.parquet), with what our
 defaults do to words, Lucene's English stop list and the Snowball English stemmer
 (PyStemmer), k1 1.2, b 0.75; one query is its `tokenize` plus `retrieve(k=10)`, the
-numba functions compiled before the clock starts.  bm25s ranks chunks by BM25 alone;
-ours also mixes in the section context, finds sections and links and makes citable
-Passage objects, so equal times mean ours does more in them.  --baseline CHECKOUT runs
+numba functions compiled before the clock starts.  Ours and the peers take turns, a pass over
+the questions each, so that load from other work falls on all of them alike.  bm25s ranks
+chunks by BM25 alone; ours also mixes in the section context, finds sections and links and
+makes citable Passage objects, so equal times mean ours does more in them.  --baseline CHECKOUT runs
 this bench's Searcher from another checkout of the project (a child process), for a
 before/after on the same machine at the same time.
 """
@@ -53,13 +54,18 @@ def file_queries(path: Path) -> list[str]:
     return [line.split("\t")[-1] for line in lines] if path.suffix == ".tsv" else lines
 
 
-def timed(searcher: Searcher, queries: list[str], repeat: int) -> list[float]:
-    ms = []
+def timed_together(runners: dict, queries: list[str], repeat: int) -> dict[str, list[float]]:
+    """Each runner's milliseconds per query, the runners taking turns a pass (every query once)
+    at a time: a change in the machine's load (other work starting) then falls on all of them
+    alike, not on whichever ran while it lasted (one run in three had ours 0.63 ms against
+    0.45 in the two beside it, when each ran all its passes in a block)."""
+    ms: dict[str, list[float]] = {name: [] for name in runners}
     for _ in range(repeat):
-        for q in queries:
-            t0 = time.perf_counter()
-            searcher.search(q)
-            ms.append((time.perf_counter() - t0) * 1000)
+        for name, one in runners.items():
+            for q in queries:
+                t0 = time.perf_counter()
+                one(q)
+                ms[name].append((time.perf_counter() - t0) * 1000)
     return ms
 
 
@@ -77,8 +83,8 @@ def peer_backends() -> list[str]:
     return ["numpy", "numba"]
 
 
-def bm25s_timed(out: Path, queries: list[str], repeat: int, backend: str) -> list[float]:
-    """bm25s over the folder's chunk texts: the ms of each tokenize + retrieve."""
+def bm25s_search(out: Path, queries: list[str], backend: str):
+    """bm25s over the folder's chunk texts: one query's tokenize + retrieve, as a function."""
     import bm25s
     import Stemmer
     texts = read_table(out / "03_chunks.parquet", ["text"]).column("text").to_pylist()
@@ -93,13 +99,7 @@ def bm25s_timed(out: Path, queries: list[str], repeat: int, backend: str) -> lis
 
     for q in queries[:5]:  # numba compiles at the first retrieve: not on the clock
         one(q)
-    ms = []
-    for _ in range(repeat):
-        for q in queries:
-            t0 = time.perf_counter()
-            one(q)
-            ms.append((time.perf_counter() - t0) * 1000)
-    return ms
+    return one
 
 
 def baseline_row(checkout: Path, out: Path, args) -> str:
@@ -136,7 +136,12 @@ def main() -> None:
         load = time.perf_counter() - t0
         queries = file_queries(args.queries) if args.queries else folder_queries(out)
         queries = [q for q in queries if q.strip()][:300]
-        median, p90 = ms_summary(timed(searcher, queries, args.repeat))
+        # Ours and the peers in turns, all loaded at once (--no-peer where two indexes do not fit)
+        runners = {"ours": searcher.search}
+        for backend in peer_backends() if not (args.no_peer or args.rows_only) else []:
+            runners[f"bm25s-{backend}"] = bm25s_search(out, queries, backend)
+        ms = timed_together(runners, queries, args.repeat)
+        median, p90 = ms_summary(ms["ours"])
         chunks = searcher.index.stats["N"]
         who = "ours" if args.pipekit is None else f"ours at {args.pipekit.name}"
         row = lambda who, load, m, p: (f"{str(out)[-35:]:<36}{who[:17]:<18}{chunks:>8,}{len(queries):>8}{load:>7}"
@@ -148,11 +153,8 @@ def main() -> None:
         if args.baseline:
             b_load, b_median, b_p90 = baseline_row(args.baseline, out, args).split("\t")
             print(row(f"ours at {args.baseline.name}", b_load, float(b_median), float(b_p90)), flush=True)
-        if not args.no_peer:
-            del searcher  # its memory back before the peer's index
-            for backend in peer_backends():
-                print(row(f"bm25s-{backend}", "", *ms_summary(bm25s_timed(out, queries, args.repeat, backend))),
-                      flush=True)
+        for name in list(runners)[1:]:
+            print(row(name, "", *ms_summary(ms[name])), flush=True)
     if not args.rows_only:
         print(f"load average {os.getloadavg()[0]:.1f} at the end")
 

@@ -22,11 +22,11 @@ import pyarrow as pa
 
 from pipekit.run.arrays import string_buffers
 
-Reader = Callable[[list[int]], list]
+Reader = Callable[[np.ndarray], list]
 
 
 def column_reader(column: pa.Array | pa.ChunkedArray) -> Reader:
-    """A function from row numbers (a list of ints) to those rows' Python values."""
+    """A function from row numbers (an int64 array) to those rows' Python values."""
     if isinstance(column, pa.ChunkedArray):
         chunks = [c for c in column.chunks if len(c)]
         if len(chunks) != 1:  # row groups: each its own reader (combining them would copy the column)
@@ -38,10 +38,10 @@ def column_reader(column: pa.Array | pa.ChunkedArray) -> Reader:
 def _chunked(readers: list[Reader], lengths: list[int]) -> Reader:
     ends = np.cumsum(lengths)
 
-    def read(rows: list[int]) -> list:
-        which = np.searchsorted(ends, rows, side="right").tolist()
+    def read(at: np.ndarray) -> list:
+        which = np.searchsorted(ends, at, side="right").tolist()
         starts = [0] + ends[:-1].tolist()
-        return [readers[w]([r - starts[w]])[0] for w, r in zip(which, rows)]
+        return [readers[w](np.array([r - starts[w]]))[0] for w, r in zip(which, at.tolist())]
     return read
 
 
@@ -52,17 +52,17 @@ def _array_reader(arr: pa.Array) -> Reader:
         offsets, data = string_buffers(arr)
         buf = memoryview(data)
 
-        def strings(rows: list[int]) -> list:
-            at = np.asarray(rows, dtype=np.int64)
-            got = [str(buf[a:b], "utf-8") for a, b in zip(offsets[at].tolist(), offsets[at + 1].tolist())]
-            return got if valid is None else [s if ok else None for s, ok in zip(got, valid[at].tolist())]
+        def strings(at: np.ndarray) -> list:
+            ends = offsets[1:]  # (the value after each: a view, not `at + 1`, a new array)
+            got = [str(buf[a:b], "utf-8") for a, b in zip(offsets.take(at).tolist(), ends.take(at).tolist())]
+            return got if valid is None else [s if ok else None for s, ok in zip(got, valid.take(at).tolist())]
         return strings
     if pa.types.is_integer(t) and arr.buffers()[1] is not None:
         values = np.frombuffer(arr.buffers()[1], dtype=t.to_pandas_dtype())[arr.offset:arr.offset + len(arr)]
 
-        def numbers(rows: list[int]) -> list:
-            got = values[rows].tolist()
-            return got if valid is None else [v if ok else None for v, ok in zip(got, valid[rows].tolist())]
+        def numbers(at: np.ndarray) -> list:
+            got = values.take(at).tolist()
+            return got if valid is None else [v if ok else None for v, ok in zip(got, valid.take(at).tolist())]
         return numbers
     if (pa.types.is_list(t) or pa.types.is_large_list(t)) and (
             pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)):
@@ -70,14 +70,13 @@ def _array_reader(arr: pa.Array) -> Reader:
         offsets = np.frombuffer(arr.buffers()[1], dtype=width)[arr.offset:arr.offset + len(arr) + 1]
         items = _array_reader(arr.values)  # the offsets index the whole child array
 
-        def lists(rows: list[int]) -> list:
-            at = np.asarray(rows, dtype=np.int64)
-            spans = zip(offsets[at].tolist(), offsets[at + 1].tolist())
-            flat = items([i for a, b in zip(offsets[at].tolist(), offsets[at + 1].tolist()) for i in range(a, b)])
+        def lists(at: np.ndarray) -> list:
+            spans = list(zip(offsets.take(at).tolist(), offsets[1:].take(at).tolist()))
+            flat = items(np.array([i for a, b in spans for i in range(a, b)], dtype=np.int64))
             out, k = [], 0
             for a, b in spans:
                 out.append(flat[k:k + b - a])
                 k += b - a
-            return out if valid is None else [v if ok else None for v, ok in zip(out, valid[at].tolist())]
+            return out if valid is None else [v if ok else None for v, ok in zip(out, valid.take(at).tolist())]
         return lists
-    return lambda rows: arr.take(pa.array(rows, pa.int64())).to_pylist()
+    return lambda at: arr.take(pa.array(at, pa.int64())).to_pylist()

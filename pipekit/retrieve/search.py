@@ -31,6 +31,7 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from pipekit.run import io
@@ -221,7 +222,7 @@ class Searcher:
             self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback, mask=mask,
             summary=False)
         added = [self.index.added_terms(x) for x in scored] if feedback is not None else [None] * len(texts)
-        rows = c.tolist()
+        rows = np.asarray(c, dtype=np.int64)
         passages = (self._read_texts(rows) if self._read_texts is not None
                     else chunk_texts(self._chunks_03, c))  # only the hits' row groups are read
         # (Not with a filter: the parts are found by redoing the unfiltered fusion, whose lists
