@@ -22,15 +22,18 @@ the questions each, so that load from other work falls on all of them alike.  bm
 chunks by BM25 alone; ours also mixes in the section context, finds sections and links and
 makes citable Passage objects, so equal times mean ours does more in them.  --baseline CHECKOUT runs
 this bench's Searcher from another checkout of the project (a child process), for a
-before/after on the same machine at the same time.
+before/after on the same machine at the same time; with --same (and --same-in GLOB) it also
+checks that every Passage of every query, unfiltered and within each GLOB, equals the baseline's.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -102,15 +105,33 @@ def bm25s_search(out: Path, queries: list[str], backend: str):
     return one
 
 
-def baseline_row(checkout: Path, out: Path, args) -> str:
-    """This bench's Searcher row, run by a child process with another checkout's pipekit."""
+def all_hits(searcher: Searcher, queries: list[str], globs: list[str]) -> dict[str, list[dict]]:
+    """Every Passage of every query, unfiltered and within each glob (score as its bits)."""
+    return {f"{g or 'all'}\t{q}": [dict(p.to_dict(), score=p.score.hex())
+                                   for p in searcher.search(q, paths=[g] if g else None)]
+            for g in [None, *globs] for q in queries}
+
+
+def baseline_row(checkout: Path, out: Path, args, hits: Path | None = None) -> str:
+    """This bench's Searcher row, run by a child process with another checkout's pipekit
+    (with `hits`, its Passages written there as JSON for --same)."""
     cmd = [sys.executable, __file__, str(out), "--pipekit", str(checkout), "--repeat", str(args.repeat),
            "--rows-only"] + (["--queries", str(args.queries)] if args.queries else []) + \
-        (["--read-texts"] if args.read_texts else [])
+        (["--read-texts"] if args.read_texts else []) + \
+        (["--hits", str(hits)] + [a for g in args.same_in for a in ("--same-in", g)] if hits else [])
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(f"the baseline's bench failed:\n{proc.stderr[-2000:]}")
     return proc.stdout.strip()
+
+
+def same_line(ours: dict, theirs: dict, name: str) -> str:
+    """One line: every Passage equal to the baseline's (score bits included), or the first that is not."""
+    for key in ours:
+        if ours[key] != theirs.get(key):
+            return f"  NOT the same as {name}: {key!r} (first of {sum(ours[k] != theirs.get(k) for k in ours)})"
+    return (f"  same Passages as {name}: {len(ours)} searches, {sum(map(len, ours.values()))} hits, "
+            f"every field and score bit")
 
 
 def main() -> None:
@@ -123,6 +144,11 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, metavar="CHECKOUT",
                     help="also time another checkout's Searcher on the same folders and questions")
     ap.add_argument("--no-peer", action="store_true", help="leave bm25s out")
+    ap.add_argument("--same", action="store_true",
+                    help="with --baseline: check that every Passage of every query equals the baseline's")
+    ap.add_argument("--same-in", action="append", default=[], metavar="GLOB",
+                    help="--same also within documents matching GLOB (repeatable)")
+    ap.add_argument("--hits", type=Path, help=argparse.SUPPRESS)  # a --baseline child's Passages, for --same
     ap.add_argument("--pipekit", type=Path, help=argparse.SUPPRESS)  # (read before the imports above)
     ap.add_argument("--rows-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -147,12 +173,19 @@ def main() -> None:
         row = lambda who, load, m, p: (f"{str(out)[-35:]:<36}{who[:17]:<18}{chunks:>8,}{len(queries):>8}{load:>7}"
                                        f"{m:>10.2f}{p:>8.2f}{m / median:>8.2f}")
         if args.rows_only:
+            if args.hits:
+                args.hits.write_text(json.dumps(all_hits(searcher, queries, args.same_in)), encoding="utf-8")
             print(f"{load:.2f}\t{median}\t{p90}")
             continue
         print(row(who, f"{load:.2f}", median, p90), flush=True)
         if args.baseline:
-            b_load, b_median, b_p90 = baseline_row(args.baseline, out, args).split("\t")
-            print(row(f"ours at {args.baseline.name}", b_load, float(b_median), float(b_p90)), flush=True)
+            with tempfile.TemporaryDirectory() as tmp:
+                hits = Path(tmp) / "hits.json" if args.same else None
+                b_load, b_median, b_p90 = baseline_row(args.baseline, out, args, hits).split("\t")
+                print(row(f"ours at {args.baseline.name}", b_load, float(b_median), float(b_p90)), flush=True)
+                if hits:
+                    print(same_line(all_hits(searcher, queries, args.same_in),
+                                    json.loads(hits.read_text(encoding="utf-8")), args.baseline.name), flush=True)
         for name in list(runners)[1:]:
             print(row(name, "", *ms_summary(ms[name])), flush=True)
     if not args.rows_only:
