@@ -58,6 +58,26 @@ def test_searcher_answers_exactly_as_stage_05(sample, k, feedback):
     assert searcher.search("zzzz qqqq", k) == []
 
 
+@pytest.mark.parametrize("where", [{"paths": ["handbook/**"]}, {"formats": ["pdf", "html"]},
+                                   {"paths": ["*.pdf", "tables/**", "web/**"]}])
+def test_a_filtered_search_is_stage_05s_ranking_within_the_filter_to_the_bit(sample, where):
+    # A filter keeps chunks out before ranking, each scored as without it: the filtered top 3
+    # is the first 3 of stage 05's own (unfiltered) top 40 that the filter lets through.
+    queries = SAMPLE_QUERIES + EXTRA
+    expected = stage05_results(sample, queries, 40)
+    searcher = pipekit.Searcher(sample)
+    mask = searcher.filter.mask(where.get("paths", []), where.get("formats", []))
+    inside = set(np.asarray(searcher.index.chunks.column("chunk_id"))[mask].tolist())
+    compared = 0
+    for i, q in enumerate(queries):
+        within = [(c, s) for _, c, s in expected[str(i + 1)] if c in inside]
+        got = [(p.chunk_id, p.score) for p in searcher.search(q, 3, **where)]
+        if len(within) >= 3:
+            assert got == within[:3], q
+            compared += 1
+    assert compared >= len(SAMPLE_QUERIES) // 2  # the comparison ran on real rankings
+
+
 def test_texts_kept_or_read_per_search_are_the_same_passages(sample):
     # keep_texts (the default) holds every chunk's text; without it each search reads its hits'
     # texts from 03_chunks.parquet: the same passages either way.
