@@ -149,10 +149,11 @@ class Searcher:
     `settings` are the `retrieval` config values to search with (default: those stage 05
     last ran with in this folder).  Loading reads the whole index into memory, as stage
     05 does, and (`keep_texts`, the default) every chunk's text: a search then reads
-    nothing from disk and takes a few milliseconds (bench/search_speed.py).  Fetching the
-    texts of each search's hits from 03_chunks.parquet instead (keep_texts=False: less
-    memory, the texts' size, and a faster load, for a search or two) decodes a whole row
-    group of 20,000 texts per hit, tens of milliseconds each.
+    nothing from disk and takes about half a millisecond at 12,000 chunks
+    (bench/search_speed.py).  Fetching the texts of each search's hits from
+    03_chunks.parquet instead (keep_texts=False: less memory, the texts' size, and a faster
+    load, for a search or two) decodes a whole row group of 20,000 texts per hit, tens of
+    milliseconds each.
     """
 
     def __init__(self, output_dir: str | Path, settings: dict | None = None, options: list[str] = (),

@@ -30,9 +30,12 @@ and the right document for 5 more; on the bundled sample, whose questions each a
 one precise fact, it costs nDCG@10 (0.916 -> 0.909 at the time of writing, README
 Exercise 5d): a section that matches broadly lifts the wrong passage.
 
-Cost: the sections are found once per index load (one pass over 03's heading paths);
-a query then reads every posting of its terms once more (the section sums), so with
-context the query takes the plain path, not MaxScore's pruned one.
+Cost: the sections are found once per index load (one pass over 03's heading paths),
+and every term's section scores once, at the first query (one pass over the postings;
+12 bytes a (term, section) pair, kept: about as much memory again as the postings when
+sections are mostly single chunks, two thirds of it on documentation).  A query then
+reads its terms' section scores and every matching chunk, so with context it takes the
+plain path, not MaxScore's pruned one.
 """
 from __future__ import annotations
 
