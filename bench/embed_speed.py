@@ -1,6 +1,7 @@
 """How close a model folder's encoder comes to the machine's float32 matmul rate (issue 37).
 
     python bench/embed_speed.py MODEL_FOLDER [--chunks 300] [--before /tmp/before37]
+    python bench/embed_speed.py MODEL_FOLDER --int8   # also NumPy's integer matmul at the encoder's shapes
 
 Embeds the first --chunks SciFact records (title + abstract) with pipekit's BertFolder and
 prints chunks/s, the model's GFLOP/s (its FLOPs counted from config.json and the token counts:
@@ -10,6 +11,10 @@ ratio is the measure because the machine is shared: an absolute rate moves with 
 else runs, the ratio much less.  With --before, the same chunks go through the dense.py of
 an older checkout (`git worktree add /tmp/before37 <commit>`) too, and the largest
 difference between the two sets of vectors is printed.
+
+--int8 answers "would int8 weights be faster?" before anyone quantises: NumPy multiplies
+integer matrices in its own C loops, not in BLAS, so it times float32 against int8, int16 and
+int32 products at the feed-forward's shapes (4,096 tokens x 384 x 1,536 and back) and 2048².
 
 It does not count tokenization or pooling FLOPs (tiny), nor judge retrieval quality.
 """
@@ -57,6 +62,26 @@ def matmul_gflops(seconds: float = 2.0) -> float:
     return runs * 2 * 2048 ** 3 / (time.perf_counter() - t0) / 1e9
 
 
+def integer_rates(folder: Path) -> None:
+    """GFLOP/s of one product per dtype: the best of a few runs (integers are slow: few runs)."""
+    cfg = json.loads((folder / "config.json").read_text())
+    d, inter = cfg["hidden_size"], cfg["intermediate_size"]
+    rng = np.random.default_rng(0)
+    print(f"{'product':<20}" + "".join(f"{t:>10}" for t in ("float32", "int8", "int16", "int32")) + "  GF/s")
+    for m, k, n in ((4096, d, inter), (4096, inter, d), (2048, 2048, 2048)):
+        rates = []
+        for dtype in (np.float32, np.int8, np.int16, np.int32):
+            a = (rng.standard_normal((m, k)) * 20).astype(dtype)
+            b = (rng.standard_normal((k, n)) * 20).astype(dtype)
+            best = float("inf")
+            for _ in range(5 if dtype is np.float32 else 2):
+                t0 = time.perf_counter()
+                a @ b
+                best = min(best, time.perf_counter() - t0)
+            rates.append(2 * m * k * n / best / 1e9)
+        print(f"{f'{m}x{k}x{n}':<20}" + "".join(f"{r:>10.1f}" for r in rates), flush=True)
+
+
 def load_dense(checkout: Path | None):
     if checkout is None:
         from pipekit.index import dense
@@ -86,6 +111,7 @@ def main() -> None:
     ap.add_argument("folder", type=Path)
     ap.add_argument("--chunks", type=int, default=300)
     ap.add_argument("--before", type=Path, help="a checkout whose dense.py is measured too")
+    ap.add_argument("--int8", action="store_true", help="also NumPy's integer matmul rates at the encoder's shapes")
     args = ap.parse_args()
     if not (DATA / "scifact").is_dir():
         raise SystemExit(f"needs {DATA / 'scifact'} (the shared SciFact sample)")
@@ -99,6 +125,8 @@ def main() -> None:
     if args.before:
         old = measure("before", load_dense(args.before), args.folder, chunk_texts)
         print(f"max |difference| per component: {np.abs(now - old).max():.2e}")
+    if args.int8:
+        integer_rates(args.folder)
 
 
 if __name__ == "__main__":
