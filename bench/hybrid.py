@@ -28,8 +28,10 @@ the fusion's scaling or the vectors swapped (`Variant`: min-max, z-scores, recip
 bound on each score; WordLlama with its heading trail counted 3 times or its own heading counted
 indexing.heading_weight times (the parents once), its first 128 dimensions, its
 function words left out of the average or cut from the text, SIF's weights and common component;
-Rocchio feedback on the query vector), then bootstraps each collection's queries for 95 %
-intervals of the differences: whether a percent more is more than noise.  `--only WORDS,...`
+Rocchio feedback on the query vector; the heading trail embedded alone beside each chunk's
+vector, its cosine combined with the chunk's or its vector added to the chunk's), then
+bootstraps each collection's queries for 95 % intervals of the differences, against the
+adopted fusion at the model's default weight: whether a percent more is more than noise.  `--only WORDS,...`
 measures only the variants whose label contains one of them (beside the adopted fusion).
 """
 from __future__ import annotations
@@ -195,6 +197,7 @@ DEFAULT_WEIGHT = 0.3  # WordLlama's (pipekit/retrieve/fusion.py): the variants a
 RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
 FEEDBACK_DOCS, FEEDBACK_SHARE = 5, 0.3  # Rocchio on the query vector: RM3's fb_docs and 1 - its original weight
 HEADING_REPEATS = 3  # a chunk's heading counted as indexing.heading_weight counts it for BM25
+TRAIL_SHARES = (0.25, 0.5)  # --fusions: the heading trail's cosine added to the chunk's, times these
 SIF_A = 1e-3  # SIF's a (Arora et al. 2017: their default; 1e-4 .. 1e-3 worked alike there)
 
 
@@ -284,8 +287,9 @@ class Variant:
     - bound: BM25 over the most this query could score, Σ qtf·idf·(k1 + 1), and the raw
       cosine (its own bound is 1): no dependence on which chunks came back."""
 
-    def __init__(self, label: str, norm: str = "best", vectors=None, queries=None):
+    def __init__(self, label: str, norm: str = "best", vectors=None, queries=None, trail=None):
         self.label, self.norm, self.vectors, self.queries = label, norm, vectors, queries
+        self.trail = trail  # (combine, trail vectors, each chunk's trail): `trail_fusion`
 
 
 def fusion_class():
@@ -326,6 +330,36 @@ def fusion_class():
     return Fused
 
 
+def trail_fusion(combine, trails, codes):
+    """Stage 05's fusion (divided by the best) with each chunk's cosine replaced by
+    combine(cos(query, chunk), cos(query, its heading trail)): `trails` the distinct trails'
+    vectors (a zero row for no heading), `codes` each chunk's row there.  Every chunk is
+    scored exactly (float64) for the cosine's top list: a bench over at most ~12,000 chunks."""
+    import numpy as np
+
+    class TrailFused(fusion_class()):
+        def scores(self, rows, qvec):
+            q = np.asarray(qvec, np.float64)
+            return combine(self.vectors[rows].astype(np.float64) @ q, trails[codes[rows]].astype(np.float64) @ q)
+
+        def top(self, qvecs, m):
+            from pipekit.retrieve.fusion import top_chunks
+
+            every = np.arange(len(self.vectors), dtype=np.int64)
+            out = []
+            for qvec in qvecs:
+                vals = self.scores(every, qvec)
+                keep = np.sort(top_chunks(every, vals, m))
+                out.append((every[keep], vals[keep]))
+            return out
+
+        def union_scores(self, cols, vals, qvec, dense_top, depth, exact=None):
+            union, bm25, _, in_b, in_d = super().union_scores(cols, vals, qvec, dense_top, depth, exact)
+            return union, bm25, self.scores(union, qvec), in_b, in_d
+
+    return TrailFused
+
+
 class Measured:
     """A built output folder (stages 01-04 with the model, 05 run once) and its questions,
     answered by stage 05's `search` in this process under any Variant and weight."""
@@ -347,7 +381,8 @@ class Measured:
         st, index = self.stage, self.index
         index.dense = None
         if variant is not None and w > 0:
-            d = fusion_class()(self.base.vectors if variant.vectors is None else variant.vectors, self.base.spec, w)
+            made = trail_fusion(*variant.trail) if variant.trail is not None else fusion_class()
+            d = made(self.base.vectors if variant.vectors is None else variant.vectors, self.base.spec, w)
             d.norm = variant.norm
             qv = self.qvecs if variant.queries is None else variant.queries
             d.embed = lambda texts: qv
@@ -425,6 +460,24 @@ class Measured:
         h, t = self.chunks.column("heading").to_pylist(), self.chunks.column("text").to_pylist()
         texts = ["\n\n".join([hh] * HEADING_REPEATS + [tt or ""]) if hh else (tt or "") for hh, tt in zip(h, t)]
         return load_model(self.base.spec).embed(texts)
+
+    def trails(self):
+        """Each distinct heading trail's vector, embedded alone (the chunk's `heading`: its
+        document's title and headings joined as stage 03 writes them; a BEIR record's title),
+        and each chunk's row among them: many chunks share a trail, each is embedded once.
+        A chunk with no heading gets a zero row (cosine 0)."""
+        import numpy as np
+
+        from pipekit.index.dense import load_model
+
+        heading = self.chunks.column("heading").to_pylist()
+        distinct = sorted({h or "" for h in heading})
+        row = {h: i for i, h in enumerate(distinct)}
+        named = [h for h in distinct if h]
+        vecs = load_model(self.base.spec).embed(named) if named else np.zeros((0, self.base.vectors.shape[1]))
+        out = np.zeros((len(distinct), self.base.vectors.shape[1]), np.float32)
+        out[[row[h] for h in named]] = vecs
+        return out, np.array([row[h or ""] for h in heading], np.int64)
 
     def chunk_texts(self, repeats: int | None = None) -> list[str]:
         """The chunks' texts as stage 04 embeds them (pipekit/index/dense.py's chunk_text), the own
@@ -539,6 +592,23 @@ def fusions(model: str, label: str, wanted: list[str], weights: list[float], onl
                  ("first component removed", lambda lab: pair(lab, lambda m: m.sif_vectors(pc=True, weights=False)))]
     lazy += [(f"section's mean direction x{share:g} added to each chunk's vector",
               sets_vectors(lambda m, share=share: m.section_vectors(share))) for share in (0.5, 1.0)]
+    # The heading trail alone, embedded once a set for all four: its cosine beside the chunk's
+    # (the larger; the chunk's plus a share of it), or its vector added to the chunk's.
+    trail_of: dict = {}
+
+    def trail(m):
+        if m.name not in trail_of:
+            trail_of[m.name] = m.trails()
+        return trail_of[m.name]
+
+    def with_trail(combine):
+        return lambda lab: Variant(lab, trail={m.name: (combine, *trail(m)) for m in sets})
+
+    lazy += [("heading trail alone beside the chunk: the larger cosine", with_trail(np.maximum))]
+    lazy += [(f"heading trail alone beside the chunk: chunk's cosine + {s:g} x the trail's",
+              with_trail(lambda c, t, s=s: c + s * t)) for s in TRAIL_SHARES]
+    lazy.append(("heading trail alone added to the chunk's vector (one vector)",
+                 sets_vectors(lambda m: normalise(m.base.vectors + trail(m)[0][trail(m)[1]]))))
     lazy.append((f"query + BM25 top {FEEDBACK_DOCS} (Rocchio {1 - FEEDBACK_SHARE:g}/{FEEDBACK_SHARE:g})",
                  lambda lab: Variant(lab, queries={m.name: m.feedback_queries() for m in sets})))
     # The adopted fusion always (the others are compared with it); the rest as --only picks them.
@@ -553,8 +623,9 @@ def fusions(model: str, label: str, wanted: list[str], weights: list[float], onl
     for v in variants:
         print(f"\n{v.label}")
         for m in sets:
-            one = Variant(v.label, v.norm, (v.vectors or {}).get(m.name), (v.queries or {}).get(m.name))
-            got[v.label, m.name] = {w: m.per_query(one, w) for w in weights}
+            one = Variant(v.label, v.norm, (v.vectors or {}).get(m.name), (v.queries or {}).get(m.name),
+                          (v.trail or {}).get(m.name))
+            got[v.label, m.name] = {w: m.per_query(one, w, documents=True) for w in weights}
             if m.qrels is not None:
                 print(f"  {m.name:<10}" + "".join(f"{got[v.label, m.name][w].mean():>9.4f}" for w in weights))
             else:
@@ -570,14 +641,19 @@ def fusions(model: str, label: str, wanted: list[str], weights: list[float], onl
         print(f"  at its best weight {weights[best]:g}, ratio to BM25: " + ", ".join(
             f"{m.name} {got[v.label, m.name][weights[best]].mean() / bm25[m.name].mean():.4f}"
             for m in sets if m.qrels is not None) + f", mean (3) {np.mean(ratios[best]):.4f}", flush=True)
-    if shared:
-        noise(shared, variants, weights, bm25, got)
+    from pipekit.retrieve.fusion import default_weight
+
+    docs = [m for m in sets if m.qrels is None]  # docs_qa: a hit or not, per question
+    if shared or docs:
+        noise(shared, variants, weights, bm25, got, default_weight(model), docs)
 
 
-def noise(shared, variants, weights, bm25, got) -> None:
+def noise(shared, variants, weights, bm25, got, adopted_weight: float, docs=()) -> None:
     """95 % bootstrap intervals (2,000 resamplings of each collection's queries), in % of
-    BM25's nDCG@10: the adopted fusion's gain at the default weight, and each variant at its
-    best weight (best mean over the shared collections) against it, query by query."""
+    BM25's nDCG@10: the adopted fusion's gain at the model's default weight, and each variant
+    at that weight and at its best weight (best mean over the shared collections) against it,
+    query by query; on each docs set, section hit@1 / hit@3 and document hit@3 of each variant
+    against the adopted fusion, both at the default weight."""
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -592,13 +668,27 @@ def noise(shared, variants, weights, bm25, got) -> None:
         return "; ".join(cells) + f"; mean {point:+.1f} ({np.percentile(mean, 2.5):+.1f} .. {np.percentile(mean, 97.5):+.1f})"
 
     adopted = variants[0].label
-    w0 = DEFAULT_WEIGHT if DEFAULT_WEIGHT in weights else weights[len(weights) // 2]
+    # The model's own default (fusion.py: WordLlama 0.3, a model folder 0.5), if it was measured.
+    w0 = adopted_weight if adopted_weight in weights else weights[len(weights) // 2]
+    for m in docs:
+        print(f"\n== {m.name}: each variant - adopted, both at {w0:g}, 95 % intervals ({len(got[adopted, m.name][w0])} "
+              f"questions; adopted section hit@1 / hit@3 / document hit@3 "
+              + " / ".join(f"{x:.3f}" for x in got[adopted, m.name][w0].mean(axis=0)) + ")")
+        for v in variants[1:]:
+            cells = [bootstrap(got[v.label, m.name][w0][:, col] - got[adopted, m.name][w0][:, col]) for col in range(3)]
+            print(f"{v.label}: " + "; ".join(f"{what} {mean:+.3f} ({lo:+.3f} .. {hi:+.3f})" for what, (mean, lo, hi)
+                                             in zip(("hit@1", "hit@3", "doc@3"), cells)), flush=True)
+    if not shared:
+        return
     print(f"\n== 95 % intervals, % of BM25's nDCG@10")
     print(f"adopted at {w0:g} - BM25: " + interval({m.name: got[adopted, m.name][w0] - bm25[m.name] for m in shared}))
     for v in variants[1:]:
+        print(f"{v.label} at {w0:g} - adopted at {w0:g}: "
+              + interval({m.name: got[v.label, m.name][w0] - got[adopted, m.name][w0] for m in shared}), flush=True)
         best = max(weights, key=lambda w: np.mean([got[v.label, m.name][w].mean() / bm25[m.name].mean() for m in shared]))
-        print(f"{v.label} at {best:g} - adopted at {w0:g}: "
-              + interval({m.name: got[v.label, m.name][best] - got[adopted, m.name][w0] for m in shared}), flush=True)
+        if best != w0:
+            print(f"{v.label} at {best:g} - adopted at {w0:g}: "
+                  + interval({m.name: got[v.label, m.name][best] - got[adopted, m.name][w0] for m in shared}), flush=True)
         print(f"{v.label} at {best:g} - BM25: "
               + interval({m.name: got[v.label, m.name][best] - bm25[m.name] for m in shared}), flush=True)
 

@@ -57,6 +57,25 @@ def test_each_alternative_scales_as_documented(norm, bm25, cosine):
     same_up_to_a_shift(fused(norm, bound=8.0), want)
 
 
+def test_the_trail_alone_variants_fuse_the_combined_cosine():
+    """bench/README's "heading trail alone": each chunk's cosine becomes combine(its own, its
+    trail's) in both the cosine's top list and the fusion.  Chunk 0 (cosine 0) sits under the
+    trail the query points at (cosine 1): with the larger of the two it joins the cosine's top 2
+    (ahead of chunk 1, 0.8) and scores 0.5 · 4/4 + 0.5 · 1/1."""
+    trails, codes = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32), np.array([0, 1, 1, 1])
+    d = hybrid.trail_fusion(np.maximum, trails, codes)(VECTORS, "wordllama", 0.5)
+    top = d.top(QUERY[None], 2)[0]
+    assert top[0].tolist() == [0, 3] and top[1].tolist() == [1.0, 1.0]
+    union, scores = d.fuse(COLS, VALS, QUERY, top, 2)
+    assert union.tolist() == [0, 1, 3]
+    np.testing.assert_allclose(scores, [0.5 * 1 + 0.5 * 1, 0.5 * 0.5 + 0.5 * 0.8, 0.5 * 0 + 0.5 * 1])
+    # the chunk's cosine plus half the trail's: chunk 0 gets 0.5 and stays below chunk 1's 0.8
+    d = hybrid.trail_fusion(lambda c, t: c + 0.5 * t, trails, codes)(VECTORS, "wordllama", 0.5)
+    top = d.top(QUERY[None], 2)[0]
+    assert top[0].tolist() == [1, 3]
+    np.testing.assert_allclose(top[1], [0.8, 1.0], rtol=1e-6)
+
+
 def test_function_words_leave_the_average_and_nothing_else_changes():
     """bench/README's "function words left out of the average": a query of function words
     and one content word embeds as that word; a text without function words, a word joined
