@@ -5,6 +5,8 @@ usual RAG recipe, on the same files in the same run.
     python bench/docs_qa.py              # the table
     python bench/docs_qa.py --path-evidence   # also ours with each way of indexing the path
     python bench/docs_qa.py --context-evidence   # also ours with each section-context weight
+    python bench/docs_qa.py --collection docs_qa2 --build   # the second set (below), then
+    python bench/docs_qa.py --collection docs_qa2           # its table
 
 The documentation (bench/docs_qa_sources.tsv, pinned versions): Node.js's API reference as
 Debian installs it (`apt-get install nodejs-doc`, /usr/share/doc/nodejs/api) and the
@@ -18,6 +20,17 @@ The questions (bench/docs_qa_questions.tsv): 58, written by hand, paraphrased as
 would type them (mostly without the section's own words), each answered by one section of
 one document.  Before anything runs, every question's section is looked up in its document
 (markdown-it-py reads the headings) and must exist there exactly once.
+
+The second set (--collection docs_qa2; bench/docs_qa2_sources.tsv, docs_qa2_questions.tsv,
+bench/corpora/docs_qa2): six other projects' docs, so a default tuned on the first set is
+checked on documentation it never saw: the reStructuredText/Sphinx docs of Flask, pytest and
+Jinja and the Markdown (MyST, MkDocs) docs of Click, structlog and Copier; 48 questions
+written the same way, some pasted error messages and bare keywords among them.  A .rst
+document's sections are its section titles as docutils reads them (SPEC rule 9: the
+underline styles' order decides the levels, so no line pattern can): the referee parses it
+with docutils (pipekit/read/rst.py's `parse`, which lets Sphinx's roles and directives
+through as text) and takes each title's text, then compares it as it compares a Markdown
+heading: the words, lower-cased.
 
 The systems, both given the same cleaned text (stage 02's output, so the same files):
 - ours: `run_pipeline.py` with config.yaml's defaults (only the input, output folder and
@@ -65,9 +78,27 @@ CORPUS = BENCH / "corpora" / "docs_qa"
 OUT = BENCH / "out" / "docs_qa"
 DEPTH = 50  # results kept a question
 
-# How a user names each project in a question (--with-project).
+# The question sets (--collection; bench/hybrid.py --collections): each its own sources,
+# questions, documents and output folder, named <set>_sources.tsv and so on.
+COLLECTIONS = ("docs_qa", "docs_qa2")
+
+
+def use(collection: str) -> None:
+    """Point SOURCES, QUESTIONS, CORPUS and OUT at one question set.  Module-level names,
+    not arguments, because bench/hybrid.py drives run_ours/answerable through them; it calls
+    this before each set, one set at a time."""
+    global SOURCES, QUESTIONS, CORPUS, OUT
+    if collection not in COLLECTIONS:
+        raise SystemExit(f"no question set {collection!r}; there are: {', '.join(COLLECTIONS)}")
+    SOURCES, QUESTIONS = BENCH / f"{collection}_sources.tsv", BENCH / f"{collection}_questions.tsv"
+    CORPUS, OUT = BENCH / "corpora" / collection, BENCH / "out" / collection
+
+
+# How a user names each project in a question (the table's second half).
 PROJECT_WORDS = {"nodejs": "node", "attrs": "attrs", "black": "black", "hatch": "hatch", "pip": "pip",
-                 "python-markdown": "python markdown", "pymdown-extensions": "pymdown"}
+                 "python-markdown": "python markdown", "pymdown-extensions": "pymdown",
+                 "flask": "flask", "pytest": "pytest", "jinja": "jinja", "click": "click",
+                 "structlog": "structlog", "copier": "copier"}
 
 # Ways of indexing the source path that --path-evidence compares (name: --set overrides).
 PATH_VARIANTS = {
@@ -94,7 +125,19 @@ def read_tsv(path: Path) -> list[list[str]]:
 
 
 def sources() -> list[dict]:
-    return [dict(zip(("name", "kind", "package", "version", "folder"), r)) for r in read_tsv(SOURCES)]
+    """One dict a project; `formats` the suffixes its documents end with (.md when the
+    line has no sixth field: the first set is Markdown only)."""
+    out = []
+    for r in read_tsv(SOURCES):
+        src = dict(zip(("name", "kind", "package", "version", "folder"), r))
+        src["formats"] = tuple(r[5].split()) if len(r) > 5 else (".md",)
+        out.append(src)
+    return out
+
+
+def documents(folder: Path):
+    """The documents under a folder the referee can read (Markdown and reST)."""
+    return [p for p in folder.rglob("*") if p.suffix in (".md", ".rst") and p.is_file()]
 
 
 def questions() -> list[dict]:
@@ -107,7 +150,7 @@ def questions() -> list[dict]:
 
 
 def build() -> None:
-    """Gather every source's Markdown files into CORPUS/<name>/..."""
+    """Gather every source's documents (its `formats`) into CORPUS/<name>/..."""
     CORPUS.mkdir(parents=True, exist_ok=True)
     cache = BENCH / "corpora" / "docs_qa_sdists"
     cache.mkdir(parents=True, exist_ok=True)
@@ -136,7 +179,7 @@ def build() -> None:
             with tarfile.open(archive) as tar:
                 for m in tar.getmembers():
                     parts = m.name.split("/", 1)
-                    if len(parts) < 2 or not m.isfile() or not m.name.endswith(".md"):
+                    if len(parts) < 2 or not m.isfile() or not m.name.endswith(src["formats"]):
                         continue
                     rel = parts[1]
                     if not rel.startswith(src["folder"].rstrip("/") + "/"):
@@ -145,7 +188,7 @@ def build() -> None:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(tar.extractfile(m).read())
                     n += 1
-        print(f"{src['name']:<20} {n:4d} Markdown files -> {dest.relative_to(REPO)}")
+        print(f"{src['name']:<20} {n:4d} {'/'.join(src['formats'])} files -> {dest.relative_to(REPO)}")
 
 
 def check_corpus() -> None:
@@ -153,7 +196,7 @@ def check_corpus() -> None:
     if missing:
         raise SystemExit(
             f"the documentation of {', '.join(missing)} is not in {CORPUS.relative_to(REPO)}.\n"
-            "Gather it with:  python bench/docs_qa.py --build\n"
+            f"Gather it with:  python bench/docs_qa.py --collection {CORPUS.name} --build\n"
             "(Node.js's docs come from Debian: `apt-get install nodejs-doc`; the others are "
             "downloaded from PyPI as source distributions by pip.)")
 
@@ -192,9 +235,15 @@ def shown(title: str) -> str:
     return " ".join("".join(text).split())
 
 
+def words(text: str) -> tuple[str, ...]:
+    """The one comparison of headings, for every system and format: the words of the text
+    a reader sees, lower-cased (underscores are part of words)."""
+    return tuple(re.findall(r"\w+", text.lower()))
+
+
 def title_key(title: str) -> tuple[str, ...]:
-    """The words a reader sees in a heading, lower-cased (underscores are part of words)."""
-    return tuple(re.findall(r"\w+", shown(title).lower()))
+    """A Markdown heading's words as a reader sees them."""
+    return words(shown(title))
 
 
 def trail_key(titles) -> tuple:
@@ -216,15 +265,49 @@ def document_sections(text: str) -> list[tuple]:
     return out
 
 
+def rst_sections(text: str) -> list[tuple]:
+    """Every section title's trail (keys) in a reST document, as docutils reads it, and the
+    title as shown (docutils' text of it, whitespace collapsed).  Not through `shown`: a
+    title's text is already what a reader sees, and Markdown would read `__init__` in it as
+    bold "init"."""
+    from docutils import nodes
+
+    from pipekit.read.rst import parse
+
+    out = []
+
+    def walk(node, trail):
+        for child in node.children:
+            if not isinstance(child, nodes.section):
+                continue
+            if child.children and isinstance(child[0], nodes.title):
+                text = " ".join(child[0].astext().split())
+                here = trail + ((words(text),) if words(text) else ())
+                out.append((here, text))
+            else:
+                here = trail
+            walk(child, here)
+
+    walk(parse(text), ())
+    return out
+
+
+def sections_of(path: Path) -> list[tuple]:
+    text = path.read_text(encoding="utf-8")
+    return rst_sections(text) if path.suffix == ".rst" else document_sections(text)
+
+
 def mismatch(q: dict) -> str | None:
     """Why a question does not match its document (None: its section is there, exactly
     once; the question then carries its trail key and the section as shown)."""
     path = CORPUS / q["doc"]
     if not path.is_file():
         return f"{q['id']}: no document {q['doc']}"
-    want = trail_key(q["section"].split(" › "))
+    # The question's own section text read as its document's format reads a title.
+    as_read = words if path.suffix == ".rst" else title_key
+    want = tuple(k for k in map(as_read, q["section"].split(" › ")) if k)
     q["key"] = want
-    found = [(s, t) for s, t in document_sections(path.read_text(encoding="utf-8")) if s[-len(want):] == want]
+    found = [(s, t) for s, t in sections_of(path) if s[-len(want):] == want]
     if len(found) != 1:
         return f"{q['id']}: section {q['section']!r} found {len(found)} times in {q['doc']}"
     q["shown"] = found[0][1]
@@ -395,7 +478,9 @@ def score(qs: list[dict], ranked: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", action="store_true", help="gather the documentation into bench/corpora/docs_qa")
+    ap.add_argument("--collection", default="docs_qa", choices=COLLECTIONS,
+                    help="which question set (docs_qa: the first seven projects; docs_qa2: six others)")
+    ap.add_argument("--build", action="store_true", help="gather the documentation into bench/corpora/<collection>")
     ap.add_argument("--path-evidence", action="store_true", help="also run ours with each way of indexing the path")
     ap.add_argument("--context-evidence", action="store_true",
                     help="also run ours with each retrieval.section_context weight")
@@ -406,6 +491,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="also run ours with these config overrides (repeatable; one extra row)")
     args = ap.parse_args()
+    use(args.collection)
     if args.build:
         build()
         return
@@ -414,8 +500,8 @@ def main() -> None:
     for q in qs:  # the same questions as many users type them into a search over many projects
         q["named"] = f"{PROJECT_WORDS[q['doc'].split('/')[0]]} {q['question']}"
     OUT.mkdir(parents=True, exist_ok=True)
-    n_files = sum(1 for _ in CORPUS.rglob("*.md"))
-    print(f"corpus: {n_files} Markdown files of {len(sources())} projects ({CORPUS.relative_to(REPO)}); "
+    n_files = len(documents(CORPUS))
+    print(f"corpus: {n_files} documents of {len(sources())} projects ({CORPUS.relative_to(REPO)}); "
           f"{len(qs)} questions, every section found once in its document")
     cleaned = OUT / "ours" / "02_preprocessed.parquet"
     for style, title in (("question", "questions as written"),

@@ -67,7 +67,7 @@ def test_build_unpacks_debians_gzipped_pages(tmp_path, monkeypatch):
     (api / "fs.md.gz").write_bytes(gzip.compress(b"# File system\n\n## fs.readFile\n"))
     (api / "fs.html").write_text("<h1>not Markdown</h1>")
     monkeypatch.setattr(docs_qa, "sources", lambda: [{"name": "nodejs", "kind": "debian", "package": "nodejs-doc",
-                                                      "version": "-", "folder": str(api)}])
+                                                      "version": "-", "folder": str(api), "formats": (".md",)}])
     monkeypatch.setattr(docs_qa, "BENCH", tmp_path)
     monkeypatch.setattr(docs_qa, "CORPUS", tmp_path / "corpus")
     monkeypatch.setattr(docs_qa, "REPO", tmp_path)
@@ -75,3 +75,70 @@ def test_build_unpacks_debians_gzipped_pages(tmp_path, monkeypatch):
     got = tmp_path / "corpus" / "nodejs" / "api"
     assert sorted(p.name for p in got.iterdir()) == ["fs.md", "small.md"]
     assert (got / "fs.md").read_text() == "# File system\n\n## fs.readFile\n"
+
+
+@pytest.fixture
+def second_set():
+    """bench/docs_qa.py pointed at the second question set for one test, then back."""
+    docs_qa.use("docs_qa2")
+    yield docs_qa
+    docs_qa.use("docs_qa")
+
+
+def test_second_set_asks_other_projects_in_both_formats(second_set):
+    qs = second_set.questions()
+    projects = {s["name"] for s in second_set.sources()}
+    assert len(qs) >= 40 and len({q["id"] for q in qs}) == len(qs)
+    assert len({q["question"].lower() for q in qs}) == len(qs)
+    assert {q["doc"].split("/")[0] for q in qs} == projects  # every project is asked about
+    assert {q["doc"].rsplit(".", 1)[1] for q in qs} == {"md", "rst"}
+    second_set.use("docs_qa")
+    first = {s["package"].lower() for s in docs_qa.sources()}
+    second_set.use("docs_qa2")
+    assert not first & {s["package"].lower() for s in second_set.sources()}  # docs the first set never saw
+
+
+def test_rst_sections_are_docutils_levels_compared_as_the_pipelines_markdown_headings():
+    from pipekit.read.rst import rst_to_markdown
+
+    # The underline styles' order, not the character, decides the level: "~" is level 2 here.
+    text = ("Guide\n=====\n\nInstall\n~~~~~~~\n\ntext\n\n``__init__`` and *args*\n"
+            "~~~~~~~~~~~~~~~~~~~~~~~\n\nmore\n\nUsage\n=====\n\nend\n")
+    got = docs_qa.rst_sections(text)
+    assert [s for s, _ in got] == [(("guide",),), (("guide",), ("install",)),
+                                   (("guide",), ("__init__", "and", "args")), (("usage",),)]
+    assert got[2][1] == "__init__ and args"
+    # Stage 02 hands stage 03 (and the recipe) that document as Markdown: its headings give
+    # the same keys, so no system is judged by its own idea of a heading.
+    markdown, _ = rst_to_markdown(text)
+    assert [s for s, _ in docs_qa.document_sections(markdown)] == [s for s, _ in got]
+
+
+def test_build_keeps_a_sources_formats_from_its_sdist(tmp_path, monkeypatch):
+    import io
+    import tarfile
+
+    cache = tmp_path / "corpora" / "docs_qa_sdists"
+    cache.mkdir(parents=True)
+    with tarfile.open(cache / "demo-1.0.tar.gz", "w:gz") as tar:
+        for name, body in [("demo-1.0/docs/a.rst", b"A\n=\n"), ("demo-1.0/docs/b.md", b"# B\n"),
+                           ("demo-1.0/docs/conf.py", b"x = 1\n"), ("demo-1.0/README.rst", b"R\n=\n")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    monkeypatch.setattr(docs_qa.subprocess, "run", lambda *a, **k: None)  # the archive is already here
+    monkeypatch.setattr(docs_qa, "sources", lambda: [{"name": "demo", "kind": "sdist", "package": "demo",
+                                                      "version": "1.0", "folder": "docs", "formats": (".rst",)}])
+    monkeypatch.setattr(docs_qa, "BENCH", tmp_path)
+    monkeypatch.setattr(docs_qa, "CORPUS", tmp_path / "corpus")
+    monkeypatch.setattr(docs_qa, "REPO", tmp_path)
+    docs_qa.build()
+    assert [p.name for p in (tmp_path / "corpus" / "demo" / "docs").iterdir()] == ["a.rst"]
+
+
+def test_every_section_of_the_second_set_exists_once_in_its_document(second_set):
+    if not all((second_set.CORPUS / s["name"]).is_dir() for s in second_set.sources()):
+        pytest.skip(f"the documentation is not in {second_set.CORPUS} "
+                    "(python bench/docs_qa.py --collection docs_qa2 --build)")
+    qs = second_set.questions()
+    assert second_set.answerable(qs) == qs  # every source is pinned: nothing may be left out
