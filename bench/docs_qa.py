@@ -24,13 +24,14 @@ one document.  Before anything runs, every question's section is looked up in it
 The second set (--collection docs_qa2; bench/docs_qa2_sources.tsv, docs_qa2_questions.tsv,
 bench/corpora/docs_qa2): six other projects' docs, so a default tuned on the first set is
 checked on documentation it never saw: the reStructuredText/Sphinx docs of Flask, pytest and
-Jinja and the Markdown (MyST, MkDocs) docs of Click, structlog and Copier; 48 questions
+Jinja and the Markdown (MyST, MkDocs) docs of Click, structlog and Copier; 49 questions
 written the same way, some pasted error messages and bare keywords among them.  A .rst
 document's sections are its section titles as docutils reads them (SPEC rule 9: the
 underline styles' order decides the levels, so no line pattern can): the referee parses it
 with docutils (pipekit/read/rst.py's `parse`, which lets Sphinx's roles and directives
 through as text) and takes each title's text, then compares it as it compares a Markdown
-heading: the words, lower-cased.
+heading: the words, lower-cased.  Both systems get a .rst document as the Markdown
+stage 02 makes of it, so the recipe's header splitter sees docutils' sections as headings.
 
 The systems, both given the same cleaned text (stage 02's output, so the same files):
 - ours: `run_pipeline.py` with config.yaml's defaults (only the input, output folder and
