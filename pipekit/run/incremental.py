@@ -327,7 +327,8 @@ class PreviousRows:
     def __init__(self, path: str):
         from pipekit.run.io import row_groups
 
-        self.groups = row_groups(Path(path))
+        self.path = Path(path)
+        self.groups = row_groups(self.path)
         self.firsts = [at for _, _, at, _ in self.groups]
         self._cached: tuple[int, pa.Table] | None = None
         self._files: dict[Path, pq.ParquetFile] = {}  # opened once: reopening per group tripled the reads
@@ -349,12 +350,14 @@ class PreviousRows:
             start += k
 
     def take(self, start: int, stop: int) -> Iterator[pa.Table]:
-        """Rows [start, stop) as one table (its slices joined, not copied): written as
-        one row group, not one per slice — a rerun's output otherwise split further on
-        every rerun, and each later read paid for the pieces."""
+        """Rows [start, stop) as one table (its slices joined, not copied), marked as
+        these rows of the previous output: the sink copies the row groups they fill as
+        bytes (pipekit/run/io.py, COPIED), not decoded and compressed again."""
+        from pipekit.run.io import copied_rows
+
         pieces = list(self.slices(start, stop))
         if pieces:
-            yield pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+            yield copied_rows(pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0], self.path, start)
 
 
 @dataclass(frozen=True)
