@@ -92,6 +92,17 @@ def test_a_removed_and_an_edited_document_read_as_if_written_anew(tmp_path, smal
     assert sum(g in spans(before) for g in spans(after)) >= len(spans(before)) - 3
 
 
+def test_copied_rows_reach_the_stage_without_their_texts(tmp_path, small_groups):
+    before = tmp_path / "before.parquet"
+    write(before, [rows(0, 300)], "first")
+    taken = pa.concat_tables(PreviousRows(str(before)).take(10, 250))
+    # What the stages count of copied rows is there; the texts stay in the file (the sink reads them).
+    assert taken.column("doc_id").to_pylist() == rows(10, 250).column("doc_id").to_pylist()
+    assert taken.column_names == rows(0, 1).column_names
+    assert taken.column("text").null_count == 240
+    assert pa.concat_tables(PreviousRows(str(before), texts=True).take(10, 250)).column("text").null_count == 0
+
+
 def test_copies_come_from_a_dataset_folder_too(tmp_path, small_groups):
     folder = tmp_path / "before.parquet"
     folder.mkdir()
@@ -110,7 +121,7 @@ def test_a_mark_that_is_not_the_rows_it_says_is_ignored(tmp_path, small_groups):
     write(before, [rows(0, 300)], "first")
     # Rows that claim to be 300 rows of `before` but are 10 others: encoded as given.
     liar = io.copied_rows(rows(500, 510), before, 0)
-    liar = liar.replace_schema_metadata({**liar.schema.metadata, io.COPIED: f'["{before}", 0, 300]'.encode()})
+    liar = liar.replace_schema_metadata({**liar.schema.metadata, io.COPIED: f'["{before}", 0, 300, true]'.encode()})
     after = tmp_path / "after.parquet"
     write(after, [liar], "second")
     got = pq.ParquetFile(after).read()
@@ -120,7 +131,7 @@ def test_a_mark_that_is_not_the_rows_it_says_is_ignored(tmp_path, small_groups):
 def test_rows_of_another_schema_are_encoded_not_copied(tmp_path, small_groups):
     before = tmp_path / "before.parquet"
     write(before, [rows(0, 300).drop_columns(["n"])], "first")
-    previous = PreviousRows(str(before))
+    previous = PreviousRows(str(before), texts=True)
     taken = list(previous.take(0, 300))[0]
     # Today's schema has one more column: the previous bytes cannot be today's rows.
     today = taken.append_column("n", pa.array(range(300), pa.int64()))

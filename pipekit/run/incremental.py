@@ -322,23 +322,36 @@ def runs(plan: np.ndarray, start: int, stop: int) -> tuple:
 
 class PreviousRows:
     """Rows of a previous output by position, read a row group at a time (and the last
-    group kept): runs come in increasing order, so each group is read once."""
+    group kept): runs come in increasing order, so each group is read once.
 
-    def __init__(self, path: str):
-        from pipekit.run.io import row_groups
+    Their texts (io.LONG_TEXT columns) are left in the file, nulls here: the rows go to
+    a sink that copies their row groups as bytes and reads the texts itself for the few
+    rows it encodes, and the stages count other columns of copied rows (on a cluster they
+    get only their `keep` columns).  Decompressing 18 MB of texts to throw them away was
+    ~30 ms of each of stages 01-03 in a rerun.  `texts=True` reads them."""
+
+    def __init__(self, path: str, texts: bool = False):
+        from pipekit.run.io import LONG_TEXT, row_groups, schema
 
         self.path = Path(path)
         self.groups = row_groups(self.path)
         self.firsts = [at for _, _, at, _ in self.groups]
         self._cached: tuple[int, pa.Table] | None = None
         self._files: dict[Path, pq.ParquetFile] = {}  # opened once: reopening per group tripled the reads
+        fields = schema(self.path) if self.groups else pa.schema([])
+        self.left_out = [] if texts else [f for f in fields if f.name in LONG_TEXT]
+        self._columns = None if not self.left_out else [n for n in fields.names if n not in LONG_TEXT]
+        self._names = fields.names
 
     def _group(self, g: int) -> pa.Table:
         if self._cached is None or self._cached[0] != g:
-            f, group, _, _ = self.groups[g]
+            f, group, _, n = self.groups[g]
             if f not in self._files:
                 self._files[f] = pq.ParquetFile(f)
-            self._cached = (g, self._files[f].read_row_group(group))
+            table = self._files[f].read_row_group(group, columns=self._columns)
+            for field in self.left_out:  # in its place, so the table has the output's columns
+                table = table.add_column(self._names.index(field.name), field, pa.nulls(n, field.type))
+            self._cached = (g, table)
         return self._cached[1]
 
     def slices(self, start: int, stop: int) -> Iterator[pa.Table]:
@@ -357,7 +370,8 @@ class PreviousRows:
 
         pieces = list(self.slices(start, stop))
         if pieces:
-            yield copied_rows(pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0], self.path, start)
+            yield copied_rows(pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0], self.path, start,
+                              texts=not self.left_out)
 
 
 @dataclass(frozen=True)

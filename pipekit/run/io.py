@@ -46,7 +46,8 @@ TEXT_CODEC = "lz4"
 # cost a full run nothing measurable (8 groups where there were 1-3).
 GROUP_BYTES = 2 << 20
 # Schema metadata on a table of a previous output's rows (`copied_rows`): [output, first
-# row, rows].  ParquetSink copies the row groups those rows fill as bytes.
+# row, rows, whether its LONG_TEXT columns hold the texts or nulls in their place].
+# ParquetSink copies the row groups those rows fill as bytes.
 COPIED = b"pipekit.copied"
 
 
@@ -144,13 +145,14 @@ def read_meta(path: Path) -> dict | None:
     return json.loads(raw) if raw else None
 
 
-def copied_rows(table: pa.Table, output: Path, start: int) -> pa.Table:
+def copied_rows(table: pa.Table, output: Path, start: int, texts: bool = True) -> pa.Table:
     """`table`, rows [start, start + len) of a previous `output`, marked so (COPIED) for
-    the sink that writes them again: it copies the row groups they fill as bytes.  The
-    mark is only a note: a sink that cannot use it (another schema, rows that are not
-    those of the mark) encodes the rows as any others."""
+    the sink that writes them again: it copies the row groups they fill as bytes.
+    `texts=False`: the table's LONG_TEXT columns are nulls, the texts still in `output`;
+    the sink reads them there for any row it encodes.  A sink that cannot copy (another
+    schema, rows that are not those of the mark) encodes the rows as any others."""
     marked = dict(table.schema.metadata or {})
-    marked[COPIED] = json.dumps([str(output), int(start), table.num_rows]).encode()
+    marked[COPIED] = json.dumps([str(output), int(start), table.num_rows, bool(texts)]).encode()
     return table.replace_schema_metadata(marked)
 
 
@@ -299,8 +301,14 @@ class ParquetSink:
         # Cast so a batch built from Python lists (int64, string) lands in the declared schema.
         table = data.select(self.schema.names).cast(self.schema)
         self.rows += data.num_rows
+        mark = json.loads(mark) if mark else None
+        if mark and not mark[3]:
+            if mark[2] != data.num_rows:
+                raise PipelineError(f"{self.path.name}: {data.num_rows:,} copied rows marked as {mark[2]:,}")
+            if not self._group_bytes:  # no copying here: the rows as they are, texts and all
+                table = self._previous(mark[0], mark[1], mark[1] + mark[2])
         if mark and self._group_bytes:
-            self._copy(table, *json.loads(mark))
+            self._copy(table, *mark)
         else:
             self._add(table)
 
@@ -324,7 +332,16 @@ class ParquetSink:
         self._in_flight = self._thread.submit(self._writer.write_table, table, **options)
         self._pieces.append(("encoded", table.num_rows))
 
-    def _copy(self, table: pa.Table, output: str, start: int, rows: int) -> None:
+    def _previous(self, output: str, start: int, stop: int) -> pa.Table:
+        """Rows [start, stop) of a previous output, texts and all, in this sink's schema."""
+        pieces = []
+        for f, g, first, n in row_groups(Path(output)):
+            lo, hi = max(start, first), min(stop, first + n)
+            if lo < hi:
+                pieces.append(pq.ParquetFile(f).read_row_group(g).slice(lo - first, hi - lo))
+        return pa.concat_tables(pieces).select(self.schema.names).cast(self.schema)
+
+    def _copy(self, table: pa.Table, output: str, start: int, rows: int, texts: bool = True) -> None:
         """Rows [start, start + rows) of a previous output: each row group of it they fill
         is copied as bytes at close; rows of a group they fill in part are encoded (with
         the new rows beside them, as one group: a rerun does not split the output into
@@ -332,20 +349,19 @@ class ParquetSink:
         alone they would make a small group of their own, one more each rerun."""
         groups = self._source(output) if rows == table.num_rows else []
         if not groups:
-            self._add(table)
+            self._add(table if texts else self._previous(output, start, start + rows))
             return
         stop = start + rows
         for path, group, first, n in groups:
             lo, hi = max(start, first), min(stop, first + n)
             if lo >= hi:
                 continue
-            piece = table.slice(lo - start, hi - lo)
             whole = (lo, hi) == (first, first + n)
             if whole and (not self._pending or self._pending_bytes >= self._group_bytes // 2):
                 self._flush()
                 self._pieces.append(("copied", path, group))
             else:
-                self._add(piece)
+                self._add(table.slice(lo - start, hi - lo) if texts else self._previous(output, lo, hi))
 
     def _source(self, output: str) -> list:
         """A previous output's row groups that can be copied as bytes: (file, footer group,
