@@ -197,7 +197,8 @@ def speed(models: list[tuple[str, str]], n: int) -> None:
 # ---------------------------------------------------------------- --fusions: the alternatives, side by side
 
 SECTION_SHARE = 0.5  # --fusions: how much of its section's mean direction a chunk's vector gets
-DEFAULT_WEIGHT = 0.3  # WordLlama's (pipekit/retrieve/fusion.py): the variants are compared with it there
+DEFAULT_WEIGHT = 0.3  # any weight > 0, to load the vectors (--fusions compares at the model's own default,
+#                       fusion.py's default_weight; before session 15 a model folder's intervals were at 0.3 too)
 RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
 FEEDBACK_DOCS, FEEDBACK_SHARE = 5, 0.3  # Rocchio on the query vector: RM3's fb_docs and 1 - its original weight
 HEADING_REPEATS = 3  # a chunk's heading counted as indexing.heading_weight counts it for BM25
