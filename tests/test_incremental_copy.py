@@ -103,6 +103,19 @@ def test_copied_rows_reach_the_stage_without_their_texts(tmp_path, small_groups)
     assert pa.concat_tables(PreviousRows(str(before), texts=True).take(10, 250)).column("text").null_count == 0
 
 
+def test_copied_rows_given_in_pieces_are_copied_whole(tmp_path, small_groups):
+    # A stage yields copied rows run by run; runs that continue each other fill their
+    # groups together, wherever the cuts fall (here inside nearly every group).
+    before = tmp_path / "before.parquet"
+    write(before, [rows(0, 300)], "first")
+    previous = PreviousRows(str(before))
+    cuts = [0, 7, 90, 91, 150, 299, 300]
+    after = tmp_path / "after.parquet"
+    assert write(after, [t for a, b in zip(cuts, cuts[1:]) for t in previous.take(a, b)], "second") == 0
+    got = pq.ParquetFile(after).read()
+    assert got.equals(rows(0, 300).cast(got.schema))
+
+
 def test_copies_come_from_a_dataset_folder_too(tmp_path, small_groups):
     folder = tmp_path / "before.parquet"
     folder.mkdir()

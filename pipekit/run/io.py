@@ -283,6 +283,11 @@ class ParquetSink:
         # ("copied", file, footer group) taken as bytes from a previous output at close.
         self._pieces: list[tuple] = []
         self._sources: dict[str, list] = {}
+        # Copied rows that continue each other (a stage yields a run of them per document
+        # group), gathered before their groups are chosen: rows 0-89 and 90-5257 of the
+        # previous output fill its first group between them, and taken apart that group
+        # was encoded again.  [output, start, stop, texts, tables]
+        self._run: list | None = None
 
     def __enter__(self) -> "ParquetSink":
         return self
@@ -308,9 +313,23 @@ class ParquetSink:
             if not self._group_bytes:  # no copying here: the rows as they are, texts and all
                 table = self._previous(mark[0], mark[1], mark[1] + mark[2])
         if mark and self._group_bytes:
-            self._copy(table, *mark)
+            output, start, rows, texts = mark
+            run = self._run
+            if run and (run[0], run[2], run[3]) == (output, start, texts):
+                run[2] += rows
+                run[4].append(table)
+                return
+            self._end_run()
+            self._run = [output, start, start + rows, texts, [table]]
         else:
+            self._end_run()
             self._add(table)
+
+    def _end_run(self) -> None:
+        if self._run:
+            output, start, stop, texts, tables = self._run
+            self._run = None
+            self._copy(pa.concat_tables(tables) if len(tables) > 1 else tables[0], output, start, stop - start, texts)
 
     def _add(self, table: pa.Table) -> None:
         """Rows to encode: at once, or (a text output) once they fill a group."""
@@ -393,6 +412,7 @@ class ParquetSink:
     def close(self) -> None:
         if self._writer is not None:
             try:
+                self._end_run()
                 self._flush()
                 self._finish_in_flight()
             finally:
@@ -435,7 +455,7 @@ class ParquetSink:
         replace_output(self.tmp, self.path)
 
     def abort(self) -> None:
-        self._pending, self._pieces = [], []
+        self._pending, self._pieces, self._run = [], [], None
         try:
             if self._writer is not None:
                 try:
