@@ -19,7 +19,9 @@ nothing.  Here it works at two levels:
   previous output's row fingerprint equals today's, a document whose content hash is
   the one its previous rows were made from gets those rows back, untouched.  A setting
   that changes every document (`chunking.target`) changes the row fingerprint, so the
-  stage reruns for all of them.
+  stage reruns for all of them.  Copied rows are not decoded and written again: the
+  sink copies the row groups they fill as bytes (pipekit/run/parquet_copy.py), so a
+  rerun's stages 01-03 cost the documents that changed and the row group each falls in.
 - **Counts (stage 04, local engine).**  The term counts of an unchanged document's
   chunks are cut from the previous index and merged with the new chunks' counts as a
   cluster merges partitions; N, avgdl, df, idf and every impact are computed anew, since

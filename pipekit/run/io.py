@@ -9,6 +9,11 @@ Writes go to `<name>.tmp-<pid>` beside the target and are renamed over it only w
 the stage has finished: a run killed half-way (Ctrl-C, OOM, a signal) leaves the
 previous output whole and readable, never a truncated Parquet file.
 
+A rerun's rows copied from the previous output (`copied_rows`) are written as the bytes
+of the row groups they fill, not decoded and compressed again (ParquetSink, with
+pipekit/run/parquet_copy.py): an output with texts is written in row groups of about
+GROUP_BYTES, so a change re-encodes one or two of them.
+
 An output is one Parquet file (the local engine) or a *dataset*: a folder of part files
 `part-00000.parquet`, `part-00001.parquet`, ... whose rows, read in name order, are the
 output's rows (the Dask engine: each worker writes its partitions' rows itself, so no
