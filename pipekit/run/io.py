@@ -398,7 +398,9 @@ class ParquetSink:
                 for f in part_files(Path(output)):
                     if not pq.read_schema(f).remove_metadata().equals(self.schema.remove_metadata()):
                         raise parquet_copy.Unsupported("another schema")
-                    for group in parquet_copy.row_groups(parquet_copy.read_footer(f)):
+                    with parquet_copy.no_collection():
+                        groups = parquet_copy.row_groups(parquet_copy.read_footer(f))
+                    for group in groups:
                         parquet_copy.span(group)  # raises if the group cannot be copied
                         n = parquet_copy.num_rows(group)
                         found.append((f, group, at, n))
@@ -436,7 +438,8 @@ class ParquetSink:
         the output's schema and provenance (this run's)."""
         from pipekit.run import parquet_copy
 
-        footer = parquet_copy.read_footer(self.tmp)
+        with parquet_copy.no_collection():
+            footer = parquet_copy.read_footer(self.tmp)
         encoded = iter(parquet_copy.row_groups(footer))
         pieces = []
         for piece in self._pieces:
@@ -450,7 +453,8 @@ class ParquetSink:
                 rows -= parquet_copy.num_rows(group)
         spliced = self.path.with_name(f"{self.path.name}.tmp-spliced-{os.getpid()}")  # swept if killed
         try:
-            parquet_copy.splice(spliced, pieces, footer)
+            with parquet_copy.no_collection():
+                parquet_copy.splice(spliced, pieces, footer)
             os.replace(spliced, self.tmp)
         finally:
             spliced.unlink(missing_ok=True)

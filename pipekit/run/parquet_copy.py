@@ -22,8 +22,10 @@ again), or decide which rows to copy (pipekit/run/io.py's ParquetSink does).
 """
 from __future__ import annotations
 
+import gc
 import os
 import struct
+from contextlib import contextmanager
 from pathlib import Path
 
 MAGIC = b"PAR1"
@@ -257,6 +259,20 @@ def _field(fields: list, fid: int):
 
 
 # ---- Footers and row groups ---------------------------------------------------------------
+
+@contextmanager
+def no_collection():
+    """Python's cycle collector off while footers are taken apart and written: their
+    thousands of small lists hold no cycles, yet building them set off a full collection
+    of the whole process (17 ms of a 0.8 s rerun, as long as the rest of the footer work)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
 
 def read_footer(path: Path) -> list:
     """A Parquet file's footer (FileMetaData) as a Thrift struct."""
