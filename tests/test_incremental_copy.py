@@ -153,3 +153,12 @@ def test_rows_of_another_schema_are_encoded_not_copied(tmp_path, small_groups):
     got = pq.ParquetFile(after).read()
     assert got.equals(rows(0, 300).cast(got.schema))
     assert not set(spans(after)) & set(spans(before))
+
+
+def test_groups_that_point_outside_themselves_are_not_copied(tmp_path):
+    # A page index lives after all the row groups: a group copied without it would point
+    # at bytes of another file.  Such groups are refused, and their rows encoded again.
+    path = tmp_path / "indexed.parquet"
+    pq.write_table(rows(0, 50), path, write_page_index=True)
+    with pytest.raises(parquet_copy.Unsupported):
+        parquet_copy.span(parquet_copy.row_groups(parquet_copy.read_footer(path))[0])

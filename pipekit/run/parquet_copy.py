@@ -34,7 +34,7 @@ STOP, TRUE, FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT, 
 # Field ids of parquet.thrift (apache/parquet-format): only those this module reads or moves.
 FILE_NUM_ROWS, FILE_ROW_GROUPS = 3, 4
 RG_COLUMNS, RG_NUM_ROWS, RG_FILE_OFFSET, RG_ORDINAL = 1, 3, 5, 7
-CC_FILE_OFFSET, CC_META, CC_OFFSET_INDEX, CC_COLUMN_INDEX, CC_CRYPTO, CC_ENCRYPTED = 2, 3, 4, 6, 8, 9
+CC_FILE_PATH, CC_FILE_OFFSET, CC_META, CC_OFFSET_INDEX, CC_COLUMN_INDEX, CC_CRYPTO, CC_ENCRYPTED = 1, 2, 3, 4, 6, 8, 9
 CM_COMPRESSED, CM_DATA_PAGE, CM_INDEX_PAGE, CM_DICT_PAGE, CM_BLOOM = 7, 9, 10, 11, 14
 
 
@@ -300,6 +300,9 @@ def span(group: list) -> tuple[int, int]:
     for chunk in _field(group, RG_COLUMNS)[2][1]:
         if any(_field(chunk, f) for f in (CC_OFFSET_INDEX, CC_COLUMN_INDEX, CC_CRYPTO, CC_ENCRYPTED)):
             raise Unsupported("a row group with page indexes or encryption")
+        elsewhere = _field(chunk, CC_FILE_PATH)  # a summary file's column chunks live in other files
+        if elsewhere and bytes(elsewhere[2]) not in (b"", b"\x00"):
+            raise Unsupported("a column chunk in another file")
         meta = _field(chunk, CC_META)
         if meta is None or _field(meta[2], CM_BLOOM):
             raise Unsupported("a row group with a bloom filter or no column metadata")
