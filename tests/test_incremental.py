@@ -291,3 +291,39 @@ def test_reused_counts_are_the_same_whether_runs_are_found_by_scans_or_by_one_so
             assert got["chunk"].tolist() == want_chunks and got["tf"].tolist() == want_tf
             assert got["lengths"].tolist() == lengths[s:s + (b - a)].tolist()
             assert got["col_ptr"][-1] == len(want_chunks)
+
+
+def test_reused_counts_merged_in_one_pass_are_the_postings_in_their_new_places():
+    """A rerun's stage 04 takes the previous postings whole, renumbers their chunks (a
+    removed document's postings dropped) and puts the new chunks' postings in their
+    places: one partition, as a --force run counts it.  Checked against the postings
+    moved one by one, with a term only the new chunks have and terms only the removed
+    chunks had."""
+    import pipekit.run.incremental as inc
+
+    rng = np.random.default_rng(11)
+    n_chunks, n_terms = 60, 40
+    pairs = sorted({(int(t), int(c)) for t, c in zip(rng.integers(0, n_terms, 900), rng.integers(0, n_chunks, 900))})
+    pairs += [(n_terms, c) for c in (26, 27)]  # a term of the removed chunks alone
+    terms = pa.array([f"t{i:02d}" for i in range(n_terms + 1)])
+    postings = pa.table({"term_id": pa.array([t for t, _ in pairs], pa.int32()),
+                         "chunk": pa.array([c for _, c in pairs], pa.int32()),
+                         "tf": pa.array(rng.integers(1, 5, len(pairs)), pa.int32())})
+    lengths = rng.integers(1, 50, n_chunks)
+    # Old chunks 0-24 stay, 25-29 are removed, three new chunks come in their place, 30-59 follow.
+    runs_ = [("old", 0, 25, 0), ("new", 25, 28), ("old", 28, 58, 30)]
+    new = {"terms": pa.array(["a-new", "t03", "t39"]), "col_ptr": np.array([0, 2, 3, 5]),
+           "chunk": np.array([0, 2, 1, 0, 1], np.int32), "tf": np.array([1, 2, 3, 4, 5], np.int32),
+           "lengths": np.array([7, 8, 9])}
+    got = inc.merged_counts(postings, terms, lengths, runs_, [new])
+
+    moved = {0: range(0, 25), 28: range(30, 60)}
+    want = [(f"t{t:02d}", c - s + at, f) for (t, c), f in zip(pairs, postings.column("tf").to_pylist())
+            for at, old in moved.items() if c in old for s in [old.start]]
+    want += [("a-new", 25, 1), ("a-new", 27, 2), ("t03", 26, 3), ("t39", 25, 4), ("t39", 26, 5)]
+    want.sort()
+    names = sorted({t for t, _, _ in want})
+    assert got["terms"].to_pylist() == names and f"t{n_terms:02d}" not in names
+    term_of = np.repeat(np.arange(len(names)), np.diff(got["col_ptr"]))
+    assert [(names[t], c, f) for t, c, f in zip(term_of, got["chunk"].tolist(), got["tf"].tolist())] == want
+    assert got["lengths"].tolist() == lengths[:25].tolist() + [7, 8, 9] + lengths[30:].tolist()

@@ -501,6 +501,65 @@ def previous_counts(postings: pa.Table, terms: pa.Array, lengths: np.ndarray, ol
     return out
 
 
+def merged_counts(postings: pa.Table, terms: pa.Array, lengths: np.ndarray, runs_: list[tuple],
+                  new_counts: list[dict]) -> dict | None:
+    """Stage 04's counts of the whole corpus as ONE partition: the previous index's
+    postings with their chunks renumbered (a removed document's dropped), and the new
+    chunks' postings (`new_counts`, one per "new" run, in order) put in their places.
+
+    What a partition merge would give from the runs' own counts (previous_counts), in one
+    pass over the postings: the merge copied each posting twice and built a vocabulary per
+    run, ~40 ms of a 0.8 s one-file rerun.  None when the previous postings are not in
+    term-then-chunk order after renumbering (an index in shards by document): the caller
+    takes the runs apart then."""
+    term = _ints(postings.column("term_id"))
+    chunk = _ints(postings.column("chunk"))
+    tf = _ints(postings.column("tf"))
+    n = runs_[-1][2] if runs_ else 0
+    new_of_old = np.full(len(lengths), -1, dtype=np.int32)
+    new_lengths = np.zeros(n, dtype=np.int64)
+    for r in runs_:
+        if r[0] == "old":
+            _, a, b, s = r
+            new_of_old[s:s + (b - a)] = np.arange(a, b, dtype=np.int32)
+            new_lengths[a:b] = lengths[s:s + (b - a)]
+    renumbered = new_of_old[chunk]
+    kept = renumbered >= 0
+    if not kept.all():
+        term, renumbered, tf = term[kept], renumbered[kept], tf[kept]
+    # Every term still in the index, old (with postings left) or new, in Arrow's sort order.
+    present = np.bincount(term, minlength=len(terms)) > 0
+    news = [r for r in runs_ if r[0] == "new"]
+    names = [terms.filter(pa.array(present))] + [c["terms"].cast(terms.type) for c in new_counts]
+    union = pc.unique(pa.concat_arrays(names)) if len(names) > 1 else names[0]
+    union = union.take(pc.sort_indices(union))
+    old_ids = np.asarray(pc.index_in(terms, value_set=union).fill_null(-1), dtype=np.int32)
+    term = old_ids[term]
+    # Term-major, each term's chunks ascending: the renumbering keeps the documents' order.
+    key = term.astype(np.int64) * max(n, 1) + renumbered
+    if len(key) > 1 and not bool((key[1:] > key[:-1]).all()):
+        return None
+    add_term, add_chunk, add_tf = [], [], []
+    for (_, a, b), counts in zip(news, new_counts):
+        ids = np.asarray(pc.index_in(counts["terms"].cast(terms.type), value_set=union), dtype=np.int32)
+        add_term.append(np.repeat(ids, np.diff(counts["col_ptr"])))
+        add_chunk.append(np.asarray(counts["chunk"], dtype=np.int32) + np.int32(a))
+        add_tf.append(np.asarray(counts["tf"], dtype=np.int32))
+        new_lengths[a:b] = counts["lengths"]
+    if add_term:
+        t_new, c_new, f_new = (np.concatenate(x) for x in (add_term, add_chunk, add_tf))
+        new_key = t_new.astype(np.int64) * max(n, 1) + c_new
+        order = np.argsort(new_key, kind="stable")
+        at = np.searchsorted(key, new_key[order])
+        term = np.insert(term, at, t_new[order])
+        renumbered = np.insert(renumbered, at, c_new[order])
+        tf = np.insert(tf, at, f_new[order])
+    col_ptr = np.zeros(len(union) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(term, minlength=len(union)), out=col_ptr[1:])
+    return {"terms": union, "col_ptr": col_ptr, "chunk": renumbered.astype(np.int32, copy=False),
+            "tf": tf.astype(np.int32, copy=False), "lengths": new_lengths}
+
+
 def _ints(column: pa.ChunkedArray) -> np.ndarray:
     """An int32 column of the index as NumPy, without a copy when it is one piece."""
     return column.combine_chunks().to_numpy() if column.num_chunks != 1 else column.chunk(0).to_numpy()
@@ -531,13 +590,22 @@ def reused_counts(ctx, count_range: Callable, cited: list[str]) -> tuple[list[di
     olds = [r for r in runs_ if r[0] == "old"]
     if not olds:
         return None, 0
-    old_counts = iter(previous_counts(read_table(names[2], ["term_id", "chunk", "tf"]),
-                                      read_table(names[1], ["term"]).column("term").combine_chunks(),
-                                      np.asarray(previous.column("length")), olds))
+    postings = read_table(names[2], ["term_id", "chunk", "tf"])
+    terms = read_table(names[1], ["term"]).column("term").combine_chunks()
+    lengths = np.asarray(previous.column("length"))
+    news = [count_range(RowRange(str(ctx.upstream_path), a, b)) for _, a, b in (r for r in runs_ if r[0] == "new")]
+    merged = merged_counts(postings, terms, lengths, runs_, news)
+    if merged is not None:
+        advance(sum(b - a for _, a, b, _ in olds))
+        # What 04_chunks cites comes from today's 03 rows (the same chunks, by construction).
+        merged["meta"] = pa.Table.from_batches(list(iter_rows(RowRange(str(ctx.upstream_path), 0, runs_[-1][2]), cited)))
+        return [merged], sum(b - a for _, a, b, _ in olds)
+    old_counts = iter(previous_counts(postings, terms, lengths, olds))
+    new_counts = iter(news)
     out = []
     for r in runs_:
         if r[0] == "new":
-            out.append(count_range(RowRange(str(ctx.upstream_path), r[1], r[2])))
+            out.append(next(new_counts))
             continue
         counts = next(old_counts)
         advance(r[2] - r[1])
