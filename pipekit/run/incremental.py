@@ -23,9 +23,10 @@ nothing.  Here it works at two levels:
   sink copies the row groups they fill as bytes (pipekit/run/parquet_copy.py), so a
   rerun's stages 01-03 cost the documents that changed and the row group each falls in.
 - **Counts (stage 04, local engine).**  The term counts of an unchanged document's
-  chunks are cut from the previous index and merged with the new chunks' counts as a
-  cluster merges partitions; N, avgdl, df, idf and every impact are computed anew, since
-  one new chunk changes them all.
+  chunks are the previous index's postings, renumbered, with the new chunks' counts put
+  in their places: one partition, as a --force run counts it (merged_counts; an index in
+  shards by document is cut into runs and merged as a cluster merges partitions).  N,
+  avgdl, df, idf and every impact are computed anew, since one new chunk changes them all.
 - **Vectors (stage 04, either engine, with `indexing.dense_model`).**  Chunks are embedded
   in blocks cut by their chunk ids, and each block of 04_vectors.parquet carries a key
   hashing the model, the embedding code and its texts; a block whose key the previous
@@ -569,7 +570,8 @@ def reused_counts(ctx, count_range: Callable, cited: list[str]) -> tuple[list[di
     """Stage 04's partition counts with every unchanged chunk's counts taken from the
     previous index (None: count everything).  Stage 04's statistics are global, so only
     the counting is reused: N, avgdl, df, idf and every impact are computed anew from
-    the merged counts, as a cluster merges its partitions' (the same tables, tested).
+    the merged counts (one partition, merged_counts; or, for an index in shards, one per
+    run, merged as a cluster merges its partitions': the same tables, tested).
     On the local engine only: a cluster's counts stay on its workers."""
     from pipekit.run.engine import RowRange, advance, iter_rows
     from pipekit.run.io import read_meta, read_table
