@@ -535,7 +535,8 @@ def run(ctx) -> None:
     # Map: each partition is counted where it runs and its counts stay there (on a
     # cluster, in that worker's memory); only its vocabulary and lengths come here.  A
     # rerun counts only the chunks of changed documents: the others' counts are the
-    # previous index's, merged as a cluster merges partitions (pipekit/run/incremental.py).
+    # previous index's, renumbered, with the new chunks' put in their places: one partition
+    # (pipekit/run/incremental.py, merged_counts).
     with watched(ctx.upstream_rows if engine.kind == "local" else 0, "04 counting", "chunk", ctx.quiet):
         counts, reused = reused_counts(ctx, StageFunction(4, "count_partition", (sec,)), CITED)
         counts = counts or [engine.submit(StageFunction(4, "count_partition", (sec,)), part) for part in parts]
