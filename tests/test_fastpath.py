@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -69,18 +70,57 @@ def _rows(fn):
 
 @settings(max_examples=examples(150))
 @given(records=RECORDS, blank=st.booleans(), bom=st.booleans(), max_bytes=st.sampled_from([None, 60, 10_000]),
-       rows=st.sampled_from([1, 3, 4096]), chars=st.sampled_from([5, 32 * 1024 * 1024]))
-def test_beir_tables_are_iter_beir(records, blank, bom, max_bytes, rows, chars):
-    with tempfile.TemporaryDirectory() as tmp:
+       rows=st.sampled_from([1, 3, 4096]), chars=st.sampled_from([5, 32 * 1024 * 1024]),
+       block=st.sampled_from([fastpath.BLOCK_BYTES, 7, 64]), cut=st.floats(0, 1))
+def test_beir_tables_are_iter_beir(records, blank, bom, max_bytes, rows, chars, block, cut):
+    """Also read in blocks smaller than a line (a line longer than a block is read on), and
+    as two byte ranges split at a line start, as the engines split a corpus among workers."""
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(fastpath, "BLOCK_BYTES", block):
         path = Path(tmp) / "corpus.jsonl"
-        path.write_bytes(_jsonl(records, blank, bom))
-        slow, slow_err = _rows(lambda: [pa.Table.from_pylist(b, schema=S1.SCHEMA)
-                                        for b in S1.batches(iter_beir(path, max_bytes), rows, chars)])
-        fast, fast_err = _rows(lambda: list(fastpath.beir_tables(path, max_bytes, 0, None, S1.SCHEMA, rows, chars)))
+        body = _jsonl(records, blank, bom)
+        path.write_bytes(body)
+        line_starts = [0] + [i + 1 for i, byte in enumerate(body[:-1]) if byte == 10]
+        middle = line_starts[int(cut * (len(line_starts) - 1))]
+        for start, end in ((0, None), (0, middle), (middle, len(body))):
+            slow, slow_err = _rows(lambda: [pa.Table.from_pylist(b, schema=S1.SCHEMA)
+                                            for b in S1.batches(iter_beir(path, max_bytes, start, end), rows, chars)])
+            fast, fast_err = _rows(lambda: list(fastpath.beir_tables(path, max_bytes, start, end, S1.SCHEMA, rows, chars)))
+            assert fast_err == slow_err
+            if slow is not None:
+                assert [t.num_rows for t in fast] == [t.num_rows for t in slow]  # the same row groups
+                assert all(f.equals(s) for f, s in zip(fast, slow))
+
+
+def test_beir_tables_parse_usual_records_in_arrow(tmp_path):
+    """Records of the usual shape never reach json.loads: the point of the Arrow path."""
+    path = tmp_path / "corpus.jsonl"
+    lines = [json.dumps({"_id": f"d{i}", "title": "" if i % 3 else f"T{i}", "text": f"w{i} é\n", "meta": {"k": [i]}},
+                        ensure_ascii=bool(i % 2)) for i in range(200)]
+    path.write_text("\n".join(lines[:100]) + "\n\n  \r\n" + "\r\n".join(lines[100:]), encoding="utf-8")
+    with mock.patch.object(fastpath, "_python_block", side_effect=AssertionError("went line by line")), \
+            mock.patch.object(fastpath, "BLOCK_BYTES", 4096):
+        fast = pa.concat_tables(fastpath.beir_tables(path, None, 0, None, S1.SCHEMA, 64, 10_000))
+    slow = pa.Table.from_pylist(list(iter_beir(path)), schema=S1.SCHEMA)
+    assert fast.num_rows == 200 and fast.equals(slow)
+
+
+ODD_LINES = [b'{"_id": "a", "title": "x", "title": "y"}', b'{"_id": "a", "n": 1e999}', b'{"_id": "a", "n": NaN}',
+             b'{"_id": "a", "text": "\\ud800"}', b'{"_id": "a", "text": "\\ud83d\\ude00"}', b'{"\\u005fid": "a"}',
+             b'{"_id": "a",}', b"{'_id': 'a'}", b'{"_id": "a"} {"_id": "b"}', b'{"_id": "a",', b'"text": "b"}',
+             b'{"_id": "a", "n": 01}', b'{"_id": "a", "text": "x\x01"}', b'\x0c', b' {"_id": "a"} ', b'{"_id": "a"}\x00',
+             b'{"_id": "a", "meta": {"_id": 5}}', b'{"_id": null}', b'{"_id": ""}', b'{"_id": "a", "text": null}']
+
+
+@pytest.mark.parametrize("line", ODD_LINES)
+def test_beir_tables_read_odd_lines_as_iter_beir_does(tmp_path, line):
+    """Lines where Arrow's JSON reader and json.loads might part ways: the rows, or the
+    error, are iter_beir's (a line the two disagree on goes line by line)."""
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(b'{"_id": "first", "text": "ok"}\n' + line + b"\n")
+    slow, slow_err = _rows(lambda: pa.Table.from_pylist(list(iter_beir(path)), schema=S1.SCHEMA))
+    fast, fast_err = _rows(lambda: pa.concat_tables(fastpath.beir_tables(path, None, 0, None, S1.SCHEMA, 10, 10_000)))
     assert fast_err == slow_err
-    if slow is not None:
-        assert [t.num_rows for t in fast] == [t.num_rows for t in slow]  # the same row groups
-        assert all(f.equals(s) for f, s in zip(fast, slow))
+    assert (fast is None) == (slow is None) and (fast is None or fast.equals(slow))
 
 
 def test_beir_tables_reports_a_bad_line_as_iter_beir_does(tmp_path):
@@ -88,7 +128,8 @@ def test_beir_tables_reports_a_bad_line_as_iter_beir_does(tmp_path):
     for body, message in ((b'{"_id": "a", "text": "x"}\n{"_id": "a"}\n', "line 2: _id 'a' appears twice"),
                           (b'{"_id": "a"}\n\n{"_id": 1.5}\n', 'line 3: "_id" must be a non-empty string or integer'),
                           (b'{"_id": "a", "text": 3}\n', '"text" must be a string, got int'),
-                          (b'{"_id": "a"\n', "not valid JSON"), (b'\xff\n', "not UTF-8")):
+                          (b'{"_id": "a"\n', "not valid JSON"), (b'\xff\n', "not UTF-8"),
+                          (b'{"_id": "a", "text": "x\\udc00"}\n', r'line 1: "text" holds an unpaired surrogate escape \(\\udc00\)')):
         path.write_bytes(body)
         with pytest.raises(PipelineError, match=message):
             list(fastpath.beir_tables(path, None, 0, None, S1.SCHEMA, 10, 10_000))

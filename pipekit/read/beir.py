@@ -86,4 +86,10 @@ def _beir_record(path: Path, line_no: int, raw: bytes) -> dict:
         if not isinstance(value, str):
             raise PipelineError(f"{where}: \"{key}\" must be a string, got {type(value).__name__}")
         out[key] = value
+    for key, value in out.items():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # json.loads turns an unpaired \ud800 escape into half a character
+            raise PipelineError(f"{where}: \"{key}\" holds an unpaired surrogate escape "
+                                f"(\\u{ord(value[exc.start]):04x}), half of a character") from None
     return out
