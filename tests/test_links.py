@@ -7,6 +7,7 @@ import pytest
 from pipekit.index.analyzer import Analyzer
 from pipekit.index.link_text import drop_link_destinations, link_text
 from pipekit.retrieve.results import print_results
+from pipekit.run.arrays import rows_with_byte
 from pipekit.retrieve.search import snippet
 from test_04_indexing import build, chunks
 
@@ -49,6 +50,19 @@ def test_only_rows_with_links_change_and_nulls_stay():
     texts = pa.array(["plain", None, "[x](http://a.example/y)", ""])
     assert drop_link_destinations(texts).to_pylist() == ["plain", None, "x", ""]
     assert drop_link_destinations(pa.array([], pa.string())).to_pylist() == []
+
+
+def test_rows_with_byte_finds_each_text_holding_it_once():
+    """The byte pre-filter the link and attribute-list scans stand on: sliced arrays (whose
+    offsets do not start at 0), nulls, empty texts, large strings, several hits in a text."""
+    texts = pa.array(["x]", None, "", "a]b]c", "none", "]", "é]"])
+    assert rows_with_byte(texts, ord("]")).tolist() == [0, 3, 5, 6]
+    assert rows_with_byte(texts.slice(2, 3), ord("]")).tolist() == [1]
+    assert rows_with_byte(texts.cast(pa.large_string()), ord("]")).tolist() == [0, 3, 5, 6]
+    assert rows_with_byte(texts, ord("}")).tolist() == []
+    assert rows_with_byte(pa.array([], pa.string()), ord("]")).tolist() == []
+    batch = [f"[link {i}](https://x/{i})" if i % 7 == 0 else f"plain {i}" for i in range(50)]
+    assert drop_link_destinations(pa.array(batch)).to_pylist() == [link_text(t) for t in batch]
 
 
 def test_link_destinations_and_titles_are_not_indexed():

@@ -20,6 +20,21 @@ def string_buffers(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offsets, data
 
 
+def rows_with_byte(strings: pa.Array, byte: int) -> np.ndarray:
+    """Indices (ascending) of the strings that hold this byte: one NumPy pass over the data.
+
+    A pre-filter for an RE2 scan of a whole column: Arrow's regex (and even its plain
+    substring search) reads text at ~0.6 GB/s, a byte comparison at several GB/s, and a
+    pattern that needs a `}` or a `]` cannot match a text without one."""
+    offsets, data = string_buffers(strings)
+    lo = int(offsets[0]) if len(offsets) else 0
+    hits = np.flatnonzero(data[lo:int(offsets[-1]) if len(offsets) else 0] == byte)
+    if len(hits) == 0:
+        return np.zeros(0, dtype=np.int64)
+    rows = np.searchsorted(offsets, hits + lo, side="right") - 1
+    return rows[run_starts(rows)].astype(np.int64, copy=False)
+
+
 def run_starts(values: np.ndarray) -> np.ndarray:
     """True where a run of equal values begins in a sorted array (np.diff with prepend,
     but in one ufunc call: this runs a few times per query)."""
