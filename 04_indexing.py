@@ -32,7 +32,8 @@ the words were written out that many times (BM25F's field weighting), so the for
 above holds as written over those counts; `heading_weight: 1` is the plain formula.
 
 The counting is per batch (`count_batch`: a batch in, its sparse counts out, against
-batch-local word ids; the Vocabulary only keeps each batch's dictionary), and one step
+batch-local word ids, so two batches are counted at once on two threads; the Vocabulary
+only keeps each batch's dictionary and numbers them in order), and one step
 at the end of a partition (`count_chunks`) maps words to terms and sums: the split a
 map/reduce engine needs.
 
@@ -84,7 +85,7 @@ from pipekit.index import layout
 from pipekit.run import io
 from pipekit.index.analyzer import Analyzer
 from pipekit.cli import stage_main
-from pipekit.run.engine import StageFunction, advance, iter_rows, progress_bar, watched
+from pipekit.run.engine import StageFunction, advance, iter_rows, map_ahead, progress_bar, watched
 from pipekit.chunk.headings import drop_heading_attribute_lists
 from pipekit.run.incremental import reused_counts
 from pipekit.index.link_text import drop_link_destinations
@@ -96,6 +97,7 @@ CITED = ["chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_
          "content_hash"]
 BATCH = 8192  # chunks analysed together: big enough that Arrow kernels dominate, small enough to stay flat
 TAKE_BLOCK = 1 << 20  # postings renumbered at a time (8 MB of temporaries)
+COUNTING_THREADS = 2  # batches counted at once (count_chunks)
 
 
 def indexed_runs(analyzer: Analyzer, batch: pa.RecordBatch,
@@ -143,13 +145,13 @@ class Vocabulary:
         self.dictionaries: list[pa.Array] = []
         self.size = 0  # local ids handed out so far, over all batches
 
-    def encode_batch(self, words: pa.Array) -> np.ndarray:
-        """Batch-local word ids, offset so that they are unique across batches."""
-        encoded = pc.dictionary_encode(words)
-        ids = np.asarray(encoded.indices, dtype=np.int32) + np.int32(self.size)
-        self.dictionaries.append(encoded.dictionary)
-        self.size += len(encoded.dictionary)
-        return ids
+    def add(self, dictionary: pa.Array) -> int:
+        """Take a batch's distinct words; its local ids start at the number returned, so
+        that they are unique across batches."""
+        start = self.size
+        self.dictionaries.append(dictionary)
+        self.size += len(dictionary)
+        return start
 
     def term_of_local(self) -> tuple[pa.Array, np.ndarray]:
         """The sorted terms, and for each local word id its term's index (-1: not a term)."""
@@ -168,13 +170,15 @@ class Vocabulary:
         return terms.dictionary.take(pa.array(order)), term_of_word[np.asarray(words.indices)]
 
 
-def count_batch(vocab: Vocabulary, batch: pa.RecordBatch, path_weight: int, heading_weight: int = 1):
-    """Word counts of one batch of chunks: rows are chunks, columns local word ids (CSR).
+def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, heading_weight: int = 1):
+    """Word counts of one batch of chunks: its distinct words (an Arrow dictionary), then
+    rows are chunks, columns the words' numbers in that dictionary (CSR: the column of
+    each entry, its count, the entries per row).  A function of the batch alone, so
+    batches can be counted on two threads at once.
 
     A heading or path word adds its weight, not 1, to its count: the chunk's length is the
     sum of its counts, so the weights lengthen the chunk too, as repeating the words would
     (BM25F's way of weighting a field; the length normalisation then stays consistent)."""
-    analyzer = vocab.analyzer
     words, rows, weights = indexed_runs(analyzer, batch, heading_weight)
     if path_weight > 0 and "path" in batch.schema.names:
         p_words, p_rows = path_tokens(analyzer, batch.column("path"))
@@ -182,12 +186,12 @@ def count_batch(vocab: Vocabulary, batch: pa.RecordBatch, path_weight: int, head
             words = pa.concat_arrays([words, p_words])
             rows = np.concatenate([rows, p_rows])
             weights = np.concatenate([weights, np.full(len(p_rows), path_weight, dtype=np.int32)])
-    start = vocab.size
-    cols = vocab.encode_batch(words) - np.int32(start)
+    encoded = pc.dictionary_encode(words)  # one hash pass numbers the batch's distinct words
+    cols = np.asarray(encoded.indices, dtype=np.int32)
     # COO -> CSR sums duplicate (chunk, word) entries: that sum *is* the word's frequency.
-    shape = (batch.num_rows, max(vocab.size - start, 1))
+    shape = (batch.num_rows, max(len(encoded.dictionary), 1))
     indptr, indices, data = counting.to_csr(rows.astype(np.int32), cols, weights, shape)
-    return indices.astype(np.int32, copy=False) + np.int32(start), data.astype(np.int32, copy=False), np.diff(indptr)
+    return encoded.dictionary, indices.astype(np.int32, copy=False), data.astype(np.int32, copy=False), np.diff(indptr)
 
 
 def merge_adjacent(indptr: np.ndarray, chunk: np.ndarray, tf: np.ndarray):
@@ -237,9 +241,12 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     its chunks (numbered from 0 in this run) and tf, plus each chunk's length."""
     vocab = Vocabulary(analyzer)
     indices, data, row_nnz, meta_cols = [], [], [], []
-    for batch in progress(batches):
+    # Two batches counted at once: Arrow's kernels and NumPy's loops let go of the GIL,
+    # and on one thread stage 04 left the second core idle while the first cut words.
+    count = lambda batch: (batch, count_batch(analyzer, batch, path_weight, heading_weight))
+    for batch, (dictionary, ids, counts, nnz) in map_ahead(count, progress(batches), COUNTING_THREADS):
         advance(batch.num_rows)  # the local engine's bar (a cluster counts partitions instead)
-        ids, counts, nnz = count_batch(vocab, batch, path_weight, heading_weight)
+        ids += np.int32(vocab.add(dictionary))
         indices.append(ids)
         data.append(counts)
         row_nnz.append(nnz)

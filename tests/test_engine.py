@@ -549,3 +549,28 @@ def test_threads_loading_a_stage_at_once_all_get_it_whole():
     for _ in range(3):
         proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
         assert proc.stdout.strip() == "[True, True, True, True]", proc.stdout + proc.stderr
+
+
+def test_map_ahead_keeps_order_and_takes_only_a_few_items_ahead():
+    """Stage 04 counts its batches with map_ahead: results in input order, whatever thread
+    finishes first, and never more than `workers` items taken from the input ahead of the
+    consumer (a corpus's batches are not all read at once)."""
+    import time
+
+    from pipekit.run.engine import map_ahead
+
+    taken = []
+
+    def items():
+        for i in range(20):
+            taken.append(i)
+            yield i
+
+    slow_first = lambda i: (time.sleep(0.02 if i % 3 == 0 else 0), i * i)[1]
+    out = []
+    for value in map_ahead(slow_first, items(), workers=3):
+        assert len(taken) <= len(out) + 3
+        out.append(value)
+    assert out == [i * i for i in range(20)]
+    assert list(map_ahead(lambda i: -i, iter(range(5)), workers=1)) == [0, -1, -2, -3, -4]
+

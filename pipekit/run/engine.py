@@ -167,6 +167,24 @@ def read_ahead(items: Iterator) -> Iterator:
             yield item
 
 
+def map_ahead(fn, items: Iterable, workers: int = 2) -> Iterator:
+    """fn(item) for each item, in order, computed on `workers` threads: a stage whose work
+    is Arrow kernels and NumPy loops (which let go of the GIL) uses every core it is given.
+    At most `workers` items are in flight, so memory holds that many batches, never the
+    input (Executor.map would take every item at once)."""
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="map-ahead") as pool:
+        pending = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
 def _range_batches(part: RowRange, columns: list[str] | None, batch_size: int) -> Iterator[pa.RecordBatch]:
     if part.stop <= part.start:
         return
