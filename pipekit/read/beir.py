@@ -43,8 +43,9 @@ def iter_beir(path: Path, max_bytes: int | None = None, start: int = 0,
 
 def beir_lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[tuple[int, bytes]]:
     """(line number, raw bytes) of each non-blank line of a BEIR corpus that begins in
-    [start, end), a UTF-8 BOM taken off the file's first line: what `iter_beir` reads,
-    and pipekit.read.fastpath.beir_tables too, so both see the same lines under the same numbers."""
+    [start, end), a UTF-8 BOM taken off the file's first line: what `iter_beir` reads.
+    pipekit.read.fastpath.beir_tables cuts and numbers its blocks' lines the same way
+    (tests/test_fastpath.py holds the two together)."""
     try:
         handle = path.open("rb")
     except OSError as exc:

@@ -163,7 +163,7 @@ def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: s
     hashes = [content_hash(view[a:b]) for a, b in zip(r_starts.tolist(), r_ends.tolist())]
     try:
         parsed = parsing.result()
-    except pa.ArrowInvalid:
+    except pa.ArrowException:  # whatever Arrow refuses, the line-by-line path words it
         return None
     if parsed.num_rows != len(rows):
         return None
