@@ -685,7 +685,7 @@ def noise(shared, variants, weights, bm25, got, adopted_weight: float, docs=()) 
                                              in zip(("hit@1", "hit@3", "doc@3"), cells)), flush=True)
     if not shared:
         return
-    print(f"\n== 95 % intervals, % of BM25's nDCG@10")
+    print("\n== 95 % intervals, % of BM25's nDCG@10")
     print(f"adopted at {w0:g} - BM25: " + interval({m.name: got[adopted, m.name][w0] - bm25[m.name] for m in shared}))
     for v in variants[1:]:
         print(f"{v.label} at {w0:g} - adopted at {w0:g}: "
