@@ -46,12 +46,7 @@ def beir_lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[t
     [start, end), a UTF-8 BOM taken off the file's first line: what `iter_beir` reads.
     pipekit.read.fastpath.beir_tables cuts and numbers its blocks' lines the same way
     (tests/test_fastpath.py holds the two together)."""
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise PipelineError(f"{path}: cannot read: {_strerror(exc)}") from None
-    with handle:
-        handle.seek(start)
+    with open_corpus(path, start) as handle:
         at = start
         for line_no, raw in enumerate(handle, 1):
             if end is not None and at >= end:
@@ -62,6 +57,16 @@ def beir_lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[t
             if not raw.strip():
                 continue
             yield line_no, raw
+
+
+def open_corpus(path: Path, start: int = 0):
+    """The corpus open for reading bytes from `start`, or the error a person reads."""
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise PipelineError(f"{path}: cannot read: {_strerror(exc)}") from None
+    handle.seek(start)
+    return handle
 
 
 def _beir_record(path: Path, line_no: int, raw: bytes) -> dict:

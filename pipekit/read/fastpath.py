@@ -89,15 +89,9 @@ def _line_blocks(path: Path, start: int, end: int | None) -> Iterator[tuple[int,
     """(number of the block's first line, bytes, line starts, line ends) for blocks of whole
     lines that begin in [start, end), as `beir_lines` numbers and cuts them (on b"\n" only;
     the file's BOM, when `start` is 0, left out of its first line)."""
-    from pipekit.read.walk import _strerror
-    from pipekit.run.errors import PipelineError
+    from pipekit.read.beir import open_corpus
 
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise PipelineError(f"{path}: cannot read: {_strerror(exc)}") from None
-    with handle:
-        handle.seek(start)
+    with open_corpus(path, start) as handle:
         at, carry, line_no, last = start, b"", 1, False
         while not last:
             piece = handle.read(BLOCK_BYTES)
