@@ -97,7 +97,7 @@ CITED = ["chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_
          "content_hash"]
 BATCH = 8192  # chunks analysed together: big enough that Arrow kernels dominate, small enough to stay flat
 TAKE_BLOCK = 1 << 20  # postings renumbered at a time (8 MB of temporaries)
-COUNTING_THREADS = 2  # batches counted at once (count_chunks)
+COUNTING_THREADS = 2  # batches counted at once by the local engine (count_chunks)
 
 
 def indexed_runs(analyzer: Analyzer, batch: pa.RecordBatch,
@@ -228,15 +228,16 @@ def impacts(idf_t: np.ndarray, tf: np.ndarray, norm_c: np.ndarray, k1: float) ->
     return out
 
 
-def count_partition(section: dict, part) -> dict:
+def count_partition(section: dict, threads: int, part) -> dict:
     """The map step: the term counts of one partition of 03_chunks.parquet (a worker may
-    run it; `section` is the plain config dict, which travels)."""
+    run it; `section` is the plain config dict, which travels), on `threads` threads."""
     analyzer = Analyzer(stemmer=section["stemmer"], stopwords=section["stopwords"])
     return count_chunks(iter_rows(part, INDEXED_COLUMNS, batch_size=BATCH), analyzer, section["path_weight"],
-                        heading_weight=section["heading_weight"])
+                        heading_weight=section["heading_weight"], threads=threads)
 
 
-def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, heading_weight: int = 1) -> dict:
+def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, heading_weight: int = 1,
+                 threads: int = COUNTING_THREADS) -> dict:
     """Term counts of a run of chunk batches, term-major: for each of the (sorted) terms
     its chunks (numbered from 0 in this run) and tf, plus each chunk's length."""
     vocab = Vocabulary(analyzer)
@@ -244,7 +245,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     # Two batches counted at once: Arrow's kernels and NumPy's loops let go of the GIL,
     # and on one thread stage 04 left the second core idle while the first cut words.
     count = lambda batch: (batch, count_batch(analyzer, batch, path_weight, heading_weight))
-    for batch, (dictionary, ids, counts, nnz) in map_ahead(count, progress(batches), COUNTING_THREADS):
+    for batch, (dictionary, ids, counts, nnz) in map_ahead(count, progress(batches), threads):
         advance(batch.num_rows)  # the local engine's bar (a cluster counts partitions instead)
         ids += np.int32(vocab.add(dictionary))
         indices.append(ids)
@@ -544,9 +545,12 @@ def run(ctx) -> None:
     # rerun counts only the chunks of changed documents: the others' counts are the
     # previous index's, renumbered, with the new chunks' put in their places: one partition
     # (pipekit/run/incremental.py, merged_counts).
+    # A cluster's worker process is one core (engine.py starts one thread a worker), so its
+    # partitions are counted on one thread: two there only oversubscribed the machine.
+    count = StageFunction(4, "count_partition", (sec, COUNTING_THREADS if engine.kind == "local" else 1))
     with watched(ctx.upstream_rows if engine.kind == "local" else 0, "04 counting", "chunk", ctx.quiet):
-        counts, reused = reused_counts(ctx, StageFunction(4, "count_partition", (sec,)), CITED)
-        counts = counts or [engine.submit(StageFunction(4, "count_partition", (sec,)), part) for part in parts]
+        counts, reused = reused_counts(ctx, count, CITED)
+        counts = counts or [engine.submit(count, part) for part in parts]
     vocabs = engine.fetch([engine.submit(StageFunction(4, "vocabulary"), c) for c in counts],
                           progress_bar(ctx.quiet, "04 counting"))
     # Reduce: N, avgdl, df and idf, here, from a few MB; then the postings, shard by shard,

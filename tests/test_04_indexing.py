@@ -1,6 +1,5 @@
 """Stage 04: the analyzer and the BM25 statistics, checked against SPEC by hand."""
 import math
-from unittest import mock
 from collections import Counter
 
 import numpy as np
@@ -195,13 +194,12 @@ def test_partitions_counted_apart_and_merged_by_shards_equal_one_run(docs, cuts,
 @given(docs=st.lists(st.lists(st.sampled_from(WORDS), max_size=8).map(" ".join), min_size=1, max_size=12),
        cuts=st.lists(st.integers(0, 12), max_size=5), threads=st.sampled_from([1, 2, 3]))
 def test_batches_counted_on_threads_equal_one_batch(docs, cuts, threads):
-    """count_chunks counts its batches on COUNTING_THREADS threads, each batch with its own
+    """count_chunks counts its batches on several threads, each batch with its own
     dictionary; the counts are those of the chunks read as one batch, in the same order."""
     a = Analyzer("english", "english")
     bounds = sorted({0, len(docs), *(min(c, len(docs)) for c in cuts)})
     batch = chunks(*docs)
-    with mock.patch.object(indexing, "COUNTING_THREADS", threads):
-        cut = indexing.count_chunks([batch.slice(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:])], a, 1)
+    cut = indexing.count_chunks([batch.slice(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:])], a, 1, threads=threads)
     whole = indexing.count_chunks([batch], a, 1)
     assert cut["terms"].equals(whole["terms"])
     for key in ("col_ptr", "chunk", "tf", "lengths"):

@@ -108,7 +108,10 @@ ODD_LINES = [b'{"_id": "a", "title": "x", "title": "y"}', b'{"_id": "a", "n": 1e
              b'{"_id": "a", "text": "\\ud800"}', b'{"_id": "a", "text": "\\ud83d\\ude00"}', b'{"\\u005fid": "a"}',
              b'{"_id": "a",}', b"{'_id': 'a'}", b'{"_id": "a"} {"_id": "b"}', b'{"_id": "a",', b'"text": "b"}',
              b'{"_id": "a", "n": 01}', b'{"_id": "a", "text": "x\x01"}', b'\x0c', b' {"_id": "a"} ', b'{"_id": "a"}\x00',
-             b'{"_id": "a", "meta": {"_id": 5}}', b'{"_id": null}', b'{"_id": ""}', b'{"_id": "a", "text": null}']
+             b'{"_id": "a", "meta": {"_id": 5}}', b'{"_id": null}', b'{"_id": ""}', b'{"_id": "a", "text": null}',
+             # JSON that json.loads gives up on (too deep; an integer of over 4,300 digits):
+             b'{"_id": "a", "x": ' + b"[" * 1000 + b"]" * 1000 + b'}', b'{"_id": "a", "x": ' + b"9" * 5000 + b'}',
+             b'{"_id": 7, "x": ' + b"9" * 5000 + b'}']
 
 
 @pytest.mark.parametrize("line", ODD_LINES)
@@ -121,6 +124,31 @@ def test_beir_tables_read_odd_lines_as_iter_beir_does(tmp_path, line):
     fast, fast_err = _rows(lambda: pa.concat_tables(fastpath.beir_tables(path, None, 0, None, S1.SCHEMA, 10, 10_000)))
     assert fast_err == slow_err
     assert (fast is None) == (slow is None) and (fast is None or fast.equals(slow))
+
+
+@pytest.mark.parametrize("body, end", [(b'{"_id": "a", "x": {}\n}\n', 1),
+                                       (b'{"_id": "z"}\n{"_id": "a", "text": "t", "x": {}\n}\n', 14)])
+def test_a_line_past_the_range_never_completes_one_inside_it(tmp_path, body, end):
+    """A range's last line is judged alone, as iter_beir reads it: the line after `end`
+    (another worker's) must not close the object it leaves open."""
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(body)
+    _, slow_err = _rows(lambda: list(S1.batches(iter_beir(path, None, 0, end), 10, 10_000)))
+    _, fast_err = _rows(lambda: list(fastpath.beir_tables(path, None, 0, end, S1.SCHEMA, 10, 10_000)))
+    assert slow_err is not None and fast_err == slow_err
+
+
+def test_a_range_that_ends_mid_file_is_still_parsed_by_arrow(tmp_path):
+    """The lines after a range's end are not handed to Arrow (so they cannot send the
+    range's last block line by line either): each worker's part keeps the fast path."""
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"_id": f"d{i}", "text": f"w{i}"}) + "\n" for i in range(100)))
+    middle = len(path.read_bytes()) // 2
+    with mock.patch.object(fastpath, "_python_block", side_effect=AssertionError("went line by line")):
+        first = pa.concat_tables(fastpath.beir_tables(path, None, 0, middle, S1.SCHEMA, 64, 10_000))
+        second = pa.concat_tables(fastpath.beir_tables(path, None, first.column("n_bytes").to_numpy().sum(), None,
+                                                       S1.SCHEMA, 64, 10_000))
+    assert first.num_rows + second.num_rows == 100 and first.num_rows > 40
 
 
 def test_beir_tables_reports_a_bad_line_as_iter_beir_does(tmp_path):

@@ -61,6 +61,9 @@ def test_rows_with_byte_finds_each_text_holding_it_once():
     assert rows_with_byte(texts.cast(pa.large_string()), ord("]")).tolist() == [0, 3, 5, 6]
     assert rows_with_byte(texts, ord("}")).tolist() == []
     assert rows_with_byte(pa.array([], pa.string()), ord("]")).tolist() == []
+    for other in (pa.chunked_array([texts]), texts.cast(pa.string_view())):
+        with pytest.raises(TypeError, match="one string or large_string array"):
+            rows_with_byte(other, ord("]"))
     batch = [f"[link {i}](https://x/{i})" if i % 7 == 0 else f"plain {i}" for i in range(50)]
     assert drop_link_destinations(pa.array(batch)).to_pylist() == [link_text(t) for t in batch]
 

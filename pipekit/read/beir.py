@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Iterator
 
+import pyarrow as pa
+
 from pipekit.read.documents import COLUMNS
 from pipekit.read.walk import _strerror, too_large
 from pipekit.run.errors import PipelineError
@@ -59,6 +61,26 @@ def beir_lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[t
             yield line_no, raw
 
 
+RECORD_SCHEMA = pa.schema([("_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
+
+
+def _arrow_record(raw: bytes) -> dict | None:
+    """The line's `_id`, `title` and `text` as Arrow's JSON reader reads them (absent keys
+    left out), or None if it reads no single object with string values there."""
+    import io
+
+    import pyarrow.json as pa_json
+
+    options = pa_json.ParseOptions(explicit_schema=RECORD_SCHEMA, unexpected_field_behavior="ignore")
+    try:
+        table = pa_json.read_json(io.BytesIO(raw), parse_options=options)
+    except pa.ArrowException:
+        return None
+    if table.num_rows != 1:
+        return None
+    return {k: v for k, v in table.to_pylist()[0].items() if v is not None}
+
+
 def open_corpus(path: Path, start: int = 0):
     """The corpus open for reading bytes from `start`, or the error a person reads."""
     try:
@@ -77,6 +99,13 @@ def _beir_record(path: Path, line_no: int, raw: bytes) -> dict:
         raise PipelineError(f"{where}: not UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise PipelineError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except (RecursionError, ValueError):
+        # JSON that Python's reader gives up on (nesting about a thousand deep, an integer
+        # of over 4,300 digits), in some field of the record: Arrow's reader, which stage
+        # 01 parses whole blocks with, reads it, so a line does not depend on its neighbours.
+        record = _arrow_record(raw)
+        if record is None:
+            raise PipelineError(f"{where}: not valid JSON (nested too deep or a number too long to read)") from None
     if not isinstance(record, dict):
         raise PipelineError(f"{where}: expected a JSON object, got {type(record).__name__}")
     if "_id" not in record:

@@ -59,7 +59,6 @@ __all__ = ["beir_tables", "clean_texts", "already_clean"]
 BLOCK_BYTES = 2 << 20  # corpus bytes per Arrow parse: at 200k passages 1.2 s and 215 MB, 8 MB blocks 1.3 s and 290 MB
 _BOM = b"\xef\xbb\xbf"
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # an escape json.loads may leave as half a character
-_JSON_SCHEMA = pa.schema([("_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
 
 
 def beir_tables(path: Path, max_bytes: int | None, start: int, end: int | None, schema: pa.Schema,
@@ -92,14 +91,17 @@ def _line_blocks(path: Path, start: int, end: int | None) -> Iterator[tuple[int,
     from pipekit.read.beir import open_corpus
 
     with open_corpus(path, start) as handle:
-        at, carry, line_no, last = start, b"", 1, False
+        at, pending, line_no, last = start, [], 1, False
         while not last:
             piece = handle.read(BLOCK_BYTES)
-            data, last = carry + piece, not piece
-            newline = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+            last = not piece
+            # Only the new piece is searched: what is pending holds no newline.
+            newline = np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10)
             if not last and len(newline) == 0:
-                carry = data  # a line longer than a block: read on until it ends
+                pending.append(piece)  # a line longer than a block: read on until it ends (joined once)
                 continue
+            newline += sum(map(len, pending))
+            data = b"".join([*pending, piece])
             cut = len(data) if last else int(newline[-1]) + 1
             ends = newline + 1
             if last and cut > (int(ends[-1]) if len(ends) else 0):
@@ -112,9 +114,11 @@ def _line_blocks(path: Path, start: int, end: int | None) -> Iterator[tuple[int,
             if line_no == 1 and start == 0 and len(starts) and data.startswith(_BOM):
                 starts[0] = min(len(_BOM), int(ends[0]))
             if len(starts):
-                yield line_no, data[:cut], starts, ends
+                # Only the range's lines: handed to Arrow, a line past `end` could complete
+                # an object the last line in range leaves open.
+                yield line_no, data[:int(ends[-1])], starts, ends
             line_no += len(starts)
-            carry, at = data[cut:], at + cut
+            pending, at = ([data[cut:]] if cut < len(data) else []), at + cut
 
 
 def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: set, max_bytes, schema):
@@ -128,6 +132,7 @@ def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: s
     fall back too, and `_beir_record` words the error as before."""
     import pyarrow.json as pa_json
 
+    from pipekit.read.beir import RECORD_SCHEMA
     from pipekit.run.errors import PipelineError
     from pipekit.run.hashing import content_hash
     from pipekit.read.walk import too_large
@@ -147,7 +152,7 @@ def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: s
     except UnicodeDecodeError:
         return None
     first = int(starts[0])
-    options = pa_json.ParseOptions(explicit_schema=_JSON_SCHEMA, unexpected_field_behavior="ignore")
+    options = pa_json.ParseOptions(explicit_schema=RECORD_SCHEMA, unexpected_field_behavior="ignore")
     parsing = pool.submit(pa_json.read_json, pa.BufferReader(pa.py_buffer(data).slice(first)),
                           read_options=pa_json.ReadOptions(block_size=max(len(data), 1 << 16)),
                           parse_options=options)
@@ -205,7 +210,7 @@ def _python_block(path, data: bytes, starts, ends, first_line: int, seen: set, m
         line_no = first_line + i
         try:
             rec = loads(raw.decode("utf-8"))
-        except ValueError:  # UnicodeDecodeError and JSONDecodeError: _beir_record says which
+        except (ValueError, RecursionError):  # not UTF-8, not JSON, or too deep: _beir_record says which
             rec = None
         if not (type(rec) is dict and type(doc_id := rec.get("_id")) is str and doc_id
                 and type(title := rec.get("title", "")) is str and type(text := rec.get("text", "")) is str
