@@ -157,7 +157,8 @@ def test_beir_tables_reports_a_bad_line_as_iter_beir_does(tmp_path):
                           (b'{"_id": "a"}\n\n{"_id": 1.5}\n', 'line 3: "_id" must be a non-empty string or integer'),
                           (b'{"_id": "a", "text": 3}\n', '"text" must be a string, got int'),
                           (b'{"_id": "a"\n', "not valid JSON"), (b'\xff\n', "not UTF-8"),
-                          (b'{"_id": "a", "text": "x\\udc00"}\n', r'line 1: "text" holds an unpaired surrogate escape \(\\udc00\)')):
+                          (b'{"_id": "a", "text": "x\\udc00"}\n',
+                           r'line 1: "text" holds an unpaired surrogate escape \(\\udc00\)')):
         path.write_bytes(body)
         with pytest.raises(PipelineError, match=message):
             list(fastpath.beir_tables(path, None, 0, None, S1.SCHEMA, 10, 10_000))

@@ -188,7 +188,8 @@ def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: s
         "text": texts, "status": status, "error": error,
         "path": pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.string())),
         "title": pc.if_else(pc.fill_null(pc.equal(titles, ""), True), pa.scalar(None, pa.string()), titles),
-        "encoding": pa.array(["utf-8"] * n, pa.string()), "n_bytes": pa.array(sizes), "content_hash": pa.array(hashes, pa.string()),
+        "encoding": pa.array(["utf-8"] * n, pa.string()), "n_bytes": pa.array(sizes),
+        "content_hash": pa.array(hashes, pa.string()),
     }
     return _table(columns, n, schema)
 

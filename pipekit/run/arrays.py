@@ -27,7 +27,8 @@ def rows_with_byte(strings: pa.Array, byte: int) -> np.ndarray:
     substring search) reads text at ~0.6 GB/s, a byte comparison at several GB/s, and a
     pattern that needs a `}` or a `]` cannot match a text without one (nor can UTF-8 hide
     an ASCII byte inside another character)."""
-    if not (isinstance(strings, pa.Array) and (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type))):
+    kind = getattr(strings, "type", None)
+    if not (isinstance(strings, pa.Array) and (pa.types.is_string(kind) or pa.types.is_large_string(kind))):
         raise TypeError(f"rows_with_byte reads one string or large_string array, not {type(strings).__name__} "
                         f"of {strings.type}")  # a string_view's buffers would be misread, silently
     offsets, data = string_buffers(strings)
