@@ -155,6 +155,23 @@ def test_rows_of_another_schema_are_encoded_not_copied(tmp_path, small_groups):
     assert not set(spans(after)) & set(spans(before))
 
 
+def test_a_previous_file_whose_parquet_schema_differs_is_encoded_not_copied(tmp_path, small_groups):
+    """Another writer named a list's values `path.list.item` (ours: `path.list.element`).
+    Arrow calls the two schemas equal; copied under our footer, those groups' values read
+    as nulls in fastparquet. So the Parquet schemas are compared, and the rows encoded anew."""
+    before = tmp_path / "before.parquet"
+    table = rows(0, 300)
+    with pq.ParquetWriter(before, table.schema, use_compliant_nested_type=False) as writer:
+        writer.write_table(table, row_group_size=40)
+    assert pq.read_schema(before).equals(table.schema)  # what Arrow alone would let through
+    after = tmp_path / "after.parquet"
+    assert write(after, list(PreviousRows(str(before)).take(0, 300)), "second") == 300
+    meta = pq.read_metadata(after)
+    column = [meta.schema.column(i).path for i in range(meta.num_columns)].index("path.list.element")
+    assert {meta.row_group(g).column(column).path_in_schema for g in range(meta.num_row_groups)} == {"path.list.element"}
+    assert pq.read_table(after).equals(table)
+
+
 def test_groups_that_point_outside_themselves_are_not_copied(tmp_path):
     # A page index lives after all the row groups: a group copied without it would point
     # at bytes of another file.  Such groups are refused, and their rows encoded again.

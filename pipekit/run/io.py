@@ -231,16 +231,20 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def parquet_schema(schema: pa.Schema) -> pq.ParquetSchema:
+    """The Parquet schema our writer makes of an Arrow schema: asked of Parquet itself, by
+    writing the schema's empty table to memory, rather than spelled out type by type here."""
+    buf = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), buf)
+    return pq.ParquetFile(pa.BufferReader(buf.getvalue())).metadata.schema
+
+
 def leaf_columns(schema: pa.Schema) -> list[str]:
     """Every Parquet column path of a schema, as Parquet names them (a list's values are
     `<name>.list.element`, a map's `<name>.key_value.key`, ...): per-column options name
-    these, and a column a compression dict leaves out is written uncompressed.  Asked of
-    Parquet itself, by writing the schema's empty table to memory, rather than spelled
-    out type by type here."""
-    buf = pa.BufferOutputStream()
-    pq.write_table(schema.empty_table(), buf)
-    meta = pq.ParquetFile(pa.BufferReader(buf.getvalue())).metadata
-    return [meta.schema.column(i).path for i in range(meta.num_columns)]
+    these, and a column a compression dict leaves out is written uncompressed."""
+    written = parquet_schema(schema)
+    return [written.column(i).path for i in range(len(written))]
 
 
 class ParquetSink:
@@ -395,8 +399,12 @@ class ParquetSink:
 
             found, at = [], 0
             try:
+                ours = parquet_schema(self.schema)
                 for f in part_files(Path(output)):
-                    if not pq.read_schema(f).remove_metadata().equals(self.schema.remove_metadata()):
+                    # Parquet's schema, not Arrow's: Arrow's equality ignores the names of a
+                    # list's parts, and a group whose chunks say `path.list.item` under a
+                    # footer saying `path.list.element` reads as nulls in other readers.
+                    if not pq.read_metadata(f).schema.equals(ours):
                         raise parquet_copy.Unsupported("another schema")
                     with parquet_copy.no_collection():
                         groups = parquet_copy.row_groups(parquet_copy.read_footer(f))
