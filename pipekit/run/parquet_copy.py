@@ -73,6 +73,17 @@ def _zigzag(n: int) -> int:
     return (n >> 1) ^ -(n & 1)
 
 
+def _list_head(buf, at: int) -> tuple[int, int, int]:
+    """A list's or set's header: (size, element type, where the elements start); the size
+    is in the header's high nibble, or a varint after it when it is 15 or more."""
+    head = buf[at]
+    n, et = head >> 4, head & 0x0F
+    at += 1
+    if n == 15:
+        n, at = _varint(buf, at)
+    return n, et, at
+
+
 def _skip(buf: bytes, at: int, t: int) -> int:
     """Where the value of type t starting at `at` ends, nothing built."""
     if t in (TRUE, FALSE, BYTE):
@@ -89,11 +100,7 @@ def _skip(buf: bytes, at: int, t: int) -> int:
         n, at = _varint(buf, at)
         return at + n
     if t in (LIST, SET):
-        head = buf[at]
-        at += 1
-        n, et = head >> 4, head & 0x0F
-        if n == 15:
-            n, at = _varint(buf, at)
+        n, et, at = _list_head(buf, at)
         if et == BINARY or et in (I16, I32, I64, STRUCT, LIST, SET, MAP):
             for _ in range(n):
                 at = _skip(buf, at, et)
@@ -146,11 +153,7 @@ def _read(buf: bytes, at: int, t: int, shape: dict | None = None):
     if t == UUID:
         return bytes(buf[at:at + 16]), at + 16
     if t in (LIST, SET):
-        head = buf[at]
-        at += 1
-        n, et = head >> 4, head & 0x0F
-        if n == 15:
-            n, at = _varint(buf, at)
+        n, et, at = _list_head(buf, at)
         items = []
         for _ in range(n):
             v, at = _read(buf, at, et, shape)
