@@ -194,24 +194,6 @@ def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, hea
     return encoded.dictionary, indices.astype(np.int32, copy=False), data.astype(np.int32, copy=False), np.diff(indptr)
 
 
-def merge_adjacent(indptr: np.ndarray, chunk: np.ndarray, tf: np.ndarray):
-    """Sum postings of one term in one chunk that sit next to each other (term-major order).
-
-    Two words of a chunk can be one term ("running", "runs" -> "run"); after the CSC
-    conversion their postings are neighbours, since within a term chunks stay in order.
-    """
-    dup = np.zeros(len(chunk), dtype=bool)
-    dup[1:] = chunk[1:] == chunk[:-1]
-    dup[indptr[:-1][indptr[:-1] < len(chunk)]] = False  # a term's first posting starts a group
-    if not dup.any():
-        return indptr, chunk, tf
-    first = np.flatnonzero(~dup)
-    tf = np.add.reduceat(tf, first).astype(np.int32, copy=False)
-    # A term's postings now start at the number of groups that begin before its old start
-    # (a search in `first`, not a running count over every posting: two int64 copies less).
-    return np.searchsorted(first, indptr).astype(indptr.dtype), chunk[first], tf
-
-
 def idf_of(df: np.ndarray, n_chunks: int) -> np.ndarray:
     return np.log1p((n_chunks - df + 0.5) / (df + 0.5))
 
@@ -299,7 +281,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     # term the chunks stay in corpus order). The chunk-major copy is dropped right after.
     csc = counting.to_csc(indptr, indices, data, (n, max(n_terms, 1)))
     del data, indices
-    col_ptr, chunk_of, tf_of = merge_adjacent(*csc)
+    col_ptr, chunk_of, tf_of = counting.merge_adjacent(*csc)
     del csc
     return {"terms": terms, "col_ptr": col_ptr[:n_terms + 1], "chunk": chunk_of, "tf": tf_of,
             "lengths": lengths, "meta": pa.Table.from_batches(meta_cols) if meta_cols else None}

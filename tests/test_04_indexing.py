@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from pipekit.index import counting
 from pipekit.index.analyzer import Analyzer
 from pipekit.run.stages import load_stage
 
@@ -137,7 +138,7 @@ def test_merge_adjacent_sums_a_terms_repeated_chunks_and_keeps_every_term_start(
         indptr = np.concatenate([[0], np.cumsum(df)]).astype(np.int32)
         chunk = np.concatenate(lists).astype(np.int32)
         tf = rng.integers(1, 4, len(chunk)).astype(np.int32)
-        got_ptr, got_chunk, got_tf = indexing.merge_adjacent(indptr, chunk, tf)
+        got_ptr, got_chunk, got_tf = counting.merge_adjacent(indptr, chunk, tf)
         want = []  # per term: {chunk: summed tf}, in chunk order
         for t in range(len(df)):
             sums: dict[int, int] = {}
@@ -237,8 +238,6 @@ def test_numpy_counting_matches_scipy(entries, n_rows, n_cols):
     does not import scipy for them), the rest with scipy: the arrays must be the same."""
     import numpy as np
     from scipy import sparse
-
-    from pipekit.index import counting
 
     rows = np.array([e[0] for e in entries], dtype=np.int32)
     cols = np.array([e[1] for e in entries], dtype=np.int32)

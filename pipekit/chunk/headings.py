@@ -44,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipekit.run.arrays import rows_with_byte
+from pipekit.run.arrays import rows_matching
 
 __all__ = ["plain_heading", "strip_attribute_list", "drop_heading_attribute_lists", "HEADING_MAX",
            "open_level", "heading_path", "TRAIL_SEPARATOR"]
@@ -100,9 +100,7 @@ def drop_heading_attribute_lists(texts):
     # Two cheap passes find the few texts with a heading line ending in `}`; only those are
     # rewritten (code-heavy docs have braces everywhere, attribute lists in few chunks).
     # The first, a byte search, spares the regex scan every text without a `}` at all.
-    rows = rows_with_byte(texts, ord("}"))
-    if len(rows):
-        rows = rows[np.asarray(pc.fill_null(pc.match_substring_regex(texts.take(rows), _CANDIDATE), False))]
+    rows = rows_matching(texts, _CANDIDATE, ord("}"))
     if len(rows) == 0:
         return texts
     fixed = pc.replace_substring_regex(texts.take(rows), _TEXT_ATX, r"\1")

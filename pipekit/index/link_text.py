@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipekit.run.arrays import rows_with_byte
+from pipekit.run.arrays import rows_matching
 
 __all__ = ["drop_link_destinations", "link_text"]
 
@@ -82,9 +82,7 @@ def drop_link_destinations(texts: pa.Array) -> pa.Array:
     """Chunk texts (a pyarrow string array) with `link_text` applied to each, in Arrow."""
     if len(texts) == 0:
         return texts
-    rows = rows_with_byte(texts, ord("]"))  # both kinds of link need a `]`: a byte search spares the regex the rest
-    if len(rows):
-        rows = rows[np.asarray(pc.fill_null(pc.match_substring_regex(texts.take(rows), _CANDIDATE), False))]
+    rows = rows_matching(texts, _CANDIDATE, ord("]"))  # both kinds of link need a `]`
     if len(rows) == 0:
         return texts
     fixed = pc.replace_substring_regex(texts.take(rows), _DEFINITION, "")

@@ -64,19 +64,24 @@ def beir_lines(path: Path, start: int = 0, end: int | None = None) -> Iterator[t
 RECORD_SCHEMA = pa.schema([("_id", pa.string()), ("title", pa.string()), ("text", pa.string())])
 
 
+def read_records(data) -> pa.Table | None:
+    """`_id`, `title` and `text` of each JSON object in `data` (bytes or an Arrow buffer),
+    read by Arrow's JSON reader in C, or None where it refuses the text."""
+    import pyarrow.json as pa_json
+
+    parse = pa_json.ParseOptions(explicit_schema=RECORD_SCHEMA, unexpected_field_behavior="ignore")
+    read = pa_json.ReadOptions(block_size=max(len(data), 1 << 16))  # one block: Arrow refuses a row longer than one
+    try:
+        return pa_json.read_json(pa.BufferReader(data), read_options=read, parse_options=parse)
+    except pa.ArrowException:
+        return None
+
+
 def _arrow_record(raw: bytes) -> dict | None:
     """The line's `_id`, `title` and `text` as Arrow's JSON reader reads them (absent keys
     left out), or None if it reads no single object with string values there."""
-    import io
-
-    import pyarrow.json as pa_json
-
-    options = pa_json.ParseOptions(explicit_schema=RECORD_SCHEMA, unexpected_field_behavior="ignore")
-    try:
-        table = pa_json.read_json(io.BytesIO(raw), parse_options=options)
-    except pa.ArrowException:
-        return None
-    if table.num_rows != 1:
+    table = read_records(raw)
+    if table is None or table.num_rows != 1:
         return None
     return {k: v for k, v in table.to_pylist()[0].items() if v is not None}
 

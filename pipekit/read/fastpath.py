@@ -130,12 +130,9 @@ def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: s
     strings or absent.  Arrow's reader refuses a number where the schema says string, a key
     given twice, a control character in a string and a lone surrogate, so those blocks
     fall back too, and `_beir_record` words the error as before."""
-    import pyarrow.json as pa_json
-
-    from pipekit.read.beir import RECORD_SCHEMA
+    from pipekit.read.beir import read_records
     from pipekit.run.errors import PipelineError
     from pipekit.run.hashing import content_hash
-    from pipekit.read.walk import too_large
 
     buf = np.frombuffer(data, dtype=np.uint8)
     body_end = ends - (buf[ends - 1] == 10)  # the line without its newline (and without a CR before it)
@@ -151,47 +148,25 @@ def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: s
         data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    first = int(starts[0])
-    options = pa_json.ParseOptions(explicit_schema=RECORD_SCHEMA, unexpected_field_behavior="ignore")
-    parsing = pool.submit(pa_json.read_json, pa.BufferReader(pa.py_buffer(data).slice(first)),
-                          read_options=pa_json.ReadOptions(block_size=max(len(data), 1 << 16)),
-                          parse_options=options)
+    parsing = pool.submit(read_records, pa.py_buffer(data).slice(int(starts[0])))
     rows = np.flatnonzero(record)
     r_starts, r_ends = starts[rows], ends[rows]
     view = memoryview(data)
     hashes = [content_hash(view[a:b]) for a, b in zip(r_starts.tolist(), r_ends.tolist())]
-    try:
-        parsed = parsing.result()
-    except pa.ArrowException:  # whatever Arrow refuses, the line-by-line path words it
-        return None
-    if parsed.num_rows != len(rows):
+    parsed = parsing.result()  # None: whatever Arrow refuses, the line-by-line path words it
+    if parsed is None or parsed.num_rows != len(rows):
         return None
     ids, titles, texts = (parsed.column(k).combine_chunks() for k in ("_id", "title", "text"))
     if ids.null_count or pc.any(pc.equal(pc.binary_length(ids), 0)).as_py():
         return None
-    for i, doc_id in enumerate(ids.to_pylist()):
-        if doc_id in seen:
-            raise PipelineError(f"{path}, line {first_line + int(rows[i])}: _id {doc_id!r} appears twice")
-        seen.add(doc_id)
-    n = len(rows)
-    sizes = (r_ends - r_starts).astype(np.int64)
-    status, error = pa.array(["ok"] * n, pa.string()), pa.nulls(n, pa.string())
-    texts = pc.fill_null(texts, "")
-    if max_bytes is not None and (sizes > max_bytes).any():
-        over = sizes > max_bytes
-        mask = pa.array(over)
-        texts = pc.if_else(mask, pa.scalar(None, pa.string()), texts)
-        status = pc.if_else(mask, "skipped", status)
-        error = pa.array([too_large(int(s), max_bytes) if o else None for s, o in zip(sizes, over)], pa.string())
-    columns = {
-        "doc_id": ids, "source": pa.array([str(path)] * n, pa.string()), "format": pa.array(["beir"] * n, pa.string()),
-        "text": texts, "status": status, "error": error,
-        "path": pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.string())),
-        "title": pc.if_else(pc.fill_null(pc.equal(titles, ""), True), pa.scalar(None, pa.string()), titles),
-        "encoding": pa.array(["utf-8"] * n, pa.string()), "n_bytes": pa.array(sizes),
-        "content_hash": pa.array(hashes, pa.string()),
-    }
-    return _table(columns, n, schema)
+    listed = ids.to_pylist()
+    if len(set(listed)) < len(listed) or not seen.isdisjoint(listed):
+        for i, doc_id in enumerate(listed):  # the first id seen before, for the message
+            if doc_id in seen:
+                raise PipelineError(f"{path}, line {first_line + int(rows[i])}: _id {doc_id!r} appears twice")
+            seen.add(doc_id)
+    seen.update(listed)
+    return _beir_table(path, ids, titles, texts, r_ends - r_starts, hashes, max_bytes, schema)
 
 
 def _python_block(path, data: bytes, starts, ends, first_line: int, seen: set, max_bytes, schema) -> pa.Table:
@@ -200,10 +175,9 @@ def _python_block(path, data: bytes, starts, ends, first_line: int, seen: set, m
     from pipekit.run.errors import PipelineError
     from pipekit.read.beir import _beir_record
     from pipekit.run.hashing import content_hash
-    from pipekit.read.walk import too_large
 
     loads = json.loads
-    ids, titles, texts, sizes, hashes, skipped = [], [], [], [], [], []
+    ids, titles, texts, sizes, hashes = [], [], [], [], []
     for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
         raw = data[a:b]
         if not raw.strip():
@@ -221,25 +195,38 @@ def _python_block(path, data: bytes, starts, ends, first_line: int, seen: set, m
         if doc_id in seen:
             raise PipelineError(f"{path}, line {line_no}: _id {doc_id!r} appears twice")
         seen.add(doc_id)
-        if max_bytes is not None and len(raw) > max_bytes:
-            skipped.append((len(ids), too_large(len(raw), max_bytes)))
-            text = None
         ids.append(doc_id)
-        titles.append(title or None)
+        titles.append(title)
         texts.append(text)
         sizes.append(len(raw))
         hashes.append(content_hash(raw))
-    n = len(ids)
-    status, error = ["ok"] * n, [None] * n
-    for i, message in skipped:
-        status[i], error[i] = "skipped", message
+    return _beir_table(path, ids, titles, texts, np.array(sizes, dtype=np.int64), hashes, max_bytes, schema)
+
+
+def _beir_table(path, ids, titles, texts, sizes: np.ndarray, hashes: list, max_bytes, schema) -> pa.Table:
+    """Stage 01's rows of a block's records (each column an Arrow array or a list): an
+    empty or null title is none, a missing text empty, and a record whose line is over
+    `max_bytes` a `skipped` row without its text, as a big file is."""
+    from pipekit.read.walk import too_large
+
+    n = len(sizes)
+    ids, titles, texts = (x if isinstance(x, pa.Array) else pa.array(x, pa.string()) for x in (ids, titles, texts))
+    texts = pc.fill_null(texts, "")
+    status, error = pa.array(["ok"] * n, pa.string()), pa.nulls(n, pa.string())
+    over = sizes > max_bytes if max_bytes is not None else np.zeros(n, dtype=bool)
+    if over.any():
+        mask = pa.array(over)
+        texts = pc.if_else(mask, pa.scalar(None, pa.string()), texts)
+        status = pc.if_else(mask, "skipped", status)
+        error = pa.array([too_large(s, max_bytes) if o else None for s, o in zip(sizes.tolist(), over.tolist())],
+                         pa.string())
     columns = {
-        "doc_id": pa.array(ids, pa.string()), "source": pa.array([str(path)] * n, pa.string()),
-        "format": pa.array(["beir"] * n, pa.string()), "text": pa.array(texts, pa.string()),
-        "status": pa.array(status, pa.string()), "error": pa.array(error, pa.string()),
+        "doc_id": ids, "source": pa.array([str(path)] * n, pa.string()), "format": pa.array(["beir"] * n, pa.string()),
+        "text": texts, "status": status, "error": error,
         "path": pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.string())),
-        "title": pa.array(titles, pa.string()), "encoding": pa.array(["utf-8"] * n, pa.string()),
-        "n_bytes": pa.array(sizes, pa.int64()), "content_hash": pa.array(hashes, pa.string()),
+        "title": pc.if_else(pc.fill_null(pc.equal(titles, ""), True), pa.scalar(None, pa.string()), titles),
+        "encoding": pa.array(["utf-8"] * n, pa.string()), "n_bytes": pa.array(sizes, pa.int64()),
+        "content_hash": pa.array(hashes, pa.string()),
     }
     return _table(columns, n, schema)
 

@@ -40,6 +40,17 @@ def rows_with_byte(strings: pa.Array, byte: int) -> np.ndarray:
     return rows[run_starts(rows)].astype(np.int64, copy=False)
 
 
+def rows_matching(strings: pa.Array, pattern: str, byte: int) -> np.ndarray:
+    """Indices (ascending) of the strings an RE2 `pattern` matches, where every match holds
+    `byte`: only the strings with the byte (`rows_with_byte`) are scanned by the regex."""
+    import pyarrow.compute as pc
+
+    rows = rows_with_byte(strings, byte)
+    if len(rows) == 0:
+        return rows
+    return rows[np.asarray(pc.fill_null(pc.match_substring_regex(strings.take(rows), pattern), False))]
+
+
 def run_starts(values: np.ndarray) -> np.ndarray:
     """True where a run of equal values begins in a sorted array (np.diff with prepend,
     but in one ufunc call: this runs a few times per query)."""
