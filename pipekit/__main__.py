@@ -4,6 +4,7 @@
     python -m pipekit compare [A B] [--list]      (runs kept in 05_history.parquet)
     python -m pipekit search ["QUERY" ...] [-k N] [--explain] [--json] [--in GLOB]... [--format FMT]...
     python -m pipekit report                      (one HTML page in paths.output)
+    python -m pipekit serve [--http HOST:PORT] [--watch] [--token T]   (MCP and JSON over the index)
 
 The stages themselves run as `python 0N_<stage>.py` or `python run_pipeline.py`.
 """
@@ -17,9 +18,11 @@ COMMANDS = {
     "compare": "the queries whose metrics moved most between two runs, and the config difference",
     "search": "ask the stage-04 index a question, as stage 05 would; writes nothing",
     "report": "write report.html: the stages, chunk sizes, per-query metrics, top results",
+    "serve": "serve the index to agents (MCP over stdio or HTTP) and programs (JSON), warm and fresh",
 }
 MODULES = {"show": "pipekit.tools.show", "compare": "pipekit.tools.compare",
-           "search": "pipekit.retrieve.search", "report": "pipekit.tools.report"}
+           "search": "pipekit.retrieve.search", "report": "pipekit.tools.report",
+           "serve": "pipekit.serve.command"}
 
 
 def main(argv: list[str] | None = None) -> int:

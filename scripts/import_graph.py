@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pipekit"
 # `run/` is the plumbing; the stage rooms follow the pipeline; `top` is the modules left at
 # pipekit's top (`__init__`, `__main__`, `cli`: the stages wired to the plumbing); the
 # integrations and tools stand on all of it.
-LAYERS = ("run", "read", "chunk", "index", "retrieve", "top", "integrations", "tools")
+LAYERS = ("run", "read", "chunk", "index", "retrieve", "top", "integrations", "tools", "serve")
 
 
 def module_name(path: Path) -> str:

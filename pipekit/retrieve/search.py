@@ -45,6 +45,7 @@ from pipekit.retrieve.filters import ChunkFilter
 from pipekit.retrieve.fusion import dense_for, fusion_line
 from pipekit.retrieve.links import link as make_link
 from pipekit.retrieve.queries import feedback_of, nothing_found
+from pipekit.retrieve.reading import MAX_READ_CHARS, Reading
 from pipekit.retrieve.rows import column_reader
 from pipekit.retrieve.sections import section_context
 from pipekit.index.link_text import link_text
@@ -185,6 +186,7 @@ class Searcher:
         # dispatch than ten rows' values (pipekit/retrieve/rows.py).
         self._readers = {n: column_reader(self._cited.column(n)) for n in self._cited.column_names}
         self._read_texts = column_reader(self._texts) if keep_texts else None
+        self._reading = None  # read(): made on first use
         self.filter = ChunkFilter(self.index.doc_names, self.index.doc_codes,
                                   cited.column("format").combine_chunks() if "format" in extra else None)
         self.index.context = section_context(float(self.settings["section_context"]), self._chunks_03, self.index)
@@ -247,6 +249,15 @@ class Searcher:
                 explain=self.index.explain(scored[qi], int(c[i])) if explain else None, added=added[qi],
                 fusion=fusion[i]))
         return out
+
+    def read(self, chunk_id: str, around: int = 0, section: bool = False, max_chars: int = MAX_READ_CHARS) -> dict:
+        """A hit's chunk with `around` passages either side, or its whole level-2 section,
+        capped at `max_chars` (pipekit/retrieve/reading.py): text, spans, pages, citation, link."""
+        if self._reading is None:
+            texts = self._texts if self._texts is not None else io.read_table(self._chunks_03, ["text"]).column("text")
+            self._reading = Reading(self._cited, texts, self.index.doc_codes,
+                                    lambda doc, fmt, anchor, page: make_link(doc, fmt, anchor, page, self.link_base))
+        return self._reading.read(chunk_id, around, section, max_chars)
 
     def query_terms(self, text: str) -> set[str]:
         return set(self.analyzer.analyze(text))

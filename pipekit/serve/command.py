@@ -1,0 +1,109 @@
+"""`python -m pipekit serve`: the index in paths.output as an MCP server (stdio or HTTP).
+
+    python -m pipekit serve                       # MCP over stdio: what an agent client launches
+    python -m pipekit serve --http 127.0.0.1:8765 # MCP at /mcp, and GET /search, /read, /status
+    python -m pipekit serve --watch               # rerun stages 01-04 when documents.input changes
+    python -m pipekit serve --http 0.0.0.0:8765 --token SECRET   # another machine may call it
+
+Over stdio, stdout is the protocol's: everything this command says goes to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+
+from pipekit.run.commands import add_common_args, parse_args, run_command, user_options
+from pipekit.run.config import load_config
+from pipekit.run.errors import PipelineError
+
+TOKEN_ENV = "PIPEKIT_SERVE_TOKEN"  # a token kept out of the process list (`ps` shows --token's)
+
+
+def address(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (or `[::1]:PORT`, or `:PORT` for 127.0.0.1) as (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise PipelineError(f"--http takes HOST:PORT, e.g. 127.0.0.1:8765; got {text!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def say(text: str) -> None:
+    print(f"pipekit serve: {text}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipekit serve", description=__doc__.split("\n")[0])
+    parser.add_argument("--http", metavar="HOST:PORT", default=None,
+                        help="serve MCP's streamable HTTP at /mcp and the JSON API (GET /search, /read, /status) "
+                             "instead of stdio")
+    parser.add_argument("--watch", action="store_true",
+                        help="rerun stages 01-04 (incrementally) when files under documents.input change")
+    parser.add_argument("--token", default=None,
+                        help=f"with --http: require `Authorization: Bearer TOKEN` (required for a non-local "
+                             f"bind; or set {TOKEN_ENV})")
+    parser.add_argument("--allow-origin", dest="origins", action="append", default=[], metavar="ORIGIN",
+                        help="with --http: a browser origin allowed to call (e.g. http://localhost:3000)")
+    add_common_args(parser)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(parser, argv)
+
+    def body():
+        from pipekit.serve.service import Service
+
+        cfg = load_config(args.config, args.overrides)
+        token = args.token or os.environ.get(TOKEN_ENV) or None
+        host, port = address(args.http) if args.http else (None, None)
+        if host is not None and host not in ("127.0.0.1", "localhost", "::1") and not token:
+            raise PipelineError(f"--http {args.http} lets other machines call the server: give --token "
+                                f"(or set {TOKEN_ENV}), or bind 127.0.0.1")
+        if args.http is None and (args.token or args.origins):
+            raise PipelineError("--token and --allow-origin are for --http; over stdio the client that "
+                                "launched the server is the only caller")
+        service = Service(cfg, user_options(argv))
+        cur = service.current
+        say(f"{int(cur.searcher.index.stats['N']):,} chunks of {cur.documents.get('read', 0):,} documents "
+            f"from {cur.folder}, loaded in {cur.load_seconds:.2f} s")
+        stop = threading.Event()
+        threads = [threading.Thread(target=service.refresh_forever, args=(stop,), name="refresh", daemon=True)]
+        if args.watch:
+            from pipekit.serve.watch import Watcher
+
+            service.watcher = Watcher(service, user_options(argv))
+            threads.append(threading.Thread(target=service.watcher.run_forever, args=(stop,), name="watch",
+                                            daemon=True))
+            say(f"watching {service.watcher.root} (a change reruns stages 01-04)")
+        for t in threads:
+            t.start()
+        try:
+            if host is None:
+                serve_stdio(service)
+            else:
+                serve_http(service, host, port, token, args.origins)
+        finally:
+            stop.set()
+
+    return run_command("serve", body)
+
+
+def serve_stdio(service) -> None:
+    import anyio
+
+    from pipekit.serve.app import build_mcp
+
+    say("MCP over stdio (stdin/stdout); Ctrl-C or closing stdin stops it")
+    anyio.run(build_mcp(service).run_stdio_async)
+
+
+def serve_http(service, host: str, port: int, token: str | None, origins: list[str]) -> None:
+    import uvicorn
+
+    from pipekit.serve.app import http_app
+
+    shown = f"[{host}]" if ":" in host else host
+    say(f"MCP at http://{shown}:{port}/mcp; JSON at /search?q=…, /read?chunk_id=…, /status"
+        + ("; bearer token required" if token else ""))
+    config = uvicorn.Config(http_app(service, host, port, token, origins), host=host, port=port,
+                            log_level="warning", access_log=False, lifespan="on")
+    uvicorn.Server(config).run()
