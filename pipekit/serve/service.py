@@ -38,7 +38,6 @@ MAX_QUERY_CHARS = 1_000    # a question is a sentence or two; a pasted page is n
 MAX_FILTERS = 20           # globs or formats in one call
 MAX_RESPONSE_BYTES = 1 << 20  # one JSON answer at most (k=50 long passages stay far below it)
 REFRESH_SECONDS = 0.5      # how often the outputs on disk are looked at for a rewrite
-STATUS_CACHE_SECONDS = 2.0  # `status` walks documents.input to say whether it changed: not on every call
 
 
 def now() -> str:
@@ -149,7 +148,7 @@ class Service:
         self.watcher = None  # watch.Watcher, with --watch
         self._failed: tuple | None = None  # the outputs' signature a load last failed on
         self._loading = threading.Lock()  # one load at a time (the refresher and a watch rerun)
-        self._status_cache: tuple[float, tuple, list[str]] | None = None
+        self._status_cache: tuple[tuple, list[str]] | None = None  # (index and folder as seen, changes)
         self.current = self._load(outputs_signature(self.output_dir))
 
     # ------------------------------------------------------------------ loading
@@ -238,18 +237,22 @@ class Service:
         return out
 
     def _folder_changes(self, cur: Loaded) -> list[str] | None:
-        """Why stage 01 would run now (its input files differ from the index's), cached a
-        moment: it walks documents.input.  None when that cannot be told (no stage-01 output)."""
-        cached = self._status_cache
-        if cached and cached[1] == cur.signature and time.monotonic() - cached[0] < STATUS_CACHE_SECONDS:
-            return cached[2]
+        """Why stage 01 would run now (its input files differ from the index's); None when
+        that cannot be told (no stage-01 output).  Stage 01's own judgement (it may hash a
+        file whose time changed), asked again only when a stat of every file says something
+        moved: a status call on an unchanged folder costs the stats."""
         from pipekit.cli import why_stale  # stage 01's freshness, with its walk of the folder
+        from pipekit.serve.watch import folder_signature
 
         if not (self.output_dir / get_stage(1).outputs[0]).exists():
             return None
+        seen = (cur.signature, folder_signature(Path(self.cfg["documents"]["input"]), self.output_dir))
+        cached = self._status_cache
+        if cached and cached[0] == seen:
+            return cached[1]
         try:
             reasons = why_stale(STAGES[0], self.cfg, self.output_dir)
         except (PipelineError, OSError) as exc:
             reasons = [f"cannot tell: {exc}"]
-        self._status_cache = (time.monotonic(), cur.signature, reasons)
+        self._status_cache = (seen, reasons)
         return reasons
