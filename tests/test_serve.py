@@ -319,7 +319,7 @@ def test_watch_reruns_after_an_edit_and_status_says_the_folder_changed(tmp_path)
     assert status["folder_changed_since"] is True and status["changes"]
     assert service.search("narwhal", 3)["hits"] == []
 
-    service.watcher = Watcher(service, ["--config", str(config)], poll=0.2, debounce=0.3)
+    service.watcher = Watcher(service, ["--config", str(config)], quiet=0.2)
     stop = threading.Event()
     watching = threading.Thread(target=service.watcher.run_forever, args=(stop,))
     watching.start()

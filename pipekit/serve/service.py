@@ -128,8 +128,12 @@ def check_list(value, name: str) -> list[str]:
     return list(value)
 
 
-def bounded(answer: dict) -> dict:
-    """The answer, or an error if its JSON would pass MAX_RESPONSE_BYTES."""
+def bounded(answer: dict, texts: int) -> dict:
+    """The answer, or an error if its JSON would pass MAX_RESPONSE_BYTES.  `texts`: the
+    characters of its texts, which are nearly all of it; the answer is encoded to be
+    measured only when they come near the limit (encoding it twice was a tenth of a call)."""
+    if 4 * texts < MAX_RESPONSE_BYTES // 2:  # a character is at most 4 bytes of UTF-8 (6 escaped: \uXXXX)
+        return answer
     size = len(json.dumps(answer, ensure_ascii=False).encode())
     if size > MAX_RESPONSE_BYTES:
         raise PipelineError(f"the answer would be {size:,} bytes, over the limit of {MAX_RESPONSE_BYTES:,}: "
@@ -203,7 +207,7 @@ class Service:
         answer = {"query": query, "k": k, "hits": hits}
         if len(hits) < k:
             answer["note"] = self._fewer(k, len(hits), paths, formats)
-        return bounded(answer)
+        return bounded(answer, sum(len(h["text"]) for h in hits))
 
     @staticmethod
     def _fewer(k: int, n: int, paths: list[str], formats: list[str]) -> str:
@@ -214,7 +218,8 @@ class Service:
         return f"{n} of the {k} hits asked for: only {n} passages{where} contain a word of the query"
 
     def read(self, chunk_id, around=0, section=False) -> dict:
-        return bounded(self.current.searcher.read(chunk_id, around, section))
+        answer = self.current.searcher.read(chunk_id, around, section)
+        return bounded(answer, 2 * len(answer["text"]))  # the text, and each passage's
 
     def status(self) -> dict:
         cur = self.current
