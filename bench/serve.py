@@ -4,7 +4,8 @@
     python bench/serve.py [--clients 8] [--calls 200] [--collection docs_qa]
 
 1. The folder bench/docs_qa.py gathers is copied to bench/out/serve/docs (so the edit below
-   touches a copy) and indexed there (stages 01-04).
+   touches a copy) and indexed there (stages 01-04).  (Client processes start before the
+   clock does: a pool of spawned processes, then the calls.)
 2. The server starts with --http on a free loopback port and --watch.
 3. Steady: `--clients` processes (not threads: a client's own Python must not queue behind
    another's), each with one keep-alive connection, make `--calls` GET /search calls each
@@ -152,6 +153,7 @@ def main() -> int:
         ctx = mp.get_context("spawn")
         with ctx.Pool(args.clients) as pool:
             until = time.time() + 600
+            t_load = time.perf_counter()
             job = pool.map_async(client, [(port, qs, args.calls, c * 7, None) for c in range(args.clients)])
             time.sleep(0.5)
             edited = time.time()
@@ -163,9 +165,8 @@ def main() -> int:
                     found = time.time() - edited
                     break
                 time.sleep(0.05)
-            t_load = time.perf_counter()
             parts = job.get()
-            wall = time.perf_counter() - t_load + 0.5
+            wall = time.perf_counter() - t_load
         times = sorted(t for p in parts for t in p[0])
         report("during --watch rebuild", times, sum(p[1] for p in parts), [s for p in parts for s in p[2]], wall)
         watch = get(port, "/status")["watch"]

@@ -175,7 +175,7 @@ def test_every_command_names_real_scripts_options_and_keys():
                     problems.append(f"{command!r}: no {value} in the repository")
             if words[0] in ("python", "python3") and (words[1:2] != ["-m"] or words[2:3] == ["pipekit"]):
                 problems += [f"{command!r}: {p}" for p in check_python_command(words, check_keys)]
-            elif words[0] in ("python", "python3", "pip", "mkdir", "printf", ".", "cd", "dask", "jq"):
+            elif words[0] in ("python", "python3", "pip", "mkdir", "printf", ".", "cd", "dask", "jq", "curl"):
                 if words[0] in ("mkdir", "printf") and any(w.startswith("/tmp/") for w in words):
                     problems.append(f"{command!r}: writes to a shared /tmp folder; use a per-user one")
                 continue

@@ -24,9 +24,8 @@ from pipekit.serve.service import MAX_K, Service, outputs_signature
 from pipekit.serve.watch import Watcher
 from pipekit.run.config import load_config
 
-mcp = pytest.importorskip("mcp", reason="the mcp SDK (requirements.txt) is not installed")
-from mcp import Client  # noqa: E402
-from mcp.client.stdio import StdioServerParameters  # noqa: E402
+from mcp import Client  # the official SDK's client: the server is called as agents call it
+from mcp.client.stdio import StdioServerParameters
 
 QUESTION = "change freeze"
 

@@ -60,6 +60,30 @@ def outputs_signature(output_dir: Path) -> tuple:
     return tuple(out)
 
 
+def folder_signature(root: Path, skip: Path | None = None) -> tuple:
+    """(path, size, mtime) of every file under `root` (or of `root`, a file), without the
+    folder `skip` (the outputs, when they sit inside the input): what `status` compares
+    before it asks stage 01 whether the folder changed."""
+    if root.is_file():
+        st = root.stat()
+        return ((str(root), st.st_size, st.st_mtime_ns),)
+    out = []
+    skip_s = str(skip.resolve()) if skip is not None else None
+    for folder, dirs, files in os.walk(root):
+        if skip_s is not None and str(Path(folder).resolve()) == skip_s:
+            dirs[:] = []
+            continue
+        dirs.sort()
+        for name in sorted(files):
+            p = os.path.join(folder, name)
+            try:
+                st = os.lstat(p)
+            except OSError:  # gone between the listing and the stat: the next look sees it
+                continue
+            out.append((p, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
 def reason_of(status: str, error: str | None) -> str:
     """A kind of failure that counts well: the message's first clause, file names and
     numbers left out ("same bytes as a.md: read once, as a.md" and "... as b.md" are one
@@ -247,7 +271,6 @@ class Service:
         file whose time changed), asked again only when a stat of every file says something
         moved: a status call on an unchanged folder costs the stats."""
         from pipekit.cli import why_stale  # stage 01's freshness, with its walk of the folder
-        from pipekit.serve.watch import folder_signature
 
         if not (self.output_dir / get_stage(1).outputs[0]).exists():
             return None

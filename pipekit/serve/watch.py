@@ -33,29 +33,6 @@ from pipekit.run.stages import REPO_ROOT
 QUIET_SECONDS = 0.3  # no event for this long ends a burst: a save's rename and writes come within milliseconds
 
 
-def folder_signature(root: Path, skip: Path | None = None) -> tuple:
-    """(path, size, mtime) of every file under `root` (or of `root`, a file), without the
-    folder `skip` (the outputs, when they sit inside the input: writing them is no edit)."""
-    if root.is_file():
-        st = root.stat()
-        return ((str(root), st.st_size, st.st_mtime_ns),)
-    out = []
-    skip_s = str(skip.resolve()) if skip is not None else None
-    for folder, dirs, files in os.walk(root):
-        if skip_s is not None and str(Path(folder).resolve()) == skip_s:
-            dirs[:] = []
-            continue
-        dirs.sort()
-        for name in sorted(files):
-            p = os.path.join(folder, name)
-            try:
-                st = os.lstat(p)
-            except OSError:  # gone between the listing and the stat: the next look sees it
-                continue
-            out.append((p, st.st_size, st.st_mtime_ns))
-    return tuple(out)
-
-
 class Watcher:
     """Watches documents.input and reruns stages 01-04 on a change (see the module text)."""
 
