@@ -127,7 +127,7 @@ def input_partitions(section: dict, rows_per_part: int | None, entries: list | N
     if entries is None:
         entries = list_inputs(Path(section["input"]), section["include"], section["exclude"],
                               section["hidden"], section["follow_links"], section["max_bytes"],
-                              build_files=section["build_files"])
+                              build_files=section["build_files"], test_files=section["test_files"])
     if len(entries) == 1 and entries[0].format == "beir":
         path, max_bytes = str(entries[0].path), section["max_bytes"]
         if rows_per_part is None:
