@@ -39,6 +39,9 @@ What a row says:
   marker files) is read for its pages only: `_sources/` (a raw copy of every page, which
   outranked the pages themselves), `_static/`, the index and search pages are `skipped`
   rows saying what they are (`documents.build_files: true` reads them).
+- A source tree's tests folder (named tests, test or testing and holding test code; not
+  `documents.input` itself) is `skipped` file by file: read, test docstrings outranked the
+  docs beside them (pipekit/read/source_tests.py; `documents.test_files: true` reads them).
 - CSV keeps its original text: stage 03 cuts between its records and must be able to
   point at exact character spans.  A malformed CSV (ragged rows, an unclosed quote) is
   still `ok` — its text is readable — with the problem in `note`.
