@@ -39,6 +39,9 @@ What a row says:
   marker files) is read for its pages only: `_sources/` (a raw copy of every page, which
   outranked the pages themselves), `_static/`, the index and search pages are `skipped`
   rows saying what they are (`documents.build_files: true` reads them).
+- A source tree's tests folder (named tests, test or testing and holding test code; not
+  `documents.input` itself) is `skipped` file by file: read, test docstrings outranked the
+  docs beside them (pipekit/read/source_tests.py; `documents.test_files: true` reads them).
 - CSV keeps its original text: stage 03 cuts between its records and must be able to
   point at exact character spans.  A malformed CSV (ragged rows, an unclosed quote) is
   still `ok` — its text is readable — with the problem in `note`.
@@ -127,7 +130,7 @@ def input_partitions(section: dict, rows_per_part: int | None, entries: list | N
     if entries is None:
         entries = list_inputs(Path(section["input"]), section["include"], section["exclude"],
                               section["hidden"], section["follow_links"], section["max_bytes"],
-                              build_files=section["build_files"])
+                              build_files=section["build_files"], test_files=section["test_files"])
     if len(entries) == 1 and entries[0].format == "beir":
         path, max_bytes = str(entries[0].path), section["max_bytes"]
         if rows_per_part is None:

@@ -6,7 +6,8 @@ read it, or given a row that says why not.  This module is the first half of tha
 never out of the folder through a symlink unless `documents.follow_links`, each file once
 however many links lead to it) and decides, before anything is opened, which files are
 skipped and why (hidden, excluded, unknown format, over `documents.max_bytes`, a
-documentation generator's build leftovers: pipekit/read/build_output.py).  The second half,
+documentation generator's build leftovers: pipekit/read/build_output.py, a source tree's
+tests: pipekit/read/source_tests.py).  The second half,
 one file into one row, is pipekit/read/documents.py with a module per format beside it.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipekit.read import build_output
+from pipekit.read import build_output, source_tests
 from pipekit.run.errors import PipelineError
 from pipekit.run.globs import translate
 from pipekit.run.incremental import COPY, content_of, list_files, read_listing
@@ -78,6 +79,7 @@ SKIP_REASONS = {
     "link": "dangling or looping symlinks",
     "other": "not regular files or .jsonl files inside a folder",
     "build": "documentation build files (a generator's leftovers beside its pages; documents.build_files)",
+    "tests": "in a source tree's tests folder (documents.test_files)",
 }
 
 
@@ -94,7 +96,8 @@ def input_listing(cfg: dict, previous_listing: Path) -> tuple[list, dict | None]
     if not root.exists():
         return [], None
     entries = list_inputs(root, sec["include"], sec["exclude"], sec["hidden"],
-                          sec["follow_links"], sec["max_bytes"], build_files=sec["build_files"])
+                          sec["follow_links"], sec["max_bytes"], build_files=sec["build_files"],
+                          test_files=sec["test_files"])
     listing = list_files(entries, read_listing(previous_listing))
     read_same_bytes_once(entries, listing)
     for e in entries:
@@ -108,7 +111,8 @@ READER_OPTIONS = ("notebook_outputs",)
 
 def list_inputs(root: Path, include: list[str] = (), exclude: list[str] = (),
                 hidden: bool = False, follow_links: bool = False,
-                max_bytes: int | None = None, *, build_files: bool = False) -> list[InputEntry]:
+                max_bytes: int | None = None, *, build_files: bool = False,
+                test_files: bool = True) -> list[InputEntry]:
     """Every file under `root` (or `root` itself when it is a file), sorted by path.
 
     Hidden files get a `skipped` row each, but a hidden *folder* gets a single skipped
@@ -126,6 +130,11 @@ def list_inputs(root: Path, include: list[str] = (), exclude: list[str] = (),
     `_static/`, `genindex.html`, the search page, ...) get a `skipped` row each, unless
     `build_files`.  Each file, not one row a folder as for hidden ones: they are few
     enough, and a user looking for `_downloads/x.pdf` finds its own row and reason.
+
+    A source tree's tests (pipekit/read/source_tests.py): below `root`, a folder named like
+    a test suite that holds test code is one, and every file under it gets a `skipped` row,
+    unless `test_files`.  A row a file, as for build files: `tests/test_x.py` is where a
+    user looks for it.  `root` itself is never one: pointed at a tests folder, it is read.
     """
     root = Path(root)
     try:
@@ -139,7 +148,7 @@ def list_inputs(root: Path, include: list[str] = (), exclude: list[str] = (),
         # user pointed at it.  Its size still counts: a crash is no answer to a big file.
         return [_file_entry(root, root.name, [], root_stat, [], [], in_folder=False, max_bytes=max_bytes)]
     walk = _Walk(root, root_stat, [_Glob(p) for p in include], [_Glob(p) for p in exclude],
-                 hidden, follow_links, max_bytes, build_files)
+                 hidden, follow_links, max_bytes, build_files, test_files)
     entries = walk.run()
     entries.sort(key=lambda e: e.doc_id.split("/"))
     _read_each_file_once(entries)
@@ -163,16 +172,17 @@ class _Walk:
 
     def __init__(self, root: Path, root_stat: os.stat_result, include: list["_Glob"],
                  exclude: list["_Glob"], hidden: bool, follow_links: bool, max_bytes: int | None,
-                 build_files: bool = False):
+                 build_files: bool = False, test_files: bool = True):
         self.root = root
-        self.build_files = build_files
+        self.build_files, self.test_files = build_files, test_files
         self.root_real = os.path.realpath(root)
         self.include, self.exclude = include, exclude
         self.hidden, self.follow_links, self.max_bytes = hidden, follow_links, max_bytes
         root_key = (root_stat.st_dev, root_stat.st_ino)
         # A frame: folder, its path parts, ancestors' keys, reached via a link, the build
-        # folder it lies in (or None) and, inside a leftover folder, what that folder is.
-        self.stack = [(root, [], frozenset({root_key}), False, None, None)]
+        # folder it lies in (or None), inside a leftover folder what that folder is, and
+        # inside a tests folder the reason its files are skipped.
+        self.stack = [(root, [], frozenset({root_key}), False, None, None, None)]
         self.deferred: list = []  # linked folders, entered once the real ones are all walked
         self.walked = {root_key: ""}  # folder (device, inode) -> the doc_id it was walked as
         self.entries: list[InputEntry] = []
@@ -188,7 +198,7 @@ class _Walk:
     def _inside(self, real: str) -> bool:
         return real == self.root_real or real.startswith(self.root_real.rstrip(os.sep) + os.sep)
 
-    def _enter_linked(self, path, rel, ancestors, key, entry, build=None, left=None) -> None:
+    def _enter_linked(self, path, rel, ancestors, key, entry, build=None, left=None, tests=None) -> None:
         if key in self.walked:
             entry.format, entry.reason = "symlink", "duplicate"
             where = self.walked[key]
@@ -197,10 +207,11 @@ class _Walk:
             self.entries.append(entry)
             return
         self.walked[key] = entry.doc_id
-        self.stack.append((path, rel, ancestors | {key}, True, build, left))
+        self.stack.append((path, rel, ancestors | {key}, True, build, left, tests))
 
     def _list(self, folder: Path, parts: list[str], ancestors: frozenset, via_link: bool,
-              build: build_output.Build | None = None, left: str | None = None) -> None:
+              build: build_output.Build | None = None, left: str | None = None,
+              tests: str | None = None) -> None:
         try:
             # The scan's entries know whether each name is a symlink (from the directory
             # itself): one system call a file instead of two.  Not their stat(): on Windows
@@ -216,6 +227,8 @@ class _Walk:
             return
         if not self.build_files and left is None:
             build = build_output.recognise(str(folder), set(names), "/".join(parts), len(parts)) or build
+        if not self.test_files and tests is None and parts and (marker := source_tests.recognise(parts[-1], names)):
+            tests = source_tests.reason("/".join(parts), marker)
         for found_entry, name in zip(found, names):
             path = folder / name
             rel = parts + [name]
@@ -260,19 +273,23 @@ class _Walk:
                     entry.format, entry.reason = "folder", "excluded"
                     entry.skip = f"folder excluded by documents.exclude pattern {pattern!r}"
                 elif is_link:
-                    self.deferred.append((path, rel, ancestors, key, entry, build, what))
+                    self.deferred.append((path, rel, ancestors, key, entry, build, what, tests))
                     continue
                 elif key in self.walked:  # a real folder met again inside a linked one
                     entry.format, entry.reason = "folder", "duplicate"
                     entry.skip = f"folder already read as {self.walked[key] or 'the input folder'}/"
                 else:
                     self.walked[key] = doc_id
-                    self.stack.append((path, rel, ancestors | {key}, via_link, build, what))
+                    self.stack.append((path, rel, ancestors | {key}, via_link, build, what, tests))
                     continue
                 self.entries.append(entry)
             elif stat.S_ISREG(st.st_mode) and what is not None:
                 entry.format, entry.reason, entry.n_bytes = _extension(name), "build", st.st_size
                 entry.skip = build_output.reason(build, what)
+                self.entries.append(entry)
+            elif stat.S_ISREG(st.st_mode) and tests is not None:
+                entry.format, entry.reason, entry.n_bytes = _extension(name), "tests", st.st_size
+                entry.skip = tests
                 self.entries.append(entry)
             elif stat.S_ISREG(st.st_mode):
                 file = _file_entry(path, doc_id, list(parts), st, self.include, self.exclude,

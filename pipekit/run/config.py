@@ -51,6 +51,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "build_files": Key(False, "bool", "true (read a documentation generator's build leftovers: Sphinx "
                            "_sources/, _static/, genindex.html, search.html, MkDocs search/, 404.html) "
                            "or false (skip them, each with a skipped row)"),
+        # Default false by bench/source_tests.py (bench/README.md): read, a source tree's
+        # tests took the top places of documentation questions.
+        "test_files": Key(False, "bool", "true (read the files of a source tree's tests folders: a folder "
+                          "named tests, test or testing that holds test_*.py, *_test.py, conftest.py ...) "
+                          "or false (skip them, each with a skipped row)"),
         # At most 1 GiB: a text is one Arrow string (2 GB at most, and decoding legacy
         # encodings can double it), and each stage needs up to ~8x the largest document.
         "max_bytes": Key("512 MB", "bytes", "a size from 1 byte to 1 GiB: a whole number of bytes "

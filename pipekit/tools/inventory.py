@@ -37,6 +37,7 @@ _KIND_PHRASES = (
     ("same file as ", "duplicate"),
     ("already read as ", "duplicate"),
     ("build output, not a document", "build"),
+    ("part of a test suite, not documentation", "tests"),
     ("outside documents.input", "outside"),
     ("documents.max_bytes", "too large"),
     ("hidden ", "hidden"),
