@@ -9,7 +9,7 @@ import sysconfig
 
 import pytest
 
-from conftest import REPO, run_script
+from conftest import REPO, run_script, write_config
 
 
 def _can_build_offline() -> bool:
@@ -52,3 +52,19 @@ def test_an_editable_install_searches_from_another_folder(tmp_path):
     where, link = imported.stdout.splitlines()
     assert where == str(REPO / "pipekit" / "__init__.py")
     assert link == "handbook/operations/deploys.md#change-freezes"
+    # An agent's MCP client launches the installed command as the README configures it:
+    # the command, `serve --config FILE`, from whatever folder the client runs in.
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    config = write_config(tmp_path)  # paths.output: tmp_path/out
+
+    async def ask():
+        server = StdioServerParameters(command=str(venv / "bin" / "pipekit"), args=["serve", "--config", str(config)],
+                                       cwd=str(elsewhere))
+        async with Client(server, read_timeout_seconds=60) as client:
+            answer = await client.call_tool("search", {"query": "change freeze", "k": 1})
+            return answer.structured_content["hits"][0]["link"]
+
+    assert anyio.run(ask) == "handbook/operations/deploys.md#change-freezes"
