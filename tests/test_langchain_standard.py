@@ -8,7 +8,6 @@ import pytest
 
 pytest.importorskip("langchain_core", reason="langchain-core is not installed (pip install -r requirements-dev.txt)")
 pytest.importorskip("langchain_tests", reason="langchain-tests is not installed (pip install -r requirements-dev.txt)")
-pytest.importorskip("pytest_asyncio", reason="pytest-asyncio (which langchain-tests brings) runs the ainvoke test")
 
 from langchain_tests.integration_tests import RetrieversIntegrationTests  # noqa: E402
 
