@@ -118,3 +118,67 @@ def test_fewer_hits_than_k_under_a_filter_say_what_the_filter_keeps(out):
                                          f"contain a term of the query)")
     none = search(out, "freeze", "--in", "web/**")
     assert none.stdout.rstrip().endswith("(no passage of the 1 document --in keeps contains any of its terms)")
+
+
+# --- stage 05: judgements of documents the index does not hold ----------------------------
+
+def stage05_notes(proc) -> list[str]:
+    return proc.stdout.split("\n05_retrieval: ", 1)[1].splitlines()[1:]
+
+
+def test_judgements_of_no_indexed_document_give_no_metrics_and_one_sentence(tmp_path):
+    out = tmp_path / "out"
+    run_script("run_pipeline.py", "--set", f"paths.output={out}")
+    assert (out / "05_metrics.parquet").exists()
+    history = pd.read_parquet(out / "05_history.parquet")
+    # Your own folder, the sample's judgements still in config.yaml: before, nDCG@10 0.0000 and no word.
+    proc = run_script("run_pipeline.py", "--set", f"paths.output={out}", "--set", "documents.input=data/sample/handbook")
+    notes = stage05_notes(proc)
+    assert not any("metrics (documents" in n or "nDCG" in n for n in notes)
+    qrels = pd.read_csv(REPO / "data" / "qrels.tsv", sep="\t")
+    said, = [n.strip() for n in notes if "no metrics" in n]
+    assert said == (f"no metrics: none of the {qrels['corpus-id'].nunique()} documents judged for "
+                    f"{qrels['query-id'].nunique()} queries in {REPO / 'data' / 'qrels.tsv'} is in this index "
+                    f"(e.g. 'field-guide.pdf'; this index's doc_ids look like 'README.md'): they are judgements of "
+                    f"other documents; point retrieval.qrels at judgements of these (README, \"Writing your own "
+                    f"judgements\") or set it to null")
+    assert not (out / "05_metrics.parquet").exists()  # the sample's metrics, now stale, are gone
+    assert pd.read_parquet(out / "05_history.parquet").equals(history)  # no run of zeros recorded
+
+
+def test_queries_whose_judged_documents_are_all_missing_are_left_out_and_counted(tmp_path):
+    out = tmp_path / "out"
+    proc = run_script("run_pipeline.py", "--set", f"paths.output={out}", "--set", "documents.exclude=[tables/**, web/**]")
+    qrels = pd.read_csv(REPO / "data" / "qrels.tsv", sep="\t", dtype=str)
+    gone = qrels["corpus-id"].str.startswith(("tables/", "web/"))
+    relevant_left = qrels[~gone].groupby("query-id").size()
+    left_out = sorted(set(qrels["query-id"]) - set(relevant_left.index), key=int)
+    assert left_out == ["5", "6"]  # judged only tables/incidents.csv and web/status-page.html
+    metrics = pd.read_parquet(out / "05_metrics.parquet")
+    per_query = metrics[metrics.query_id != "all"]
+    assert sorted(set(per_query.query_id), key=int) == sorted(relevant_left.index, key=int)
+    for name, rows in per_query.groupby("metric"):  # the mean is over the kept queries only
+        mean = float(metrics.query("query_id == 'all' and metric == @name").value.iloc[0])
+        assert mean == pytest.approx(rows.value.mean(), rel=1e-12)
+    from pipekit.run.io import read_meta
+    assert read_meta(out / "05_metrics.parquet")["queries_left_out"] == left_out
+    notes = [n.strip() for n in stage05_notes(proc)]
+    where = REPO / "data" / "qrels.tsv"
+    assert (f"2 of the {qrels['corpus-id'].nunique()} documents judged in {where} are not in this index "
+            f"(e.g. 'tables/incidents.csv'): they count as never found") in notes
+    assert (f"2 of the {qrels['query-id'].nunique()} judged queries left out of the metrics: none of the documents "
+            f"judged relevant for them is in this index (e.g. query '5': 'tables/incidents.csv')") in notes
+    assert any(n.startswith("metrics (documents, depth 100): nDCG@10 ") for n in notes)
+
+
+def test_judgements_all_of_indexed_documents_change_nothing():
+    from pipekit.retrieve.results import judged_in_index
+    import pyarrow as pa
+
+    qrels = {"1": {"a": 2, "b": 0}, "2": {"c": 1}}
+    judged = judged_in_index(qrels, pa.array(["a", "a", "b", "c"]), "q.tsv")
+    assert judged.qrels is qrels and judged.left_out == [] and judged.lines == []
+    # A query judged only non-relevant stays (ir-measures counts it); one whose relevant
+    # documents are all gone is left out even when a non-relevant one of it is indexed.
+    judged = judged_in_index({"1": {"a": 2}, "2": {"b": 0}, "3": {"b": 0, "x": 1}}, pa.array(["a", "b"]), "q.tsv")
+    assert sorted(judged.qrels) == ["1", "2"] and judged.left_out == ["3"]
