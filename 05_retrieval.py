@@ -7,9 +7,8 @@ Writes `05_results.parquet` (query_id, query, rank, score, chunk_id, doc_id, hea
        page_start, page_end, page_label_start, page_label_end, text, link — where the passage
        opens, pipekit/retrieve/links.py; with
        `retrieval.explain` also `explain`, the score term by term), `05_results.trec`
-       (the document-level run in TREC format) and,
-       with qrels, `05_metrics.parquet` (nDCG@10, AP@100, R@100 per query and `all`),
-       also appended to the run history `05_history.parquet` (pipekit/tools/history.py).
+       (the document-level run in TREC format) and, with qrels of documents in the index,
+       `05_metrics.parquet` (nDCG@10, AP@100, R@100 per query and `all`), also appended to the run history `05_history.parquet` (pipekit/tools/history.py).
 
 The idea: since stage 04 stored each posting's BM25 impact, a query's score for a chunk
 is a sum of looked-up numbers, one per distinct query term, each times qtf, how often
@@ -86,7 +85,7 @@ from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, feedback_no
                              trec_run)
 from pipekit.retrieve.shards import answer as shard_answer, on_shards
 from pipekit.retrieve.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
-                             no_terms_line, print_results, results_table)
+                             judged_in_index, no_terms_line, print_results, results_table)
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
@@ -574,13 +573,17 @@ def run(ctx) -> None:
         table = table.append_column("fusion", index.dense.explain(candidates, index, queries, scored, q, c, depth))
     ctx.write_table("05_results.parquet", table, {"index": index.meta["fingerprint"]})
     ctx.write_text("05_results.trec", trec_run(queries, run_docs))
-    if qrels is not None:
-        metrics = evaluate(qrels, run_docs)
-        ctx.write_table("05_metrics.parquet", metrics)
+    # Judgements of documents this index lacks: named, not scored as misses (results.judged_in_index)
+    judged = judged_in_index(qrels, index.chunks.column("doc_id"), sec["qrels"]) if qrels is not None else None
+    if judged is not None and judged.qrels:
+        metrics = evaluate(judged.qrels, run_docs)
+        ctx.write_table("05_metrics.parquet", metrics, judged.meta)
         previous = record_run(ctx, metrics, queries)  # 05_history.parquet: what the next run compares with
         ctx.note("metrics (documents, depth 100): " + metric_line(metrics, METRICS, previous))
-    else:
+    else:  # no judgements, or none of this index's documents (said below)
         ctx.remove_output("05_metrics.parquet")
+    for line in judged.lines if judged is not None else []:
+        ctx.note(line)
     answered = len(np.unique(q))
     ctx.note(f"{len(queries)} queries, {answered} with results, {len(table)} result rows (top_k={sec['top_k']})")
     added = [index.added_terms(x) for x in scored[:8]] if feedback is not None else None

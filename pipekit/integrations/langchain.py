@@ -5,6 +5,7 @@
     retriever = PipekitRetriever(folder="data", k=4, paths=["handbook/**"])
     docs = retriever.invoke("how do I undo a bad release")
     docs[0].metadata["citation"], docs[0].metadata["link"]
+    retriever.invoke("how do I undo a bad release", k=1, formats=["pdf"])  # this call only
 
 One thin class: the ranking, the scores, the filters and the links are `pipekit.Searcher`'s
 (pipekit/retrieve/search.py), loaded once on first use and kept.  The metadata are the
@@ -12,6 +13,13 @@ hit's `--json` fields (rank, score, chunk_id, doc_id, format, heading, heading_p
 and labels, start_char/end_char, citation, link), so a chain can cite and link the passage
 it was given.  Not here: async search of its own (LangChain runs the sync one in a thread),
 or any other framework; langchain-core is needed only by whoever imports this module.
+
+`k`, `paths` and `formats` given to `invoke` (or `ainvoke`) hold for that call and win over
+the retriever's own: LangChain's standard retriever tests (langchain-tests'
+`RetrieversIntegrationTests`, run in tests/test_langchain_standard.py) call
+`invoke(query, k=1)` and expect one Document; the retriever used to drop the keyword
+(BaseRetriever passes a call's keywords on only to a `_get_relevant_documents` that names
+them) and return its constructor's 4.
 """
 from __future__ import annotations
 
@@ -42,8 +50,14 @@ class PipekitRetriever(BaseRetriever):
     settings: dict[str, Any] | None = None  # retrieval settings; default: those stage 05 last ran with
     _searcher: Searcher | None = PrivateAttr(default=None)
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                k: int | None = None, paths: list[str] | None = None,
+                                formats: list[str] | None = None) -> list[Document]:
+        """The best passages for `query`; `k`, `paths`, `formats` (an `invoke` keyword each)
+        replace the retriever's own for this call only."""
         if self._searcher is None:  # loaded once: the index's load is the cost, a search is milliseconds
             self._searcher = Searcher(self.folder, settings=self.settings)
-        hits = self._searcher.search(query, k=self.k, paths=self.paths, formats=self.formats)
+        hits = self._searcher.search(query, k=self.k if k is None else k,
+                                     paths=self.paths if paths is None else paths,
+                                     formats=self.formats if formats is None else formats)
         return [to_document(h) for h in hits]

@@ -19,6 +19,12 @@ Cost: a filtered query scores every posting of its terms (MaxScore's pruning bou
 collection's best documents, which the filter may exclude), then drops the masked ones:
 milliseconds at these sizes (bench/links.py times both).
 
+What was kept is said, not left to be guessed from an empty answer: `unmatched` names a
+pattern or format that matches no document, `disjoint` says what each filter matched when
+each matches some document but none matches both (`--in 'flask-html/**' --format pdf` said
+"no passage contains any of its terms"), and `kept` counts the passages and documents a
+filter leaves (for "3 of 10" lines: pipekit/retrieve/search.py).
+
 Not done: filters on heading or page, or negation (`--in` lists what to keep).
 """
 from __future__ import annotations
@@ -66,6 +72,35 @@ class ChunkFilter:
             if f not in known:
                 lines.append(f"--format {f!r}: no document of this index has that format (it has: {', '.join(known)})")
         return lines
+
+    def _doc_formats(self) -> np.ndarray:
+        """Each document's format, as an index into self.formats' dictionary (a document has one)."""
+        out = np.zeros(len(self.doc_names), dtype=np.int64)
+        out[self.doc_codes] = np.asarray(self.formats.indices)
+        return out
+
+    def disjoint(self, paths=(), formats=()) -> str:
+        """What each of `--in` and `--format` matched, when each matches some document and no
+        document matches both: `--in 'web/**' matches 5 documents (html 3, markdown 2);
+        --format pdf matches 2 (e.g. 'field-guide.pdf')`."""
+        rxs = [glob_regex(p) for p in paths]
+        in_docs = np.fromiter((any(rx.fullmatch(d) for rx in rxs) for d in self.doc_names), bool, len(self.doc_names))
+        names, of_doc = self.formats.dictionary.to_pylist(), self._doc_formats()
+        kinds, counts = np.unique(of_doc[in_docs], return_counts=True)
+        by_format = ", ".join(f"{names[f]} {n:,}" for f, n in sorted(zip(kinds.tolist(), counts.tolist()),
+                                                                      key=lambda fn: (-fn[1], names[fn[0]])))
+        wanted = np.isin(of_doc, [i for i, n in enumerate(names) if n in set(formats)])
+        example = self.doc_names[int(np.flatnonzero(wanted)[0])]
+        plural = lambda n: f"{n:,} document{'s' * (n != 1)}"
+        return (f"no document matches both --in and --format: --in {' or '.join(map(repr, paths))} matches "
+                f"{plural(int(in_docs.sum()))} ({by_format}); --format {' or '.join(formats)} matches "
+                f"{plural(int(wanted.sum()))} (e.g. {example!r})")
+
+    def kept(self, mask: np.ndarray | None) -> tuple[int, int]:
+        """(passages, documents) a mask keeps (None: the whole index)."""
+        if mask is None:
+            return len(self.doc_codes), len(self.doc_names)
+        return int(mask.sum()), int(np.unique(self.doc_codes[mask]).size)
 
     def mask(self, paths=(), formats=()) -> np.ndarray | None:
         """A bool per chunk (True: may be returned), or None for no filter at all.  Kept per

@@ -9,10 +9,18 @@ scoring, pruning, ranking and feedback.
 
 The index is passed in, not imported: pipekit never imports a stage file (`explain_rows`
 only reads the arrays every stage-05 `Index` has).
+
+Judgements are checked against the index before any metric (`judged_in_index`): a run on
+one's own folder with the sample's `data/qrels.tsv` still in the config printed
+`nDCG@10 0.0000` and no word that not one judged document was in the index.  Now the
+judgements of documents the index lacks are named; a query none of whose relevant
+documents is indexed is left out of the metrics (it could only ever score 0) and counted;
+with none left, there are no metrics, and one sentence says why.
 """
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -124,6 +132,56 @@ def results_table(queries, chunks: pa.Table, hits, texts: list[str], explain: li
     if explain is not None:
         results["explain"] = pa.array(explain, EXPLAIN_TYPE)
     return pa.table(results)
+
+
+@dataclass
+class Judged:
+    """The judgements a run is scored on, and what was left out of them (`judged_in_index`)."""
+
+    qrels: dict  # {query_id: {doc_id: relevance}} of the queries kept (empty: no metrics)
+    left_out: list[str]  # queries none of whose relevant documents the index holds
+    lines: list[str]  # what to tell the user (stage 05's summary)
+
+    @property
+    def meta(self) -> dict:
+        """05_metrics.parquet's record of the queries its mean leaves out."""
+        return {"queries_left_out": self.left_out}
+
+
+def judged_in_index(qrels: dict, doc_ids: pa.Array | pa.ChunkedArray, where) -> Judged:
+    """The judgements of documents in the index (`doc_ids`: its chunks' doc_id), split:
+    queries with a relevant (> 0) document there are kept, whole; those without one, whose
+    metrics could only be 0 whatever the ranking, are left out and counted.  A query whose
+    judgements are all 0 stays, as ir-measures counts it.  `where`: the qrels file, named."""
+    import pyarrow.compute as pc
+
+    indexed = set(pc.unique(doc_ids).to_pylist())
+    judged = {d for docs in qrels.values() for d in docs}
+    missing = sorted(judged - indexed)
+    if not missing:  # every BEIR collection here but one document of Cranfield's
+        return Judged(qrels, [], [])
+    left_out = [q for q, docs in qrels.items()
+                if any(r > 0 for r in docs.values()) and not any(r > 0 and d in indexed for d, r in docs.items())]
+    kept = {q: docs for q, docs in qrels.items() if q not in set(left_out)}
+    looks = f"; this index's doc_ids look like {min(indexed)!r}" if indexed else ""
+    if not kept:
+        return Judged({}, left_out, [
+            f"no metrics: none of the {len(judged):,} documents judged for {len(qrels):,} queries in {where} "
+            f"is in this index"
+            f" (e.g. {missing[0]!r}{looks}): they are judgements of other documents; point retrieval.qrels"
+            f" at judgements of these (README, \"Writing your own judgements\") or set it to null"
+            if len(missing) == len(judged) else
+            f"no metrics: no query judged in {where} has a document judged relevant in this index"
+            f" ({len(missing):,} of its {len(judged):,} judged documents are not in it, e.g. {missing[0]!r}{looks})"])
+    lines = [f"{len(missing):,} of the {len(judged):,} documents judged in {where} "
+             f"{'is' if len(missing) == 1 else 'are'} not in this index (e.g. {missing[0]!r}): "
+             f"{'it counts' if len(missing) == 1 else 'they count'} as never found"]
+    if left_out:
+        first = left_out[0]
+        lines.append(f"{len(left_out):,} of the {len(qrels):,} judged queries left out of the metrics: none of the "
+                     f"documents judged relevant for them is in this index (e.g. query {first!r}: "
+                     f"{', '.join(map(repr, sorted(d for d, r in qrels[first].items() if r > 0)[:3]))})")
+    return Judged(kept, left_out, lines)
 
 
 def evaluate(qrels, run) -> pa.Table:

@@ -37,7 +37,7 @@ import pyarrow as pa
 from pipekit.run import io
 from pipekit.run.commands import add_common_args, parse_args, run_command, require_output, user_options
 from pipekit.run.config import SCHEMA, load_config
-from pipekit.run.overrides import search_why_not, unapplied_lines
+from pipekit.run.overrides import recorded_config, search_why_not, unapplied_lines
 from pipekit.run.errors import PipelineError
 from pipekit.run.io import read_meta
 from pipekit.read.pages import cite_pages, passage_text
@@ -273,6 +273,29 @@ class Searcher:
     def query_terms(self, text: str) -> set[str]:
         return set(self.analyzer.analyze(text))
 
+    def shortfall(self, hits: list[Passage], k: int | None = None, paths: list[str] | None = None,
+                  formats: list[str] | None = None) -> str | None:
+        """Why `search(…, k, paths=…, formats=…)` gave `hits`, fewer than k (None: it gave k):
+        `3 of 10: only 3 passages contain a term of the query`, or what the filters leave.
+        A chunk scoring 0 is never a result (SPEC), so a short answer is the collection's or
+        the filter's doing; said, because three hits where ten were asked read as a bug."""
+        k = int(k or self.settings["top_k"])
+        if len(hits) >= k:
+            return None
+        paths, formats = _listed(paths, "paths"), _listed(formats, "formats")
+        mask = self.filter.mask(paths, formats)
+        passages, documents = self.filter.kept(mask)
+        n, docs = len(hits), f"{documents:,} document{'s' * (documents != 1)}"
+        keeps = ("--in and --format keep" if paths and formats else "--in keeps" if paths else "--format keeps")
+        if n == passages:  # every passage there is to return
+            return (f"{n} of {k}: the index holds {n} passage{'s' * (n != 1)}" if mask is None else
+                    f"{n} of {k}: {keeps} {n} passage{'s' * (n != 1)}, of {docs}")
+        scope = "" if mask is None else f" of the {docs} {keeps}"
+        if n == 0:
+            return f"no passage{scope} contains any of its terms"
+        return (f"{n} of {k}: only {n} passage{'s' * (n != 1)}{scope} contain{'s' * (n == 1)} "
+                f"a term of the query")
+
 
 def _listed(value, name: str) -> list[str]:
     """A filter argument as a list: one string is one pattern (not its characters)."""
@@ -312,14 +335,16 @@ def snippet(text: str, terms: set[str], analyzer, words: int = SNIPPET_WORDS,
     return ("… " if start > 0 else "") + " ".join(shown) + (" …" if start + n < len(tokens) else "")
 
 
-def result_lines(passages: list[Passage], terms: set[str], analyzer, mark) -> list[str]:
+def result_lines(passages: list[Passage], terms: set[str], analyzer, mark, short: str | None = None) -> list[str]:
+    """A query's hits as the terminal shows them; `short`: why there are fewer than k
+    (Searcher.shortfall), said after them (or, with none, instead of the plain "none")."""
     lines = []
     if passages and passages[0].added is not None:
         new = passages[0].added
         lines.append("    feedback added: " + (", ".join(f"{t} {w:.3f}" for t, w in new[:8]) if new else "nothing")
                      + (f" … and {len(new) - 8} more" if len(new) > 8 else ""))
     if not passages:
-        lines.append(nothing_found(terms))
+        lines.append(nothing_found(terms) if not terms or not short else f"    ({short})")
     for p in passages:
         lines.append(f"  {p.rank:>2}. {p.score:7.3f}  {p.citation}")
         lines += textwrap.wrap(snippet(p.text, terms, analyzer, mark=mark), 100,
@@ -333,6 +358,8 @@ def result_lines(passages: list[Passage], terms: set[str], analyzer, mark) -> li
             weight = f" w={e['weight']:.3f}" if e["weight"] != e["qtf"] else ""
             lines.append(f"             {e['term']:<14} qtf={e['qtf']}{weight} tf={e['tf']:<3} df={e['df']:<6} "
                          f"idf={e['idf']:.3f} norm={e['norm']:.3f} → {e['contribution']:.3f}")
+    if passages and short:
+        lines.append(f"    ({short})")
     return lines
 
 
@@ -374,7 +401,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def body():
         cfg = load_config(args.config, args.overrides)
-        for line in unapplied_lines("python -m pipekit search", args.overrides, search_why_not, user_options(argv)):
+        # (the run's own --sets repeated, as the README advises, get no line: they are in force)
+        for line in unapplied_lines("python -m pipekit search", args.overrides, search_why_not, user_options(argv),
+                                    cfg, recorded_config(cfg["paths"]["output"])):
             print(line, file=sys.stderr)
         # Queries on the command line: a search or two, so their texts are read per search
         # (a faster start); at the prompt, many: every text is read once, up front.
@@ -390,17 +419,26 @@ def main(argv: list[str] | None = None) -> int:
         mask = searcher.filter.mask(args.paths, args.formats)
         for line in searcher.filter.unmatched(args.paths, args.formats) if mask is None or mask.any() else []:
             print(f"python -m pipekit search: note: {line}", file=sys.stderr)
+        if mask is not None and not mask.any() and not searcher.filter.unmatched(args.paths, args.formats):
+            # Each filter matches some document, none both: no query can find anything here
+            # (Searcher.search returns [] for it; a user is told what each filter matched).
+            raise PipelineError(searcher.filter.disjoint(args.paths, args.formats))
         tty = sys.stdout.isatty()
         mark = (lambda w: f"\033[1;4m{w}\033[0m") if tty else (lambda w: f"**{w}**")
         explain = args.explain or cfg["retrieval"]["explain"]
         for text in (args.queries or prompt_queries(prompt=not args.json)):
             hits = searcher.search(text, args.k, explain=explain, paths=args.paths, formats=args.formats)
-            if args.json:  # for programs: one object a line, nothing else on stdout
+            terms = searcher.query_terms(text)
+            short = (searcher.shortfall(hits, args.k, args.paths, args.formats) if terms else
+                     nothing_found(terms).strip()[1:-1])  # stopwords only: said so, not "no passage contains"
+            if args.json:  # for programs: one object a line, nothing else on stdout (notes: stderr)
                 for h in hits:
                     print(json.dumps(h.to_json(), ensure_ascii=False))
                 sys.stdout.flush()
+                if short:
+                    print(f"python -m pipekit search: note: {text!r}: {short}", file=sys.stderr, flush=True)
                 continue
             print(f"\n{text}")
-            print("\n".join(result_lines(hits, searcher.query_terms(text), searcher.analyzer, mark)), flush=True)
+            print("\n".join(result_lines(hits, terms, searcher.analyzer, mark, short)), flush=True)
 
     return run_command("search", body)

@@ -6,6 +6,14 @@ index had been built with b=0.75, and search scores with the index it finds, as 
 setting look applied. Each such command now names the setting, why it cannot apply here,
 and the command that makes outputs with it (the user's own --config/--set kept, so it
 writes where this command reads).
+
+A --set whose value is the one the outputs were made with is no setting left unapplied:
+the README tells a user to repeat their run's --sets on `search`, and `search --set
+documents.input=DIR` on an index built from DIR warned that the value was "not applied
+… reruns 01_documents onward".  Given the values the outputs record (`recorded_config`:
+every stage output records its config values in its Parquet metadata, run/freshness.py),
+`unapplied_lines` says nothing of a --set equal to its recorded value, and names the
+recorded value beside one that differs.
 """
 from __future__ import annotations
 
@@ -40,14 +48,21 @@ def stage_of(key: str):
 
 
 def unapplied_lines(command: str, overrides: list[str], why_not: Callable[[str], str | None],
-                    options: list[str] = ()) -> list[str]:
-    """One line per --set that `command` cannot apply; `why_not(key)` says why (None: applied)."""
+                    options: list[str] = (), cfg: dict | None = None, recorded: dict | None = None) -> list[str]:
+    """One line per --set that `command` cannot apply; `why_not(key)` says why (None: applied).
+    With `cfg` (the config as loaded, --sets in) and `recorded` (`recorded_config` of the
+    outputs read), a --set whose value the outputs were made with gets no line."""
     rerun = f"python run_pipeline.py {shlex.join(options)}".rstrip()
-    lines = []
+    lines, recorded = [], recorded or {}
     for key in override_keys(overrides):
         reason = why_not(key)
         if reason is None:
             continue
+        if cfg is not None and key in recorded:
+            section, _, name = key.partition(".")
+            if cfg.get(section, {}).get(name, "<unset>") == recorded[key]:
+                continue  # the value the outputs were made with: nothing left unapplied
+            reason += f"; the outputs here were made with {key} {as_yaml(recorded[key])}"
         stage = stage_of(key)
         fix = (f": `{rerun}` reruns {stage.label} onward with it" if stage else
                ": outputs are the same on any engine" if key.startswith("engine.") else "")
@@ -77,6 +92,22 @@ def compare_why_not(key: str) -> str | None:
     return "compare reads the runs recorded in 05_history.parquet"
 
 
+def recorded_config(out) -> dict:
+    """`section.key -> value` for every config value the outputs in folder `out` record (each
+    stage's output records its own section's values as that stage ran; absent outputs, none)."""
+    from pathlib import Path
+
+    from pipekit.run.io import read_meta
+
+    values: dict = {}
+    for stage in STAGES:
+        path = Path(out) / stage.outputs[0]
+        recorded = ((read_meta(path) or {}).get("inputs") or {}).get("config") or {} if path.exists() else {}
+        for name, value in recorded.items():
+            values.setdefault(name, value)
+    return values
+
+
 def made_with_other_settings(cfg: dict, overrides: list[str]) -> str | None:
     """One line when the outputs in paths.output were made with config values that differ
     from these and that the user did not just --set (a deliberate --set is a question,
@@ -85,17 +116,12 @@ def made_with_other_settings(cfg: dict, overrides: list[str]) -> str | None:
     "config documents.input changed", which reads as if the documents had changed."""
     from pathlib import Path
 
-    from pipekit.run.io import read_meta
-
     out, explicit, diffs = Path(cfg["paths"]["output"]), set(override_keys(overrides)), {}
-    for stage in STAGES:
-        path = out / stage.outputs[0]
-        recorded = ((read_meta(path) or {}).get("inputs") or {}).get("config") or {} if path.exists() else {}
-        for name, was in recorded.items():
-            section, _, key = name.partition(".")
-            now = cfg.get(section, {}).get(key, "<unset>")
-            if now != was and name not in explicit:
-                diffs.setdefault(name, (was, now))
+    for name, was in recorded_config(out).items():
+        section, _, key = name.partition(".")
+        now = cfg.get(section, {}).get(key, "<unset>")
+        if now != was and name not in explicit:
+            diffs[name] = (was, now)
     if not diffs:
         return None
     shown = "; ".join(f"{k} {as_yaml(w)}, here {as_yaml(n)}" for k, (w, n) in list(diffs.items())[:2])

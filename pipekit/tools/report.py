@@ -271,7 +271,8 @@ def metrics_section(out_dir: Path, results_fp: str | None) -> str:
     note = ""
     if results_fp and now.fingerprint != results_fp:
         note = ("<p><b>Note:</b> the last evaluated run is not the one that wrote 05_results.parquet "
-                "(stage 05 has run since without judgements).</p>")
+                "(stage 05 has run since without judgements, or with judgements of none of its index's "
+                "documents: its summary says which).</p>")
     compared = (f"run {now.number} against run {before.number}" if before else f"run {now.number}, the first")
     changes = "".join(f"<li><code>{escape(c)}</code></li>" for c in now.changed)
     body = [f"<h2>Metrics</h2><p>{compared} in {HISTORY}"
