@@ -907,6 +907,7 @@ SKIP_REASONS = {
     "needs symlinks": None, "no ls executable": None, "needs stages 02 and 03": None, "needs run_pipeline.py": None,
     "needs the whole pipeline": None, "is not on this machine: the module list": None,
     "has the project": None,
+    "pipekit is importable here without the checkout": "`pip install -e .`",
 }
 
 
