@@ -19,11 +19,13 @@ import shlex
 import shutil
 import subprocess
 import sys
+import venv
 from functools import lru_cache
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from pipekit.run.config import all_keys
 from pipekit.run.stages import STAGES
@@ -819,23 +821,59 @@ def test_the_outputs_table_lists_every_output_of_every_stage():
         assert listed == expected[stage.number], f"{stage.label}: lists {sorted(listed)}"
 
 
-def test_the_activate_message_is_what_a_python_without_the_packages_prints():
-    """The quickstart quotes the one line a script prints outside the virtualenv. It named
-    'yaml' where Debian's Python (which has PyYAML) names 'pyarrow', 'numpy', 'pandas'."""
-    quoted = re.search(r"``(01_documents\.py: error: .*?) ``", opening() + README.read_text(encoding="utf-8"), re.S)
-    assert quoted, "the quickstart no longer quotes the message"
-    quoted = " ".join(quoted.group(1).split())
-    interpreter = quoted.split("error: ", 1)[1].split(" has no module", 1)[0]
-    modules = lambda line: re.sub(r"has no module .*?: activate", "has no module …: activate", line)
-    # -S: no site-packages at all (a bare venv's Python): the same line, with every module named
-    bare = subprocess.run([sys.executable, "-S", "01_documents.py"], cwd=REPO, capture_output=True, text=True)
-    assert modules(bare.stderr.strip().replace(sys.executable, interpreter)) == modules(quoted)
+def test_the_activate_message_is_what_a_python_without_the_packages_prints(tmp_path):
+    """The quickstart quotes the one line a script prints outside the virtualenv, for a checkout
+    with `.venv` in it and for one without. It named 'yaml' where Debian's Python (with PyYAML)
+    names 'pyarrow', 'numpy', 'pandas'; and it was checked in this checkout, so the suite failed
+    wherever the virtualenv lived outside it. Each situation is built here, in a scratch copy."""
+    from pipekit.run.environment import NEEDED
+
+    text = " ".join(opening().split() + README.read_text(encoding="utf-8").split("## Quickstart", 1)[1]
+                    .split("## The pipeline at a glance", 1)[0].split())
+    quotes = re.findall(r"``(01_documents\.py: error: .*?) ``", text)
+    activate = next((q for q in quotes if q.endswith("activate the project's virtual environment first: "
+                                                      "`. .venv/bin/activate`")), None)
+    create = next((q for q in quotes if ": create and activate a virtual environment first: " in q), None)
+    assert activate and create, f"the quickstart no longer quotes both messages: {quotes}"
+    interpreter = activate.split("error: ", 1)[1].split(" has no module", 1)[0]
+    assert create.split("error: ", 1)[1].split(" has no module", 1)[0] == interpreter
+
+    def lacking(quote: str, names) -> str:  # the quote, naming these modules
+        return re.sub(r"has no module .*?: ", f"has no module {', '.join(map(repr, names))}: ", quote, count=1)
+
+    assert lacking(activate, ["pyarrow", "numpy", "pandas"]) == activate  # what Debian's Python with PyYAML lacks
+    with_venv, without_venv = tmp_path / "with" / "repo", tmp_path / "without" / "repo"
+    for checkout in (with_venv, without_venv):
+        shutil.copytree(REPO / "pipekit", checkout / "pipekit", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(REPO / "01_documents.py", checkout)
+    venv.EnvBuilder(with_pip=False).create(with_venv / ".venv")  # what the quickstart's first command makes
+    # A Python with PyYAML and nothing else of the project's: -S leaves every site-packages
+    # out, PYTHONPATH puts back yaml alone (whether this machine's python3 has it or not).
+    only_yaml = tmp_path / "only-yaml"
+    only_yaml.mkdir()
+    (only_yaml / "yaml").symlink_to(Path(yaml.__file__).parent, target_is_directory=True)
+
+    def says(checkout: Path, *python: str, path: str | None = None) -> str:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        if path:
+            env["PYTHONPATH"] = path
+        proc = subprocess.run([*python, "01_documents.py"], cwd=checkout, env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+        return proc.stderr.strip().replace(python[0], interpreter)
+
+    for checkout, quote in ((with_venv, activate), (without_venv, create)):
+        assert says(checkout, sys.executable, "-S", path=str(only_yaml)) == quote  # exactly, modules included
+        assert says(checkout, sys.executable, "-S") == lacking(quote, NEEDED)  # no PyYAML either: all named
     if not Path(interpreter).exists():
         pytest.skip(f"{interpreter} is not on this machine: the module list it prints is not checked")
-    real = subprocess.run([interpreter, "01_documents.py"], cwd=REPO, capture_output=True, text=True)
-    if real.returncode == 0 or "has no module" not in real.stderr:
+    lacks = [m for m in NEEDED if subprocess.run([interpreter, "-c", f"import {m}"], capture_output=True,
+                                                 timeout=60).returncode != 0]
+    if not lacks:
         pytest.skip(f"{interpreter} has the project's packages here")
-    assert real.stderr.strip() == quoted  # exactly, modules included
+    # The real one, whatever it has: the quotes, naming what it lacks
+    assert says(with_venv, interpreter) == lacking(activate, lacks)
+    assert says(without_venv, interpreter) == lacking(create, lacks)
 
 
 def test_wordllamas_size_is_the_same_wherever_the_readme_gives_it():
@@ -870,6 +908,7 @@ SKIP_REASONS = {
     "needs symlinks": None, "no ls executable": None, "needs stages 02 and 03": None, "needs run_pipeline.py": None,
     "needs the whole pipeline": None, "is not on this machine: the module list": None,
     "has the project": None,
+    "pipekit is importable here without the checkout": "`pip install -e .`",
 }
 
 

@@ -32,6 +32,7 @@ client's, like the data: see README, "Running on a cluster").
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 from collections import deque
@@ -363,8 +364,7 @@ class DaskEngine:
             if missing is None:
                 raise
             self.close()
-            raise PipelineError(f"the Dask workers at {self.address} cannot import {missing!r}: start them "
-                                "from the root of this repository's checkout (or with it on PYTHONPATH)") from None
+            raise PipelineError(cannot_import(f"the Dask workers at {self.address}", missing)) from None
         ours = code_hashes()
         for worker, hashes in sorted(theirs.items()):
             if hashes != ours:
@@ -508,10 +508,8 @@ class DaskEngine:
         missing = missing_module(exc)
         if missing is None:
             raise exc
-        raise PipelineError(
-            f"the Dask scheduler or a worker at {self.address or 'the local cluster'} cannot import "
-            f"{missing!r}: start them from the root of this repository's checkout (or with it on "
-            "PYTHONPATH), with the same packages") from None
+        raise PipelineError(cannot_import(f"the Dask scheduler or a worker at {self.address or 'the local cluster'}",
+                                          missing)) from None
 
     def run_everywhere(self, fn: Callable, *args) -> None:
         """`fn(*args)` on every worker (stage 05 has them drop its index); none if never connected."""
@@ -601,15 +599,38 @@ def code_hashes() -> dict[str, str]:
     return {stage.label: code_hash(stage) for stage in STAGES}
 
 
+# How a ModuleNotFoundError reads once Dask has turned it into text, quoted once or more.
+_NO_MODULE = re.compile(r"""No module named \\*['"]([\w.]+)\\*['"]""")
+
+
 def missing_module(exc: BaseException) -> str | None:
     """The module a scheduler or worker could not import while unpickling a task, if that
-    is what went wrong (dask wraps it, so look along the chain of causes)."""
+    is what went wrong.  Dask hands it back in several forms, so look along the chain of
+    causes, at each exception and at its text: a task's own ModuleNotFoundError; one as the
+    cause of another; and, from `client.run` (the code check every run starts with), only its
+    repr inside a plain Exception, `Exception('ModuleNotFoundError("No module named
+    \'pipekit\'")')` — which the one-line message missed, so a run on workers started as
+    README said died with a 40-line traceback."""
     seen = 0
     while exc is not None and seen < 10:
-        if isinstance(exc, ModuleNotFoundError):
+        if isinstance(exc, ModuleNotFoundError) and exc.name:
             return exc.name
+        for text in (str(exc), *(a for a in exc.args if isinstance(a, str))):
+            found = _NO_MODULE.search(text)
+            if found:
+                return found.group(1)
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return None
+
+
+def cannot_import(who: str, missing: str) -> str:
+    """One line for processes of the cluster that lack a module: this checkout, or a package."""
+    if missing.split(".")[0] == "pipekit" or missing.startswith("stage_"):
+        return (f"{who} cannot import {missing!r}: start the scheduler and the workers from the root of "
+                "this repository's checkout with DASK_CONFIG=pipekit/dask-workers.yaml (README, \"Running on "
+                "a cluster\"), or with the checkout on PYTHONPATH")
+    return (f"{who} cannot import {missing!r}: install the packages there that this checkout's "
+            "requirements.txt lists, as here")
 
 
 def dashboard_note() -> str:
