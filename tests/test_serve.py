@@ -165,6 +165,10 @@ def test_an_agent_over_http_and_a_program_over_json(sample):
         hit = body["hits"][0]["chunk_id"]
         code, body = get(f"{server.base}/read?chunk_id={urllib.parse.quote(hit)}&around=1")
         assert code == 200 and hit in [p["chunk_id"] for p in body["passages"]]
+        code, body = get(f"{server.base}/search?q=change+freeze&k=50&format=markdown")
+        n = len(expected(sample, k=50, formats=["markdown"]))
+        assert code == 200 and len(body["hits"]) == n < 50
+        assert body["note"] == f"{n} of 50: only {n} passages of the 11 documents the formats filter keeps contain a term of the query"
         code, body = get(f"{server.base}/status")
         assert code == 200 and body["documents"]["by_format"]["markdown"] == 11
         assert body["not_read"]["total"] == 1 and body["folder_changed_since"] is False

@@ -274,11 +274,12 @@ class Searcher:
         return set(self.analyzer.analyze(text))
 
     def shortfall(self, hits: list[Passage], k: int | None = None, paths: list[str] | None = None,
-                  formats: list[str] | None = None) -> str | None:
+                  formats: list[str] | None = None, names: tuple[str, str] = ("--in", "--format")) -> str | None:
         """Why `search(…, k, paths=…, formats=…)` gave `hits`, fewer than k (None: it gave k):
         `3 of 10: only 3 passages contain a term of the query`, or what the filters leave.
         A chunk scoring 0 is never a result (SPEC), so a short answer is the collection's or
-        the filter's doing; said, because three hits where ten were asked read as a bug."""
+        the filter's doing; said, because three hits where ten were asked read as a bug.
+        `names`: what the caller calls the two filters (the server's tools: paths, formats)."""
         k = int(k or self.settings["top_k"])
         if len(hits) >= k:
             return None
@@ -286,7 +287,8 @@ class Searcher:
         mask = self.filter.mask(paths, formats)
         passages, documents = self.filter.kept(mask)
         n, docs = len(hits), f"{documents:,} document{'s' * (documents != 1)}"
-        keeps = ("--in and --format keep" if paths and formats else "--in keeps" if paths else "--format keeps")
+        keeps = (f"{names[0]} and {names[1]} keep" if paths and formats else f"{names[0]} keeps" if paths
+                 else f"{names[1]} keeps")
         if n == passages:  # every passage there is to return
             return (f"{n} of {k}: the index holds {n} passage{'s' * (n != 1)}" if mask is None else
                     f"{n} of {k}: {keeps} {n} passage{'s' * (n != 1)}, of {docs}")

@@ -227,19 +227,12 @@ class Service:
         query, k = check_query(query), check_k(k)
         paths, formats = check_list(paths, "paths"), check_list(formats, "formats")
         searcher = self.current.searcher  # once: this call's index, whatever happens meanwhile
-        hits = [h.to_json() for h in searcher.search(query, k, paths=paths, formats=formats)]
-        answer = {"query": query, "k": k, "hits": hits}
-        if len(hits) < k:
-            answer["note"] = self._fewer(k, len(hits), paths, formats)
-        return bounded(answer, sum(len(h["text"]) for h in hits))
-
-    @staticmethod
-    def _fewer(k: int, n: int, paths: list[str], formats: list[str]) -> str:
-        """Why fewer than k hits came back, in one sentence."""
-        where = " among the documents the filters keep" if paths or formats else ""
-        if n == 0:
-            return f"no passage{where} contains any of the query's indexed words"
-        return f"{n} of the {k} hits asked for: only {n} passages{where} contain a word of the query"
+        hits = searcher.search(query, k, paths=paths, formats=formats)
+        answer = {"query": query, "k": k, "hits": [h.to_json() for h in hits]}
+        note = searcher.shortfall(hits, k, paths, formats, names=("the paths filter", "the formats filter"))
+        if note:  # fewer than k: why, in the words `search --in/--format` uses
+            answer["note"] = note
+        return bounded(answer, sum(len(h.text) for h in hits))
 
     def read(self, chunk_id, around=0, section=False) -> dict:
         answer = self.current.searcher.read(chunk_id, around, section)
