@@ -87,6 +87,8 @@ def test_an_index_recorded_before_the_setting_is_read_as_none():
     assert Analyzer.from_settings(record) == OLD
     assert Analyzer.from_settings(Analyzer().settings()) == Analyzer()
     assert Analyzer().settings()["single_letters"] == "capitals"
+    with pytest.raises(ValueError, match="single_letters must be one of capitals, none; got 'yes'"):
+        Analyzer(single_letters="yes")
 
 
 # ---- end to end: a folder where R's page answers only if `R` is a term ----

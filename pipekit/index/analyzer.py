@@ -82,6 +82,11 @@ class Analyzer:
     stopwords: str = "questions"  # "questions" (Lucene's 33 and QUESTION_WORDS), "english" (Lucene's 33) or "none"
     single_letters: str = "capitals"  # "capitals" (a lone capital but A and I is a term) or "none" (SPEC's rule)
 
+    def __post_init__(self):
+        # Anything else would silently mean `none` (`capitals` is tested by equality).
+        if self.single_letters not in SINGLE_LETTERS:
+            raise ValueError(f"single_letters must be one of {', '.join(SINGLE_LETTERS)}; got {self.single_letters!r}")
+
     def settings(self) -> dict:
         return asdict(self)
 
@@ -172,7 +177,8 @@ class Analyzer:
 
     def _ascii_terms(self, text: str) -> list[str]:
         """`tokens` of one ASCII text: on ASCII the letters and digits are [a-z0-9] once
-        lower-cased, and a maximal run of two or more of them is what `{2,}` finds."""
+        lower-cased, and a maximal run of two or more of them is what `{2,}` finds; under
+        `capitals` the runs are cut with their case, so that a lone B-Z but I stays itself."""
         stop = STOPLISTS.get(self.stopwords, frozenset())
         if not self.capitals:
             words = [w for w in _ASCII_RUN.findall(text.lower()) if w not in stop]
@@ -212,8 +218,8 @@ def _regex_runs(arr: pa.Array, capitals: bool = False) -> tuple[pa.Array, np.nda
         runs = pc.split_pattern_regex(pc.utf8_lower(arr), SEPARATORS)
         return pc.list_flatten(runs), np.asarray(pc.list_parent_indices(runs), dtype=np.int64)
     # Cut first, lower-case after, so that a lone capital can keep its case.  (Lower-casing
-    # maps each letter to one letter, so the runs are the same either way; a few letters
-    # new in Unicode 16 excepted, which RE2's tables do not know yet in one case or the other.)
+    # maps each letter to one letter, so the runs are the same either way: checked over every
+    # code point, but for 8 letters added to Unicode lately, which RE2's tables lack in one case.)
     runs = pc.split_pattern_regex(arr, SEPARATORS)
     flat = pc.list_flatten(runs)
     lone = pc.and_(pc.equal(pc.utf8_length(flat), 1), pc.utf8_is_upper(flat))
