@@ -213,7 +213,8 @@ def impacts(idf_t: np.ndarray, tf: np.ndarray, norm_c: np.ndarray, k1: float) ->
 def count_partition(section: dict, threads: int, part) -> dict:
     """The map step: the term counts of one partition of 03_chunks.parquet (a worker may
     run it; `section` is the plain config dict, which travels), on `threads` threads."""
-    analyzer = Analyzer(stemmer=section["stemmer"], stopwords=section["stopwords"])
+    analyzer = Analyzer(stemmer=section["stemmer"], stopwords=section["stopwords"],
+                        single_letters=section["single_letters"])
     return count_chunks(iter_rows(part, INDEXED_COLUMNS, batch_size=BATCH), analyzer, section["path_weight"],
                         heading_weight=section["heading_weight"], threads=threads)
 
@@ -517,7 +518,7 @@ def meta_model(ctx) -> str:
 
 def run(ctx) -> None:
     sec, engine = ctx.section, ctx.engine
-    analyzer = Analyzer(stemmer=sec["stemmer"], stopwords=sec["stopwords"])
+    analyzer = Analyzer(stemmer=sec["stemmer"], stopwords=sec["stopwords"], single_letters=sec["single_letters"])
     k1, b = sec["k1"], sec["b"]
     if sec["dense_model"] is not None:
         dense.model_files(sec["dense_model"])  # a missing or unreadable model stops the stage before any work

@@ -40,6 +40,9 @@ def test_analyzer_follows_spec():
         ["snake", "case", "x86", "64", "ünïcode", "東京", "2024", "05"]
     assert Analyzer("none", "english").analyze("the cat is on the mat") == ["cat", "mat"]
     assert Analyzer("english", "english").analyze("Running runners ran") == ["run", "runner", "ran"]
+    # one letter standing alone as a capital, but A and I, is a term as it is (issue 48)
+    assert a.analyze("R and C, a A I x") == ["R", "and", "C"]
+    assert Analyzer("none", "none", "none").analyze("R and C, a A I x") == ["and"]
 
 
 def test_term_frequencies_include_the_heading_line():
@@ -150,7 +153,7 @@ def test_merge_adjacent_sums_a_terms_repeated_chunks_and_keeps_every_term_start(
         assert got == want and got_ptr.dtype == indptr.dtype and len(got_chunk) == got_ptr[-1]
 
 
-WORDS = ["alpha", "beta", "gamma", "delta", "runs", "running", "the", "x", "zeta", "Ünï"]
+WORDS = ["alpha", "beta", "gamma", "delta", "runs", "running", "the", "x", "zeta", "Ünï", "R", "A", "Δ"]
 
 
 @settings(max_examples=80, deadline=None)

@@ -8,7 +8,7 @@ from pipekit.index.analyzer import Analyzer
 # ASCII with what questions hold: words, stopwords, digits, case, punctuation, code.
 WORDS = st.sampled_from(["How", "do", "I", "set", "a", "timeout", "THE", "x86_64", "snake_case", "e.g.",
                          "ran", "running", "runs", "is", "what's", "--force", "v2", "0", "a1b", "C++",
-                         "installing", "packages", "i.e", "\t", "\n", "", "  ", "don't", "ok!"])
+                         "installing", "packages", "i.e", "\t", "\n", "", "  ", "don't", "ok!", "R", "in R?", "X-ray"])
 QUESTIONS = st.lists(WORDS, max_size=12).map(" ".join) | st.text(st.characters(max_codepoint=127), max_size=40)
 
 
@@ -18,9 +18,10 @@ def column_path(analyzer: Analyzer, text: str) -> list[str]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(QUESTIONS, st.sampled_from(["english", "none"]), st.sampled_from(["questions", "english", "none"]))
-def test_one_ascii_query_gives_the_column_paths_terms(text, stemmer, stopwords):
-    analyzer = Analyzer(stemmer=stemmer, stopwords=stopwords)
+@given(QUESTIONS, st.sampled_from(["english", "none"]), st.sampled_from(["questions", "english", "none"]),
+       st.sampled_from(["capitals", "none"]))
+def test_one_ascii_query_gives_the_column_paths_terms(text, stemmer, stopwords, single_letters):
+    analyzer = Analyzer(stemmer=stemmer, stopwords=stopwords, single_letters=single_letters)
     flat, parent = analyzer.tokens([text])
     assert flat.to_pylist() == column_path(analyzer, text)
     assert parent.tolist() == [0] * len(flat)

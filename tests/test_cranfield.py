@@ -25,8 +25,10 @@ def run_on_cranfield(collection, out, *sets):
 
 
 def reference_terms(text: str) -> list[str]:
-    """SPEC's analyzer with stemming and stopwords off, written with Python's re alone."""
-    return [t for t in re.findall(r"[^\W_]+", text.lower()) if len(t) >= 2]
+    """SPEC's analyzer with stemming and stopwords off, written with Python's re alone (a
+    lone capital but A and I is a term as it is: indexing.single_letters)."""
+    return [t if len(t) == 1 else t.lower() for t in re.findall(r"[^\W_]+", text)
+            if len(t) >= 2 or (t.isupper() and t not in ("A", "I"))]
 
 
 class ReferenceBM25:

@@ -315,7 +315,8 @@ def test_stage_05_says_in_one_line_when_a_query_is_all_stopwords(sample_out, tmp
                       "--set", "retrieval.queries=[rolling back, what is the, zebra quokka]")
     said = "query 2 'what is the' has no searchable terms after stopword removal"
     assert [l.strip() for l in proc.stdout.splitlines() if said in l] == [
-        f"{said} (indexing.stopwords; single letters never count): no results"] * 2  # under it, and in the summary
+        f"{said} (indexing.stopwords; of single letters only capitals count, but A and I: "
+        "indexing.single_letters): no results"] * 2  # under it, and in the summary
     zebra = proc.stdout.split("[3] zebra quokka\n", 1)[1].splitlines()[0]
     assert zebra == "    (no chunk contains any of its terms)"  # real words the collection lacks: not stopwords
 

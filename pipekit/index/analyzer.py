@@ -2,7 +2,9 @@
 
 SPEC's rule, in order: lower-case; split into maximal runs of Unicode letters and digits
 (so `snake_case` is two terms and `x86_64` is `x86` and `64`); keep runs of at least two
-characters; drop stopwords; stem.  It works on whole Arrow columns, in two steps:
+characters; drop stopwords; stem.  One exception (`single_letters: capitals`, issue 48): a
+run of one letter written as a capital, other than `A` and `I`, is a term too, kept as that
+capital (`R`, `C`, `X`): see SINGLE_LETTERS.  It works on whole Arrow columns, in two steps:
 
 1. `runs()` cuts a batch of texts into lower-cased runs.  Texts that are pure ASCII (most
    of any English corpus) are cut in numpy over the raw UTF-8 bytes, a few vector
@@ -58,39 +60,69 @@ STOPLISTS = {"english": ENGLISH_STOPWORDS, "questions": ENGLISH_STOPWORDS | QUES
 
 _ASCII_RUN = re.compile(r"[a-z0-9]{2,}")  # a term's run in lower-cased ASCII (Analyzer._ascii_terms)
 
+# `single_letters`. A one-letter run is noise in running text (`e.g.`, `don't`'s `t`, a list's
+# `a)`), which is why SPEC drops it; but a capital standing alone is how a language, a
+# vitamin, a cell or an axis is named (`R`, `C`, `X`, vitamin `D`, `T` cells), and "read a
+# CSV file in R" lost the one word that said what it was about. English writes only two
+# words as one capital: `A` (opening a sentence or a title) and the pronoun `I`, so those
+# two stay out. The term keeps its capital: every other term is lower-cased (and Snowball's
+# stems of lower-case words are lower-case), so `R` can never meet `r`, a stem such as
+# `aed` -> `a`, or any two-letter term. A query finds it only written the same way (`R`,
+# not `r`): a lower-case lone letter in a question is more often a contraction's
+# (`what's`, `don't`) than a name. Measured: bench/one_letter.py.
+SINGLE_LETTERS = ("capitals", "none")
+NOT_NAMES = ("A", "I")  # English words written as one capital
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")  # a maximal run in ASCII, case kept (Analyzer._ascii_terms)
+_ASCII_NAMES = frozenset("BCDEFGHJKLMNOPQRSTUVWXYZ")  # one-letter ASCII names: the capitals less NOT_NAMES
+
 
 @dataclass(frozen=True)
 class Analyzer:
     stemmer: str = "english"  # "english" (Snowball via PyStemmer) or "none"
     stopwords: str = "questions"  # "questions" (Lucene's 33 and QUESTION_WORDS), "english" (Lucene's 33) or "none"
+    single_letters: str = "capitals"  # "capitals" (a lone capital but A and I is a term) or "none" (SPEC's rule)
+
+    def __post_init__(self):
+        # Anything else would silently mean `none` (`capitals` is tested by equality).
+        if self.single_letters not in SINGLE_LETTERS:
+            raise ValueError(f"single_letters must be one of {', '.join(SINGLE_LETTERS)}; got {self.single_letters!r}")
 
     def settings(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_settings(cls, settings: dict) -> "Analyzer":
-        return cls(stemmer=settings["stemmer"], stopwords=settings["stopwords"])
+        # An index written before `single_letters` existed was built without one-letter
+        # terms: its queries must be analysed the same way, or `R` would find nothing
+        # while the words beside it score as before (a silent change in the ranking).
+        return cls(stemmer=settings["stemmer"], stopwords=settings["stopwords"],
+                   single_letters=settings.get("single_letters", "none"))
+
+    @property
+    def capitals(self) -> bool:
+        return self.single_letters == "capitals"
 
     def runs(self, texts) -> tuple[pa.Array, np.ndarray]:
         """Lower-cased maximal letter/digit runs of `texts`, and the text each came from.
 
         Runs come out grouped by text, in text order, in order within a text. Runs shorter
-        than two characters may or may not be present: `terms_of_words` drops them.
+        than two characters may or may not be present: `terms_of_words` drops them, but for
+        a lone capital under `single_letters: capitals`, which comes out as that capital.
         """
         arr = _as_string_array(texts)
         if len(arr) == 0:
             return pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
         ascii_ = pc.string_is_ascii(arr)
         if pc.all(ascii_).as_py():
-            return _ascii_runs(arr)
+            return _ascii_runs(arr, self.capitals)
         if not pc.any(ascii_).as_py():
-            return _regex_runs(arr)
+            return _regex_runs(arr, self.capitals)
         # A mixed batch: each part its own way, then back into text order (a stable sort by
         # text keeps each text's runs in order, which queries and explanations rely on).
         fast_rows = np.flatnonzero(np.asarray(ascii_))
         slow_rows = np.flatnonzero(~np.asarray(ascii_))
-        fast, fast_parent = _ascii_runs(arr.take(pa.array(fast_rows)))
-        slow, slow_parent = _regex_runs(arr.take(pa.array(slow_rows)))
+        fast, fast_parent = _ascii_runs(arr.take(pa.array(fast_rows)), self.capitals)
+        slow, slow_parent = _regex_runs(arr.take(pa.array(slow_rows)), self.capitals)
         parent = np.concatenate([fast_rows[fast_parent], slow_rows[slow_parent]])
         order = np.argsort(parent, kind="stable")
         return pa.concat_arrays([fast, slow]).take(pa.array(order)), parent[order]
@@ -102,13 +134,27 @@ class Analyzer:
         go through Python, once each, for the stemmer (a corpus's vocabulary, not its text).
         """
         arr = _as_string_array(words)
-        keep = pc.greater_equal(pc.utf8_length(arr), 2)
+        length = pc.utf8_length(arr)
+        keep = pc.greater_equal(length, 2)
         if self.stopwords != "none":
             keep = pc.and_(keep, pc.invert(pc.is_in(arr, value_set=_stopword_array(self.stopwords))))
         keep = np.asarray(keep)
+        name = np.zeros(len(arr), dtype=bool)
+        if self.capitals:  # a lone capital (runs() left it upper-case), not A or I; no stopword, no stem
+            name = np.asarray(pc.and_(pc.and_(pc.equal(length, 1), pc.utf8_is_upper(arr)),
+                                      pc.invert(pc.is_in(arr, value_set=pa.array(NOT_NAMES)))))
         kept = pc.filter(arr, pa.array(keep))
         if self.stemmer == "english" and len(kept):
             kept = pa.array(_stemmer().stemWords(kept.to_pylist()), pa.string())
+        if name.any():
+            # The names take their places among the stems (the words' order is the caller's).
+            both = keep | name
+            place = np.cumsum(both) - 1
+            source = np.empty(int(both.sum()), dtype=np.int64)  # where each kept word is in [stems, names]
+            source[place[keep]] = np.arange(len(kept))
+            source[place[name]] = len(kept) + np.arange(int(name.sum()))
+            kept = pa.concat_arrays([kept, arr.filter(pa.array(name))]).take(pa.array(source))
+            keep = both
         at = np.full(len(arr), -1, dtype=np.int64)  # each word's place among the kept ones
         at[keep] = np.arange(len(kept))
         return kept.take(pa.array(at, mask=at < 0))
@@ -131,12 +177,21 @@ class Analyzer:
 
     def _ascii_terms(self, text: str) -> list[str]:
         """`tokens` of one ASCII text: on ASCII the letters and digits are [a-z0-9] once
-        lower-cased, and a maximal run of two or more of them is what `{2,}` finds."""
+        lower-cased, and a maximal run of two or more of them is what `{2,}` finds; under
+        `capitals` the runs are cut with their case, so that a lone B-Z but I stays itself."""
         stop = STOPLISTS.get(self.stopwords, frozenset())
-        words = [w for w in _ASCII_RUN.findall(text.lower()) if w not in stop]
+        if not self.capitals:
+            words = [w for w in _ASCII_RUN.findall(text.lower()) if w not in stop]
+            if self.stemmer == "english" and words:
+                words = _stemmer().stemWords(words)
+            return words
+        runs = _ASCII_WORD.findall(text)
+        words = [w.lower() for w in runs if len(w) > 1 and w.lower() not in stop]
         if self.stemmer == "english" and words:
             words = _stemmer().stemWords(words)
-        return words
+        stems = iter(words)
+        return [w if len(w) == 1 else next(stems) for w in runs
+                if w in _ASCII_NAMES or (len(w) > 1 and w.lower() not in stop)]
 
     def analyze(self, text: str) -> list[str]:
         """The terms of one string, in order (for queries, tests and explanations)."""
@@ -158,13 +213,23 @@ def _as_string_array(texts) -> pa.Array:
     return pc.fill_null(arr, "")
 
 
-def _regex_runs(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    runs = pc.split_pattern_regex(pc.utf8_lower(arr), SEPARATORS)
-    return pc.list_flatten(runs), np.asarray(pc.list_parent_indices(runs), dtype=np.int64)
+def _regex_runs(arr: pa.Array, capitals: bool = False) -> tuple[pa.Array, np.ndarray]:
+    if not capitals:
+        runs = pc.split_pattern_regex(pc.utf8_lower(arr), SEPARATORS)
+        return pc.list_flatten(runs), np.asarray(pc.list_parent_indices(runs), dtype=np.int64)
+    # Cut first, lower-case after, so that a lone capital can keep its case.  (Lower-casing
+    # maps each letter to one letter, so the runs are the same either way: checked over every
+    # code point, but for 8 letters added to Unicode lately, which RE2's tables lack in one case.)
+    runs = pc.split_pattern_regex(arr, SEPARATORS)
+    flat = pc.list_flatten(runs)
+    lone = pc.and_(pc.equal(pc.utf8_length(flat), 1), pc.utf8_is_upper(flat))
+    name = pc.and_(lone, pc.invert(pc.is_in(flat, value_set=pa.array(NOT_NAMES))))
+    return pc.if_else(name, flat, pc.utf8_lower(flat)), np.asarray(pc.list_parent_indices(runs), dtype=np.int64)
 
 
-def _ascii_runs(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """`_regex_runs` for pure-ASCII texts, in numpy over the bytes (one-letter runs dropped)."""
+def _ascii_runs(arr: pa.Array, capitals: bool = False) -> tuple[pa.Array, np.ndarray]:
+    """`_regex_runs` for pure-ASCII texts, in numpy over the bytes (one-letter runs dropped,
+    but for the lone capitals that are names when `capitals`, kept upper-case)."""
     offsets, data = string_buffers(arr)
     lo, hi = int(offsets[0]), int(offsets[-1])
     if hi == lo:
@@ -184,8 +249,14 @@ def _ascii_runs(arr: pa.Array) -> tuple[pa.Array, np.ndarray]:
     is_end[:-1] &= ~in_run[1:] | inner_start
     starts = np.flatnonzero(is_start)
     ends = np.flatnonzero(is_end) + 1
-    # One-letter runs are never terms; dropping them here spares hashing them later.
+    # One-letter runs are never terms (but names); dropping them here spares hashing them later.
     single = (ends - starts) == 1
+    if capitals:
+        letter = raw[starts[single]]
+        # B-Z less I, as bytes: uint8 wraps, so `letter - B < 25` is B <= letter <= Z.
+        is_name = ((letter - np.uint8(66)) < 25) & (letter != np.uint8(73))
+        folded[starts[single][is_name]] = letter[is_name]  # the name keeps its capital
+        single[np.flatnonzero(single)[is_name]] = False
     keep = in_run
     keep[starts[single]] = False
     starts, ends = starts[~single], ends[~single]

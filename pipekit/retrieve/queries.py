@@ -278,5 +278,6 @@ def nothing_found(terms) -> str:
     any of its terms, as if the corpus lacked them, when the analyzer had left no term."""
     if not terms:
         return ("    (every word of it is a stopword or a single letter, so there is nothing to search "
-                "for: indexing.stopwords decides which words are stopwords)")
+                "for: indexing.stopwords decides which words are stopwords, indexing.single_letters "
+                "whether a lone capital such as R counts)")
     return "    (no passage contains any of its terms)"

@@ -201,7 +201,8 @@ def no_terms_line(qid: str, text: str) -> str:
     """One line for a query of stopwords only: "no chunk contains any of its terms" read as if
     the collection lacked them, when the analyzer had left no term to look for."""
     return (f"    query {qid} {text!r} has no searchable terms after stopword removal "
-            f"(indexing.stopwords; single letters never count): no results")
+            f"(indexing.stopwords; of single letters only capitals count, but A and I: "
+            f"indexing.single_letters): no results")
 
 
 def print_results(results: pa.Table, queries, added=None, max_queries: int = 8, termless=frozenset()) -> None:

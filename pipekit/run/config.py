@@ -83,6 +83,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "b": Key(0.75, "number", "a number from 0 to 1", check=lambda v: 0 <= v <= 1),
         "stemmer": Key("english", "choice", "english or none", ("english", "none")),
         "stopwords": Key("questions", "choice", "english, questions or none", ("english", "questions", "none")),
+        "single_letters": Key("capitals", "choice", "capitals or none", ("capitals", "none")),
         "path_weight": Key(1, "int", "a whole number >= 0", check=lambda v: v >= 0),
         "heading_weight": Key(3, "int", "a whole number >= 0", check=lambda v: v >= 0),
         "dense_model": Key(None, "dense_model", "null, wordllama, or the path of a sentence-transformers model folder"),
