@@ -52,7 +52,9 @@ What the cleaning does, each rule for a failure seen on real pages:
   a word (`snake_case`) it never does and stays plain.  The converter escapes neither, so
   such text is marked in the tree and escaped after converting.
 
-Not done: CSS (`display: none` by class), forms, JavaScript-built pages.  A page nested
+Not done: CSS (`display: none` by class), JavaScript-built pages.  A form's text stays (the
+converter's own cleanup, which dropped every `<form>` and, by class words, an `<aside>`,
+`<header>` or `<footer>` in the text, is off).  A page nested
 deeper than the parser (2048 levels) or the converter (1024) goes is not cut short in
 silence: RecursionError, which stage 01 reports as an error row.
 
@@ -75,12 +77,6 @@ __all__ = ["convert_html", "html_to_markdown", "GENERATOR_CLASSES", "GENERATOR_I
 # dropped only outside the page's main content.
 _DROP_TAGS = ("script", "style", "noscript", "template", "iframe", "object", "embed", "svg", "canvas",
               "title", "meta", "link", "select", "datalist")
-# ARIA landmarks that are navigation wherever they stand, and those that are the page's
-# own header, footer or sidebar only outside an article or section (inside one they are
-# the article's own, as <header>, <footer> and <aside> are).
-_NAV_ROLES = ("navigation", "search")
-_PAGE_ROLES = {"banner": "header", "contentinfo": "footer", "complementary": "aside"}
-_SECTIONING = ("article", "main", "section")
 
 
 def _body_child(el) -> bool:
