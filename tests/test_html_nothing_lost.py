@@ -139,6 +139,16 @@ Up: <a href="#Top" accesskey="u" rel="up">UP-NODE</a></p></div>
     assert "MODULE-LIST" not in node and "COLUMN2-ALONE" in node
 
 
+def test_a_page_opening_with_a_rule_is_not_read_as_front_matter():
+    # texinfo's node page: the Next / Up bar (dropped), then <hr>, then the node.  Left as the
+    # first line, `---` opened YAML front matter that ran to the page's next rule.
+    from pipekit.read.markdown import front_matter_end
+
+    out = md("""<html><body><div class="header"><p>Next: <a href="n.html" rel="next">Simple Example</a></p></div>
+<hr><h3 class="section">2.1 The Basics</h3><p>First part.</p><hr><h3>2.2 More</h3><p>Second part.</p></body></html>""")
+    assert out.startswith("### 2.1 The Basics") and front_matter_end(out.split("\n")) == 0
+
+
 def test_hidden_tab_panels_and_forms_keep_their_text():
     # sphinx-tabs (Flask's installation page) hides every panel but the first; ASP.NET pages
     # wrap the whole page in a <form>: the converter dropped both.

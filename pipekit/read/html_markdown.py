@@ -167,6 +167,7 @@ _UNDERSCORES = re.compile(r"_+")
 # backslash written into the tree); one already in the page is dropped first.
 _LT_MARK, _UNDERSCORE_MARK = "\ufdd0", "\ufdd1"
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
+_LEADING_RULES = re.compile(r"\A(?:[ \t]*(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})(?:\n+|\Z))+")
 
 
 def html_to_markdown(html: str) -> tuple[str, str | None]:
@@ -191,7 +192,10 @@ def convert_html(html: str) -> tuple[str, str | None, list[dict], int]:
     if any(str(w.kind) == "depth_limit_exceeded" for w in result.warnings):
         raise RecursionError("HTML nested deeper than the converter reads")
     markdown = (result.content or "").replace(_LT_MARK, "\\<").replace(_UNDERSCORE_MARK, "\\_")
-    return re.sub(r"\n{3,}", "\n\n", markdown).strip() + "\n", title, anchors, visible
+    # A rule above all text separates nothing, and a page that opened with `---` read as YAML
+    # front matter up to its next rule (texinfo puts an <hr> under each node's Next/Up bar).
+    markdown = _LEADING_RULES.sub("", re.sub(r"\n{3,}", "\n\n", markdown).strip())
+    return markdown.strip() + "\n", title, anchors, visible
 
 
 def text_chars(markdown: str) -> int:
