@@ -92,6 +92,7 @@ from pipekit.read.beir import iter_beir
 from pipekit.read.documents import COLUMNS, read_document
 from pipekit.read.walk import SKIP_REASONS, list_inputs
 from pipekit.chunk.unchunked import NO_TEXT_LAYER
+from pipekit.read.html import SHRUNK
 
 SCHEMA = pa.schema([
     ("doc_id", pa.string()),
@@ -210,6 +211,10 @@ class Tally:
         # gave no chunk without a word said until its note reached the summary.
         self.blank = 0
         self.blank_named: list[str] = []
+        # An HTML page whose converted text is less than half its visible text (issue 48: ten
+        # SQLAlchemy pages lost 384,000 characters to the navigation filter, all `ok`, unsaid).
+        self.shrunk = 0
+        self.shrunk_named: list[str] = []
 
     def add(self, row: dict) -> None:
         self.statuses[row["status"]] += 1
@@ -239,6 +244,11 @@ class Tally:
             self.blank += blank.num_rows
             room = max(0, self.shown - len(self.blank_named))
             self.blank_named += [f"ok      {r['doc_id']}: {r['note']}" for r in blank.slice(0, room).to_pylist()]
+            shrunk = table.select(["doc_id", "note"]).filter(
+                pc.and_(ok, pc.fill_null(pc.match_substring(table.column("note"), SHRUNK), False)))
+            self.shrunk += shrunk.num_rows
+            room = max(0, self.shown - len(self.shrunk_named))
+            self.shrunk_named += [f"ok      {r['doc_id']}: {r['note']}" for r in shrunk.slice(0, room).to_pylist()]
 
     def walked(self, entry, row: dict) -> None:
         if row["status"] == "ok" and entry.via_link:
@@ -264,6 +274,12 @@ class Tally:
             more += self.blank_named
             if self.blank > len(self.blank_named):
                 more.append(f"... and {self.blank - len(self.blank_named):,} more: see `note` in 01_documents.parquet")
+        if self.shrunk:
+            more.append(f"{self.shrunk:,} HTML page{'s' * (self.shrunk > 1)} read with less than half of "
+                        f"{'their' if self.shrunk > 1 else 'its'} visible text kept (was content taken for navigation?):")
+            more += self.shrunk_named
+            if self.shrunk > len(self.shrunk_named):
+                more.append(f"... and {self.shrunk - len(self.shrunk_named):,} more: see `note` in 01_documents.parquet")
         return out + self.problems + more
 
 

@@ -56,7 +56,10 @@ def candidates(before: Path | None) -> dict:
 
     out = {"pipekit": lambda h: html_markdown.html_to_markdown(h)[0]}
     if before is not None:
-        old = module_from(before / "pipekit" / "html_markdown.py", "_before_html_markdown")
+        # pipekit/read/ since the split into rooms; pipekit/ in older checkouts
+        found = [p for p in (before / "pipekit" / "read" / "html_markdown.py", before / "pipekit" / "html_markdown.py")
+                 if p.exists()]
+        old = module_from(found[0], "_before_html_markdown")
         out["before"] = lambda h: old.html_to_markdown(h)[0]
     import html_to_markdown as h2m
 

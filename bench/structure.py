@@ -62,7 +62,9 @@ def load(repo: Path):
 def mine(name: str):
     """A module of this checkout's pipekit, whatever checkout is measured: the outline, the
     navigation rules and the front-matter reader define what is counted, before and after."""
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", HERE / "pipekit" / f"{name}.py")
+    # pipekit's modules live in rooms (pipekit/read/, pipekit/chunk/ ...) since the split
+    [path] = (HERE / "pipekit").rglob(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -13,12 +13,21 @@ second on the Python manual; this one at 9.5 (bench/html_converters.py).
 
 What the cleaning does, each rule for a failure seen on real pages:
 
-* Navigation is not the document: `<nav>`, `<aside>`, ARIA navigation / banner /
-  contentinfo / complementary / search regions, a page-level `<header>` or `<footer>` (one
-  inside `<article>`, `<main>` or `<section>` is the article's own and stays), and the
-  sidebars, related-links bars and breadcrumbs of documentation generators (class or id
-  words, NAV_CLASSES).  Script, style, embeds, `<title>` (taken for the title column) and
-  comments go too.
+* Navigation is not the document, and is known by structure, never by a word inside a class
+  or id (a section id made from a heading, `select-and-related-constructs`, or a body class
+  made from a page name took whole pages): `<nav>` and ARIA navigation / search regions
+  anywhere; the page's own `<header>`, `<footer>`, `<aside>` (ARIA banner, contentinfo,
+  complementary) outside its main content (`<main>`, `<article>`, role=main; without one,
+  outside any article or section: inside, they are the article's own, and a docutils
+  `.. sidebar::` or footnote is an `<aside>` in the text); and the sidebars and bars of
+  documentation generators that carry no such mark, by the generator's exact class or id
+  and place (GENERATOR_CLASSES, GENERATOR_IDS: Sphinx, Read the Docs, SQLAlchemy's theme,
+  pydata, MkDocs, Node, texinfo, Doxygen, Javadoc).  Nothing holding the main content is
+  ever navigation.  Script, style, embeds, `<title>` (taken for the title column), a
+  `<select>`'s choices and comments go too; a tab panel written `hidden` (sphinx-tabs) stays.
+* No text lost without a word: `convert_html` also returns the page's visible characters
+  (its main content's, else its body's, after the landmarks and before the generators'
+  chrome go), which stage 01 compares with the converted text (pipekit/read/html.py).
 * Layout tables.  Old pages lay out the whole page in a `<table>`; converted as a data
   table, every heading, list and paragraph inside became one escaped table cell (all 36
   headings of two such pages lost).  A table that holds headings, lists, code, block
@@ -43,7 +52,9 @@ What the cleaning does, each rule for a failure seen on real pages:
   a word (`snake_case`) it never does and stays plain.  The converter escapes neither, so
   such text is marked in the tree and escaped after converting.
 
-Not done: CSS (`display: none` by class), forms, JavaScript-built pages.  A page nested
+Not done: CSS (`display: none` by class), JavaScript-built pages.  A form's text stays (the
+converter's own cleanup, which dropped every `<form>` and, by class words, an `<aside>`,
+`<header>` or `<footer>` in the text, is off).  A page nested
 deeper than the parser (2048 levels) or the converter (1024) goes is not cut short in
 silence: RecursionError, which stage 01 reports as an error row.
 
@@ -58,24 +69,84 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["convert_html", "html_to_markdown", "NAV_CLASSES", "navigation", "parse_html"]
+__all__ = ["convert_html", "html_to_markdown", "GENERATOR_CLASSES", "GENERATOR_IDS", "navigation", "parse_html"]
 
-# Elements whose text is not the document: code, styling, site navigation, embeds, and
-# the <title> (already taken for the title column).  Not <head> as a whole: in a page
-# whose </head> is missing, a parser may leave body content there.
-_DROP_TAGS = ("script", "style", "noscript", "template", "nav", "aside", "iframe", "object",
-              "embed", "svg", "canvas", "title", "meta", "link")
-_NAV_ROLES = ("navigation", "banner", "contentinfo", "complementary", "search")
-# class or id words that documentation generators (Sphinx, Doxygen, MkDocs, Javadoc,
-# GNU texinfo) give their navigation: matched as whole words of the attribute.
-NAV_CLASSES = re.compile(
-    r"(?:^|[\s_-])(?:sphinxsidebar|sidebar|sidenav|nav|navbar|navigation|breadcrumbs?|related|"
-    r"skip-?links?|topbar|footer)(?:$|[\s_-])", re.I)
+# Elements whose text is not the document: code, styling, embeds, and the <title> (already
+# taken for the title column).  Not <head> as a whole: in a page whose </head> is missing, a
+# parser may leave body content there.  Not <nav> or <aside>: they are navigation (below),
+# dropped only outside the page's main content.
+_DROP_TAGS = ("script", "style", "noscript", "template", "iframe", "object", "embed", "svg", "canvas",
+              "title", "meta", "link", "select", "datalist")
+
+
+def _body_child(el) -> bool:
+    parent = el.getparent()
+    return parent is not None and parent.tag == "body"
+
+
+def _node_bar(el) -> bool:
+    return el.xpath("boolean(.//a[@rel='next' or @rel='prev' or @rel='up'])")
+
+
+def _beside_column1(el) -> bool:
+    parent = el.getparent()
+    return parent is not None and any(s.get("id") == "column1" for s in parent.iterchildren("div"))
+
+
+def _anywhere(el) -> bool:
+    return True
+
+
+# The sidebars, header and footer bars of documentation generators that mark them with no
+# <nav>, <header>, <footer> or ARIA role: a <div> of the generator's exact class or id (a
+# whole class, never a word inside one) and, where the name is a common one, in the place the
+# generator puts it.  Never a word inside a class or id: under that rule SQLAlchemy's section
+# id `select-and-related-constructs` and body class `tutorial-orm_related_objects` were
+# navigation, and 10 of its pages lost 384,000 characters (all of core/selectable.html's
+# 1.9 MB) with status `ok`.
+GENERATOR_CLASSES = {
+    # Sphinx's basic layout (alabaster, classic, nature, python-docs-theme, Flask's): the
+    # sidebar, and the related-links bars and footer that are children of <body>
+    "sphinxsidebar": _anywhere, "related": _body_child, "footer": _body_child,
+    "rst-versions": _anywhere,  # Read the Docs' version menu
+    # pydata-sphinx-theme's sidebars, MkDocs Material's, Bootstrap's navbar (MkDocs' themes)
+    "bd-sidebar-primary": _anywhere, "bd-sidebar-secondary": _anywhere, "md-sidebar": _anywhere,
+    "navbar": _anywhere,
+    # GNU texinfo (R's manuals): the Next / Previous / Up bar above each node
+    "header": _node_bar, "nav-panel": _node_bar,
+    # Javadoc 8 and older
+    "topNav": _anywhere, "subNav": _anywhere, "bottomNav": _anywhere, "skipNav": _anywhere,
+}
+GENERATOR_IDS = {
+    # SQLAlchemy's (zzzeeksphinx: also Alembic's and Mako's) header, sidebars and bottom bar
+    "docs-top-navigation-container": _anywhere, "fixed-sidebar": _anywhere, "docs-sidebar": _anywhere,
+    "narrow-index-nav": _anywhere, "docs-narrow-top-navigation": _anywhere,
+    "docs-bottom-navigation": _anywhere,
+    "column2": _beside_column1,  # Node's list of modules beside the page
+    "side-nav": _anywhere, "nav-tree": _anywhere, "nav-path": _anywhere,  # Doxygen's tree and breadcrumbs
+}
+# ARIA landmarks that are navigation wherever they stand, and those that are the page's own
+# header, footer or sidebar only outside its main content (inside, they are an article's own,
+# as <header>, <footer> and <aside> are).
+_NAV_ROLES = ("navigation", "search")
+_PAGE_ROLES = ("banner", "contentinfo", "complementary")
 _SECTIONING = ("article", "main", "section")
-# Elements whose class or id words are judged (a <span> too: Sphinx's "related" bar).  A
-# Python loop over them beat XPath's contains()/translate() 3-6x: ~90,000 classed
-# elements in the Python manual's pages, mostly <span>s of highlighted code.
-_NAV_WORD_TAGS = ("div", "ul", "section", "table", "td", "span", "p")
+
+
+class _Page:
+    """What the navigation rules ask of a parsed page, found once: its elements with a role
+    (one XPath scan: a test per element in Python cost more than the parse) and its main
+    content (<main>, <article>, role=main), which nothing around it may be taken from."""
+
+    def __init__(self, root):
+        self.root = root
+        self.roles = [(el, el.get("role").strip().lower()) for el in root.xpath("//*[@role]")]
+        self.mains = list(root.iter("main", "article")) + [el for el, r in self.roles if r == "main"]
+        self.holds_main = set(self.mains)
+        for m in self.mains:
+            self.holds_main.update(m.iterancestors())
+
+
 _LAYOUT_CONTENT = ("h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "dl", "pre", "blockquote", "table")
 _TABLE_PARTS = ("caption", "thead", "tbody", "tfoot", "tr", "td", "th")
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
@@ -96,31 +167,44 @@ _UNDERSCORES = re.compile(r"_+")
 # backslash written into the tree); one already in the page is dropped first.
 _LT_MARK, _UNDERSCORE_MARK = "\ufdd0", "\ufdd1"
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
+_LEADING_RULES = re.compile(r"\A(?:[ \t]*(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})(?:\n+|\Z))+")
 
 
 def html_to_markdown(html: str) -> tuple[str, str | None]:
-    markdown, title, _ = convert_html(html)
+    markdown, title, _, _ = convert_html(html)
     return markdown, title
 
 
-def convert_html(html: str) -> tuple[str, str | None, list[dict]]:
-    """(markdown, title, heading ids): see the module docstring."""
+def convert_html(html: str) -> tuple[str, str | None, list[dict], int]:
+    """(markdown, title, heading ids, the page's visible characters): see the module docstring."""
     import html_to_markdown as h2m
     from lxml import etree
 
     root = parse_html(html)
     if root is None:
-        return "\n", None, []
+        return "\n", None, [], 0
     title_el = next(root.iter("title"), None)
     title = " ".join(_text(title_el).split()) or None if title_el is not None else None
     _mark_heading_ids(root)  # before cleaning: it drops the permalinks and anchors that say them
-    _clean(root, escape_lt=_LT_REFERENCE.search(html) is not None)
+    visible = _clean(root, escape_lt=_LT_REFERENCE.search(html) is not None)
     anchors = heading_ids(root)
     result = h2m.convert(etree.tostring(root, method="html", encoding="unicode"), _options())
     if any(str(w.kind) == "depth_limit_exceeded" for w in result.warnings):
         raise RecursionError("HTML nested deeper than the converter reads")
     markdown = (result.content or "").replace(_LT_MARK, "\\<").replace(_UNDERSCORE_MARK, "\\_")
-    return re.sub(r"\n{3,}", "\n\n", markdown).strip() + "\n", title, anchors
+    # A rule above all text separates nothing, and a page that opened with `---` read as YAML
+    # front matter up to its next rule (texinfo puts an <hr> under each node's Next/Up bar).
+    markdown = _LEADING_RULES.sub("", re.sub(r"\n{3,}", "\n\n", markdown).strip())
+    return markdown.strip() + "\n", title, anchors, visible
+
+
+def text_chars(markdown: str) -> int:
+    """Characters of converted text, as visible_chars counts a page's: no white space, and a
+    link's address left out (the page shows its text only)."""
+    return len("".join(_LINK_ADDRESS.sub("]", markdown).split()))
+
+
+_LINK_ADDRESS = re.compile(r"\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")
 
 
 _ANCHOR = "data-pipekit-anchor"  # where a heading keeps its id through the cleaning
@@ -186,13 +270,36 @@ def parse_html(html: str):
 def navigation(root) -> list:
     """The elements of a parsed page that are site navigation (see the module docstring);
     script, style and embeds are not counted here."""
-    found = list(root.iter("nav", "aside"))
-    found += [el for el in root.xpath("//*[@role]") if el.get("role") in _NAV_ROLES]
-    found += [el for el in root.iter("header", "footer") if next(el.iterancestors(*_SECTIONING), None) is None]
-    search = NAV_CLASSES.search
-    for el in root.iter(*_NAV_WORD_TAGS):
+    page = _Page(root)
+    return landmarks(page) + generator_chrome(page)
+
+
+def landmarks(page: _Page) -> list:
+    """<nav> and ARIA navigation anywhere; the page's own <header>, <footer>, <aside> and their
+    ARIA roles: outside the main content when the page marks it (Read the Docs wraps its page
+    footer in a <section>), else outside any article or section.  Never one holding the main
+    content."""
+    found = list(page.root.iter("nav")) + [el for el, r in page.roles if r in _NAV_ROLES]
+    scope = set(page.mains)
+    for el in list(page.root.iter("header", "footer", "aside")) + \
+            [el for el, r in page.roles if r in _PAGE_ROLES]:
+        inside = (any(a in scope for a in el.iterancestors()) if scope
+                  else next(el.iterancestors(*_SECTIONING), None) is not None)
+        if not inside:
+            found.append(el)
+    return [el for el in found if el not in page.holds_main]
+
+
+def generator_chrome(page: _Page) -> list:
+    """The documentation generators' own sidebars and bars (GENERATOR_CLASSES, GENERATOR_IDS),
+    never one that holds the page's main content."""
+    found = []
+    for el in page.root.iter("div"):
         cls, ident = el.get("class"), el.get("id")
-        if (cls or ident) and search(f"{cls or ''} {ident or ''}"):
+        rule = GENERATOR_IDS.get(ident) if ident else None
+        if rule is None and cls:
+            rule = next((GENERATOR_CLASSES[c] for c in cls.split() if c in GENERATOR_CLASSES), None)
+        if rule is not None and el not in page.holds_main and rule(el):
             found.append(el)
     return found
 
@@ -203,13 +310,26 @@ def navigation(root) -> list:
 _DROP, _UNWRAP = "pipekit-drop", "pipekit-unwrap"
 
 
-def _clean(root, escape_lt: bool = True) -> None:
+def _clean(root, escape_lt: bool = True) -> int:
+    """Clean the tree for the converter; returns the page's visible text in characters
+    (`visible_chars`), measured after the landmarks went and before the generators' chrome."""
     from lxml import etree
 
     etree.strip_elements(root, *_DROP_TAGS, with_tail=False)
-    for el in navigation(root):
+    page = _Page(root)
+    for el in landmarks(page):
         el.tag = _DROP
     etree.strip_elements(root, _DROP, with_tail=False)
+    visible = visible_chars(root, [m for m in page.mains if m.tag != _DROP])
+    for el in generator_chrome(page):
+        el.tag = _DROP
+    etree.strip_elements(root, _DROP, with_tail=False)
+    # A tab panel's text is the page's, shown on one click: sphinx-tabs writes every panel but
+    # the first `hidden`, and the converter drops hidden elements (Flask's installation page
+    # lost its Windows commands).
+    for el, role in page.roles:
+        if role == "tabpanel" and "hidden" in el.attrib:
+            del el.attrib["hidden"]
     _unwrap_layout_tables(root)
     _plain_headings(root)
     _reader_links(root)
@@ -217,6 +337,20 @@ def _clean(root, escape_lt: bool = True) -> None:
     etree.strip_elements(root, _DROP, with_tail=False)
     etree.strip_tags(root, _UNWRAP)
     _mark_markup_like_text(root, escape_lt)
+    return visible
+
+
+def visible_chars(root, mains: list) -> int:
+    """Characters (not counting white space) of the page's main content (`mains`, the outermost
+    of them) where the page marks it, else of its <body>: what stage 01 compares the converted
+    text with."""
+    from lxml import etree
+
+    inner = set(mains)
+    regions = [m for m in mains if not any(a in inner for a in m.iterancestors())] or \
+        [next(root.iter("body"), root)]
+    return sum(len("".join(etree.tostring(r, method="text", encoding="unicode", with_tail=False).split()))
+               for r in regions)
 
 
 def _text(el) -> str:
@@ -306,6 +440,12 @@ def _options():
     # compact_tables: cells unpadded, so a table costs its text, not its widest cell's width.
     # No abbreviation expansions, no blockquote `cite` addresses: like link titles, they are
     # attributes a reader of the page does not see in its text.
+    # preprocessing off: the converter's own cleanup drops a <form> with all it holds (ASP.NET
+    # pages wrap the whole page in one) and, by words in their classes, an <aside>, <header>
+    # or <footer> of class `sidebar`, `nav`, `menu` or `toc`: the Python manual's asyncio page
+    # lost its "Hello World!" sidebar, a docutils `.. sidebar::` in the text.  Navigation is
+    # decided here, by structure (the choices of a <select> went with _DROP_TAGS).
     return h2m.ConversionOptions(extract_metadata=False, bullets="-", escape_asterisks=True,
                                  escape_underscores=False, compact_tables=True,
-                                 expand_abbreviations=False, include_blockquote_citations=False)
+                                 expand_abbreviations=False, include_blockquote_citations=False,
+                                 preprocessing=h2m.PreprocessingOptions(enabled=False))
