@@ -559,7 +559,7 @@ def repeats_for(index: Index, setting: str, texts_of) -> Repeats | None:
     codes = getattr(index, "doc_codes", None)  # (a cluster's client holds no postings, nor these)
     if codes is None:
         codes = np.asarray(pc.dictionary_encode(index.chunks.column("doc_id").combine_chunks()).indices, np.int64)
-    return Repeats(index.analyzer, index._term_ids, texts_of, codes, index.chunks.column("heading").combine_chunks())
+    return Repeats(texts_of, codes, index.chunks.column("heading").combine_chunks())
 
 
 def shard_partition(output_dir: str, fingerprint: str, shards: list, whole: bool, mixing: tuple, job):

@@ -5,6 +5,8 @@ higher hit takes, with `retrieval.repeats: keep` (before issue 48) and `collapse
     python bench/duplicates.py            # index them (once) and print the table
     python bench/duplicates.py --pairs    # also the Jaccard of every cross-document pair among each
                                           # question's top 20 (what SIMILAR was chosen from)
+    python bench/duplicates.py --beir     # BEIR metrics on the collapsed ranking and on every copy
+    python bench/duplicates.py --speed    # a search's milliseconds, keep against collapse
 
 The documents are the two kinds of repetition issue 48 met:
 - an aggregate page: Node.js's API reference as Debian installs it (`apt-get install
@@ -12,8 +14,10 @@ The documents are the two kinds of repetition issue 48 met:
 - source beside build: SQLAlchemy's sdist (`pip download --no-deps --no-binary :all:
   sqlalchemy`), whose doc/build/ holds each page's .rst source and doc/ its Sphinx HTML.
 `--build` copies the HTML of the first and the doc/ folder of the second under
-bench/corpora/duplicates/ (git-ignored), read with config.yaml's defaults and
-`documents.build_files: true` (the HTML build is what a reader opens).
+bench/corpora/duplicates/ (git-ignored), read with config.yaml's defaults (so the Sphinx
+build's leftovers, `_sources/` and the like, are skipped; its pages and doc/build/'s .rst
+sources are read).  `--beir` instead prints the BEIR collections' metrics computed on the
+collapsed ranking beside those on every copy (bench/quality.py's indexes).
 
 What counts as a repeat here is decided without the analyzer pipekit collapses with, so
 the count is not the rule judging itself: a hit repeats a higher one from another document
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import itertools
+import os
 import re
 import shutil
 import subprocess
@@ -33,9 +38,11 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+import pipekit  # noqa: E402  (after the path: the repository's pipekit)
 CORPUS = REPO / "bench" / "corpora" / "duplicates"
 OUT = Path("/tmp/pipekit-duplicates")
 NODE = Path("/usr/share/doc/nodejs/api")
@@ -86,8 +93,7 @@ def index() -> None:
     if (OUT / "04_chunks.parquet").exists():
         return
     subprocess.run([sys.executable, "run_pipeline.py", "--set", f"paths.output={OUT}", "--set",
-                    f"documents.input={CORPUS}", "--set", "documents.build_files=true", "--set",
-                    "retrieval.qrels=null", "--set", "retrieval.queries=[placeholder]"], cwd=REPO, check=True)
+                    f"documents.input={CORPUS}", "--set", "retrieval.qrels=null", "--set", "retrieval.queries=[placeholder]"], cwd=REPO, check=True)
 
 
 def words(text: str) -> list[str]:
@@ -121,7 +127,7 @@ def pairs(searcher) -> None:
             key = tuple(sorted((hits[i].chunk_id, hits[j].chunk_id)))
             if key in seen:
                 continue
-            inter = len(np.intersect1d(a, b))
+            inter = len(a & b)
             ratio = difflib.SequenceMatcher(None, words(hits[i].text), words(hits[j].text), autojunk=False).ratio()
             seen[key] = (inter / max(len(a) + len(b) - inter, 1), ratio, titles[i] == titles[j])
     js = np.array([v[0] for v in seen.values()])
@@ -140,19 +146,87 @@ def pairs(searcher) -> None:
         print(f"  J={j:.3f} ratio={r:.3f} {'same title' if t else 'other title'}  {k[0]}  |  {k[1]}")
 
 
+def beir(data: Path) -> None:
+    """What collapsing would do to the BEIR metrics if they were computed on the collapsed
+    ranking (each query's 100 best passages, a copy's document dropped) rather than on every
+    copy (the published figures: hits and their repeats).  Needs bench/quality.py's indexes."""
+    import ir_measures
+
+    from pipekit.retrieve.queries import load_qrels, load_queries
+
+    measures = [ir_measures.parse_measure(m) for m in ("nDCG@10", "AP@100", "R@100")]
+    print(f"\n{'collection':<10} {'ranking':<26} nDCG@10   AP@100    R@100   queries with a repeat in their top 10 / 100")
+    for name in ("cranfield", "nfcorpus", "scifact"):
+        out, beir_dir = REPO / "bench" / "out" / "quality" / name, data / name / "beir"
+        if not (out / "04_chunks.parquet").exists():
+            print(f"{name:<10} (no index: run python bench/quality.py first)")
+            continue
+        queries = load_queries(str(beir_dir / "queries.jsonl"))
+        qrels = load_qrels(str(beir_dir / "qrels.tsv"))
+        judged = set(qrels)
+        queries = [(qid, text) for qid, text in queries if qid in judged]
+        answers = pipekit.Searcher(out, settings={"repeats": "collapse", "feedback": "none"}).search_many([t for _, t in queries], 100)
+        runs = {"collapsed (copies dropped)": {}, "every copy (published)": {}}
+        top10 = top100 = 0
+        for (qid, _), hits in zip(queries, answers):
+            for label, with_copies in (("collapsed (copies dropped)", False), ("every copy (published)", True)):
+                run = runs[label].setdefault(qid, {})
+                for h in hits:
+                    for doc, score in [(h.doc_id, h.score)] + ([(a["doc_id"], a["score"]) for a in h.also] if with_copies else []):
+                        run[doc] = max(run.get(doc, score), score)
+            top10 += any(h.also for h in hits[:10])
+            top100 += any(h.also for h in hits)
+        for label, run in runs.items():
+            agg = ir_measures.calc_aggregate(measures, qrels, run)
+            print(f"{name:<10} {label:<26} " + "   ".join(f"{agg[m]:.4f}" for m in measures)
+                  + (f"   {top10} / {top100} of {len(queries)}" if "every" in label else ""))
+
+
+def speed(folders: list[Path], repeat: int = 5) -> None:
+    """Milliseconds per search (k 10, warm), keep against collapse, taking turns."""
+    import statistics
+    import time
+
+    for folder in folders:
+        if not (folder / "04_chunks.parquet").exists():
+            continue
+        searchers = {s: pipekit.Searcher(folder, settings={"repeats": s, "feedback": "none"}) for s in ("keep", "collapse")}
+        questions = QUESTIONS if folder == OUT else \
+            pq.read_table(folder / "05_results.parquet", columns=["query"]).column("query").unique().to_pylist()[:200]
+        times = {s: [] for s in searchers}
+        for _ in range(repeat):
+            for name, searcher in searchers.items():
+                for q in questions:
+                    t0 = time.perf_counter()
+                    searcher.search(q, 10)
+                    times[name].append((time.perf_counter() - t0) * 1000)
+        load = os.getloadavg()[0]
+        print(f"{folder.name:<24} {len(searchers['keep'].index.lengths):>7,} chunks  "
+              + "  ".join(f"{n} {statistics.median(t):.2f} ms (p90 {sorted(t)[int(0.9 * len(t))]:.2f})"
+                          for n, t in times.items()) + f"   load {load:.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", action="store_true")
     ap.add_argument("--pairs", action="store_true")
+    ap.add_argument("--beir", action="store_true", help="the BEIR metrics on the collapsed ranking and on every copy")
+    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--speed", action="store_true", help="milliseconds per search, keep against collapse")
     args = ap.parse_args()
     if args.build:
         build()
         return
+    if args.beir:
+        beir(args.data)
+        return
+    if args.speed:
+        index()
+        speed([OUT] + [REPO / "bench" / "out" / "quality" / c for c in ("cranfield", "scifact", "nfcorpus")])
+        return
     if not CORPUS.exists():
         raise SystemExit("no documents: python bench/duplicates.py --build")
     index()
-    import pipekit
-
     kept = pipekit.Searcher(OUT, settings={"repeats": "keep"})
     collapsed = pipekit.Searcher(OUT, settings={"repeats": "collapse"})
     print(f"{'question':<52} keep  collapse  (top-3 places taken by a repeat of a higher hit)")

@@ -112,7 +112,7 @@ def test_a_page_and_its_rst_source_collapse(folder):
 
 
 def test_alike_passages_under_other_titles_never_collapse(folder):
-    # Their analysed terms are 18 of 22 shared (Jaccard 0.82): only their titles tell them apart.
+    # 35 of their 40 words are shared (Jaccard 0.875): only their titles tell them apart.
     out, _ = folder
     hits = pipekit.Searcher(out).search("create digests with the class", k=4)
     assert {"crypto/hash.md", "crypto/hmac.md"} <= {h.doc_id for h in hits}
@@ -183,3 +183,29 @@ def test_a_bad_setting_names_the_key_and_what_it_accepts():
     with pytest.raises(PipelineError) as e:
         load_config(REPO / "config.yaml", ["retrieval.repeats=merge"])
     assert "retrieval.repeats" in str(e.value) and "collapse" in str(e.value) and "keep" in str(e.value)
+
+
+def test_on_shards_of_the_index_stage_05_collapses_as_the_local_engine(folder, tmp_path):
+    """The cluster's path (parts of the index, the client merging; run here in-process as
+    tests/test_shards.py does) names the same repeats on the same hits."""
+    import pandas as pd
+
+    from pipekit.cli import run_stage
+    from pipekit.run.engine import LocalEngine
+    from pipekit.run.stages import load_stage
+    from test_shards import InProcessParts
+
+    out, queries = folder
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    sets = [f"paths.output={copy}", f"retrieval.queries={queries}", "retrieval.qrels=null", "retrieval.top_k=4",
+            "indexing.shard_chunks=3"]
+    run_script("04_indexing.py", *[x for s in sets for x in ("--set", s)])
+    stage = load_stage(5)
+    got = {}
+    for name, engine, extra in (("local", LocalEngine(), []), ("2 parts", InProcessParts(), ["engine.shards=2"]),
+                                ("3 parts", InProcessParts(), ["engine.shards=3"])):
+        run_stage(5, stage.run, load_config(REPO / "config.yaml", sets + extra), quiet=True, engine=engine)
+        got[name] = pd.read_parquet(copy / "05_results.parquet").map(repr).to_dict("list")
+    assert any(a != "array([], dtype=object)" for a in got["local"]["also"])  # repeats were named
+    assert got["2 parts"] == got["local"] and got["3 parts"] == got["local"]

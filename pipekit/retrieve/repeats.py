@@ -10,37 +10,43 @@ the others on it (`also`: the places a reader could cite instead), and fills the
 places from further down, so a query still gets k distinct passages when there are that many.
 
 What counts as a repeat: a chunk of *another document* with the same own section title (its
-heading trail's last part, as words in lower case) whose analysed terms (the index's own
-analyzer, over the chunk's text) are, as sets, at least `SIMILAR` alike by Jaccard,
-|A ∩ B| / |A ∪ B|.  Sets, not counts: a Sphinx page and its `.rst` source say the same
-words, the source some of them more often (role and directive names), and the HTML loses
-or gains a link's address.  Measured on Node's docs and SQLAlchemy's sdist (python
-bench/duplicates.py --pairs; bench/README.md), over every cross-document pair among 14
-questions' top 20: of the same-titled pairs, the copies came out at 0.82-1.0 and the rest
-(a section cut apart differently in its two forms, continuation chunks) at 0.75 or less;
-0.8 sits between.  The title is needed: templated API sections differ in a name or two
-and nothing else (Node's `Class: Hash` against `Class: Hmac` 0.86, the callback and promise
-`createInterface` 0.92), and a reader would call them different passages, as their titles
-do.  Within one document two alike chunks are two places of one page (a table row, a
-repeated note), which the reader already has before them: they are not collapsed.
+heading trail's last part, as words in lower case) whose words (letter and digit runs,
+lower-cased, of the text a reader sees: a link's text, not its address) are, as sets, at
+least `SIMILAR` alike by Jaccard, |A ∩ B| / |A ∪ B|.  Sets, not counts or sequences: a
+Sphinx page and its `.rst` source say the same words, the source some of them more often
+(role and directive names) and the build a few more (a version note, a rendered
+cross-reference).  Plain words, not the index's terms: the analyzer's Arrow kernels and
+term lookups cost ~12 ms per 18 passages here, a regular expression ~2 ms, and stemming
+only makes alike what is already nearly so.  Measured on Node's docs and SQLAlchemy's
+sdist (python bench/duplicates.py --pairs; bench/README.md), over the 1,936
+cross-document pairs among 14 questions' top 20: the same-titled pairs that are copies
+came out at 0.80-1.0, the others (a section cut apart differently in its two forms,
+continuation chunks) at 0.75 or less; 0.8 is the edge of the copies.  The title is
+needed: templated API sections differ in a name or two and nothing else (Node's
+`Class: Hash` against `Class: Hmac`, 0.90), and a reader calls them different passages,
+as their titles do.  Within one document two alike chunks are two places of one page (a
+table row, a repeated note), which the reader already has before them: they stay.
 
-Cost: each chunk is analysed once, when it first comes up in a ranking (kept, up to
-`KEEP` chunks, so a Searcher serving a query log analyses a popular passage once); a
-candidate is compared with the hits already kept (at most k, by bisection, only those of the
-same title whose sizes allow the threshold), never with the corpus.  Ranks beyond the
-first k are looked at only as far as collapses need them.  Stage 05 reads the texts of all
-its queries' first hits in one pass (`collapse_answers`), not a row group per query.
-Node's docs, where most hits have a copy: a Searcher's search 1.3 -> 2.0 ms, warm.
+Cost: each chunk's words are found once, when it first comes up in a ranking (kept, up to
+`KEEP` chunks, so a Searcher serving a query log reads a popular passage once); a
+candidate is compared with the hits already kept (at most k; a set intersection, only for
+those of the same title whose sizes allow the threshold), never with the corpus.  Ranks
+beyond the first k are looked at only as far as collapses need them.  Stage 05 reads the
+texts of its queries' first hits in one pass (`collapse_answers`), not a row group per
+query.  A Searcher's search, median (python bench/duplicates.py --speed): 0.64 -> 0.94 ms
+on Node's and SQLAlchemy's docs, where most hits have a copy, 0.36 -> 0.46 ms on Cranfield.
 
 Why at query time, from the texts: the index holds postings by term, and a chunk's terms
 by chunk would be a second copy of them (a stable sort of 36M postings took 26 s here), or
-stage 04 would write a sketch per chunk (MinHash) and compare estimates.  One query's
-candidates are the only pairs anyone sees, and a few dozen texts analysed per query are
-cheap; a stage-05 run on a cluster does the same on its client.
+stage 04 would write a sketch per chunk (MinHash) and compare estimates, which miss both
+ways near the threshold.  One query's candidates are the only pairs anyone sees, and a few
+dozen texts per query are cheap; a stage-05 run on a cluster does the same on its client
+(there a query whose collapses use up its ranking, more repeats than `depth` chunks, stays
+short: the local engine ranks it deeper).
 
 Not done: repeats inside one document; choosing which copy to show (the best-scored is
-kept, which on Node's docs is all.html's as often as not: their scores differ only by the
-path and section terms).
+kept: on Node's docs that was all.html's in all 7 questions, their scores differing only by
+the path's and the section's terms).
 """
 from __future__ import annotations
 
@@ -50,10 +56,12 @@ import numpy as np
 import pyarrow as pa
 
 from pipekit.chunk.headings import TRAIL_SEPARATOR
+from pipekit.index.link_text import link_text
+from pipekit.read.pages import passage_text
 
-SIMILAR = 0.8  # Jaccard of the analysed term sets from which a chunk repeats a higher hit
-KEEP = 500_000  # chunks whose term sets are kept (a few KB each at most); past it, forgotten and redone
-BLOCK = 8  # candidates analysed at a time beyond the first k (their texts read in one call)
+SIMILAR = 0.8  # Jaccard of the word sets from which a same-titled chunk repeats a higher hit
+KEEP = 500_000  # chunks whose word sets are kept (a few KB each at most); past it, forgotten and redone
+BLOCK = 8  # candidates looked at a time beyond the first k (their texts read in one call)
 PREFETCH = 2048  # queries whose first hits' texts stage 05 reads in one call
 _WORD = re.compile(r"\w+")
 
@@ -61,16 +69,15 @@ _WORD = re.compile(r"\w+")
 class Repeats:
     """Which chunks of a ranking repeat a higher one.
 
-    `analyzer` and `term_ids` are the index's (a word's term id, -1 for none); `texts_of(rows)`
-    gives chunks' texts (a Searcher's kept texts, or stage 05's reads of 03_chunks.parquet);
-    `doc_codes` each chunk's document as a small integer (stage 05's Index)."""
+    `texts_of(rows)` gives chunks' texts (a Searcher's kept texts, or stage 05's reads of
+    03_chunks.parquet); `doc_codes` each chunk's document as a small integer (stage 05's
+    Index); `headings` each chunk's heading trail (04_chunks' `heading`)."""
 
-    def __init__(self, analyzer, term_ids, texts_of, doc_codes: np.ndarray, headings: pa.Array,
-                 similar: float = SIMILAR):
-        self.analyzer, self.term_ids, self.texts_of = analyzer, term_ids, texts_of
+    def __init__(self, texts_of, doc_codes: np.ndarray, headings: pa.Array, similar: float = SIMILAR):
+        self.texts_of = texts_of
         self.doc_codes, self.headings = doc_codes, headings
         self.similar = similar
-        self._sets: dict[int, np.ndarray] = {}
+        self._sets: dict[int, frozenset] = {}
         self._titles: dict[int, str] = {}
 
     def titles(self, chunks) -> list[str]:
@@ -84,45 +91,34 @@ class Repeats:
                 self._titles[c] = " ".join(_WORD.findall((h or "").rpartition(TRAIL_SEPARATOR)[2].lower()))
         return [self._titles[c] for c in chunks]
 
-    def term_sets(self, chunks) -> list[np.ndarray]:
-        """Each chunk's distinct term ids (sorted), analysed once and kept."""
+    def term_sets(self, chunks) -> list[frozenset]:
+        """Each chunk's distinct words (letter and digit runs, lower-cased, of the text a reader
+        sees), found once and kept."""
         chunks = [int(c) for c in chunks]
         need = sorted({c for c in chunks if c not in self._sets})
         if need:
             if len(self._sets) + len(need) > KEEP:
                 self._sets.clear()
-            texts = self.texts_of(np.asarray(need, dtype=np.int64))
-            flat, parent = self.analyzer.tokens(list(texts))
-            ids = self.term_ids(flat) if len(flat) else np.zeros(0, np.int64)
-            known = ids >= 0
-            ids, parent = ids[known], parent[known]
-            # One sort gives every chunk its distinct terms: by chunk, then term.
-            width = int(ids.max()) + 1 if len(ids) else 1
-            key = np.unique(parent.astype(np.int64) * width + ids)
-            owner, term = key // width, key % width
-            bounds = np.searchsorted(owner, np.arange(len(need) + 1))
-            for i, c in enumerate(need):
-                self._sets[c] = term[bounds[i]:bounds[i + 1]]
+            for c, text in zip(need, self.texts_of(np.asarray(need, dtype=np.int64))):
+                # As a reader sees it (a link's text, not its address; no page-marker lines),
+                # so an HTML build's `[name](api.html#name)` and its source's ``name`` agree.
+                self._sets[c] = frozenset(_WORD.findall(link_text(passage_text(text or "")).lower()))
         return [self._sets[c] for c in chunks]
 
-    def alike(self, a: np.ndarray, b: np.ndarray) -> bool:
-        """Jaccard(a, b) >= similar, for sorted distinct term ids."""
+    def alike(self, a: frozenset, b: frozenset) -> bool:
+        """Jaccard(a, b) >= similar."""
         small, large = (a, b) if len(a) <= len(b) else (b, a)
         # |A ∩ B| <= |small| and |A ∪ B| >= |large|: sizes this far apart cannot reach it.
         if len(small) == 0 or len(small) < self.similar * len(large):
             return False
-        # Both sorted: each of small's terms looked up in large by bisection (np.isin's
-        # sorting and set-up cost ~10x more on a few hundred terms; this runs per pair).
-        at = np.searchsorted(large, small)
-        at[at == len(large)] = 0
-        inter = int(np.count_nonzero(large[at] == small))
+        inter = len(small & large)
         return inter >= self.similar * (len(a) + len(b) - inter)
 
     def collapse(self, chunks: np.ndarray, k: int) -> tuple[np.ndarray, list[list[int]]]:
         """Walk a ranking (`chunks`, best first) until k hits are kept (or it ends): the
         positions kept, and for each the positions of its repeats, in rank order."""
         kept: list[int] = []
-        sets: list[np.ndarray] = []
+        sets: list[frozenset] = []
         keys: list[tuple[int, str]] = []
         also: list[list[int]] = []
         n, at = len(chunks), 0
