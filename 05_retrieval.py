@@ -5,7 +5,7 @@ Reads  the stage-04 index (`04_terms`, `04_postings`, `04_chunks`), the chunk te
        judgements (`retrieval.qrels`).
 Writes `05_results.parquet` (query_id, query, rank, score, chunk_id, doc_id, heading,
        page_start, page_end, page_label_start, page_label_end, text, link — where the passage
-       opens, pipekit/retrieve/links.py; with
+       opens, pipekit/retrieve/links.py; also — the same passage elsewhere; with
        `retrieval.explain` also `explain`, the score term by term), `05_results.trec`
        (the document-level run in TREC format) and,
        with qrels, `05_metrics.parquet` (nDCG@10, AP@100, R@100 per query and `all`),
@@ -51,6 +51,11 @@ With `retrieval.feedback: rm3`, each query is answered twice (`Index.expand`): i
 few chunks give a relevance model, whose heaviest terms join the query with small weights
 (pseudo-relevance feedback, RM3), and the expanded query is scored like any other.
 
+With `retrieval.repeats: collapse` (the default), a passage of another document under the same
+title with nearly the same words as a higher hit (Node's all.html beside its module pages, an
+.rst source beside its HTML) is named on that hit (`also`) and its place filled from further
+down (pipekit/retrieve/repeats.py); the metrics still count every copy as its document.
+
 With vectors in the index (`indexing.dense_model`) and `retrieval.dense_weight` w > 0, the
 BM25 candidates are fused with the query's cosine to every chunk (pipekit/retrieve/fusion.py):
 (1 − w)·BM25 + w·cosine, each divided by the best of its own top 100, so a passage that
@@ -91,7 +96,7 @@ from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
 from pipekit.retrieve.ranks import TopPostings, masked, nth_best_document, rank, sorted_unique
-from pipekit.retrieve.repeats import Repeats, collapse_answers
+from pipekit.retrieve.repeats import collapse_answers, repeats_for
 from pipekit.run.arrays import run_starts
 from pipekit.retrieve.sections import section_context
 from pipekit.run.stages import get_stage
@@ -504,9 +509,7 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
 
     fusion = index.dense  # BM25 fused with the cosine of the query's vector and each chunk's
     vecs = fusion.embed([text for _, text in queries]) if fusion is not None else None
-    # With repeats collapsed (pipekit/retrieve/repeats.py) the chunks are ranked `reach` deep,
-    # past k, so that a repeat's place is filled by the next passage; the documents (metrics)
-    # stay those of the `depth` best chunks, repeats included: a copy is a document of its own.
+    # Repeats collapsed: chunks ranked `reach` deep, past k, so the next passage fills a repeat's place.
     repeats = getattr(index, "repeats", None)
     reach = depth + top_k_n if repeats is not None else top_k_n
 
@@ -550,16 +553,6 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
     index.note(f"queries answered{passes} in {seconds:.2f} s, {cpu:.2f} s CPU on {workers} thread{'s' * (workers > 1)} "
                f"({len(queries) / max(seconds, 1e-9):,.0f} queries/s; index loaded in {index.load_seconds:.2f} s before)")
     return out, run, scored
-
-
-def repeats_for(index: Index, setting: str, texts_of) -> Repeats | None:
-    """What finds repeated passages in a ranking (`retrieval.repeats: collapse`), or None (keep)."""
-    if setting != "collapse":
-        return None
-    codes = getattr(index, "doc_codes", None)  # (a cluster's client holds no postings, nor these)
-    if codes is None:
-        codes = np.asarray(pc.dictionary_encode(index.chunks.column("doc_id").combine_chunks()).indices, np.int64)
-    return Repeats(texts_of, codes, index.chunks.column("heading").combine_chunks())
 
 
 def shard_partition(output_dir: str, fingerprint: str, shards: list, whole: bool, mixing: tuple, job):

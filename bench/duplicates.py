@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 import pipekit  # noqa: E402  (after the path: the repository's pipekit)
+from pipekit.retrieve.repeats import repeats_for  # noqa: E402
 CORPUS = REPO / "bench" / "corpora" / "duplicates"
 OUT = Path("/tmp/pipekit-duplicates")
 NODE = Path("/usr/share/doc/nodejs/api")
@@ -114,7 +115,7 @@ def repeats_in(hits) -> int:
 def pairs(searcher) -> None:
     """Every cross-document pair among each question's top 20 (kept): Jaccard of the analysed
     term sets (what pipekit compares) against the oracle's ratio, most alike first."""
-    rep = searcher._stage.repeats_for(searcher.index, "collapse", searcher._read_texts)
+    rep = repeats_for(searcher.index, "collapse", searcher._read_texts)
     row = {c: i for i, c in enumerate(searcher.index.chunks.column("chunk_id").to_pylist())}
     seen = {}
     for q in QUESTIONS:

@@ -54,6 +54,7 @@ import re
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipekit.chunk.headings import TRAIL_SEPARATOR
 from pipekit.index.link_text import link_text
@@ -142,6 +143,17 @@ class Repeats:
                     also.append([])
             at = stop
         return np.asarray(kept, dtype=np.int64), also
+
+
+def repeats_for(index, setting: str, texts_of) -> Repeats | None:
+    """What finds repeated passages in a stage-05 Index's rankings (`retrieval.repeats:
+    collapse`), or None (keep).  `texts_of(rows)`: the chunks' texts."""
+    if setting != "collapse":
+        return None
+    codes = getattr(index, "doc_codes", None)  # (a cluster's client holds no postings, nor these)
+    if codes is None:
+        codes = np.asarray(pc.dictionary_encode(index.chunks.column("doc_id").combine_chunks()).indices, np.int64)
+    return Repeats(texts_of, codes, index.chunks.column("heading").combine_chunks())
 
 
 NONE = (np.zeros(0, np.int64), np.zeros(0, np.float64))  # a hit with no repeats named

@@ -17,7 +17,8 @@ For programs (feeding passages to an LLM, say):
 Each hit is a `Passage`: its rank and score, the chunk, and everything needed to cite it
 (document, heading trail, pages, the character span of the cleaned document it came from)
 and to open it (`link`: the document with its heading's anchor or PDF page,
-pipekit/retrieve/links.py).  `search(..., paths=["R/**"], formats=["pdf"])` searches part of
+pipekit/retrieve/links.py), and `also`: the same passage in other documents, collapsed onto
+it (retrieval.repeats, pipekit/retrieve/repeats.py).  `search(..., paths=["R/**"], formats=["pdf"])` searches part of
 the index, each hit scored as without the filter (pipekit/retrieve/filters.py); on the
 command line `--in GLOB` and `--format FMT`, and `--json` writes JSON Lines for programs.
 """
@@ -45,6 +46,7 @@ from pipekit.retrieve.filters import ChunkFilter
 from pipekit.retrieve.fusion import dense_for, fusion_line
 from pipekit.retrieve.links import link as make_link
 from pipekit.retrieve.queries import feedback_of, nothing_found
+from pipekit.retrieve.repeats import repeats_for
 from pipekit.retrieve.rows import column_reader
 from pipekit.retrieve.sections import section_context
 from pipekit.index.link_text import link_text
@@ -193,7 +195,7 @@ class Searcher:
         self.index.context = section_context(float(self.settings["section_context"]), self._chunks_03, self.index)
         said = len(self._ctx.notes)
         self.index.dense = dense_for(self.output_dir, self.index, self.settings["dense_weight"], self._ctx.note)
-        self.index.repeats = self._stage.repeats_for(
+        self.index.repeats = repeats_for(
             self.index, self.settings.get("repeats", "collapse"),
             self._read_texts if keep_texts else (lambda rows: chunk_texts(self._chunks_03, rows)))
         for line in self._ctx.notes[said:]:  # (a weight with no vectors to weigh: fusion.no_vectors) said, not swallowed
