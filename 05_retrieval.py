@@ -5,7 +5,7 @@ Reads  the stage-04 index (`04_terms`, `04_postings`, `04_chunks`), the chunk te
        judgements (`retrieval.qrels`).
 Writes `05_results.parquet` (query_id, query, rank, score, chunk_id, doc_id, heading,
        page_start, page_end, page_label_start, page_label_end, text, link — where the passage
-       opens, pipekit/retrieve/links.py; with
+       opens, pipekit/retrieve/links.py; also — the same passage elsewhere; with
        `retrieval.explain` also `explain`, the score term by term), `05_results.trec`
        (the document-level run in TREC format) and, with qrels of documents in the index,
        `05_metrics.parquet` (nDCG@10, AP@100, R@100 per query and `all`), also appended to the run history `05_history.parquet` (pipekit/tools/history.py).
@@ -50,6 +50,11 @@ With `retrieval.feedback: rm3`, each query is answered twice (`Index.expand`): i
 few chunks give a relevance model, whose heaviest terms join the query with small weights
 (pseudo-relevance feedback, RM3), and the expanded query is scored like any other.
 
+With `retrieval.repeats: collapse` (the default), a passage of another document under the same
+title with nearly the same words as a higher hit (Node's all.html beside its module pages, an
+.rst source beside its HTML) is named on that hit (`also`) and its place filled from further
+down (pipekit/retrieve/repeats.py); the metrics still count every copy as its document.
+
 With vectors in the index (`indexing.dense_model`) and `retrieval.dense_weight` w > 0, the
 BM25 candidates are fused with the query's cosine to every chunk (pipekit/retrieve/fusion.py):
 (1 − w)·BM25 + w·cosine, each divided by the best of its own top 100, so a passage that
@@ -84,12 +89,13 @@ from pipekit.run.malloc import keep_freed_memory
 from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, feedback_noise, feedback_of, load_qrels, load_queries,
                              trec_run)
 from pipekit.retrieve.shards import answer as shard_answer, on_shards
-from pipekit.retrieve.results import (METRICS, added_terms, chunk_texts, collect_answers, evaluate, explain_rows,
-                             judged_in_index, no_terms_line, print_results, results_table)
+from pipekit.retrieve.results import (METRICS, added_terms, also_column, chunk_texts, collect_answers, evaluate,
+                             explain_rows, judged_in_index, no_terms_line, print_results, results_table)
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
 from pipekit.retrieve.ranks import TopPostings, masked, nth_best_document, rank, sorted_unique
+from pipekit.retrieve.repeats import collapse_answers, repeats_for
 from pipekit.run.arrays import run_starts
 from pipekit.retrieve.sections import section_context
 from pipekit.run.stages import get_stage
@@ -143,6 +149,7 @@ class Index:
         self.small_query = SMALL_QUERY  # tests lower it, so their small corpora take the pruned path
         self.context = None  # the chunks' sections, when retrieval.section_context is on (pipekit/retrieve/sections.py)
         self.dense = None  # the chunks' vectors, when the index has them and retrieval.dense_weight > 0 (pipekit/retrieve/fusion.py)
+        self.repeats = None  # with retrieval.repeats: collapse, what finds them (pipekit/retrieve/repeats.py)
         self.note = ctx.note
         self.load_seconds = time.perf_counter() - t0
         ctx.note(f"index loaded in {self.load_seconds:.2f} s ({int(self.indptr[-1]):,} postings, "
@@ -501,22 +508,29 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
 
     fusion = index.dense  # BM25 fused with the cosine of the query's vector and each chunk's
     vecs = fusion.embed([text for _, text in queries]) if fusion is not None else None
+    # Repeats collapsed: chunks ranked `reach` deep, past k, so the next passage fills a repeat's place.
+    repeats = getattr(index, "repeats", None)
+    reach = depth + top_k_n if repeats is not None else top_k_n
+
+    def one(i: int, reach: int, top=None) -> tuple:
+        """Query i's ranked chunks (`reach` of them), their scores, its documents and theirs."""
+        qvec = vecs[i] if fusion is not None else None
+        if mask is not None:
+            cols, vals = filtered_candidates(index, scored[i], depth, mask, fusion, qvec)
+        else:  # (with vectors, the fused lists are each `depth` long, whatever the reach)
+            cols, vals = candidates(index, scored[i], depth if fusion is not None else max(reach, depth))
+            if fusion is not None:  # the union of both top lists, each score over its best, mixed
+                top = fusion.top(vecs[i:i + 1], depth)[0] if top is None else top
+                cols, vals = fusion.fuse(cols, vals, qvec, top, depth, index.scorer(scored[i]))
+        order, docs, doc_scores = rank(cols, vals, doc_codes, reach, depth)
+        return cols[order], vals[order], docs, doc_scores
 
     def answer(batch: range) -> list[tuple]:
         out, tops = [], fusion.top(vecs[batch.start:batch.stop], depth) if fusion is not None else None
         for i in batch:
             if feedback is not None:  # a second query, answered like the first
                 scored[i] = index.expand(scored[i], feedback)
-            if mask is not None:
-                cols, vals = filtered_candidates(index, scored[i], depth, mask, fusion, vecs[i] if fusion else None)
-                order, docs, doc_scores = rank(cols, vals, doc_codes, top_k_n, depth)
-                out.append((cols[order], vals[order], docs, doc_scores))
-                continue
-            cols, vals = candidates(index, scored[i], depth)
-            if fusion is not None:  # the union of both top lists, each score over its best, mixed
-                cols, vals = fusion.fuse(cols, vals, vecs[i], tops[i - batch.start], depth, index.scorer(scored[i]))
-            order, docs, doc_scores = rank(cols, vals, doc_codes, top_k_n, depth)
-            out.append((cols[order], vals[order], docs, doc_scores))
+            out.append(one(i, reach, tops[i - batch.start] if tops is not None else None))
         return out
 
     workers = threads or min(cores(), len(batches))
@@ -529,7 +543,8 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
             answers = [a for batch in progress(pool.map(answer, batches), len(batches)) for a in batch]
     else:
         answers = [a for batch in progress(map(answer, batches), len(batches)) for a in batch]
-    out, run = collect_answers(queries, answers, doc_names if summary else None)
+    answers, also = collapse_answers(repeats, answers, top_k_n, reach, one, depth)
+    out, run = collect_answers(queries, answers, doc_names if summary else None, also)
     if not summary:
         return out, run, scored
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
@@ -560,15 +575,19 @@ def run(ctx) -> None:
     if index.context is not None:
         ctx.note(f"section context {sec['section_context']}: {index.context.n:,} sections of {len(index.lengths):,} chunks")
     index.dense = dense_for(ctx.output_dir, index, sec["dense_weight"], ctx.note) if here or sec["explain"] else None
+    index.repeats = repeats_for(index, sec["repeats"], lambda rows: chunk_texts(chunks_03, rows))
 
     if here:  # on a thread per core, a bar over batches of queries
         bar = lambda it, total: ctx.progress(it, total=total, desc="05 scoring", unit="batch")
-        (q, c, s, r), run_docs, scored = search(index, queries, sec["top_k"], depth, bar, feedback=feedback)
+        hits, run_docs, scored = search(index, queries, sec["top_k"], depth, bar, feedback=feedback)
     else:  # batches of queries on every part of the index, each part held by one worker (pipekit/retrieve/shards.py)
-        (q, c, s, r), run_docs, scored = on_shards(ctx, index, Index, queries, sec["top_k"], depth, feedback, mixing)
+        hits, run_docs, scored = on_shards(ctx, index, Index, queries, sec["top_k"], depth, feedback, mixing)
+    q, c, s, r = hits
     explain = [index.explain(scored[qi], int(ci)) for qi, ci in zip(q, c)] if sec["explain"] else None
     table = results_table(queries, index.chunks, (q, c, s, r), chunk_texts(chunks_03, c), explain)
-    table = with_link(table, hit_links(chunks_03, index.chunks, c, ctx.cfg["documents"].get("link_base")))
+    links_of = lambda rows: hit_links(chunks_03, index.chunks, rows, ctx.cfg["documents"].get("link_base"))
+    table = with_link(table, links_of(c))
+    table = table.append_column("also", also_column(getattr(hits, "also", []), index.chunks, links_of))
     if sec["explain"] and index.dense is not None:  # each hit's BM25 part, cosine part and fused score
         table = table.append_column("fusion", index.dense.explain(candidates, index, queries, scored, q, c, depth))
     ctx.write_table("05_results.parquet", table, {"index": index.meta["fingerprint"]})

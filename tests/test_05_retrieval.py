@@ -46,9 +46,11 @@ def indexed(tmp_path):
     chunks_file(tmp_path / "out")
     qrels = tmp_path / "qrels.tsv"
     qrels.write_text("query-id\tcorpus-id\tscore\n1\ta\t2\n1\tb\t1\n2\tc\t1\n3\tb\t1\n")
+    # repeats: keep — c and d are twins on purpose (a tie), which collapse would make one hit
+    # (tests/test_repeats.py is about that).
     cfg = write_config(tmp_path, indexing={"stemmer": "none", "stopwords": "english"},
                        retrieval={"queries": ["undo the rollback", "release notes", "health endpoint", "zebra"],
-                                  "qrels": str(qrels), "top_k": 3, "explain": True})
+                                  "qrels": str(qrels), "top_k": 3, "explain": True, "repeats": "keep"})
     run_script("04_indexing.py", "--config", str(cfg))
     proc = run_script("05_retrieval.py", "--config", str(cfg))
     return tmp_path / "out", proc
@@ -116,7 +118,8 @@ def test_scores_follow_the_configured_k1_and_b(tmp_path):
     queries = ["undo the rollback", "release notes health", "health endpoint check"]  # each term once: k1 is under test, not qtf
     cfg = write_config(tmp_path, indexing={"stemmer": "none", "stopwords": "none", "k1": 2.0, "b": 0.5,
                                                  "heading_weight": 1},  # the plain formula
-                       retrieval={"queries": queries, "qrels": None, "top_k": 10})
+                       retrieval={"queries": queries, "qrels": None, "top_k": 10,
+                                  "repeats": "keep"})  # every chunk's score, the twins c and d both
     run_script("04_indexing.py", "--config", str(cfg))
     run_script("05_retrieval.py", "--config", str(cfg))
     res = pq.read_table(tmp_path / "out" / "05_results.parquet").to_pandas()
@@ -141,7 +144,7 @@ def feedback_run(tmp_path, queries, *sets):
     (tmp_path / "out").mkdir(exist_ok=True)
     chunks_file(tmp_path / "out")
     cfg = write_config(tmp_path, indexing={"stemmer": "none", "stopwords": "english"},
-                       retrieval={"queries": queries, "top_k": 6, "explain": True})
+                       retrieval={"queries": queries, "top_k": 6, "explain": True, "repeats": "keep"})  # (the twins)
     sets = [a for s in sets for a in ("--set", s)]
     run_script("04_indexing.py", "--config", str(cfg), *sets)
     proc = run_script("05_retrieval.py", "--config", str(cfg), *sets)
@@ -201,7 +204,8 @@ def test_a_corpus_smaller_than_top_k_returns_fewer_results(tmp_path):
     for feedback in ("none", "rm3"):
         cfg = write_config(tmp_path, documents={"input": str(corpus)},
                            retrieval={"queries": ["alpha gamma", "zeta theta"], "qrels": str(qrels), "top_k": 100,
-                                      "feedback": feedback, "feedback_docs": 200})
+                                      "feedback": feedback, "feedback_docs": 200,
+                                      "repeats": "keep"})  # (every 8th record is the same: all counted)
         run_script("run_pipeline.py", "--config", str(cfg))
         res = pq.read_table(tmp_path / "out" / "05_results.parquet").to_pandas()
         assert len(res[res.query_id == "1"]) == 82  # every chunk has "alpha": all of them, no more
@@ -311,7 +315,7 @@ def test_queries_use_the_analyzer_the_index_recorded(tmp_path):
     proc = run_script("05_retrieval.py", "--config", str(cfg), "--set", "indexing.stemmer=english")
     assert "no chunk contains any of its terms" in proc.stdout
     cfg2 = write_config(tmp_path, indexing={"stemmer": "none", "stopwords": "none"},
-                        retrieval={"queries": ["release"]})
+                        retrieval={"queries": ["release"], "repeats": "keep"})  # (the twins c and d both)
     run_script("05_retrieval.py", "--config", str(cfg2), "--set", "indexing.stemmer=english")
     res = pq.read_table(tmp_path / "out" / "05_results.parquet").to_pandas()
     assert set(res.chunk_id) == {"a#0", "c#3", "d#4"}

@@ -53,8 +53,13 @@ def run(cfg, out, *sets: str) -> None:
 
 
 def run_from_results(out) -> dict[str, dict[str, float]]:
-    """The document run a reader makes of 05_results.parquet: each document's best chunk."""
-    rows = pd.read_parquet(out / "05_results.parquet", columns=["query_id", "doc_id", "score"])
+    """The document run a reader makes of 05_results.parquet: each document's best chunk,
+    among the rows and the places each row names as its repeats (`also`, issue 48: a copy in
+    another document is a document of its own, judged on its own)."""
+    rows = pd.read_parquet(out / "05_results.parquet", columns=["query_id", "doc_id", "score", "also"])
+    copies = [(q, a["doc_id"], a["score"]) for q, also in zip(rows.query_id, rows.also) for a in also]
+    rows = pd.concat([rows[["query_id", "doc_id", "score"]],
+                      pd.DataFrame(copies, columns=["query_id", "doc_id", "score"])], ignore_index=True)
     best = rows.groupby(["query_id", "doc_id"], sort=False)["score"].max()
     run: dict[str, dict[str, float]] = {}
     for (qid, doc), score in best.items():

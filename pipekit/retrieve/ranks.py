@@ -110,8 +110,10 @@ def nth_largest(vals: np.ndarray, n: int) -> float:
 def rank(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, k: int, depth: int):
     """Positions of the k best chunks (score desc, then corpus order), and the documents of
     the `depth` best chunks with their scores (a document scores its best chunk), best
-    first; k <= depth.  `doc_codes` number the documents in order of first appearance (as
-    stage 05's Index does).
+    first.  `doc_codes` number the documents in order of first appearance (as stage 05's
+    Index does).  k may pass depth: stage 05 then ranks chunks past the depth-th for
+    pipekit/retrieve/repeats.py to fill the places of collapsed repeats, while the documents
+    (the metrics') stay those of the depth best.
 
     Why the documents of the best `depth` chunks, not the best `depth` documents: the
     metrics are computed from these documents, and they must be what 05_results.parquet
@@ -120,14 +122,14 @@ def rank(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, k: int, dept
     the file's last row, and with WordLlama fused in (whose cosine brings ~200 candidates)
     R@100 was published 0.9861 where the file gave 0.9585."""
     own = own_documents(doc_codes)
-    pick = np.arange(len(vals))
-    if len(pick) > depth:
-        # partition finds the depth-th best without sorting the rest; every chunk tied with
+    pick, reach = np.arange(len(vals)), max(k, depth)
+    if len(pick) > reach:
+        # partition finds the reach-th best without sorting the rest; every chunk tied with
         # it stays in, so that corpus order, not chance, settles the tie.
-        cut = nth_largest(vals, depth)
+        cut = nth_largest(vals, reach)
         pick = np.flatnonzero(vals >= cut)
-    order = pick[np.lexsort((cols[pick], -vals[pick]))][:depth]
-    docs = doc_codes[cols[order]]
+    order = pick[np.lexsort((cols[pick], -vals[pick]))][:reach]
+    docs = doc_codes[cols[order[:depth]]]
     # Each document's best chunk: its first place in `order` (np.unique(return_index=True)
     # does the same stable sort, with more calls around it; this runs once per query).
     if own:

@@ -85,15 +85,30 @@ def added_terms(terms: pa.Array, q) -> list[tuple[str, float]]:
     return sorted(new, key=lambda tw: -tw[1])
 
 
-def collect_answers(queries, answers: list[tuple], doc_names: pa.Array | None) -> tuple[tuple, dict | None]:
+class Hits(tuple):
+    """The hit arrays (query#, chunk, score, rank), unpacked as a 4-tuple, and `also`: for
+    each hit the repeats collapsed onto it, (chunks, scores) (pipekit/retrieve/repeats.py)."""
+
+    also: list[tuple[np.ndarray, np.ndarray]]
+
+    def __new__(cls, arrays, also=None):
+        hits = super().__new__(cls, arrays)
+        hits.also = also if also is not None else [(np.zeros(0, np.int64), np.zeros(0))] * len(arrays[0])
+        return hits
+
+
+def collect_answers(queries, answers: list[tuple], doc_names: pa.Array | None,
+                    also: list[list] | None = None) -> tuple[Hits, dict | None]:
     """Each query's answer (its chunks, their scores, its documents as codes, theirs) as
     the hit arrays (query#, chunk, score, rank) and the document run {qid: {doc: score}}
     (doc_names None: no run, None; a Searcher cites chunks, and naming a query's hundred
-    documents was a tenth of its search at 5,000 chunks, bench/search_speed.py)."""
+    documents was a tenth of its search at 5,000 chunks, bench/search_speed.py).
+    `also`: per query, per hit, the repeats collapsed onto it (Hits.also)."""
+    flat_also = [x for per_query in also for x in per_query] if also is not None else None
     if doc_names is None and len(answers) == 1:  # a Searcher's one query: its arrays as they are
         a = answers[0]
-        return (np.zeros(len(a[0]), np.int64), a[0].astype(np.int64), a[1].astype(np.float64),
-                np.arange(1, len(a[0]) + 1, dtype=np.int32)), None
+        return Hits((np.zeros(len(a[0]), np.int64), a[0].astype(np.int64), a[1].astype(np.float64),
+                     np.arange(1, len(a[0]) + 1, dtype=np.int32)), flat_also), None
     # Document names for every query at once: one Arrow take, not a thousand.
     run: dict[str, dict[str, float]] | None = {} if doc_names is not None else None
     if answers and doc_names is not None:
@@ -107,7 +122,7 @@ def collect_answers(queries, answers: list[tuple], doc_names: pa.Array | None) -
     hits = (cat([np.full(len(a[0]), i) for i, a in enumerate(answers)], np.int64),
             cat([a[0] for a in answers], np.int64), cat([a[1] for a in answers], np.float64),
             cat([np.arange(1, len(a[0]) + 1) for a in answers], np.int32))
-    return hits, run
+    return Hits(hits, flat_also), run
 
 
 def results_table(queries, chunks: pa.Table, hits, texts: list[str], explain: list | None = None) -> pa.Table:
@@ -184,6 +199,27 @@ def judged_in_index(qrels: dict, doc_ids: pa.Array | pa.ChunkedArray, where) -> 
     return Judged(kept, left_out, lines)
 
 
+ALSO_TYPE = pa.list_(pa.struct([
+    ("chunk_id", pa.string()), ("doc_id", pa.string()), ("heading", pa.string()), ("page_start", pa.int32()),
+    ("page_end", pa.int32()), ("score", pa.float64()), ("link", pa.string())]))
+
+
+def also_column(also: list[tuple[np.ndarray, np.ndarray]], chunks: pa.Table, links_of) -> pa.Array:
+    """05_results.parquet's `also`: for each hit the repeats collapsed onto it (Hits.also),
+    each with what a citation needs and its link (`links_of(rows)`: pipekit/retrieve/links.py)."""
+    rows = np.concatenate([a[0] for a in also]).astype(np.int64) if also else np.zeros(0, np.int64)
+    take = pa.array(rows)
+    cols = {n: chunks.column(n).take(take).to_pylist() for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end")}
+    cols["score"] = np.concatenate([a[1] for a in also]).tolist() if also else []
+    cols["link"] = links_of(rows).to_pylist() if len(rows) else []
+    records = [dict(zip(cols, v)) for v in zip(*cols.values())]
+    out, at = [], 0
+    for a in also:
+        out.append(records[at:at + len(a[0])])
+        at += len(a[0])
+    return pa.array(out, ALSO_TYPE)
+
+
 def evaluate(qrels, run) -> pa.Table:
     """Per-query and mean metrics with ir-measures (trec_eval conventions)."""
     import ir_measures
@@ -229,6 +265,8 @@ def print_results(results: pa.Table, queries, added=None, max_queries: int = 8, 
             print(f"  {r['rank']:>2}. {r['score']:7.3f}  {where}\n              {snippet}")
             if r.get("link"):  # where the passage opens (pipekit/retrieve/links.py)
                 print(f"              ↗ {r['link']}")
+            for a in r.get("also") or []:  # the same passage elsewhere, collapsed onto this hit (repeats.py)
+                print(f"              also in {a['doc_id']}" + (f" › {a['heading']}" if a["heading"] else ""))
             if r.get("fusion"):  # a hybrid hit: its BM25 part, its cosine part, the fused score
                 print(fusion_line(r["fusion"], 14))
             for e in r.get("explain") or []:

@@ -17,7 +17,8 @@ For programs (feeding passages to an LLM, say):
 Each hit is a `Passage`: its rank and score, the chunk, and everything needed to cite it
 (document, heading trail, pages, the character span of the cleaned document it came from)
 and to open it (`link`: the document with its heading's anchor or PDF page,
-pipekit/retrieve/links.py).  `search(..., paths=["R/**"], formats=["pdf"])` searches part of
+pipekit/retrieve/links.py), and `also`: the same passage in other documents, collapsed onto
+it (retrieval.repeats, pipekit/retrieve/repeats.py).  `search(..., paths=["R/**"], formats=["pdf"])` searches part of
 the index, each hit scored as without the filter (pipekit/retrieve/filters.py); on the
 command line `--in GLOB` and `--format FMT`, and `--json` writes JSON Lines for programs.
 """
@@ -46,6 +47,7 @@ from pipekit.retrieve.fusion import dense_for, fusion_line
 from pipekit.retrieve.links import link as make_link
 from pipekit.retrieve.queries import feedback_of, nothing_found
 from pipekit.retrieve.reading import MAX_READ_CHARS, Reading
+from pipekit.retrieve.repeats import repeats_for
 from pipekit.retrieve.rows import column_reader
 from pipekit.retrieve.sections import section_context
 from pipekit.index.link_text import link_text
@@ -80,6 +82,9 @@ class Passage:
     added: list[tuple[str, float]] | None = field(default=None, compare=False)
     # With dense vectors and explain: the BM25 part, the cosine part and the fused score (pipekit/retrieve/fusion.py).
     fusion: dict | None = field(default=None, compare=False)
+    # The same passage in other documents (retrieval.repeats: collapse; pipekit/retrieve/repeats.py),
+    # best first: each {chunk_id, doc_id, heading, page_start, page_end, score, citation, link}.
+    also: list[dict] = field(default_factory=list)
 
     @property
     def pages(self) -> str:
@@ -203,6 +208,9 @@ class Searcher:
         self.index.context = section_context(float(self.settings["section_context"]), self._chunks_03, self.index)
         said = len(self._ctx.notes)
         self.index.dense = dense_for(self.output_dir, self.index, self.settings["dense_weight"], self._ctx.note)
+        self.index.repeats = repeats_for(
+            self.index, self.settings.get("repeats", "collapse"),
+            self._read_texts if keep_texts else (lambda rows: chunk_texts(self._chunks_03, rows)))
         for line in self._ctx.notes[said:]:  # (a weight with no vectors to weigh: fusion.no_vectors) said, not swallowed
             warnings.warn(line, UserWarning, stacklevel=2)
 
@@ -232,9 +240,10 @@ class Searcher:
             return [[] for _ in texts]  # each matches some document, but none both
         queries = [(str(i + 1), t) for i, t in enumerate(texts)]
         feedback = feedback_of(self.settings)
-        (q, c, s, r), _, scored = self._stage.search(
+        hits, _, scored = self._stage.search(
             self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback, mask=mask,
             summary=False)
+        q, c, s, r = hits
         added = [self.index.added_terms(x) for x in scored] if feedback is not None else [None] * len(texts)
         rows = np.asarray(c, dtype=np.int64)
         passages = (self._read_texts(rows) if self._read_texts is not None
@@ -247,6 +256,7 @@ class Searcher:
         cols = {n: read(rows) for n, read in self._readers.items()}
         fmt = cols.get("format", [None] * len(c))
         anchor = cols.get("anchor", [None] * len(c))
+        also = self._also(hits.also)
         out: list[list[Passage]] = [[] for _ in texts]
         for i, qi in enumerate(q.tolist()):
             out[qi].append(Passage(
@@ -258,7 +268,33 @@ class Searcher:
                 start_char=cols["start_char"][i], end_char=cols["end_char"][i], text=passages[i], format=fmt[i],
                 link=make_link(cols["doc_id"][i], fmt[i], anchor[i], cols["page_start"][i], self.link_base),
                 explain=self.index.explain(scored[qi], int(c[i])) if explain else None, added=added[qi],
-                fusion=fusion[i]))
+                fusion=fusion[i], also=also[i]))
+        return out
+
+    def _also(self, also: list[tuple[np.ndarray, np.ndarray]]) -> list[list[dict]]:
+        """For each hit the places its collapsed repeats are found, as a Passage names them
+        (every hit's read in one call per column)."""
+        if not any(len(a[0]) for a in also):
+            return [[] for _ in also]
+        rows = np.concatenate([a[0] for a in also]).astype(np.int64)
+        scores = np.concatenate([a[1] for a in also]).tolist()
+        cols = {n: self._readers[n](rows) for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end",
+                                                  "page_label_start", "page_label_end")}
+        fmt = self._readers["format"](rows) if "format" in self._readers else [None] * len(rows)
+        anchor = self._readers["anchor"](rows) if "anchor" in self._readers else [None] * len(rows)
+        places = []
+        for i, score in enumerate(scores):
+            pages = cite_pages(cols["page_start"][i], cols["page_end"][i], cols["page_label_start"][i],
+                               cols["page_label_end"][i])
+            heading = cols["heading"][i] or ""
+            places.append({"chunk_id": cols["chunk_id"][i], "doc_id": cols["doc_id"][i], "heading": heading,
+                           "page_start": cols["page_start"][i], "page_end": cols["page_end"][i], "score": score,
+                           "citation": cols["doc_id"][i] + (f" › {heading}" if heading else "") + (f", {pages}" if pages else ""),
+                           "link": make_link(cols["doc_id"][i], fmt[i], anchor[i], cols["page_start"][i], self.link_base)})
+        out, at = [], 0
+        for a in also:
+            out.append(places[at:at + len(a[0])])
+            at += len(a[0])
         return out
 
     def read(self, chunk_id: str, around: int = 0, section: bool = False, max_chars: int = MAX_READ_CHARS) -> dict:
@@ -353,6 +389,8 @@ def result_lines(passages: list[Passage], terms: set[str], analyzer, mark, short
                                initial_indent=" " * 13, subsequent_indent=" " * 13)
         if p.link:
             lines.append(" " * 13 + f"↗ {p.link}")
+        for a in p.also:  # the same passage elsewhere, collapsed onto this hit (pipekit/retrieve/repeats.py)
+            lines.append(" " * 13 + f"also in {a['citation']}" + (f"  ↗ {a['link']}" if a["link"] else ""))
         if p.fusion is not None:
             lines.append(fusion_line(p.fusion, 13))
         for e in p.explain or []:
@@ -391,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--explain", action="store_true", help="each result's score term by term")
     parser.add_argument("--json", action="store_true",
                         help="JSON Lines on stdout, one hit a line (query, rank, score, chunk_id, doc_id, format, "
-                             "heading_path, pages, start_char, end_char, text, citation, link); nothing else")
+                             "heading_path, pages, start_char, end_char, text, citation, link, also: the same passage in "
+                             "other documents); nothing else")
     parser.add_argument("--in", dest="paths", action="append", default=[], metavar="GLOB",
                         help="only documents whose doc_id matches GLOB (`*` within a folder, `**` across "
                              "folders; repeatable: any of them)")

@@ -54,6 +54,7 @@ from pipekit.index.layout import ShardedPostings
 from pipekit.retrieve.fusion import Dense, default_weight, scaled, top_chunks
 from pipekit.retrieve.ranks import TopPostings, nth_best_document, rank
 from pipekit.retrieve.resident import WorkerOutputs, held, index_tag, query_parts, release
+from pipekit.retrieve.repeats import collapse_answers
 from pipekit.retrieve.results import collect_answers
 from pipekit.run import io
 from pipekit.run.arrays import run_starts
@@ -297,15 +298,24 @@ def on_shards(ctx, index, index_class, queries: list, top_k: int, depth: int, fe
                     scored[start + j] = index_class.expand(FirstPass([g[j] for g in got], noise), scored[start + j],
                                                            feedback)
         vecs = Dense(None, *fusion).embed([text for _, text in queries]) if fusion else None
+        # With repeats collapsed the client ranks chunks past k (as the local engine: `reach`),
+        # so each part ranks that deep (with vectors the fused lists stay `depth` long).
+        repeats = getattr(index, "repeats", None)
+        reach = depth + top_k if repeats is not None else top_k
+        part_depth = depth if fusion else max(reach, depth)
         results = each_part(lambda b: ("score", scored[b[0]:b[0] + len(b[1])],
-                                       vecs[b[0]:b[0] + len(b[1])] if fusion else None, depth, collection))
+                                       vecs[b[0]:b[0] + len(b[1])] if fusion else None, part_depth, collection))
     finally:
         with contextlib.suppress(Exception):  # the error that stopped the stage is the one to tell
             engine.run_everywhere(release)
         release()
-    answers = [_merge([g[j] for g in got], top_k, depth, fusion)
+    answers = [_merge([g[j] for g in got], reach, depth, fusion)
                for (_, batch), got in zip(batches, results) for j in range(len(batch))]
-    hits, run = collect_answers(queries, answers, index.chunks.column("doc_id").combine_chunks())
+    # Repeats collapsed on the client, as the local engine does; a query whose collapses use
+    # up its `reach` chunks stays short here (the local engine ranks it deeper): it would
+    # take more repeats among a query's best than the depth of its ranking.
+    answers, also = collapse_answers(repeats, answers, top_k, reach, depth=depth, by_chunk=True)
+    hits, run = collect_answers(queries, answers, index.chunks.column("doc_id").combine_chunks(), also)
     # What crossed the network for the scores, per batch: each query's terms and weights
     # (and vector) to every part, each part's best chunks back (bench/README.md's table).
     out = len(parts) * (sum(q.ids.nbytes + q.weights.nbytes for q in scored) + (vecs.nbytes if fusion else 0))

@@ -102,6 +102,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "dense_weight": Key(None, "optional_number", "null (the model's default) or a number from 0 to 1 (0: BM25 alone)",
                             check=lambda v: v is None or 0 <= v <= 1),
         "section_context": Key(0.5, "number", "a number >= 0 (0: off)", check=lambda v: v >= 0),
+        "repeats": Key("collapse", "choice", "collapse (a passage repeated in other documents is one hit, "
+                       "naming the others) or keep (every copy its own hit)", ("collapse", "keep")),
     },
     "engine": {
         "kind": Key("local", "choice", "local or dask", ("local", "dask")),

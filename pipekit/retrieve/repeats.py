@@ -1,0 +1,203 @@
+"""Repeated passages once in a ranking (`retrieval.repeats: collapse`, the default).
+
+Documentation folders hold the same text more than once: Node's `all.html` repeats every
+module page, a Sphinx sdist ships each page's `.rst` source beside its HTML build, a
+release keeps last year's guide beside this year's.  Byte-identical files are skipped by
+stage 01; copies that differ in a byte, or pages that hold other pages, are not, and their
+passages score alike, so one passage took two or three of the top 3 places (issue 48: 5 of
+15 questions on a real folder).  Here a ranking keeps the first (best) of them and names
+the others on it (`also`: the places a reader could cite instead), and fills the freed
+places from further down, so a query still gets k distinct passages when there are that many.
+
+What counts as a repeat: a chunk of *another document* with the same own section title (its
+heading trail's last part, as words in lower case) whose words (letter and digit runs,
+lower-cased, of the text a reader sees: a link's text, not its address) are, as sets, at
+least `SIMILAR` alike by Jaccard, |A ∩ B| / |A ∪ B|.  Sets, not counts or sequences: a
+Sphinx page and its `.rst` source say the same words, the source some of them more often
+(role and directive names) and the build a few more (a version note, a rendered
+cross-reference).  Plain words, not the index's terms: the analyzer's Arrow kernels and
+term lookups cost ~12 ms per 18 passages here, a regular expression ~2 ms, and stemming
+only makes alike what is already nearly so.  Measured on Node's docs and SQLAlchemy's
+sdist (python bench/duplicates.py --pairs; bench/README.md), over the 1,936
+cross-document pairs among 14 questions' top 20: the same-titled pairs that are copies
+came out at 0.80-1.0, the others (a section cut apart differently in its two forms,
+continuation chunks) at 0.75 or less; 0.8 is the edge of the copies.  The title is
+needed: templated API sections differ in a name or two and nothing else (Node's
+`Class: Hash` against `Class: Hmac`, 0.90), and a reader calls them different passages,
+as their titles do.  Within one document two alike chunks are two places of one page (a
+table row, a repeated note), which the reader already has before them: they stay.
+
+Cost: each chunk's words are found once, when it first comes up in a ranking (kept, up to
+`KEEP` chunks, so a Searcher serving a query log reads a popular passage once); a
+candidate is compared with the hits already kept (at most k; a set intersection, only for
+those of the same title whose sizes allow the threshold), never with the corpus.  Ranks
+beyond the first k are looked at only as far as collapses need them.  Stage 05 reads the
+texts of its queries' first hits in one pass (`collapse_answers`), not a row group per
+query.  A Searcher's search, median (python bench/duplicates.py --speed): 0.64 -> 0.94 ms
+on Node's and SQLAlchemy's docs, where most hits have a copy, 0.36 -> 0.46 ms on Cranfield.
+
+Why at query time, from the texts: the index holds postings by term, and a chunk's terms
+by chunk would be a second copy of them (a stable sort of 36M postings took 26 s here), or
+stage 04 would write a sketch per chunk (MinHash) and compare estimates, which miss both
+ways near the threshold.  One query's candidates are the only pairs anyone sees, and a few
+dozen texts per query are cheap; a stage-05 run on a cluster does the same on its client
+(there a query whose collapses use up its ranking, more repeats than `depth` chunks, stays
+short: the local engine ranks it deeper).
+
+Not done: repeats inside one document; choosing which copy to show (the best-scored is
+kept: on Node's docs that was all.html's in all 7 questions, their scores differing only by
+the path's and the section's terms).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipekit.chunk.headings import TRAIL_SEPARATOR
+from pipekit.index.link_text import link_text
+from pipekit.read.pages import passage_text
+
+SIMILAR = 0.8  # Jaccard of the word sets from which a same-titled chunk repeats a higher hit
+KEEP = 500_000  # chunks whose word sets are kept (a few KB each at most); past it, forgotten and redone
+BLOCK = 8  # candidates looked at a time beyond the first k (their texts read in one call)
+PREFETCH = 2048  # queries whose first hits' texts stage 05 reads in one call
+_WORD = re.compile(r"\w+")
+
+
+class Repeats:
+    """Which chunks of a ranking repeat a higher one.
+
+    `texts_of(rows)` gives chunks' texts (a Searcher's kept texts, or stage 05's reads of
+    03_chunks.parquet); `doc_codes` each chunk's document as a small integer (stage 05's
+    Index); `headings` each chunk's heading trail (04_chunks' `heading`)."""
+
+    def __init__(self, texts_of, doc_codes: np.ndarray, headings: pa.Array, similar: float = SIMILAR):
+        self.texts_of = texts_of
+        self.doc_codes, self.headings = doc_codes, headings
+        self.similar = similar
+        self._sets: dict[int, frozenset] = {}
+        self._titles: dict[int, str] = {}
+
+    def titles(self, chunks) -> list[str]:
+        """Each chunk's own section title (its heading trail's last part), as words in lower case."""
+        chunks = [int(c) for c in chunks]
+        need = sorted({c for c in chunks if c not in self._titles})
+        if need:
+            if len(self._titles) + len(need) > KEEP:
+                self._titles.clear()
+            for c, h in zip(need, self.headings.take(pa.array(need, pa.int64())).to_pylist()):
+                self._titles[c] = " ".join(_WORD.findall((h or "").rpartition(TRAIL_SEPARATOR)[2].lower()))
+        return [self._titles[c] for c in chunks]
+
+    def term_sets(self, chunks) -> list[frozenset]:
+        """Each chunk's distinct words (letter and digit runs, lower-cased, of the text a reader
+        sees), found once and kept."""
+        chunks = [int(c) for c in chunks]
+        need = sorted({c for c in chunks if c not in self._sets})
+        if need:
+            if len(self._sets) + len(need) > KEEP:
+                self._sets.clear()
+            for c, text in zip(need, self.texts_of(np.asarray(need, dtype=np.int64))):
+                # As a reader sees it (a link's text, not its address; no page-marker lines),
+                # so an HTML build's `[name](api.html#name)` and its source's ``name`` agree.
+                self._sets[c] = frozenset(_WORD.findall(link_text(passage_text(text or "")).lower()))
+        return [self._sets[c] for c in chunks]
+
+    def alike(self, a: frozenset, b: frozenset) -> bool:
+        """Jaccard(a, b) >= similar."""
+        small, large = (a, b) if len(a) <= len(b) else (b, a)
+        # |A ∩ B| <= |small| and |A ∪ B| >= |large|: sizes this far apart cannot reach it.
+        if len(small) == 0 or len(small) < self.similar * len(large):
+            return False
+        inter = len(small & large)
+        return inter >= self.similar * (len(a) + len(b) - inter)
+
+    def collapse(self, chunks: np.ndarray, k: int) -> tuple[np.ndarray, list[list[int]]]:
+        """Walk a ranking (`chunks`, best first) until k hits are kept (or it ends): the
+        positions kept, and for each the positions of its repeats, in rank order."""
+        kept: list[int] = []
+        sets: list[frozenset] = []
+        keys: list[tuple[int, str]] = []
+        also: list[list[int]] = []
+        n, at = len(chunks), 0
+        codes = self.doc_codes[chunks] if n else np.zeros(0, np.int64)
+        while len(kept) < k and at < n:
+            # The first block is what a ranking without repeats needs; later ones a few more.
+            stop = min(n, at + (k - len(kept)) + (BLOCK if at else 0))
+            block = chunks[at:stop]
+            for i, s, t in zip(range(at, stop), self.term_sets(block), self.titles(block)):
+                if len(kept) == k:
+                    break
+                d = int(codes[i])
+                j = next((j for j in range(len(kept))
+                          if keys[j][0] != d and keys[j][1] == t and self.alike(sets[j], s)), -1)
+                if j >= 0:
+                    also[j].append(i)
+                else:
+                    kept.append(i)
+                    sets.append(s)
+                    keys.append((d, t))
+                    also.append([])
+            at = stop
+        return np.asarray(kept, dtype=np.int64), also
+
+
+def repeats_for(index, setting: str, texts_of) -> Repeats | None:
+    """What finds repeated passages in a stage-05 Index's rankings (`retrieval.repeats:
+    collapse`), or None (keep).  `texts_of(rows)`: the chunks' texts."""
+    if setting != "collapse":
+        return None
+    codes = getattr(index, "doc_codes", None)  # (a cluster's client holds no postings, nor these)
+    if codes is None:
+        codes = np.asarray(pc.dictionary_encode(index.chunks.column("doc_id").combine_chunks()).indices, np.int64)
+    return Repeats(texts_of, codes, index.chunks.column("heading").combine_chunks())
+
+
+NONE = (np.zeros(0, np.int64), np.zeros(0, np.float64))  # a hit with no repeats named
+
+
+def collapse_answers(repeats: Repeats | None, answers: list[tuple], k: int, reach: int, deeper=None,
+                     depth: int | None = None, by_chunk: bool = False):
+    """Each query's answer (ranked chunks, scores, documents, document scores; the chunks
+    ranked `reach` deep, past k) cut to its k best distinct passages, and for each hit its
+    repeats as (chunks, scores).  When the collapses use up a ranking that may go on (it
+    is `reach` long), `deeper(i, reach)` ranks query i twice as deep, and so on (None: the
+    answer stands short).  Without repeats (`retrieval.repeats: keep`): the first k as
+    they are, none named.
+
+    The documents (the run the metrics are computed from) are those of the `depth` best
+    chunks, repeats included: a copy is a document of its own, judged on its own.  When
+    the hits and their repeats reach past the depth-th chunk (top_k >= depth), they are
+    those of every chunk the hits and repeats hold, so that 05_results.parquet's rows with
+    their `also` give the metrics exactly (issue 37).  `by_chunk`: documents are named by
+    one of their chunks (a cluster's client), not by their codes."""
+    out, also = [], []
+    step = max(1, min(PREFETCH, KEEP // (2 * (k + BLOCK))))  # (what one read brings stays kept)
+    for i, a in enumerate(answers):
+        if repeats is not None and i % step == 0:  # these queries' first hits: one read of their texts
+            firsts = np.unique(np.concatenate([b[0][:k + BLOCK] for b in answers[i:i + step]]))
+            repeats.term_sets(firsts)
+            repeats.titles(firsts)
+        if repeats is None:
+            out.append((a[0][:k], a[1][:k], a[2], a[3]))
+            also.append([NONE] * len(out[-1][0]))
+            continue
+        deep = reach
+        kept, rep = repeats.collapse(a[0], k)
+        while len(kept) < k and len(a[0]) >= deep and deeper is not None:
+            deep *= 2
+            a = deeper(i, deep)
+            kept, rep = repeats.collapse(a[0], k)
+        docs, doc_scores = a[2], a[3]
+        walked = max([int(kept.max()) + 1 if len(kept) else 0] + [r[-1] + 1 for r in rep if r])
+        if depth is not None and walked > depth:
+            codes = repeats.doc_codes[a[0][:walked]]
+            _, first = np.unique(codes, return_index=True)
+            first.sort()  # each document at its best chunk's place
+            docs, doc_scores = (a[0][first] if by_chunk else codes[first]), a[1][first]
+        out.append((a[0][kept], a[1][kept], docs, doc_scores))
+        also.append([(a[0][r], a[1][r]) if r else NONE for r in rep])
+    return out, also
