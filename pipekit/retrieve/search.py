@@ -101,13 +101,14 @@ class Passage:
         # Field by field, not dataclasses.asdict: asdict copies every value recursively, and
         # that was a third of a served search's time (pipekit/serve). Lists are copied, so
         # the dict can be changed without changing the Passage.
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["heading_path"] = list(self.heading_path)
-        for name in ("explain", "added"):
-            if d[name] is not None:
-                d[name] = [dict(e) if isinstance(e, dict) else e for e in d[name]]
-        if d["fusion"] is not None:
-            d["fusion"] = dict(d["fusion"])
+        d = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, list):  # heading_path, explain, added, also
+                v = [dict(e) if isinstance(e, dict) else e for e in v]
+            elif isinstance(v, dict):  # fusion
+                v = dict(v)
+            d[f.name] = v
         d["citation"] = self.citation
         return d
 
