@@ -350,3 +350,16 @@ def test_a_failed_watch_rerun_keeps_the_old_index_and_says_why(tmp_path):
     watcher.rerun()
     assert watcher.last["ok"] is False and "chunking.target" in watcher.last["error"]
     assert service.current is before and service.search(QUESTION, 1)["hits"]
+
+
+def test_a_hits_dict_is_every_field_copied(sample):
+    """to_dict is written field by field for speed; it must stay what dataclasses.asdict gives."""
+    from dataclasses import asdict
+
+    hits = Searcher(load_config(sample)["paths"]["output"]).search(QUESTION, 10, explain=True)
+    assert hits
+    for h in hits:
+        d = h.to_dict()
+        assert d == {**asdict(h), "citation": h.citation}
+        d["heading_path"].append("changed")  # a copy: the hit is not changed with it
+        assert h.heading_path[-1:] != ["changed"]
