@@ -7,7 +7,7 @@
    touches a copy) and indexed there (stages 01-04).  (Client processes start before the
    clock does: a pool of spawned processes, then the calls.)
 2. The server starts with --http on a free loopback port and --watch.
-3. Steady: `--clients` processes (not threads: a client's own Python must not queue behind
+3. Steady: first one client (an agent asks one question at a time), then `--clients` processes (not threads: a client's own Python must not queue behind
    another's), each with one keep-alive connection, make `--calls` GET /search calls each
    with the set's real questions in turn (k=5).  Per call: the wall time from sending the
    request to reading the whole JSON answer.  Printed: median, p99, calls/s, errors.
@@ -20,7 +20,10 @@
    `pipekit.Searcher` on the same index and has searched once.
 
 Goals (issue 45): 0 errors; median ≤ 5 ms; p99 ≤ 50 ms on this 2-core machine.  The clients
-share the two cores with the server, as an agent and its tools would.
+share the two cores with the server, as an agent and its tools would.  With every client
+always waiting on an answer, a call waits for the calls ahead of it: the median of
+`--clients` callers is about that many times the server's time per call, so it is the one-
+client line that says what one call costs, and the many-client line what a queue adds.
 """
 from __future__ import annotations
 
@@ -146,7 +149,8 @@ def main() -> int:
         print(f"server: {status['chunks']:,} chunks of {status['documents']['read']:,} documents; "
               f"{args.clients} client processes x {args.calls} searches, k=5, {len(qs)} questions in turn")
         rss_server = rss_mb(server.pid)
-        report("steady", *load(port, qs, args.clients, args.calls))
+        report("one client", *load(port, qs, 1, args.calls))  # an agent: one call at a time
+        report(f"{args.clients} clients", *load(port, qs, args.clients, args.calls))
 
         # During a rebuild: clients run until the new word is found (and at least --calls each).
         target = sorted((OUT / "docs").rglob("*.md"))[0]
