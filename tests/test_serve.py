@@ -363,3 +363,20 @@ def test_a_hits_dict_is_every_field_copied(sample):
         assert d == {**asdict(h), "citation": h.citation}
         d["heading_path"].append("changed")  # a copy: the hit is not changed with it
         assert h.heading_path[-1:] != ["changed"]
+
+
+def test_status_counts_what_was_not_read_by_reason_not_by_file():
+    from pipekit.read.walk import too_large
+    from pipekit.serve.service import reason_of
+
+    said = [("skipped", "same bytes as handbook/a.md: read once, as handbook/a.md"),
+            ("skipped", "same bytes as b.md: read once, as b.md"),
+            ("skipped", too_large(12_582_912, 10 << 20, "markdown")),
+            ("skipped", too_large(3 << 20, 1 << 20, "markdown")),
+            ("error", "corrupt PDF: truncated (no %EOF at the end), PDFium could not open it (data format error)"),
+            ("error", "corrupt PDF: no pages")]
+    reasons = [reason_of(*s) for s in said]
+    assert reasons[0] == reasons[1] == "skipped: same bytes as …"
+    assert reasons[2] == reasons[3] and "documents.max_bytes" in reasons[2] and "12" not in reasons[2]
+    assert reasons[4] == reasons[5] == "error: corrupt PDF"
+    assert reason_of("error", None) == "error: no message"

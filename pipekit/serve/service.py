@@ -89,10 +89,12 @@ def folder_signature(root: Path, skip: Path | None = None) -> tuple:
 def reason_of(status: str, error: str | None) -> str:
     """A kind of failure that counts well: the message's first clause, file names and
     numbers left out ("same bytes as a.md: read once, as a.md" and "... as b.md" are one
-    reason; "larger than documents.max_bytes (12 MB > 10 MB)" and "(3 MB > 1 MB)" too)."""
-    text = (error or "no message").split(":", 1)[0].split(" (", 1)[0]
-    text = re.sub(r"'[^']*'|\"[^\"]*\"|\S+/\S+|\S+\.\w{1,5}\b", "…", text)
-    return f"{status}: " + re.sub(r"\d[\d,.]*\s*\w?B\b|\d[\d,.]*", "N", text).strip()
+    reason; "12 MB (12,582,912 bytes) is larger than documents.max_bytes (10 MB)" and a 3 MB
+    file's too).  Parentheses go first: they hold the particulars, and a colon may be in them."""
+    text = re.sub(r"\s*\([^()]*\)", "", error or "no message").split(":", 1)[0]
+    text = re.sub(r"\d[\d,.]*\s*[KMGT]?i?B\b|\d[\d,.]*", "N", text)  # sizes and counts
+    text = re.sub(r"'[^']*'|\"[^\"]*\"|\S+/\S+|\S+\.[A-Za-z]\w{0,4}\b", "…", text)  # names and paths
+    return f"{status}: {text.strip()}"
 
 
 @dataclass(frozen=True)
