@@ -380,3 +380,18 @@ def test_status_counts_what_was_not_read_by_reason_not_by_file():
     assert reasons[2] == reasons[3] and "documents.max_bytes" in reasons[2] and "12" not in reasons[2]
     assert reasons[4] == reasons[5] == "error: corrupt PDF"
     assert reason_of("error", None) == "error: no message"
+
+
+def test_the_readme_quotes_the_limits_the_server_has():
+    from pipekit.retrieve.reading import MAX_AROUND, MAX_READ_CHARS
+    from pipekit.serve import service, watch
+
+    text = " ".join((REPO / "README.md").read_text(encoding="utf-8").split("python -m pipekit serve`", 1)[1]
+                    .split("### Writing your own judgements", 1)[0].split())
+    assert f"`k` up to {service.MAX_K}" in text and f"1–{service.MAX_K}, default 5" in text
+    assert f"a query up to {service.MAX_QUERY_CHARS:,} characters" in text
+    assert f"{service.MAX_FILTERS} `paths`/`formats`" in text and service.MAX_RESPONSE_BYTES == 1 << 20
+    assert "1 MB an answer" in text
+    assert f"0–{MAX_AROUND} passages" in text and f"past {MAX_READ_CHARS:,} characters" in text
+    assert f"quiet for {watch.QUIET_SECONDS} s" in text and service.REFRESH_SECONDS == 0.5
+    assert "twice a second" in text
