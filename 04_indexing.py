@@ -13,7 +13,8 @@ Writes three tables that together are the index, each carrying the corpus statis
 (On a cluster the chunks and the postings are folders of part files, read in name order.)
 With `indexing.dense_model` set, also `04_vectors.parquet`: chunk, vector (one L2-normalised
 float32 vector per chunk, its heading trail and text embedded by the model, pipekit/index/dense.py),
-which stage 05 fuses with BM25; the model's name and file hashes are recorded with the rest.
+windows (a chunk longer than a model folder's window: its later windows' vectors), which
+stage 05 fuses with BM25; the model's name and file hashes are recorded with the rest.
 
 The idea: BM25's score is a sum over query terms of a number that depends only on the
 term and the chunk (SPEC's formula):
@@ -448,7 +449,7 @@ def chunk_rows(part: tuple) -> Iterator[pa.Table]:
 def vector_rows(spec: str, heading_weight: int, previous: str | None, part: tuple) -> Iterator[tuple]:
     """A partition's rows of 04_vectors.parquet, given its first chunk's number, its rows of
     03_chunks and its blocks' sizes: each chunk's heading trail and text embedded by the
-    model (pipekit/index/dense.py), one L2-normalised vector per chunk, in chunk order; blocks of
+    model (pipekit/index/dense.py), one row per chunk (a long chunk's later windows in it), in chunk order; blocks of
     chunks the `previous` vectors already hold are copied from them."""
     first_chunk, rows, sizes = part
     batches = iter_rows(rows, ["heading", "text"], batch_size=BATCH)
