@@ -103,5 +103,12 @@ def test_a_question_answered_only_in_a_long_chunks_tail_is_found_by_its_windows(
     best = Dense(v, str(folder), 1.0, windows, rule="best").chunk_cosines(np.arange(len(v)), q[0])
     first = Dense(v, str(folder), 1.0, windows, rule="first").chunk_cosines(np.arange(len(v)), q[0])
     assert best.argmax() == long_chunk and first.argmax() != long_chunk
+    # indexing.dense_windows false: truncated, as before windows; no later windows stored.
+    run_script("run_pipeline.py", "--config", str(config), "--set", f"paths.output={tmp_path / 'cut'}",
+               "--set", "indexing.dense_windows=false")
+    cut = pd.read_parquet(tmp_path / "cut" / "04_vectors.parquet")
+    assert cut["windows"].map(len).sum() == 0
+    np.testing.assert_allclose(np.stack(cut["vector"].to_numpy()), v, atol=1e-6)
+    assert "long" not in pd.read_parquet(tmp_path / "cut" / "05_results.parquet").sort_values("rank").iloc[0]["doc_id"]
     assert best[long_chunk] > first[long_chunk] + 0.1 and np.array_equal(np.delete(best, long_chunk),
                                                                           np.delete(first, long_chunk))

@@ -723,8 +723,9 @@ class Blocks:
     would cost a 1M-chunk corpus of a 256-d model 1 GB per task.  A previous file a task
     cannot read costs nothing but the copying: its blocks are embedded."""
 
-    def __init__(self, spec: str, previous: str | None):
-        salt = json.dumps([identity(spec), _hash(Path(__file__))], sort_keys=True).encode()
+    def __init__(self, spec: str, previous: str | None, windows: bool = True):
+        salt = json.dumps([identity(spec), _hash(Path(__file__))] + ([] if windows else ["truncated"]),
+                          sort_keys=True).encode()
         self.salt = hashlib.blake2b(salt, digest_size=16).digest()
         self.previous, self._at, self._rows = previous, None, None
 
@@ -816,7 +817,7 @@ class Forecast:
 
 
 def vector_rows(spec: str, batches, first_chunk: int, sizes: list[int], heading_weight: int = 1,
-                previous: str | None = None):
+                previous: str | None = None, windows: bool = True):
     """04_vectors.parquet's rows for a run of chunk batches (heading, text), numbered from
     `first_chunk`: each chunk's `chunk_text` (its heading weighted by `heading_repeats`),
     embedded a block at a time (`sizes`: the run's blocks, from `block_sizes`), whatever
@@ -829,7 +830,7 @@ def vector_rows(spec: str, batches, first_chunk: int, sizes: list[int], heading_
     from pipekit.run.engine import advance, advance_tokens
 
     model, repeats = load_model(spec), heading_repeats(spec, heading_weight)
-    blocks = Blocks(spec, previous)
+    blocks = Blocks(spec, previous, windows)
     forecast = Forecast(WORDLLAMA if spec == WORDLLAMA else Path(spec).name, previous is not None)
     at, sizes = first_chunk, list(reversed(sizes))  # popped from the end: the next block last
     texts: list = []
@@ -841,20 +842,20 @@ def vector_rows(spec: str, batches, first_chunk: int, sizes: list[int], heading_
         reused = n if found is not None else 0
         if found is None:
             t0 = time.perf_counter()
-            if isinstance(model, BertFolder):
+            if isinstance(model, BertFolder) and windows:
                 heads, bodies = zip(*pairs[:n])
                 v, extra, owner, _ = model.embed_windows(list(heads), list(bodies), done=progress)
-                windows = windows_array(extra, owner, n, model.dim)
+                later = windows_array(extra, owner, n, model.dim)
             else:
                 v = model.embed(texts[:n], done=advance)
-                windows = windows_array(np.zeros((0, model.dim), np.float32), np.zeros(0, np.int64), n, model.dim)
+                later = windows_array(np.zeros((0, model.dim), np.float32), np.zeros(0, np.int64), n, model.dim)
             forecast.embedded(n, time.perf_counter() - t0)
         else:
-            (v, windows), _ = found, advance(n)
+            (v, later), _ = found, advance(n)
         texts, pairs = texts[n:], pairs[n:]
         table = pa.table({"chunk": pa.array(np.arange(at, at + n, dtype=np.int32)),
                           "vector": pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), model.dim),
-                          "block": pa.array([key] * n, pa.string()), "windows": windows},
+                          "block": pa.array([key] * n, pa.string()), "windows": later},
                          schema=vectors_schema(model.dim))
         at += n
         return table, reused
