@@ -846,6 +846,9 @@ def vector_rows(spec: str, batches, first_chunk: int, sizes: list[int], heading_
                 heads, bodies = zip(*pairs[:n])
                 v, extra, owner, _ = model.embed_windows(list(heads), list(bodies), done=progress)
                 later = windows_array(extra, owner, n, model.dim)
+            elif isinstance(model, BertFolder):  # truncated (indexing.dense_windows false)
+                v = model.stored(model.encode(texts[:n], model.document_prompt, done=progress))
+                later = windows_array(np.zeros((0, model.dim), np.float32), np.zeros(0, np.int64), n, model.dim)
             else:
                 v = model.embed(texts[:n], done=advance)
                 later = windows_array(np.zeros((0, model.dim), np.float32), np.zeros(0, np.int64), n, model.dim)
