@@ -20,7 +20,7 @@ What this module does:
 - embeds a chunk longer than the model's window whole (`BertFolder.windows`): its first
   window as truncation cuts it, then windows that repeat its heading line and cover the
   rest; stage 04 keeps one row per chunk, the later windows' vectors in a `windows` column
-  (the fusion takes a chunk's best window: pipekit/retrieve/fusion.py WINDOW_RULE);
+  (the fusion combines a chunk's windows' cosines: pipekit/retrieve/fusion.py WINDOW_RULE);
 - names the model (`identity`: its name and its files' BLAKE2b hashes), which stage 04
   records, so a different model (or changed weights in the same folder) makes 04 stale;
 - embeds stage 03's chunks (heading trail, then text; for WordLlama the own heading
