@@ -29,6 +29,10 @@ queries with the same model).  Per query:
    at their best weight) and reciprocal ranks (1/(60 + rank)) drop the scores' spread altogether
    (SciFact 0.995): `python bench/hybrid.py --fusions` measures them all side by side.
 
+A long chunk embedded in windows (pipekit/index/dense.py, `indexing.dense_windows`) has one
+cosine per window; its cosine is made from them by WINDOW_RULE (its first window's moved half
+way to its best window's), in `top`'s rough scan and in the exact `chunk_cosines` alike.
+
 w = 0 is BM25 alone (and is never computed: stage 05 then scores as without vectors),
 w = 1 the cosine alone (over the same union).  With RM3 feedback, the expanded query's
 BM25 is fused with the original query's cosine: feedback widens the words, the vector
