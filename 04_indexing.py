@@ -13,7 +13,8 @@ Writes three tables that together are the index, each carrying the corpus statis
 (On a cluster the chunks and the postings are folders of part files, read in name order.)
 With `indexing.dense_model` set, also `04_vectors.parquet`: chunk, vector (one L2-normalised
 float32 vector per chunk, its heading trail and text embedded by the model, pipekit/index/dense.py),
-which stage 05 fuses with BM25; the model's name and file hashes are recorded with the rest.
+windows (a chunk longer than a model folder's window: its later windows' vectors), which
+stage 05 fuses with BM25; the model's name and file hashes are recorded with the rest.
 
 The idea: BM25's score is a sum over query terms of a number that depends only on the
 term and the chunk (SPEC's formula):
@@ -446,14 +447,14 @@ def chunk_rows(part: tuple) -> Iterator[pa.Table]:
     })
 
 
-def vector_rows(spec: str, heading_weight: int, previous: str | None, part: tuple) -> Iterator[tuple]:
+def vector_rows(spec: str, heading_weight: int, previous: str | None, windows: bool, part: tuple) -> Iterator[tuple]:
     """A partition's rows of 04_vectors.parquet, given its first chunk's number, its rows of
     03_chunks and its blocks' sizes: each chunk's heading trail and text embedded by the
-    model (pipekit/index/dense.py), one L2-normalised vector per chunk, in chunk order; blocks of
+    model (pipekit/index/dense.py), one row per chunk (a long chunk's later windows in it), in chunk order; blocks of
     chunks the `previous` vectors already hold are copied from them."""
     first_chunk, rows, sizes = part
     batches = iter_rows(rows, ["heading", "text"], batch_size=BATCH)
-    return dense.vector_rows(spec, batches, first_chunk, sizes, heading_weight, previous)
+    return dense.vector_rows(spec, batches, first_chunk, sizes, heading_weight, previous, windows)
 
 
 def shard_of(plan: Plan, s: int, parts: list, lengths, slice_of=None, shard: list | None = None) -> tuple:
@@ -567,7 +568,7 @@ def run(ctx) -> None:
         previous = str(ctx.path(dense.VECTORS)) if reuse else None
         copied = sum(item[1] for item in ctx.write_partitions(
             dense.VECTORS, dense.vectors_schema(dense.model_dim(sec["dense_model"])),
-            StageFunction(4, "vector_rows", (sec["dense_model"], sec["heading_weight"], previous)),
+            StageFunction(4, "vector_rows", (sec["dense_model"], sec["heading_weight"], previous, sec["dense_windows"])),
             [(p.start, p, dense.block_sizes(starts, p.start, p.stop)) for p in dense.block_parts(parts, starts)],
             desc="04 vectors", meta=meta, total=stats["N"], unit="chunk"))  # a bar of chunks: count, chunks/s, ETA
         took = time.perf_counter() - t0

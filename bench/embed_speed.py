@@ -3,7 +3,8 @@
     python bench/embed_speed.py MODEL_FOLDER [--chunks 300] [--before /tmp/before37]
     python bench/embed_speed.py MODEL_FOLDER --int8   # also NumPy's integer matmul at the encoder's shapes
 
-Embeds the first --chunks SciFact records (title + abstract) with pipekit's BertFolder and
+Embeds the first --chunks SciFact records (title + abstract) with pipekit's BertFolder,
+truncated at max_seq_length ("now") and whole, in windows, as stage 04 does ("windows"), and
 prints chunks/s, the model's GFLOP/s (its FLOPs counted from config.json and the token counts:
 the Q/K/V, output and feed-forward products plus attention's two, per layer), a 2048x2048
 float32 numpy matmul's GFLOP/s on all cores timed in the same run, and their ratio.  The
@@ -34,15 +35,19 @@ sys.path.insert(0, str(REPO))
 DATA = REPO.parent / "shared" / "data"
 
 
-def texts(n: int) -> list[str]:
+def records(n: int) -> list[tuple[str, str]]:
     out = []
     with open(DATA / "scifact" / "beir" / "corpus.jsonl") as f:
         for line in f:
             r = json.loads(line)
-            out.append(f"{r.get('title', '')}\n{r.get('text', '')}")
+            out.append((r.get("title", ""), r.get("text", "")))
             if len(out) == n:
                 break
     return out
+
+
+def texts(n: int) -> list[str]:
+    return [f"{t}\n{a}" for t, a in records(n)]
 
 
 def model_flops(folder: Path, lengths: list[int]) -> float:
@@ -106,6 +111,27 @@ def measure(label: str, dense, folder: Path, chunk_texts: list[str]) -> np.ndarr
     return v
 
 
+def measure_windows(folder: Path, recs: list[tuple[str, str]]) -> None:
+    """The same records embedded whole, as stage 04 embeds a model folder's chunks
+    (BertFolder.embed_windows: a record longer than max_seq_length gets more windows):
+    chunks/s falls with the extra tokens, the share of the matmul rate should not."""
+    from pipekit.index import dense
+
+    model = dense.BertFolder(folder)
+    heads, bodies = [t for t, _ in recs], [a for _, a in recs]
+    wins = model.windows([dense.chunk_text(h, b) for h, b in recs], [h + "\n\n" if h else "" for h in heads])
+    lengths = [len(w) for ws in wins for w in ws]
+    flops = model_flops(folder, lengths)
+    mm = matmul_gflops()
+    t0 = time.perf_counter()
+    _, extra, _, tokens = model.embed_windows(heads, bodies)
+    s = time.perf_counter() - t0
+    mm = (mm + matmul_gflops()) / 2
+    gf = flops / s / 1e9
+    print(f"{'windows':<8}{len(recs) / s:>10.1f}{gf:>12.1f}{mm:>13.1f}{gf / mm:>8.0%}   "
+          f"({len(extra)} later windows, {tokens:,} tokens, {tokens / s:,.0f} tokens/s)", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=Path)
@@ -122,6 +148,7 @@ def main() -> None:
     print(f"{args.chunks} SciFact chunks, {args.folder.name}; load average {' '.join(load)}")
     print(f"{'code':<8}{'chunks/s':>10}{'model GF/s':>12}{'matmul GF/s':>13}{'ratio':>8}")
     now = measure("now", load_dense(None), args.folder, chunk_texts)
+    measure_windows(args.folder, records(args.chunks))
     if args.before:
         old = measure("before", load_dense(args.before), args.folder, chunk_texts)
         print(f"max |difference| per component: {np.abs(now - old).max():.2e}")

@@ -5,6 +5,7 @@
     python bench/hybrid.py --speed                          # chunks/s, words/s, memory, query cost
     python bench/hybrid.py --fusions                        # other fusions and vectors, 95 % intervals
     python bench/hybrid.py --model FOLDER --intervals 0.4,0.5   # one weight against another, 95 % intervals
+    python bench/hybrid.py --model FOLDER --windows --fusions --only window   # long chunks: windows' rules
 
 For each model: stages 01-04 once per collection with `indexing.dense_model` set (the
 vectors are written once), then stage 05 at each `retrieval.dense_weight` (0 is BM25
@@ -54,6 +55,7 @@ sys.path.insert(0, str(REPO / "bench"))
 DATA = REPO.parent / "shared" / "data"
 OUT = REPO / "bench" / "out" / "hybrid"
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
+EXTRA_SETS: list[str] = []  # --windows: indexing.dense_windows=true in every build (its folders named "-windows")
 
 
 def run(cmd: list[str]) -> float:
@@ -83,7 +85,7 @@ def ndcg(out: Path) -> float:
 
 def beir_sweep(name: str, model: str, label: str, weights) -> dict[float, float]:
     out = OUT / f"{name}-{label}"
-    sets = [f"paths.output={out}", f"indexing.dense_model={model}", *beir_sets(name)]
+    sets = [f"paths.output={out}", f"indexing.dense_model={model}", *beir_sets(name), *EXTRA_SETS]
     wall = run(["run_pipeline.py", "--to", "4", *args_of(sets)])
     print(f"  {name}: 01-04 with {label} in {wall:.0f} s", flush=True)
     found = {}
@@ -104,7 +106,8 @@ def docs_qa_sweep(model: str, label: str, weights, name: str = "docs_qa") -> dic
     found = {}
     for w in weights:
         ranked, _ = docs_qa.run_ours(qs, f"hybrid-{label}", [f"indexing.dense_model={model}",
-                                                             f"retrieval.dense_weight={w}"], False, "question")
+                                                             f"retrieval.dense_weight={w}", *EXTRA_SETS],
+                                     False, "question")
         sc = docs_qa.score(qs, ranked)
         found[w] = (sc["section hit@1"], sc["section hit@3"], sc["document hit@3"])
     return found
@@ -292,9 +295,12 @@ class Variant:
     - bound: BM25 over the most this query could score, Σ qtf·idf·(k1 + 1), and the raw
       cosine (its own bound is 1): no dependence on which chunks came back."""
 
-    def __init__(self, label: str, norm: str = "best", vectors=None, queries=None, trail=None):
+    def __init__(self, label: str, norm: str = "best", vectors=None, queries=None, trail=None, rule=None,
+                 section=None):
+        self.section = section  # (how, share): `section_fusion`
         self.label, self.norm, self.vectors, self.queries = label, norm, vectors, queries
         self.trail = trail  # (combine, trail vectors, each chunk's trail): `trail_fusion`
+        self.rule = rule  # how a long chunk's windows make its cosine (fusion.py WINDOW_RULE; None: that)
 
 
 def fusion_class():
@@ -365,6 +371,49 @@ def trail_fusion(combine, trails, codes):
     return TrailFused
 
 
+def section_fusion(codes, how: str, share: float):
+    """Stage 05's fusion with each chunk's cosine given its level-2 section's, as BM25's section
+    context (pipekit/retrieve/sections.py) gives its score: (cos(q, c) + w · cos(q, S(c))) / (1 + w),
+    cos(q, S) the best cosine of the section's chunks (their windows' included: MaxP over the
+    section) for `how` "best", or the cosine of the section's mean chunk vector for "mean".  A
+    chunk that is its own section scores as without context.  Every chunk is scored exactly
+    (a bench over at most ~12,000 chunks)."""
+    import numpy as np
+
+    from pipekit.index.dense import normalise
+
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])  # sections are runs of chunks
+
+    class SectionFused(fusion_class()):
+        def all_scores(self, qvec):
+            every = np.arange(len(self.vectors), dtype=np.int64)
+            cos = self.chunk_cosines(every, qvec)
+            if how == "best":
+                section = np.maximum.reduceat(cos, starts)
+            else:
+                if not hasattr(self, "_means"):
+                    self._means = normalise(np.add.reduceat(self.vectors.astype(np.float32), starts, axis=0))
+                section = self._means.astype(np.float64) @ np.asarray(qvec, np.float64)
+            return (cos + share * section[codes]) / (1 + share)
+
+        def top(self, qvecs, m):
+            from pipekit.retrieve.fusion import top_chunks
+
+            every = np.arange(len(self.vectors), dtype=np.int64)
+            out = []
+            for qvec in qvecs:
+                vals = self.all_scores(qvec)
+                keep = np.sort(top_chunks(every, vals, m))
+                out.append((every[keep], vals[keep]))
+            return out
+
+        def union_scores(self, cols, vals, qvec, dense_top, depth, exact=None):
+            union, bm25, _, in_b, in_d = super().union_scores(cols, vals, qvec, dense_top, depth, exact)
+            return union, bm25, self.all_scores(qvec)[union], in_b, in_d
+
+    return SectionFused
+
+
 class Measured:
     """A built output folder (stages 01-04 with the model, 05 run once) and its questions,
     answered by stage 05's `search` in this process under any Variant and weight."""
@@ -386,8 +435,13 @@ class Measured:
         st, index = self.stage, self.index
         index.dense = None
         if variant is not None and w > 0:
-            made = trail_fusion(*variant.trail) if variant.trail is not None else fusion_class()
-            d = made(self.base.vectors if variant.vectors is None else variant.vectors, self.base.spec, w)
+            made = trail_fusion(*variant.trail) if variant.trail is not None else \
+                section_fusion(self.section_codes(), *variant.section) if variant.section is not None else fusion_class()
+            # A long chunk's later windows go with stage 04's own vectors, not with replaced ones.
+            windows = (self.base.extra, self.base.owner) if variant.vectors is None and self.base.extra is not None \
+                else None
+            d = made(self.base.vectors if variant.vectors is None else variant.vectors, self.base.spec, w, windows,
+                     variant.rule)
             d.norm = variant.norm
             qv = self.qvecs if variant.queries is None else variant.queries
             d.embed = lambda texts: qv
@@ -430,6 +484,13 @@ class Measured:
         found = [per[x["id"]] for x in self.questions]  # (section rank, document rank), None: not found
         return np.array([[s == 1, s is not None and s <= 3] + [d is not None and d <= 3] * documents
                          for s, d in found], dtype=float)
+
+    def section_codes(self):
+        """Each chunk's level-2 section (pipekit/retrieve/sections.py), as BM25's context groups them."""
+        from pipekit.retrieve.sections import section_codes
+
+        return section_codes(self.chunks.column("doc_id").combine_chunks(),
+                             self.chunks.column("heading_path").combine_chunks())
 
     def feedback_queries(self):
         """Each query's vector moved toward its BM25 top FEEDBACK_DOCS chunks' (Rocchio)."""
@@ -595,6 +656,15 @@ def fusions(model: str, label: str, wanted: list[str], weights: list[float], onl
                  (f"SIF weights (a {SIF_A:g}), first component removed",
                   lambda lab: pair(lab, lambda m: m.sif_vectors(pc=True))),
                  ("first component removed", lambda lab: pair(lab, lambda m: m.sif_vectors(pc=True, weights=False)))]
+    if model != "wordllama":  # a model folder's long chunks: windows (pipekit/index/dense.py BertFolder.windows)
+        lazy += [("first window only: the chunk truncated at max_seq_length (before windows)",
+                  lambda lab: Variant(lab, rule="first")),
+                 ("windows: the best window's cosine (MaxP)", lambda lab: Variant(lab, rule="best")),
+                 ("windows: the mean of the windows' cosines", lambda lab: Variant(lab, rule="mean")),
+                 ("windows: the cosine with their normalised mean vector", lambda lab: Variant(lab, rule="meanvec"))]
+    lazy += [(f"section context for the cosine: (chunk's + {share:g} x its section's {how}) / {1 + share:g}",
+              lambda lab, how=how, share=share: Variant(lab, section=(how, share)))
+             for how in ("best", "mean") for share in (0.5,)]
     lazy += [(f"section's mean direction x{share:g} added to each chunk's vector",
               sets_vectors(lambda m, share=share: m.section_vectors(share))) for share in (0.5, 1.0)]
     # The heading trail alone, embedded once a set for all four: its cosine beside the chunk's
@@ -629,7 +699,7 @@ def fusions(model: str, label: str, wanted: list[str], weights: list[float], onl
         print(f"\n{v.label}")
         for m in sets:
             one = Variant(v.label, v.norm, (v.vectors or {}).get(m.name), (v.queries or {}).get(m.name),
-                          (v.trail or {}).get(m.name))
+                          (v.trail or {}).get(m.name), v.rule, v.section)
             got[v.label, m.name] = {w: m.per_query(one, w, documents=True) for w in weights}
             if m.qrels is not None:
                 print(f"  {m.name:<10}" + "".join(f"{got[v.label, m.name][w].mean():>9.4f}" for w in weights))
@@ -711,11 +781,16 @@ def main() -> None:
                     help="other normalisations, vectors and query vectors, in-process, with 95 %% intervals")
     ap.add_argument("--only", default="", metavar="WORDS,...",
                     help="--fusions: only the variants whose label contains one of these (and the adopted one)")
+    ap.add_argument("--windows", action="store_true",
+                    help="build with indexing.dense_windows=true (a model folder's long chunks in windows); "
+                         "--fusions --only window then compares the rules that combine them")
     ap.add_argument("--intervals", metavar="A,B",
                     help="weight B against A per set, paired per query, with 95 %% bootstrap intervals")
     args = ap.parse_args()
     models = ([] if args.no_wordllama else [("wordllama", "wordllama")]) + \
-        [(str(Path(m).resolve()), Path(m).name) for m in args.model]
+        [(str(Path(m).resolve()), Path(m).name + ("-windows" if args.windows else "")) for m in args.model]
+    if args.windows:
+        EXTRA_SETS.append("indexing.dense_windows=true")
     if args.speed:
         speed(models, args.speed_chunks)
         return

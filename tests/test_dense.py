@@ -311,14 +311,14 @@ def test_a_document_added_in_the_middle_re_embeds_only_the_blocks_around_it(tmp_
 
 
 def spy_on_packing(tmp_path, monkeypatch):
-    """A tiny model folder, and the list of how many texts each embed call packed."""
+    """A tiny model folder, and the list of how many chunks each embed_windows call packed."""
     from pipekit.index import dense
 
     folder = tiny_bert(tmp_path / "m")
     packed = []
-    real = dense.BertFolder.embed
-    monkeypatch.setattr(dense.BertFolder, "embed",
-                        lambda self, texts, done=None: packed.append(len(texts)) or real(self, texts, done))
+    real = dense.BertFolder.embed_windows
+    monkeypatch.setattr(dense.BertFolder, "embed_windows",
+                        lambda self, heads, texts, done=None: packed.append(len(texts)) or real(self, heads, texts, done))
     return folder, packed
 
 

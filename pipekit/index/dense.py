@@ -14,6 +14,13 @@ What this module does:
   `config.json`, `tokenizer.json`, `model.safetensors`, `1_Pooling/config.json`), run by
   `BertFolder`, a transformer encoder in plain NumPy — no torch, no ONNX runtime: the
   tokenizer and safetensors readers it needs already come with WordLlama;
+- runs a folder as its authors specify it (`folder_spec`): pooling and Normalize from
+  modules.json, max_seq_length and do_lower_case, the query and document prompts of
+  config_sentence_transformers.json; what it cannot run so is refused in one sentence;
+- embeds a chunk longer than the model's window whole (`BertFolder.windows`): its first
+  window as truncation cuts it, then windows that repeat its heading line and cover the
+  rest; stage 04 keeps one row per chunk, the later windows' vectors in a `windows` column
+  (the fusion combines a chunk's windows' cosines: pipekit/retrieve/fusion.py WINDOW_RULE);
 - names the model (`identity`: its name and its files' BLAKE2b hashes), which stage 04
   records, so a different model (or changed weights in the same folder) makes 04 stale;
 - embeds stage 03's chunks (heading trail, then text; for WordLlama the own heading
@@ -31,8 +38,8 @@ Kept apart from the fusion so that stage 04's vectors go stale only when the emb
 code changes, not when the way stage 05 mixes scores does.
 
 What it does not do: GPU, model architectures other than BERT's in a folder (the error
-says what the folder lacks), ONNX files (a folder needs its model.safetensors), or
-download anything.
+says what the folder lacks), modules beyond Transformer, Pooling (mean or [CLS]) and
+Normalize, ONNX files (a folder needs its model.safetensors), or download anything.
 """
 from __future__ import annotations
 
@@ -56,7 +63,10 @@ ATTENTION_GROUP = 2  # BertFolder: texts whose attention runs as one padded prod
 # 16 made each group's scores 50 MB, out of cache: attention took 1.6-2x as long as in pairs)
 TOKENS_PER_BATCH = 8192  # BertFolder: tokens of one packed forward pass (its matrices stay ~50 MB)
 FOLDER_FILES = ("config.json", "tokenizer.json", "model.safetensors", "1_Pooling/config.json",
-                "sentence_bert_config.json", "modules.json")
+                "sentence_bert_config.json", "modules.json", "config_sentence_transformers.json")
+# config_sentence_transformers.json is hashed too: its prompts change every vector.
+WINDOW_OVERLAP = 32  # word pieces a window of a long chunk shares with the one before (`BertFolder.windows`)
+HEADING_SHARE = 4  # a later window repeats at most max_seq_length / 4 word pieces of prompt and heading
 _MODELS: dict = {}  # this process's loaded model, by spec: a worker loads it once per stage
 
 
@@ -146,8 +156,9 @@ class WordLlamaModel:
                                     disable_download=True)
         self.dim = WORDLLAMA_DIM
 
-    def embed(self, texts: list[str], done=None) -> np.ndarray:
-        """The texts' vectors; `done(n)` is told when they are (a progress bar's step)."""
+    def embed(self, texts: list[str], done=None, kind: str = "document") -> np.ndarray:
+        """The texts' vectors; `done(n)` is told when they are (a progress bar's step); no
+        prompts, whatever the `kind`."""
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         v = self.model.embed([t.lower() for t in texts], norm=False, batch_size=64)
@@ -249,6 +260,73 @@ def _in_blocks(fn, n_rows: int, rows: int | None = None) -> None:
     _on_pool(fn, [slice(r, r + rows) for r in range(0, n_rows, rows)])
 
 
+# A Pooling module's modes: sentence-transformers 6 saves `pooling_mode` (a name or a list);
+# before, one boolean per mode (read as sentence-transformers reads them: none set is mean).
+LEGACY_POOLINGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
+                   "pooling_mode_max_tokens": "max", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                   "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+MODULES = ("Transformer", "Pooling", "Normalize")  # a module's class, whichever package path names it
+DOCUMENT_PROMPTS = ("document", "passage", "corpus")  # sentence-transformers' encode_document, in its order
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def folder_spec(folder: Path) -> dict:
+    """How the folder's authors say its model is run, from its sentence-transformers files:
+
+    - modules.json: a Transformer, then a Pooling module, then a Normalize module or none.  A
+      folder without modules.json is read as before it was read at all: its 1_Pooling, and
+      normalised.  Any other module (a Dense projection, a word-embedding model) is refused:
+      run without it, the vectors would not be the model's.
+    - the Pooling module's config: the mean of the token vectors or the [CLS] one; any other
+      mode (max, weighted mean, last token, several concatenated) is refused.  `include_prompt`
+      false leaves the prompt's tokens out of the mean, as sentence-transformers does.
+    - sentence_bert_config.json: max_seq_length (512 if unsaid) and do_lower_case.
+    - config_sentence_transformers.json: `prompts` and `default_prompt_name` (the query's
+      prompt: "query", else the default; a document's: "document", "passage" or "corpus",
+      else the default — sentence-transformers' encode_query / encode_document), and
+      `similarity_fn_name`: cosine (the default) or dot; euclidean or manhattan refused.
+
+    Each refusal is one sentence naming what the folder asks for that this runtime lacks."""
+    def refuse(what: str) -> PipelineError:
+        return PipelineError(f"indexing.dense_model: {folder} asks for {what}, which pipekit's BERT runtime "
+                             "does not have (it runs a Transformer, mean or [CLS] pooling, and an optional "
+                             "Normalize)")
+
+    modules = _json(folder / "modules.json") if (folder / "modules.json").is_file() else None
+    pooling_path, normalize = "1_Pooling", True
+    if modules is not None:
+        types = [str(m.get("type", "")) for m in modules]
+        kinds = [t.rsplit(".", 1)[-1] if t.startswith("sentence_transformers.") else t for t in types]
+        for t, kind in zip(types, kinds):
+            if kind not in MODULES:
+                raise refuse(f"a {t} module (modules.json)")
+        if kinds[:2] != ["Transformer", "Pooling"] or kinds[2:] not in ([], ["Normalize"]):
+            raise refuse(f"its modules in the order {' -> '.join(kinds)} (modules.json)")
+        pooling_path = modules[1].get("path") or "1_Pooling"
+        normalize = kinds[2:] == ["Normalize"]
+    pooling = _json(folder / pooling_path / "config.json")
+    modes = pooling.get("pooling_mode") or [m for k, m in LEGACY_POOLINGS.items() if pooling.get(k)] or ["mean"]
+    modes = [modes] if isinstance(modes, str) else list(modes)
+    if modes not in (["cls"], ["mean"]):
+        raise refuse(f"pooling by {' + '.join(modes)} ({pooling_path}/config.json)")
+    sbert = _json(folder / "sentence_bert_config.json")
+    st = _json(folder / "config_sentence_transformers.json")
+    similarity = st.get("similarity_fn_name") or "cosine"
+    if similarity not in ("cosine", "dot"):
+        raise refuse(f"{similarity} similarity (config_sentence_transformers.json)")
+    prompts = st.get("prompts") or {}
+    default = prompts.get(st.get("default_prompt_name") or "", "")
+    document = next((prompts[n] for n in DOCUMENT_PROMPTS if n in prompts), default)
+    return {"cls": modes == ["cls"], "normalize": normalize,
+            "include_prompt": bool(pooling.get("include_prompt", True)),
+            "max_seq_length": int(sbert.get("max_seq_length") or 512),
+            "do_lower_case": bool(sbert.get("do_lower_case", False)), "similarity": similarity,
+            "query_prompt": prompts.get("query", default), "document_prompt": document}
+
+
 class BertFolder:
     """A sentence-transformers folder of the BERT family, run in NumPy (float32).
 
@@ -283,14 +361,17 @@ class BertFolder:
         self.name = str(folder)
         self.heads, self.eps = int(cfg["num_attention_heads"]), float(cfg.get("layer_norm_eps", 1e-12))
         self.n_layers, self.dim = int(cfg["num_hidden_layers"]), int(cfg["hidden_size"])
-        st = folder / "sentence_bert_config.json"
-        max_len = json.loads(st.read_text()).get("max_seq_length", 512) if st.is_file() else 512
-        self.max_len = min(int(max_len or 512), int(cfg.get("max_position_embeddings", 512)))
-        pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
-        self.cls = bool(pooling.get("pooling_mode_cls_token")) and not pooling.get("pooling_mode_mean_tokens")
+        spec = folder_spec(folder)
+        self.max_len = min(spec["max_seq_length"], int(cfg.get("max_position_embeddings", 512)))
+        self.cls, self.normalize, self.lower = spec["cls"], spec["normalize"], spec["do_lower_case"]
+        self.include_prompt, self.similarity = spec["include_prompt"], spec["similarity"]
+        self.query_prompt, self.document_prompt = spec["query_prompt"], spec["document_prompt"]
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.max_len)
+        self._whole = Tokenizer.from_file(str(folder / "tokenizer.json"))  # untruncated: a long chunk's windows
+        self._whole.no_padding()
+        self._whole.no_truncation()
         from threadpoolctl import ThreadpoolController
 
         self._threads = ThreadpoolController()
@@ -321,10 +402,54 @@ class BertFolder:
         return self._threads.limit(limits=1, user_api="blas")
 
     def token_ids(self, texts: list[str]) -> list[np.ndarray]:
+        texts = [t.lower() for t in texts] if self.lower else texts
         return [np.asarray(e.ids, dtype=np.int64) for e in self.tokenizer.encode_batch(texts)]
 
-    def forward(self, ids: list[np.ndarray]) -> np.ndarray:
-        """Pooled, normalised vectors of token-id sequences, packed into one pass."""
+    def prompt_skip(self, prompt: str) -> int:
+        """Leading tokens left out of the mean: none, or with `include_prompt` false the [CLS]
+        and the prompt's tokens (sentence-transformers' prompt_length: the prompt tokenized
+        with its special tokens, less the last)."""
+        if self.include_prompt or not prompt or self.cls:
+            return 0
+        return len(self.token_ids([prompt])[0]) - 1
+
+    def windows(self, texts: list[str], prefixes: list[str]) -> list[list[np.ndarray]]:
+        """Each text's windows of token ids: its first is the text as the model's window cuts it
+        (max_seq_length word pieces, [CLS] and [SEP] included: the vector a truncating
+        encoder gives); a text longer than that gets more, each [CLS] + the text's `prefix`
+        (prompt and heading line, at most max_seq_length / HEADING_SHARE of its word pieces) +
+        the next stretch of the rest + [SEP], consecutive stretches sharing WINDOW_OVERLAP
+        pieces, until the text's last piece is in one.  Why the heading again: a window cut
+        from the middle of a section no longer says what it is about, and the heading is
+        what most questions name."""
+        if self.lower:
+            texts, prefixes = [t.lower() for t in texts], [p.lower() for p in prefixes]
+        whole = self._whole.encode_batch(texts)
+        out = []
+        long = [i for i, e in enumerate(whole) if len(e.ids) > self.max_len]
+        heads = dict(zip(long, self._whole.encode_batch([prefixes[i] for i in long], add_special_tokens=False)))
+        for i, e in enumerate(whole):
+            ids = np.asarray(e.ids, dtype=np.int64)
+            if i not in heads:
+                out.append([ids])
+                continue
+            p = len(heads[i].ids)
+            head = ids[1:1 + min(p, self.max_len // HEADING_SHARE)]
+            body = ids[1 + p:-1]
+            room = self.max_len - 2 - len(head)
+            overlap = min(WINDOW_OVERLAP, room // 4)
+            first = np.concatenate([ids[:self.max_len - 1], ids[-1:]])
+            at = max(0, self.max_len - 2 - p) - overlap
+            got = [first]
+            while at + overlap < len(body):
+                got.append(np.concatenate([ids[:1], head, body[max(at, 0):max(at, 0) + room], ids[-1:]]))
+                at = max(at, 0) + room - overlap
+            out.append(got)
+        return out
+
+    def forward(self, ids: list[np.ndarray], skip: int = 0) -> np.ndarray:
+        """Pooled vectors of token-id sequences, packed into one pass (not normalised: `encode`
+        does as the folder says); `skip`: leading tokens left out of the mean (`prompt_skip`)."""
         lengths = [len(i) for i in ids]
         starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         positions = np.concatenate([np.arange(n) for n in lengths])
@@ -351,10 +476,8 @@ class BertFolder:
                 after = (lambda r: project(r, *self.layers[i + 1][:2])) if i + 1 < len(self.layers) else None
                 _in_blocks(lambda r: self._dense_rows(x, ctx, r, layer, after), n)
         if self.cls:
-            pooled = x[starts[:-1]]
-        else:
-            pooled = np.stack([x[a:z].mean(axis=0) for a, z in zip(starts[:-1].tolist(), starts[1:].tolist())])
-        return normalise(pooled)
+            return x[starts[:-1]]
+        return np.stack([x[min(a + skip, z - 1):z].mean(axis=0) for a, z in zip(starts[:-1].tolist(), starts[1:].tolist())])
 
     def _dense_rows(self, x: np.ndarray, ctx: np.ndarray, r: slice, layer, after=None) -> None:
         """A layer's part after attention for the token rows `r`, in place in x: attention
@@ -419,28 +542,67 @@ class BertFolder:
         # Groups on the pool's threads, BLAS on one thread each (the caller's one_thread).
         _on_pool(attend, [bounds[g:g + ATTENTION_GROUP] for g in range(0, len(bounds), ATTENTION_GROUP)])
 
-    def embed(self, texts: list[str], done=None) -> np.ndarray:
-        """The texts' vectors; `done(n)` is told after each packed pass of n of them: a
-        block of 256 chunks takes this encoder 10-25 s (20 chunks/s quiet, half that busy), too long
-        for a bar to stand still."""
-        out = np.zeros((len(texts), self.dim), np.float32)
-        if not texts:
-            return out
-        ids = self.token_ids(texts)
+    def packed(self, ids: list[np.ndarray], skip: int = 0, done=None, counts=None) -> np.ndarray:
+        """Pooled vectors of token-id sequences, sorted by length and packed TOKENS_PER_BATCH
+        tokens a pass; `done(n, tokens)` is told after each pass, n the sum of `counts` of its
+        sequences (1 each without): a block of 256 chunks takes this encoder 10-25 s (20
+        chunks/s quiet, half that busy), too long for a bar to stand still."""
+        out = np.zeros((len(ids), self.dim), np.float32)
         order = np.argsort([len(i) for i in ids], kind="stable")  # similar lengths together
         batch: list[int] = []
         tokens = 0
         for i in order.tolist() + [None]:
             if i is None or (batch and tokens + len(ids[i]) > TOKENS_PER_BATCH):
                 if batch:
-                    out[batch] = self.forward([ids[j] for j in batch])
+                    out[batch] = self.forward([ids[j] for j in batch], skip)
                     if done is not None:
-                        done(len(batch))
+                        done(len(batch) if counts is None else int(counts[batch].sum()), tokens)
                 batch, tokens = [], 0
             if i is not None:
                 batch.append(i)
                 tokens += len(ids[i])
         return out
+
+    def encode(self, texts: list[str], prompt: str = "", done=None) -> np.ndarray:
+        """What sentence-transformers' encode(texts, prompt=prompt) gives for this folder: the
+        prompt put before each text, the folder's pooling, normalised only if its modules
+        end with Normalize.  `done(n, tokens)` as in `packed`."""
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        v = self.packed(self.token_ids([prompt + t for t in texts]), self.prompt_skip(prompt), done)
+        return normalise(v) if self.normalize else v
+
+    def stored(self, v: np.ndarray) -> np.ndarray:
+        """Vectors as the index keeps them: their dot product is the folder's similarity, so
+        unit length for cosine (the default), as the model gave them for dot."""
+        return normalise(v) if self.similarity == "cosine" else np.asarray(v, np.float32)
+
+    def embed(self, texts: list[str], done=None, kind: str = "document") -> np.ndarray:
+        """The texts' vectors as the index keeps them (`stored`), each with the folder's prompt
+        for its `kind` ("query" or "document"), truncated at max_seq_length; `done(n)` is told
+        after each packed pass of n of them."""
+        prompt = self.query_prompt if kind == "query" else self.document_prompt
+        return self.stored(self.encode(texts, prompt, None if done is None else lambda n, _: done(n)))
+
+    def embed_windows(self, heads: list[str], texts: list[str], done=None):
+        """Chunks embedded whole: each chunk's `chunk_text(head, text)` with the document
+        prompt cut into `windows`; returns the first windows' vectors (one a chunk: what
+        `embed` gives), the later windows' vectors and each one's chunk (ascending), and the
+        tokens embedded.  `done(chunks, tokens)` after each packed pass, a chunk counted
+        with its first window."""
+        prompt = self.document_prompt
+        full = [prompt + chunk_text(h, t) for h, t in zip(heads, texts)]
+        prefixes = [prompt + (h + "\n\n" if h else "") for h in heads]
+        wins = self.windows(full, prefixes)
+        ids = [w for ws in wins for w in ws]
+        owner = np.repeat(np.arange(len(wins)), [len(ws) for ws in wins])
+        first = np.ones(len(ids), np.int64)
+        first[1:] = owner[1:] != owner[:-1]
+        v = self.packed(ids, self.prompt_skip(prompt), done, first) if ids else np.zeros((0, self.dim), np.float32)
+        v = self.stored(normalise(v) if self.normalize else v)
+        at = np.flatnonzero(first)
+        rest = np.flatnonzero(first == 0)
+        return v[at], v[rest], owner[rest], sum(len(i) for i in ids)
 
 
 # ---------------------------------------------------------------- stage 04: the vectors
@@ -471,7 +633,30 @@ def heading_repeats(spec: str, heading_weight: int) -> int:
 
 def vectors_schema(dim: int) -> pa.Schema:
     # `block`: what its block of chunks embedded, hashed (`Blocks`): a rerun reuses equal blocks.
-    return pa.schema([("chunk", pa.int32()), ("vector", pa.list_(pa.float32(), dim)), ("block", pa.string())])
+    # `windows`: a long chunk's later windows' vectors (`BertFolder.windows`), empty for a chunk
+    # the model's window holds; `vector` is its first window's, what a truncating encoder
+    # gives.  One row per chunk, as before: whatever reads `vector` alone reads what it did.
+    return pa.schema([("chunk", pa.int32()), ("vector", pa.list_(pa.float32(), dim)), ("block", pa.string()),
+                      ("windows", pa.list_(pa.list_(pa.float32(), dim)))])
+
+
+def windows_array(extra: np.ndarray, owner: np.ndarray, n: int, dim: int) -> pa.Array:
+    """The `windows` column of n chunks: chunk i's rows of `extra` (those whose `owner` is i,
+    ascending)."""
+    offsets = np.searchsorted(np.asarray(owner, np.int64), np.arange(n + 1)).astype(np.int32)
+    inner = pa.FixedSizeListArray.from_arrays(pa.array(np.asarray(extra, np.float32).reshape(-1)), dim)
+    return pa.ListArray.from_arrays(pa.array(offsets), inner)
+
+
+def windows_of(col) -> tuple[np.ndarray, np.ndarray]:
+    """A `windows` column (list of vectors per chunk) as (later windows' vectors, each one's
+    row in the column)."""
+    col = col.combine_chunks() if hasattr(col, "combine_chunks") else col
+    counts = np.asarray(pc.fill_null(pc.list_value_length(col), 0), np.int64)
+    inner = pc.list_flatten(col)
+    dim = inner.type.list_size
+    v = np.asarray(inner.flatten().to_numpy(zero_copy_only=False), np.float32).reshape(-1, dim)
+    return v, np.repeat(np.arange(len(counts)), counts)
 
 
 def model_dim(spec: str) -> int:
@@ -538,8 +723,9 @@ class Blocks:
     would cost a 1M-chunk corpus of a 256-d model 1 GB per task.  A previous file a task
     cannot read costs nothing but the copying: its blocks are embedded."""
 
-    def __init__(self, spec: str, previous: str | None):
-        salt = json.dumps([identity(spec), _hash(Path(__file__))], sort_keys=True).encode()
+    def __init__(self, spec: str, previous: str | None, windows: bool = True):
+        salt = json.dumps([identity(spec), _hash(Path(__file__))] + ([] if windows else ["truncated"]),
+                          sort_keys=True).encode()
         self.salt = hashlib.blake2b(salt, digest_size=16).digest()
         self.previous, self._at, self._rows = previous, None, None
 
@@ -551,8 +737,8 @@ class Blocks:
             h.update(b)
         return h.hexdigest()
 
-    def find(self, key: str, n: int) -> np.ndarray | None:
-        """The previous run's n vectors of the block with this key, or None."""
+    def find(self, key: str, n: int):
+        """The previous run's n vectors of the block with this key and their `windows` column, or None."""
         if self.previous is None:
             return None
         if self._at is None:
@@ -574,8 +760,12 @@ class Blocks:
             from pipekit.run.incremental import PreviousRows
 
             self._rows = PreviousRows(self.previous)
-        col = pa.concat_tables(self._rows.take(at, at + n)).column("vector").combine_chunks()
-        return col.flatten().to_numpy(zero_copy_only=False).reshape(n, -1)
+        rows = pa.concat_tables(self._rows.take(at, at + n))
+        col = rows.column("vector").combine_chunks()
+        v = col.flatten().to_numpy(zero_copy_only=False).reshape(n, -1)
+        if "windows" not in rows.column_names:  # from before windows: embed the block again
+            return None
+        return v, rows.column("windows").combine_chunks()
 
 
 def rough_duration(seconds: float) -> str:
@@ -627,7 +817,7 @@ class Forecast:
 
 
 def vector_rows(spec: str, batches, first_chunk: int, sizes: list[int], heading_weight: int = 1,
-                previous: str | None = None):
+                previous: str | None = None, windows: bool = True):
     """04_vectors.parquet's rows for a run of chunk batches (heading, text), numbered from
     `first_chunk`: each chunk's `chunk_text` (its heading weighted by `heading_repeats`),
     embedded a block at a time (`sizes`: the run's blocks, from `block_sizes`), whatever
@@ -637,35 +827,51 @@ def vector_rows(spec: str, batches, first_chunk: int, sizes: list[int], heading_
     first second of embedding gives stage 04's forecast (`Forecast`)."""
     import time
 
-    from pipekit.run.engine import advance
+    from pipekit.run.engine import advance, advance_tokens
 
     model, repeats = load_model(spec), heading_repeats(spec, heading_weight)
-    blocks = Blocks(spec, previous)
+    blocks = Blocks(spec, previous, windows)
     forecast = Forecast(WORDLLAMA if spec == WORDLLAMA else Path(spec).name, previous is not None)
     at, sizes = first_chunk, list(reversed(sizes))  # popped from the end: the next block last
     texts: list = []
 
     def embedded(n: int) -> tuple[pa.Table, int]:
-        nonlocal at, texts
+        nonlocal at, texts, pairs
         key = blocks.key(texts[:n])
-        v = blocks.find(key, n)
-        reused = n if v is not None else 0
-        if v is None:
+        found = blocks.find(key, n)
+        reused = n if found is not None else 0
+        if found is None:
             t0 = time.perf_counter()
-            v = model.embed(texts[:n], done=advance)
+            if isinstance(model, BertFolder) and windows:
+                heads, bodies = zip(*pairs[:n])
+                v, extra, owner, _ = model.embed_windows(list(heads), list(bodies), done=progress)
+                later = windows_array(extra, owner, n, model.dim)
+            elif isinstance(model, BertFolder):  # truncated (indexing.dense_windows false)
+                v = model.stored(model.encode(texts[:n], model.document_prompt, done=progress))
+                later = windows_array(np.zeros((0, model.dim), np.float32), np.zeros(0, np.int64), n, model.dim)
+            else:
+                v = model.embed(texts[:n], done=advance)
+                later = windows_array(np.zeros((0, model.dim), np.float32), np.zeros(0, np.int64), n, model.dim)
             forecast.embedded(n, time.perf_counter() - t0)
         else:
-            advance(n)
-        texts = texts[n:]
+            (v, later), _ = found, advance(n)
+        texts, pairs = texts[n:], pairs[n:]
         table = pa.table({"chunk": pa.array(np.arange(at, at + n, dtype=np.int32)),
                           "vector": pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), model.dim),
-                          "block": pa.array([key] * n, pa.string())}, schema=vectors_schema(model.dim))
+                          "block": pa.array([key] * n, pa.string()), "windows": later},
+                         schema=vectors_schema(model.dim))
         at += n
         return table, reused
 
+    def progress(chunks: int, tokens: int) -> None:
+        advance(chunks)
+        advance_tokens(tokens)
+
+    pairs: list = []
     for batch in batches:
-        texts += [chunk_text(h, t, repeats) for h, t in zip(batch.column("heading").to_pylist(),
-                                                             batch.column("text").to_pylist())]
+        heads, bodies = batch.column("heading").to_pylist(), batch.column("text").to_pylist()
+        texts += [chunk_text(h, t, repeats) for h, t in zip(heads, bodies)]
+        pairs += list(zip(heads, bodies))
         while sizes and len(texts) >= sizes[-1]:
             yield embedded(sizes.pop())
     if texts or sizes:
@@ -682,3 +888,16 @@ def read_vectors(path: Path, n_chunks: int) -> np.ndarray:
         raise PipelineError(f"{path}: {len(col):,} vectors for {n_chunks:,} chunks: rerun `python 04_indexing.py`")
     dim = col.type.list_size
     return np.ascontiguousarray(col.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim), dtype=np.float32)
+
+
+def read_windows(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    """04_vectors.parquet's later windows (`windows_of`), or None when it has none (a file
+    from before windows, a model whose window every chunk fits)."""
+    from pipekit.run import io
+
+    try:
+        col = io.read_table(path, ["windows"]).column("windows")
+    except (KeyError, pa.ArrowInvalid, PipelineError):  # a file from before windows
+        return None
+    extra, owner = windows_of(col)
+    return (extra, owner) if len(extra) else None

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 
 from pipekit.run.errors import PipelineError
 from pipekit.run.globs import translate
-from pipekit.retrieve.fusion import cosines, near_top, top_chunks
+from pipekit.retrieve.fusion import near_top, top_chunks
 from pipekit.retrieve.ranks import masked
 
 
@@ -142,13 +142,13 @@ def filtered_candidates(index, q, depth: int, mask: np.ndarray, fusion=None, qve
         return cols, vals
     # As Dense.top: BLAS's rounded cosines find the few near the top, `cosines` (exact, the
     # fusion's own) decide; so the best cosine and every member's are the unfiltered search's.
-    rough = (fusion.vectors @ np.asarray(qvec, np.float32)).astype(np.float64)
-    near = near_top(rough, 1)
-    best_cos = float(cosines(fusion.vectors, near, qvec).max()) if len(near) else 0.0
+    rough = fusion.rough(np.asarray(qvec)[None])[:, 0]
+    near = np.sort(near_top(rough, 1))
+    best_cos = float(fusion.chunk_cosines(near, qvec).max()) if len(near) else 0.0
     allowed = np.flatnonzero(mask)
-    near = allowed[near_top(rough[allowed], depth)]
-    exact = cosines(fusion.vectors, near, qvec)
+    near = np.sort(allowed[near_top(rough[allowed], depth)])
+    exact = fusion.chunk_cosines(near, qvec)
     top = near[top_chunks(near, exact, depth)]
     order = np.argsort(top)
-    return fusion.fuse(cols, vals, qvec, (top[order], cosines(fusion.vectors, top[order], qvec)), depth,
+    return fusion.fuse(cols, vals, qvec, (top[order], fusion.chunk_cosines(top[order], qvec)), depth,
                        index.scorer(q), best=(best_bm25, best_cos))

@@ -29,6 +29,10 @@ queries with the same model).  Per query:
    at their best weight) and reciprocal ranks (1/(60 + rank)) drop the scores' spread altogether
    (SciFact 0.995): `python bench/hybrid.py --fusions` measures them all side by side.
 
+A long chunk embedded in windows (pipekit/index/dense.py, `indexing.dense_windows`) has one
+cosine per window; its cosine is made from them by WINDOW_RULE (its first window's moved half
+way to its best window's), in `top`'s rough scan and in the exact `chunk_cosines` alike.
+
 w = 0 is BM25 alone (and is never computed: stage 05 then scores as without vectors),
 w = 1 the cosine alone (over the same union).  With RM3 feedback, the expanded query's
 BM25 is fused with the original query's cosine: feedback widens the words, the vector
@@ -43,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipekit.index.dense import VECTORS, WORDLLAMA, load_model, read_vectors
+from pipekit.index.dense import VECTORS, WORDLLAMA, load_model, read_vectors, read_windows
 from pipekit.run.errors import PipelineError
 
 # The weights retrieval.dense_weight: null stands for (bench/hybrid.py; config.yaml has the tables).
@@ -93,18 +97,103 @@ def near_top(vals: np.ndarray, m: int) -> np.ndarray:
     return np.flatnonzero(vals >= cut - COS_MARGIN * max(1.0, abs(cut)))
 
 
-class Dense:
-    """The index's vectors and the model that embeds queries like them, and the fusion."""
+# How a long chunk's windows make its cosine (pipekit/index/dense.py BertFolder.windows):
+# "mix:0.5", its first window's moved half way to its best window's; "best", the best window's
+# (MaxP, Dai & Callan 2019); "mean", their mean; "meanvec", the cosine with their normalised
+# mean vector; "first", the first window's alone (a truncating encoder's: the tail unseen).
+# Measured (bench/hybrid.py --windows --fusions --only window, all-MiniLM-L6-v2 at 0.5; bench/README.md):
+# only mix:0.5 loses on no set beyond noise, and it gains on SciFact beyond it (+0.9 %, +0.2 .. +1.8);
+# MaxP costs docs_qa2's section hit@1 (-0.082, -0.163 .. -0.020): a long reference section's many
+# windows are many chances at a question; the first window, with the heading and the section's
+# opening, says best what the section is about, and the rest of it may only add to that.
+WINDOW_RULE = "mix:0.5"
 
-    def __init__(self, vectors: np.ndarray, spec: str, weight: float):
+
+def window_cosines(first: np.ndarray, rows: np.ndarray, extra_cos: np.ndarray, owner: np.ndarray,
+                   rule: str) -> np.ndarray:
+    """Chunks `rows`' cosines from their first windows' (`first`) and later windows' (`extra_cos`,
+    each of chunk `owner`, ascending) by `rule`."""
+    if rule == "first" or not len(owner):
+        return first
+    out = first.copy()
+    at = np.searchsorted(rows, owner)
+    ok = (at < len(rows)) & (rows[np.minimum(at, len(rows) - 1)] == owner)
+    if rule == "best" or rule.startswith("mix:"):
+        np.maximum.at(out, at[ok], extra_cos[ok])
+        if rule.startswith("mix:"):  # the first window's, moved toward the best by a share
+            out = first + float(rule[4:]) * (out - first)
+    elif rule == "mean":
+        counts = np.ones(len(rows))
+        np.add.at(out, at[ok], extra_cos[ok])
+        np.add.at(counts, at[ok], 1)
+        out /= counts
+    elif rule == "sum":  # the cosine with the windows' summed vector, before its length is divided out
+        np.add.at(out, at[ok], extra_cos[ok])
+    else:
+        raise ValueError(rule)
+    return out
+
+
+class Dense:
+    """The index's vectors and the model that embeds queries like them, and the fusion.
+    `windows`: a long chunk's later windows (their vectors, each one's chunk ascending), whose
+    cosines make the chunk's by WINDOW_RULE."""
+
+    def __init__(self, vectors: np.ndarray, spec: str, weight: float, windows=None, rule: str | None = None):
         self.vectors, self.spec, self.weight = vectors, spec, float(weight)
+        self.rule = rule or WINDOW_RULE
+        self.extra, self.owner = windows if windows is not None else (None, np.zeros(0, np.int64))
+        self.owner = np.asarray(self.owner, np.int64)
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """The queries' vectors, each embedded alone: packed with others, a model folder's
-        vector changes in its last bits with its neighbours (pipekit/index/dense.py), and a
-        cluster's workers see other neighbours than one process does."""
+        """The queries' vectors (with the folder's query prompt), each embedded alone: packed
+        with others, a model folder's vector changes in its last bits with its neighbours
+        (pipekit/index/dense.py), and a cluster's workers see other neighbours than one process does."""
         model = load_model(self.spec)
-        return np.concatenate([model.embed([t]) for t in texts]) if len(texts) else model.embed([])
+        return np.concatenate([model.embed([t], kind="query") for t in texts]) if len(texts) \
+            else model.embed([], kind="query")
+
+    def chunk_cosines(self, rows: np.ndarray, qvec: np.ndarray) -> np.ndarray:
+        """Chunks `rows`' (ascending) exact cosines with the query, windows combined (`cosines`)."""
+        rows = np.asarray(rows, np.int64)
+        first = cosines(self.vectors, rows, qvec)
+        if self.rule == "first" or not len(self.owner):
+            return first
+        lo, hi = np.searchsorted(self.owner, rows), np.searchsorted(self.owner, rows, side="right")
+        take = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())] or [np.zeros(0, np.int64)])
+        take = take.astype(np.int64)
+        if self.rule == "meanvec":
+            return window_cosines(first, rows, cosines(self.extra, take, qvec), self.owner[take], "sum") \
+                / self.sum_norms()[rows]
+        return window_cosines(first, rows, cosines(self.extra, take, qvec), self.owner[take], self.rule)
+
+    def sum_norms(self) -> np.ndarray:
+        """Each chunk's windows' summed vector's length (rule "meanvec": the cosine with their
+        normalised mean, one vector a chunk)."""
+        if getattr(self, "_sum_norms", None) is None:
+            total = self.vectors.astype(np.float64)
+            np.add.at(total, self.owner, self.extra.astype(np.float64))
+            n = np.linalg.norm(total, axis=1)
+            self._sum_norms = np.where(n > 0, n, 1.0)
+        return self._sum_norms
+
+    def rough(self, qvecs: np.ndarray, a: int = 0, b: int | None = None) -> np.ndarray:
+        """Chunks a..b's cosines with each query (columns), by BLAS: rounded, to find the few
+        near the top that `chunk_cosines` then decides."""
+        b = len(self.vectors) if b is None else b
+        q = np.asarray(qvecs, dtype=np.float32).T
+        sims = (self.vectors[a:b] @ q).astype(np.float64)
+        if self.rule != "first" and len(self.owner):
+            lo, hi = np.searchsorted(self.owner, [a, b])
+            if hi > lo:
+                extra = (self.extra[lo:hi] @ q).astype(np.float64)
+                rows = np.arange(a, b)
+                rule = "sum" if self.rule == "meanvec" else self.rule
+                for i in range(sims.shape[1]):
+                    sims[:, i] = window_cosines(sims[:, i], rows, extra[:, i], self.owner[lo:hi], rule)
+                if self.rule == "meanvec":
+                    sims /= self.sum_norms()[a:b, None]
+        return sims
 
     def explain(self, candidates, index, queries, scored, q, c, depth: int):
         return explain_hits(self, candidates, index, queries, scored, q, c, depth)
@@ -116,9 +205,8 @@ class Dense:
         the few near the m-th best are then scored again by `cosines`, which decide."""
         n = len(self.vectors)
         best = [(np.zeros(0, np.int64), np.zeros(0, np.float64)) for _ in range(len(qvecs))]
-        q = np.asarray(qvecs, dtype=np.float32).T
         for a in range(0, n, SCORE_BLOCK):
-            sims = (self.vectors[a:a + SCORE_BLOCK] @ q).astype(np.float64)
+            sims = self.rough(qvecs, a, min(n, a + SCORE_BLOCK))
             for i in range(len(qvecs)):
                 cols = np.concatenate([best[i][0], np.arange(a, a + len(sims), dtype=np.int64)])
                 vals = np.concatenate([best[i][1], sims[:, i]])
@@ -126,7 +214,8 @@ class Dense:
                 best[i] = (cols[keep], vals[keep])
         out = []
         for (c, _), qvec in zip(best, qvecs):
-            v = cosines(self.vectors, c, qvec)
+            c = np.sort(c)
+            v = self.chunk_cosines(c, qvec)
             keep = top_chunks(c, v, m)
             c, v = c[keep], v[keep]
             out.append((c[np.argsort(c)], v[np.argsort(c)]))
@@ -154,7 +243,7 @@ class Dense:
             hit = np.zeros(len(union), dtype=bool)
         if exact is not None and not hit.all():
             bm25[~hit] = exact(union[~hit])
-        cos = cosines(self.vectors, union, qvec)
+        cos = self.chunk_cosines(union, qvec)
         return union, bm25, cos, np.isin(union, b_cols), np.isin(union, d_cols)
 
     def fuse(self, cols: np.ndarray, vals: np.ndarray, qvec: np.ndarray, dense_top: tuple, depth: int,
@@ -252,4 +341,4 @@ def dense_for(output_dir: Path, index, weight: float | None, note=None) -> Dense
     if (io.read_meta(path) or {}).get("fingerprint") != index.meta["fingerprint"]:
         raise PipelineError(f"{VECTORS} and the other 04_* files come from different runs: "
                             "rerun `python 04_indexing.py`")
-    return Dense(read_vectors(path, int(index.stats["N"])), spec, weight)
+    return Dense(read_vectors(path, int(index.stats["N"])), spec, weight, read_windows(path))

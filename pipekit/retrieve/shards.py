@@ -51,6 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipekit.index.layout import ShardedPostings
+from pipekit.index.dense import windows_of
 from pipekit.retrieve.fusion import Dense, default_weight, scaled, top_chunks
 from pipekit.retrieve.ranks import TopPostings, nth_best_document, rank
 from pipekit.retrieve.resident import WorkerOutputs, held, index_tag, query_parts, release
@@ -134,10 +135,17 @@ def load_part(index_class, output_dir: str, fingerprint: str, part: list, whole:
         ix.context = SectionContext(section_codes(chunks.column("doc_id").combine_chunks(), paths), ix, mixing[0])
     dense = dense_spec(ix.meta, mixing[1])
     if dense is not None:
-        vectors = _rows(files.path("04_vectors.parquet"), c0, c1, ["vector"]).column("vector").combine_chunks()
+        path = files.path("04_vectors.parquet")
+        try:  # a long chunk's later windows (pipekit/index/dense.py), numbered from the part's first chunk
+            table = _rows(path, c0, c1, ["vector", "windows"])
+            extra, owner = windows_of(table.column("windows"))
+            windows = (extra, owner) if len(extra) else None
+        except (KeyError, pa.ArrowInvalid, PipelineError):  # vectors from before windows
+            table, windows = _rows(path, c0, c1, ["vector"]), None
+        vectors = table.column("vector").combine_chunks()
         dim = vectors.type.list_size
         ix.dense = Dense(np.ascontiguousarray(vectors.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim),
-                                              dtype=np.float32), *dense)
+                                              dtype=np.float32), *dense, windows)
     ix.load_seconds = time.perf_counter() - t0
     return ix
 
@@ -172,7 +180,9 @@ def answer(index_class, candidates, output_dir: str, fingerprint: str, part: lis
     if job == "load":
         size = sum(v.nbytes for v in ix.__dict__.values() if isinstance(v, np.ndarray))
         single = ix.context is None or ix.context.n == len(ix.lengths)
-        return Held(part[0][0], size + (ix.dense.vectors.nbytes if ix.dense is not None else 0), ix.load_seconds,
+        vec = ix.dense.vectors.nbytes + (ix.dense.extra.nbytes if ix.dense.extra is not None else 0) \
+            if ix.dense is not None else 0
+        return Held(part[0][0], size + vec, ix.load_seconds,
                     None if ix.context is None else ix.context.facts(), single)
     if job[1] == "first":
         return [_first_pass(ix, q, job[3]) for q in job[2]]

@@ -87,6 +87,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "path_weight": Key(1, "int", "a whole number >= 0", check=lambda v: v >= 0),
         "heading_weight": Key(3, "int", "a whole number >= 0", check=lambda v: v >= 0),
         "dense_model": Key(None, "dense_model", "null, wordllama, or the path of a sentence-transformers model folder"),
+        "dense_windows": Key(True, "bool", "true (a chunk longer than a model folder's window is embedded whole, "
+                             "in windows) or false (truncated at its max_seq_length)"),
         "shard_chunks": Key(1_000_000, "int", "a whole number > 0", check=lambda v: v > 0),
     },
     "retrieval": {

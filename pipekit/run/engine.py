@@ -685,6 +685,19 @@ def advance(n: int = 1) -> None:
         _bar.update(n)
 
 
+_tokens = 0  # word pieces embedded under the bar shown now (`advance_tokens`)
+
+
+def advance_tokens(n: int) -> None:
+    """Count `n` more word pieces embedded on the bar (stage 04 with a model folder): a long
+    chunk's windows cost more than a short chunk, so chunks/s alone moves with the texts, the
+    word pieces embedded are the work."""
+    global _tokens
+    if _bar is not None:
+        _tokens += n
+        _bar.set_postfix_str(f"{_tokens:,} tokens embedded", refresh=False)
+
+
 def tell(message: Callable[[int], str]) -> None:
     """Print `message(units left)` above the progress bar, when one is shown: a forecast
     ("about 7 min") for the person watching it.  Never in logs or pipes, as the bar."""
@@ -699,7 +712,8 @@ def watched(total: int, desc: str, unit: str, quiet: bool = False):
 
     @contextlib.contextmanager
     def bar():
-        global _bar
+        global _bar, _tokens
+        _tokens = 0
         if quiet or not sys.stderr.isatty():
             yield
             return
