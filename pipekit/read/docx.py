@@ -2,28 +2,30 @@
 
 A .docx is a zip of XML parts (pipekit/read/zipped.py opens it: zip bombs refused unread,
 DTDs refused, reads capped).  The document's paragraphs carry their meaning in styles,
-not in markup: a heading is a paragraph styled "heading 2".  mammoth (docx -> HTML) reads
-those styles, Word's list numbering, tables, footnotes and hyperlinks; the HTML then takes
-the HTML path (pipekit/read/html_markdown.py), so headings, lists, tables and code reach
-the chunker as Markdown structure, as a web page's do.  mammoth was measured against
-python-docx and docx2python on the same files (bench/formats_office.py): it alone keeps
-nested lists as lists and tables as rows of cells, and finds every heading.
+not in markup: a heading is a paragraph styled "heading 2".  pipekit/read/wordml.py walks
+word/document.xml with lxml, with the styles, numbering, notes and relationships parts
+beside it, and writes HTML: headings (by style name or outline level), Word's list
+numbering as nested lists, tables, code, links and footnotes (its docstring lists what it
+reads and what not).  The HTML then takes the HTML path (pipekit/read/html_markdown.py),
+so they reach the chunker as Markdown structure, as a web page's do.
 
-The style map below adds to mammoth's own (Heading 1-6, lists):
+mammoth (docx -> HTML) did this before, at 0.2 MB of .docx per CPU second; the walk gives
+the same Markdown on 111 of pandoc's 113 renderings of Flask's and Click's docs (the other
+two: a nested list mammoth doubled, the back-arrow after a footnote) at ~13x the speed,
+and python-docx and docx2python, also measured, hand over paragraphs and tables, not
+nested lists, links or notes (bench/formats_office.py, bench/README.md "Word and EPUB").
 
-* Title is a heading (h1): Word's cover line, and what a reader calls the document.
-* Heading 7-9 become h6: Markdown has six levels; deeper ones stay headings, one level.
-* Code: Pandoc's "Source Code" paragraphs, Word's "HTML Preformatted", "Plain Text",
-  "Macro Text" and any style named "Code" become one `<pre>` per run of such paragraphs
-  (a fence for stage 03, never cut), "Verbatim Char" and "HTML Code" runs inline code.
-* Images become their alt text and are never inflated; an embedded style map (mammoth
-  reads one from the file) is ignored: a document does not choose how we read it.
+Which parts: the document part is the one the package's relationships name
+(word/document.xml by default); styles, numbering and notes are found through the
+document's relationships, and a hyperlink's address in the relationships of the part that
+holds it.  Only parts inside the zip are read: an external target is an href, never a file
+or address opened.
 
-Title: the core properties' title (docProps/core.xml), else the first Title or Heading 1.
+Title: the core properties' title (docProps/core.xml), else the first h1 (Title, Heading 1
+or a style at outline level 1).
 
-Not done: text boxes and shapes' text, headers and footers, comments, tracked changes
-(mammoth reads the document as accepted), custom heading styles not named "heading N"
-(outline levels), .doc (the old binary format: an error row, it is not a zip).
+Not done: what wordml.py does not read (text boxes, headers and footers, comments), .doc
+(the old binary format: an error row, it is not a zip).
 """
 from __future__ import annotations
 
@@ -38,9 +40,10 @@ from pipekit.read.zipped import Package, guarded, inflate_limit, parse_xml, refu
 
 _KIND = "a Word document"
 
-# The parts mammoth may read are XML: the package's content types and relationships, the
-# document, styles, numbering, notes, comments.  Media (images, fonts, embedded files)
-# are never inflated, so they neither count against the limit nor reach a parser.
+# The parts counted against the limit are every XML part, read or not (the limit means
+# the same as when mammoth read them: a file refused before is refused now).  Media
+# (images, fonts, embedded files) are never inflated, so they neither count against the
+# limit nor reach a parser.
 _XML_PART = re.compile(r"(?:\.xml|\.rels)\Z", re.I)
 _CORE = "docProps/core.xml"
 _DC = "{http://purl.org/dc/elements/1.1/}"
