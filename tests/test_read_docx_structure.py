@@ -34,6 +34,7 @@ STYLES = {  # styleId: (name, extra pPr XML, basedOn)
     "ListBullet": ("List Bullet", '<w:numPr><w:numId w:val="1"/></w:numPr>', None),
     "SourceCode": ("Source Code", "", None),
     "VerbatimChar": ("Verbatim Char", "", None),
+    "StrongChar": ("Strong", "", None),
 }
 
 
@@ -130,6 +131,11 @@ def test_a_custom_style_with_an_outline_level_is_a_heading_and_so_are_styles_bas
     assert lines(md) == ["# Part one", "# Inherited", "text", "### Direct level", "Body level nine", "Also body"]
 
 
+def test_a_heading_style_styles_xml_does_not_define_is_known_by_its_id():
+    md = markdown(p("Known by id", "Heading3") + p("Unknown style", "Fancy") + p("x"))
+    assert lines(md) == ["### Known by id", "Unknown style", "x"]
+
+
 # --------------------------------------------------------------------------- lists
 
 
@@ -203,7 +209,7 @@ def test_hyperlinks_by_relationship_anchor_and_field():
 
 def test_a_link_around_bold_and_code_is_one_link_and_bold_runs_merge():
     runs = ('<w:hyperlink r:id="rIdLink">' + r("call ") + r("run()", '<w:rStyle w:val="VerbatimChar"/>')
-            + "</w:hyperlink>" + r(" now ") + r("bo", "<w:b/>") + r("ld", "<w:b/>") + r(" not", '<w:b w:val="0"/>'))
+            + "</w:hyperlink>" + r(" now ") + r("bo", '<w:rStyle w:val="StrongChar"/>') + r("ld", "<w:b/>") + r(" not", '<w:b w:val="0"/>'))
     md = markdown(p("", runs=runs), links={"rIdLink": "https://x.example/"})
     assert md.strip() == "[call `run()`](https://x.example/) now **bold** not"
 

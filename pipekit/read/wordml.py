@@ -10,7 +10,7 @@ building its own document model in Python; this walk writes HTML as it reads the
 What it reads, each as mammoth did unless said:
 
 * Headings: a paragraph whose style is named "Heading N" (any case; 7-9 become h6:
-  Markdown has six levels) or "Title" (h1); and, beyond mammoth, a paragraph in any other
+  Markdown has six levels; a style styles.xml does not define is known by its id, "Heading1") or "Title" (h1); and, beyond mammoth, a paragraph in any other
   style with an outline level (w:outlineLvl 0-8, on the paragraph or its style or a style it
   is based on): a company's custom "Chapter" style is a heading to Word's navigation pane,
   so it is one to us.  Level 9 is Word's "body text".
@@ -28,7 +28,7 @@ What it reads, each as mammoth did unless said:
   as Word writes a table of contents).  A field's instruction is never text; its result is.
 * Footnotes and endnotes: the reference as `[n]` where it stands, the notes in order of
   reference as a numbered list at the end, as mammoth writes them (without its back-link).
-* Runs: bold, italic, strikethrough, superscript, subscript; tabs, line breaks; images as
+* Runs: bold (and the "Strong" character style), italic, strikethrough, superscript, subscript; tabs, line breaks; images as
   their description (alt text), never inflated; tracked changes as accepted (insertions
   kept, deletions and moved-from text left out); content controls (w:sdt), smart tags,
   custom XML and mc:AlternateContent's fallback read through.
@@ -61,7 +61,7 @@ _PSTYLE, _NUMPR, _OUTLINE = W + "pStyle", W + "numPr", W + "outlineLvl"
 _OFF = frozenset(("0", "false", "off", "none"))
 _CODE_STYLES = frozenset(("source code", "html preformatted", "plain text", "macro text", "code"))
 _CODE_RUNS = frozenset(("verbatim char", "html code"))
-_HEADING = re.compile(r"heading ([1-9])\Z")
+_HEADING = re.compile(r"heading ?([1-9])\Z")
 _HYPERLINK = re.compile(r'HYPERLINK\s+(?:(\\l)\s+)?"?([^"\s]*)"?(?:\s+\\l\s+"([^"]*)")?')
 
 # Elements read through as if their children stood in their place.
@@ -93,7 +93,10 @@ class _Styles:
         if found is None:
             el = self.element.get(sid)
             name = el.find(W + "name") if el is not None else None
-            found = self._name[sid] = (name.get(_VAL, "") if name is not None else "").lower()
+            # A style styles.xml does not define (or a package without styles.xml) is known
+            # by its id, as mammoth's default map knew "Heading1": writers that skip the
+            # styles part still write Word's ids.
+            found = self._name[sid] = (name.get(_VAL, "") if name is not None else sid).lower()
         return found
 
     def inherited(self, sid: str, prop: str):
@@ -459,7 +462,9 @@ class _Writer:
         for c in rpr:
             t = c.tag
             if t == W + "rStyle":
-                code = self.styles.name(c.get(_VAL)) in _CODE_RUNS
+                style = self.styles.name(c.get(_VAL))
+                code = style in _CODE_RUNS
+                bold = bold or style == "strong"  # Word's "Strong" character style, as mammoth
             elif t == W + "b":
                 bold = _on(c)
             elif t == W + "i":
