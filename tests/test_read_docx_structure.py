@@ -261,3 +261,11 @@ def test_a_document_part_the_package_lacks_is_an_unreadable_row():
                 zout.writestr(info, zin.read(info))
     with pytest.raises(Unreadable, match="word/document.xml is missing"):
         read_docx(buf.getvalue())
+
+
+def test_a_field_never_closed_hides_nothing_after_it():
+    # A damaged file: a field begins, its instruction is never separated or ended.
+    opened = ('<w:p><w:r><w:fldChar w:fldCharType="begin"/></w:r>'
+              '<w:r><w:instrText xml:space="preserve"> PAGE </w:instrText></w:r></w:p>')
+    md = markdown(opened + p("still here") + p("Later", "Heading1"))
+    assert lines(md) == ["still here", "# Later"]

@@ -415,13 +415,16 @@ class _Writer:
     def _run(self, r, pieces, href, plain) -> None:
         # Per run, not per piece: a run's format and link (a field's, when one is open).
         fmt = ()
-        link, hidden = (self._href(href), self._in_instruction()) if self.field_stack else (href, False)
+        link = self._href(href) if self.field_stack else href
         tags = (_link_tag(link),) if link else ()
         for child in r:
             tag = child.tag
             if tag == _T:
                 text = child.text
-                if text and not hidden:
+                # Text between a field's begin and separate is shown too: Word keeps the
+                # instruction in w:instrText, and a field never closed (a damaged file)
+                # must not hide the rest of the document.
+                if text:
                     if "&" in text or "<" in text or ">" in text:
                         text = escape(text, quote=False)
                     pieces.append((tags, text))
@@ -438,7 +441,7 @@ class _Writer:
                 pieces.append((tags, "-"))
             elif tag == W + "fldChar":
                 self._field_char(child.get(W + "fldCharType"))
-                link, hidden = (self._href(href), self._in_instruction()) if self.field_stack else (href, False)
+                link = self._href(href) if self.field_stack else href
                 tags = ((_link_tag(link),) if link else ()) + fmt
             elif tag == W + "instrText":
                 if self.field_stack and not self.field_stack[-1][2]:
@@ -474,9 +477,6 @@ class _Writer:
             elif t == W + "vertAlign":
                 valign = c.get(_VAL)
         return _FORMATS[code, bold, italic, strike, valign if valign in ("superscript", "subscript") else None]
-
-    def _in_instruction(self) -> bool:
-        return bool(self.field_stack) and not self.field_stack[-1][2]
 
     def _field_char(self, kind) -> None:
         if kind == "begin":
