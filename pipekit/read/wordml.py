@@ -42,6 +42,7 @@ not fetched (only the alt text is used).
 """
 from __future__ import annotations
 
+import functools
 import re
 from html import escape
 
@@ -58,6 +59,25 @@ _VAL = W + "val"
 _P, _R, _T, _TBL, _TR, _TC = W + "p", W + "r", W + "t", W + "tbl", W + "tr", W + "tc"
 _PPR, _RPR = W + "pPr", W + "rPr"
 _PSTYLE, _NUMPR, _OUTLINE = W + "pStyle", W + "numPr", W + "outlineLvl"
+_TAB = W + "tab"
+_BR = W + "br"
+_CR = W + "cr"
+_NBH = W + "noBreakHyphen"
+_FLDCHAR = W + "fldChar"
+_INSTR = W + "instrText"
+_FNREF = W + "footnoteReference"
+_ENREF = W + "endnoteReference"
+_DRAWING = W + "drawing"
+_PICT = W + "pict"
+_HLINK = W + "hyperlink"
+_FLDSIMPLE = W + "fldSimple"
+_SDT = W + "sdt"
+_SDTCONTENT = W + "sdtContent"
+_RSTYLE = W + "rStyle"
+_B = W + "b"
+_I = W + "i"
+_STRIKE = W + "strike"
+_VALIGN = W + "vertAlign"
 _OFF = frozenset(("0", "false", "off", "none"))
 _CODE_STYLES = frozenset(("source code", "html preformatted", "plain text", "macro text", "code"))
 _CODE_RUNS = frozenset(("verbatim char", "html code"))
@@ -196,8 +216,8 @@ class _Writer:
             tag = el.tag
             if tag == _P or tag == _TBL:
                 yield el
-            elif tag == W + "sdt":
-                content = el.find(W + "sdtContent")
+            elif tag == _SDT:
+                content = el.find(_SDTCONTENT)
                 if content is not None:
                     yield from self._block_elements(content)
             elif tag in _TRANSPARENT:
@@ -287,8 +307,8 @@ class _Writer:
         for el in tbl:
             if el.tag == _TR:
                 yield el
-            elif el.tag == W + "sdt" or el.tag in _TRANSPARENT:
-                inner = el.find(W + "sdtContent") if el.tag == W + "sdt" else el
+            elif el.tag == _SDT or el.tag in _TRANSPARENT:
+                inner = el.find(_SDTCONTENT) if el.tag == _SDT else el
                 if inner is not None:
                     yield from self._rows(inner)
 
@@ -296,8 +316,8 @@ class _Writer:
         for el in tr:
             if el.tag == _TC:
                 yield el
-            elif el.tag == W + "sdt" or el.tag in _TRANSPARENT:
-                inner = el.find(W + "sdtContent") if el.tag == W + "sdt" else el
+            elif el.tag == _SDT or el.tag in _TRANSPARENT:
+                inner = el.find(_SDTCONTENT) if el.tag == _SDT else el
                 if inner is not None:
                     yield from self._cells(inner)
 
@@ -390,7 +410,7 @@ class _Writer:
             tag = el.tag
             if tag == _R:
                 self._run(el, pieces, href, plain)
-            elif tag == W + "hyperlink":
+            elif tag == _HLINK:
                 rid, anchor = el.get(_R_ID), el.get(W + "anchor")
                 link = self.rels.get(rid) if rid else None
                 if link is None and anchor:
@@ -398,13 +418,13 @@ class _Writer:
                 elif link is not None and anchor:
                     link += "#" + anchor
                 self._runs(el, pieces, link if link is not None else href, plain)
-            elif tag == W + "fldSimple":
+            elif tag == _FLDSIMPLE:
                 found = _HYPERLINK.search(el.get(W + "instr", ""))
                 self._runs(el, pieces, _field_href(found) if found else href, plain)
             elif tag in _TRANSPARENT:
                 self._runs(el, pieces, href, plain)
-            elif tag == W + "sdt":
-                content = el.find(W + "sdtContent")
+            elif tag == _SDT:
+                content = el.find(_SDTCONTENT)
                 if content is not None:
                     self._runs(content, pieces, href, plain)
             elif tag == _MC + "AlternateContent":
@@ -432,25 +452,25 @@ class _Writer:
                 if not plain:
                     fmt = self._format(child)
                     tags = ((_link_tag(link),) if link else ()) + fmt
-            elif tag == W + "tab":
+            elif tag == _TAB:
                 pieces.append((tags, "\t"))
-            elif tag == W + "br" or tag == W + "cr":
+            elif tag == _BR or tag == _CR:
                 if child.get(W + "type") not in ("page", "column"):
                     pieces.append((tags, "\n" if plain else "<br>"))
-            elif tag == W + "noBreakHyphen":
+            elif tag == _NBH:
                 pieces.append((tags, "-"))
-            elif tag == W + "fldChar":
+            elif tag == _FLDCHAR:
                 self._field_char(child.get(W + "fldCharType"))
                 link = self._href(href) if self.field_stack else href
                 tags = ((_link_tag(link),) if link else ()) + fmt
-            elif tag == W + "instrText":
+            elif tag == _INSTR:
                 if self.field_stack and not self.field_stack[-1][2]:
                     self.field_stack[-1][0] += child.text or ""
-            elif tag == W + "footnoteReference" or tag == W + "endnoteReference":
-                kind = "footnote" if tag == W + "footnoteReference" else "endnote"
+            elif tag == _FNREF or tag == _ENREF:
+                kind = "footnote" if tag == _FNREF else "endnote"
                 self.note_order.append((kind, child.get(W + "id")))
                 pieces.append(((), f"<sup>[{len(self.note_order)}]</sup>"))
-            elif tag == W + "drawing" or tag == W + "pict":
+            elif tag == _DRAWING or tag == _PICT:
                 alt = _alt_text(child)
                 if alt:
                     pieces.append((tags, f'<img alt="{escape(alt)}">'))
@@ -464,17 +484,17 @@ class _Writer:
         valign = None
         for c in rpr:
             t = c.tag
-            if t == W + "rStyle":
+            if t == _RSTYLE:
                 style = self.styles.name(c.get(_VAL))
                 code = style in _CODE_RUNS
                 bold = bold or style == "strong"  # Word's "Strong" character style, as mammoth
-            elif t == W + "b":
+            elif t == _B:
                 bold = _on(c)
-            elif t == W + "i":
+            elif t == _I:
                 italic = _on(c)
-            elif t == W + "strike":
+            elif t == _STRIKE:
                 strike = _on(c)
-            elif t == W + "vertAlign":
+            elif t == _VALIGN:
                 valign = c.get(_VAL)
         return _FORMATS[code, bold, italic, strike, valign if valign in ("superscript", "subscript") else None]
 
@@ -562,6 +582,7 @@ def _formats() -> dict:
 _FORMATS = _formats()
 
 
+@functools.lru_cache(maxsize=4096)
 def _link_tag(href: str) -> str:
     return f'<a href="{escape(href)}">'
 
