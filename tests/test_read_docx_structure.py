@@ -157,6 +157,14 @@ def test_numbering_from_the_paragraph_style_and_numid_zero_is_no_list():
     assert lines(md) == ["- styled item", "- also styled", "numbering removed", "undefined numbering"]
 
 
+def test_an_item_whose_parent_list_was_closed_keeps_its_depth():
+    # pandoc: a code block inside a level-0 item ends the list; the next level-1 item follows.
+    code = p("", "SourceCode", runs=r("$ make"))
+    got = lines(markdown(item("Create", 1) + item("Linux", 1, 1) + code + item("Windows", 1, 1)))
+    assert got[:2] == ["- Create", "  1. Linux"]
+    assert re.fullmatch(r"- +1\. Windows", got[-1])  # nested under an empty item, not level 0
+
+
 def test_a_change_of_kind_at_one_level_starts_a_new_list():
     got = lines(markdown(item("bullet", 1) + item("number", 2)))
     assert got[0] == "- bullet" and got[1] == "1. number"

@@ -10,8 +10,8 @@ reads and what not).  The HTML then takes the HTML path (pipekit/read/html_markd
 so they reach the chunker as Markdown structure, as a web page's do.
 
 mammoth (docx -> HTML) did this before, at 0.2 MB of .docx per CPU second; the walk gives
-the same Markdown on 111 of pandoc's 113 renderings of Flask's and Click's docs (the other
-two: a nested list mammoth doubled, the back-arrow after a footnote) at ~13x the speed,
+the same Markdown on 112 of pandoc's 113 renderings of Flask's and Click's docs (the other
+differs by the back-arrow mammoth wrote after a footnote) at ~14x the speed,
 and python-docx and docx2python, also measured, hand over paragraphs and tables, not
 nested lists, links or notes (bench/formats_office.py, bench/README.md "Word and EPUB").
 

@@ -245,6 +245,12 @@ class _Writer:
         if lists and lists[-1][0] == level:
             out.append(f"</li><li>{text}")
         else:  # deeper than the open item (or the first): a list inside it
+            # Levels skipped (an item at level 1 right after a code block closed the list
+            # its parent was in) are opened as empty bulleted items, as mammoth did, so the
+            # item keeps its depth: "- - Windows" under Flask's "Create a virtualenv".
+            for missing in range(lists[-1][0] + 1 if lists else 0, level):
+                lists.append((missing, "ul"))
+                out.append("<ul><li>")
             lists.append((level, tag))
             out.append(f"<{tag}><li>{text}")
 
