@@ -2,6 +2,7 @@
 does container markup leak, how fast is it; and the Word converter candidates compared.
 
     python bench/formats_office.py SOURCE_DIR... [--real DIR]... [--keep DIR]
+    python bench/formats_office.py --memory BIG.docx
 
 SOURCE_DIR: folders of reStructuredText or Markdown documents (e.g. a project's docs/
 from its sdist: `pip download --no-binary :all: --no-deps flask==3.0.3 -d /tmp/sdists`).
@@ -364,6 +365,35 @@ def compare_word(files: list[tuple[Path, dict]]) -> None:
         print(f"  {name:<28} {cols}; {size / 1e6 / max(seconds, 1e-9):.2f} MB/s")
 
 
+MEMORY_PROBE = """
+import resource, sys, time
+sys.path.insert(0, sys.argv[1])
+import formats_office as bench
+from pipekit.read.docx import read_docx
+import mammoth
+from pathlib import Path
+from pipekit.read.html_markdown import html_to_markdown
+html_to_markdown("<html><body><p>warm</p></body></html>")  # the converter's own start-up is not the reader's
+path = Path(sys.argv[3])
+reader = {"lxml": lambda p: read_docx(p.read_bytes()), "mammoth": bench.candidate_mammoth}[sys.argv[2]]
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.process_time()
+reader(path)
+seconds = time.process_time() - start
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024, seconds)
+"""
+
+
+def memory(path: Path) -> None:
+    """Peak RSS each Word reader adds on one (large) .docx, each in a fresh process (imports done first)."""
+    xml = sum(i.file_size for i in zipfile.ZipFile(path).infolist() if i.filename.endswith((".xml", ".rels")))
+    print(f"\n{path.name}: {path.stat().st_size / 1e6:.2f} MB, {xml / 1e6:.2f} MB of XML parts")
+    for name in ("lxml", "mammoth"):
+        out = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(Path(__file__).parent), name, str(path)],
+                             capture_output=True, text=True, check=True, cwd=HERE, timeout=600).stdout.split()
+        print(f"  {name:<8} +{float(out[0]):.0f} MB peak RSS, {path.stat().st_size / 1e6 / float(out[1]):.2f} MB/s")
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -373,7 +403,11 @@ def main() -> None:
     ap.add_argument("--real", action="append", type=Path, default=[], help="a folder of real .docx files")
     ap.add_argument("--keep", type=Path, help="render into this folder (kept) instead of a temporary one")
     ap.add_argument("-v", action="store_true", help="name every heading not found")
+    ap.add_argument("--memory", type=Path, help="a large .docx: peak memory of each Word reader on it, then stop")
     args = ap.parse_args()
+    if args.memory:
+        memory(args.memory)
+        return
     work = args.keep or Path(tempfile.mkdtemp(prefix="formats_office-"))
     sources = sorted(p for root in args.sources for p in root.rglob("*")
                      if p.suffix in (".rst", ".md") and "_build" not in p.parts)
