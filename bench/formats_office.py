@@ -224,6 +224,8 @@ def report(label: str, s: dict, mbps: float, size: int) -> None:
 
 ITEM = re.compile(r"( *)([-*+]|\d+[.)]) (.*)")
 HREF = re.compile(r"\]\((\S+?)\)")
+AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^>\s]+)>")
+AUTOMAIL = re.compile(r"<([^>\s:@]+@[^>\s]+)>")
 
 # The style map stage 01 gave mammoth before pipekit/read/wordml.py replaced it: Title as
 # h1, Heading 7-9 as h6, code paragraphs as one <pre>, code runs as <code>.
@@ -239,7 +241,8 @@ MAMMOTH_STYLE_MAP = "\n".join(
 def from_markdown(md: str) -> dict:
     """What a Markdown candidate kept: headings, list items (with depth and kind, from the
     indentation of their markers), table cells, link addresses and the words."""
-    links = HREF.findall(md)
+    # A link whose text is its address is written as an autolink, <https://...> or <me@host>.
+    links = HREF.findall(md) + AUTOLINK.findall(md) + ["mailto:" + m for m in AUTOMAIL.findall(md)]
     plain = LINK.sub(r"\1", md)  # a link as its text, as the others give it
     lines = plain.splitlines()
     items, nested, indents = [], [], []
