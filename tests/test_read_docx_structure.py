@@ -277,3 +277,12 @@ def test_a_field_never_closed_hides_nothing_after_it():
               '<w:r><w:instrText xml:space="preserve"> PAGE </w:instrText></w:r></w:p>')
     md = markdown(opened + p("still here") + p("Later", "Heading1"))
     assert lines(md) == ["still here", "# Later"]
+
+
+def test_documents_with_different_styles_parts_are_never_confused(monkeypatch):
+    # The styles part is read once per distinct content (docx.py caches it): a second
+    # document whose "Heading1" id names another style must not inherit the first's.
+    first = markdown(p("Intro", "Heading1"))
+    monkeypatch.setitem(STYLES, "Heading1", ("Plain Custom", "", None))
+    second = markdown(p("Intro", "Heading1"))
+    assert (first.strip(), second.strip()) == ("# Intro", "Intro")

@@ -29,13 +29,14 @@ Not done: what wordml.py does not read (text boxes, headers and footers, comment
 """
 from __future__ import annotations
 
+import functools
 import html
 import posixpath
 import re
 
 from pipekit.read.html_markdown import html_to_markdown
 from pipekit.read.text import Unreadable
-from pipekit.read.wordml import to_html
+from pipekit.read.wordml import Styles, to_html
 from pipekit.read.zipped import Package, guarded, inflate_limit, parse_xml, refuse_dtd, text_of
 
 _KIND = "a Word document"
@@ -81,7 +82,9 @@ def _read_docx(data: bytes, max_bytes: int | None) -> dict:
         notes[kind] = part(name)
         if notes[kind] is not None:
             note_rels[kind[:-1]] = _relationships(part(_rels_of(name)), folder)[0]
-    html_body = to_html(part(main), styles=part(targets.get("styles", f"{folder}/styles.xml")),
+    styles_name = targets.get("styles", f"{folder}/styles.xml")
+    styles = _styles(package.read(styles_name), styles_name) if package.has(styles_name) else None
+    html_body = to_html(part(main), styles=styles,
                         numbering=part(targets.get("numbering", f"{folder}/numbering.xml")),
                         rels=links, footnotes=notes["footnotes"], endnotes=notes["endnotes"],
                         note_rels=note_rels)
@@ -101,6 +104,16 @@ def _main_part(rels) -> str:
             if rel.get("Type", "").endswith("/officeDocument") and rel.get("TargetMode") != "External":
                 return posixpath.normpath(rel.get("Target", "").lstrip("/"))
     return "word/document.xml"
+
+
+@functools.lru_cache(maxsize=16)
+def _styles(xml: bytes, name: str) -> Styles:
+    """The styles part read once per distinct content: pandoc writes the same 20 kB
+    styles.xml into every file, as a template does into a company's documents, and parsing
+    it was a tenth of the reader's time on pandoc's .docx.  (Styles fills its caches
+    lazily; two threads filling one entry write the same value.)"""
+    refuse_dtd(xml, name, _KIND)
+    return Styles(parse_xml(xml, name, _KIND))
 
 
 def _rels_of(name: str) -> str:

@@ -46,7 +46,7 @@ import functools
 import re
 from html import escape
 
-__all__ = ["to_html"]
+__all__ = ["Styles", "to_html"]
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
@@ -95,7 +95,7 @@ def _on(el) -> bool:
     return el is not None and el.get(_VAL, "true").lower() not in _OFF
 
 
-class _Styles:
+class Styles:
     """Style names, outline levels and numbering of paragraph styles, basedOn followed.
     Read lazily: pandoc's styles.xml defines ~90 styles, a document uses a few."""
 
@@ -600,10 +600,11 @@ def _close(tag: str) -> str:
 def to_html(document, styles=None, numbering=None, rels: dict[str, str] | None = None,
             footnotes=None, endnotes=None, note_rels: dict[str, dict[str, str]] | None = None) -> str:
     """The body of word/document.xml as HTML.  Each argument is a parsed part (lxml element)
-    or None when the package lacks it; `rels` maps the document's relationship ids to
+    or None when the package lacks it (`styles` may also be a `Styles` already read); `rels` maps the document's relationship ids to
     hyperlink targets, `note_rels` the same for "footnote" and "endnote" parts."""
     notes = {"footnote": _notes(footnotes, "footnote"), "endnote": _notes(endnotes, "endnote")}
-    writer = _Writer(_Styles(styles), _Numbering(numbering), rels or {}, notes, note_rels or {})
+    styles = styles if isinstance(styles, Styles) else Styles(styles)
+    writer = _Writer(styles, _Numbering(numbering), rels or {}, notes, note_rels or {})
     body = document.find(W + "body")
     out: list[str] = []
     if body is not None:
