@@ -258,7 +258,7 @@ def from_markdown(md: str) -> dict:
         items.append(m.group(3))
         nested.append((m.group(3), len(indents) - 1, m.group(2)[0].isdigit()))
     return {"headings": [m.group(1) for m in map(re.compile(r"#{1,6} (.*)").match, lines) if m],
-            "items": items, "nested": nested, "links": links, "text": plain,
+            "items": items, "nested": nested, "links": links, "text": plain, "markdown": md,
             "cells": [c for line in lines if line.startswith("|") for c in line.strip("|").split("|")]}
 
 
@@ -332,11 +332,13 @@ def compare_word(files: list[tuple[Path, dict]]) -> None:
     without a converter of our own around them)."""
     print("\nWord candidates on the same .docx files (oracle: pandoc's reading of the source):")
     size = sum(p.stat().st_size for p, _ in files)
+    markdowns = {}
     for name, fn in CANDIDATES.items():
         tally = {k: [0, 0] for k in KEYS}
         start = time.process_time()
         outputs = [(fn(p), o) for p, o in files]
         seconds = time.process_time() - start
+        markdowns[name] = [got.get("markdown") for got, _ in outputs]
         for got, oracle in outputs:
             for key in ("headings", "items", "cells"):
                 have = {norm(x) for x in got[key]}
@@ -366,6 +368,9 @@ def compare_word(files: list[tuple[Path, dict]]) -> None:
                 tally["words"][0] += len(oracle["words"] & words)
         cols = "; ".join(f"{k} {100 * a / b:5.1f} % ({a}/{b})" if b else f"{k} n/a" for k, (a, b) in tally.items())
         print(f"  {name:<28} {cols}; {size / 1e6 / max(seconds, 1e-9):.2f} MB/s")
+    ours, before = markdowns["lxml -> HTML path (stage 01)"], markdowns["mammoth -> HTML path"]
+    same = sum(a == b for a, b in zip(ours, before))
+    print(f"  lxml and mammoth write the same Markdown on {same} of {len(files)} files")
 
 
 MEMORY_PROBE = """
