@@ -10,35 +10,39 @@ building its own document model in Python; this walk writes HTML as it reads the
 What it reads, each as mammoth did unless said:
 
 * Headings: a paragraph whose style is named "Heading N" (any case; 7-9 become h6:
-  Markdown has six levels; a style styles.xml does not define is known by its id, "Heading1") or "Title" (h1); and, beyond mammoth, a paragraph in any other
-  style with an outline level (w:outlineLvl 0-8, on the paragraph or its style or a style it
-  is based on): a company's custom "Chapter" style is a heading to Word's navigation pane,
+  Markdown has six levels; a style styles.xml does not define is known by its id,
+  "Heading1") or "Title" (h1); and, beyond mammoth, a paragraph in any other style with
+  an outline level (w:outlineLvl 0-8, on the paragraph or its style or a style it is
+  based on): a company's custom "Chapter" style is a heading to Word's navigation pane,
   so it is one to us.  Level 9 is Word's "body text".
 * Lists: a paragraph with numbering (w:numPr on the paragraph, on its style or a style it
   is based on, or a numbering level that names the style) is a list item at its level
   (w:ilvl); the level's number format chooses <ol> or <ul> (bullet); deeper levels nest
   inside the item before them, a change of kind at one level starts a new list, and a
-  paragraph without numbering ends them all.  numId 0 is Word's "numbering removed".
+  paragraph without numbering ends them all; levels skipped open as empty items, so an
+  item keeps its depth.  numId 0 is Word's "numbering removed".
 * Tables: rows and cells (w:gridSpan as colspan, a vertical merge as one cell with rowspan,
   header rows (w:tblHeader) as <th>); a cell's paragraphs, lists and tables as anywhere.
 * Code: one <pre> per run of paragraphs styled "Source Code" (pandoc), "HTML Preformatted",
   "Plain Text", "Macro Text" or "Code"; runs styled "Verbatim Char" or "HTML Code" as <code>.
-* Links: w:hyperlink with a relationship id (its target from document.xml.rels) or an
-  anchor (`#name`, which the HTML path makes text), and HYPERLINK fields (simple and complex,
-  as Word writes a table of contents).  A field's instruction is never text; its result is.
+* Links: w:hyperlink with a relationship id (its target from the relationships of the
+  part that holds it: the document's, or the notes') or an anchor (`#name`, which the
+  HTML path makes text), and HYPERLINK fields (simple and complex, as Word writes a table
+  of contents).  A field's instruction is never text; its result is.
 * Footnotes and endnotes: the reference as `[n]` where it stands, the notes in order of
   reference as a numbered list at the end, as mammoth writes them (without its back-link).
-* Runs: bold (and the "Strong" character style), italic, strikethrough, superscript, subscript; tabs, line breaks; images as
-  their description (alt text), never inflated; tracked changes as accepted (insertions
-  kept, deletions and moved-from text left out); content controls (w:sdt), smart tags,
-  custom XML and mc:AlternateContent's fallback read through.
+* Runs: bold (and the "Strong" character style), italic, strikethrough, superscript,
+  subscript; tabs, line breaks; images as their description (alt text), never inflated;
+  tracked changes as accepted (insertions kept, deletions and moved-from text left out);
+  content controls (w:sdt), smart tags, custom XML and mc:AlternateContent's fallback
+  read through.  A field other than a hyperlink is its result, the text Word shows.
 
-Not read: text boxes and shapes' text, headers and footers, comments, fields' cached
-results other than hyperlinks' (they are read as the text Word shows), symbols (w:sym),
-run formatting inherited from character styles, list numbers' actual values (the HTML path
-numbers an <ol> from 1), math (OMML).  No part outside the package is ever opened: a
-relationship's target is only written into an href, and TargetMode="External" images are
-not fetched (only the alt text is used).
+Not read: text boxes and shapes' text, headers and footers, comments, symbols (w:sym),
+other run formatting inherited from character styles, list numbers' actual values (the
+HTML path numbers an <ol> from 1), math (OMML), "Strict Open XML" files (another
+namespace, rare: their text is not found and the document reads empty).  No part outside
+the package is ever opened: a relationship's target is only written into an href, and
+an image linked rather than embedded is not fetched (only its alt text is used).
 """
 from __future__ import annotations
 
