@@ -604,8 +604,9 @@ def _close(tag: str) -> str:
 def to_html(document, styles=None, numbering=None, rels: dict[str, str] | None = None,
             footnotes=None, endnotes=None, note_rels: dict[str, dict[str, str]] | None = None) -> str:
     """The body of word/document.xml as HTML.  Each argument is a parsed part (lxml element)
-    or None when the package lacks it (`styles` may also be a `Styles` already read); `rels` maps the document's relationship ids to
-    hyperlink targets, `note_rels` the same for "footnote" and "endnote" parts."""
+    or None when the package lacks it (`styles` may also be a `Styles` already read);
+    `rels` maps the document's relationship ids to hyperlink targets, `note_rels` the same
+    for "footnote" and "endnote" parts."""
     notes = {"footnote": _notes(footnotes, "footnote"), "endnote": _notes(endnotes, "endnote")}
     styles = styles if isinstance(styles, Styles) else Styles(styles)
     writer = _Writer(styles, _Numbering(numbering), rels or {}, notes, note_rels or {})
