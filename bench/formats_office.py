@@ -2,6 +2,7 @@
 does container markup leak, how fast is it; and the Word converter candidates compared.
 
     python bench/formats_office.py SOURCE_DIR... [--real DIR]... [--keep DIR]
+    python bench/formats_office.py --memory BIG.docx
 
 SOURCE_DIR: folders of reStructuredText or Markdown documents (e.g. a project's docs/
 from its sdist: `pip download --no-binary :all: --no-deps flask==3.0.3 -d /tmp/sdists`).
@@ -15,11 +16,13 @@ Printed, per format: files read ok / files; source headings found in some chunk'
 heading_path (target >= 95 %); distinct source words found in the document's chunks
 (>= 95 %); chunks holding container markup (`<w:`, `<?xml`, `xmlns`, `<!DOCTYPE`: 0);
 stage 01's reader speed (MB of .docx/.epub per CPU second, in this process).  Then the
-Word candidates on the same .docx files: mammoth -> our HTML path (what stage 01 runs),
-python-docx and docx2python, each with the smallest structure-keeping adapter (headings
-by style, list paragraphs by numbering, table cells), scored against the same oracle.
+Word candidates on the same .docx files: lxml -> our HTML path (what stage 01 runs,
+pipekit/read/wordml.py), mammoth -> our HTML path (what it ran before), python-docx and
+docx2python, each with the smallest structure-keeping adapter (headings by style, list
+paragraphs by numbering, table cells), scored against the same oracle; the two that write
+Markdown also on list items at their depth and kind, link addresses, footnotes and words.
 
-Needs pandoc on PATH and requirements-bench.txt (python-docx, docx2python).
+Needs pandoc on PATH and requirements-bench.txt (mammoth, python-docx, docx2python).
 """
 from __future__ import annotations
 
@@ -73,10 +76,10 @@ def stringify(node) -> str:
     return stringify(c) if isinstance(c, list) else ""
 
 
-def walk(node, found: dict) -> None:
+def walk(node, found: dict, depth: int = 0) -> None:
     if isinstance(node, list):
         for n in node:
-            walk(n, found)
+            walk(n, found, depth)
         return
     if not isinstance(node, dict):
         return
@@ -87,12 +90,20 @@ def walk(node, found: dict) -> None:
         for item in (c if t == "BulletList" else c[1]):
             if item:
                 found["items"].append(stringify(item[0]))
+                # The item with its nesting depth and kind: "fruit" at 0, "apple" at 1, numbered.
+                found["nested"].append((stringify(item[0]), depth, t == "OrderedList"))
+        walk(c, found, depth + 1)
+        return
     elif t == "Table":
         cells = []
         _cells(c, cells)
         found["cells"] += cells
+    elif t == "Link" and re.match(r"(?i)https?:|mailto:", c[2][0]):
+        found["links"].append(c[2][0])  # an address in the document, not a place on its page
+    elif t == "Note":
+        found["notes"].append(stringify(c))
     if isinstance(c, (list, dict)):
-        walk(c, found)
+        walk(c, found, depth)
 
 
 def _cells(node, out: list) -> None:
@@ -113,7 +124,7 @@ def oracle_from_source(src: Path) -> dict:
     fmt = "rst" if src.suffix == ".rst" else "markdown"
     ast = json.loads(subprocess.run(["pandoc", "-f", fmt, "-t", "json", str(src)], capture_output=True,
                                     text=True, check=True, timeout=120).stdout)
-    found = {"headings": [], "items": [], "cells": [], "words": set()}
+    found = {"headings": [], "items": [], "cells": [], "nested": [], "links": [], "notes": [], "words": set()}
     title = ast.get("meta", {}).get("title")
     if title:
         found["headings"].append(stringify(title.get("c")))
@@ -211,14 +222,63 @@ def report(label: str, s: dict, mbps: float, size: int) -> None:
 # --------------------------------------------------------------------------- Word candidates
 
 
-def candidate_mammoth(path: Path) -> dict:
+ITEM = re.compile(r"( *)([-*+]|\d+[.)]) (.*)")
+HREF = re.compile(r"\]\((\S+?)\)")
+AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^>\s]+)>")
+AUTOMAIL = re.compile(r"<([^>\s:@]+@[^>\s]+)>")
+
+# The style map stage 01 gave mammoth before pipekit/read/wordml.py replaced it: Title as
+# h1, Heading 7-9 as h6, code paragraphs as one <pre>, code runs as <code>.
+MAMMOTH_STYLE_MAP = "\n".join(
+    [f"p[style-name='{t}'] => h1:fresh" for t in ("Title", "title")]
+    + [f"p[style-name='{h} {n}'] => h6:fresh" for h in ("Heading", "heading") for n in (7, 8, 9)]
+    + [f"p[style-name='{s}'] => pre:separator('\\n')"
+       for s in ("Source Code", "HTML Preformatted", "Plain Text", "Macro Text", "Code")]
+    + [f"r[style-name='{s}'] => code" for s in ("Verbatim Char", "HTML Code")]
+)
+
+
+def from_markdown(md: str) -> dict:
+    """What a Markdown candidate kept: headings, list items (with depth and kind, from the
+    indentation of their markers), table cells, link addresses and the words."""
+    # A link whose text is its address is written as an autolink, <https://...> or <me@host>.
+    links = HREF.findall(md) + AUTOLINK.findall(md) + ["mailto:" + m for m in AUTOMAIL.findall(md)]
+    plain = LINK.sub(r"\1", md)  # a link as its text, as the others give it
+    lines = plain.splitlines()
+    items, nested, indents = [], [], []
+    for line in lines:
+        m = ITEM.match(line)
+        if not m:
+            continue
+        indent = len(m.group(1))
+        while indents and indents[-1] >= indent and indents[-1] != indent:
+            indents.pop()
+        if not indents or indents[-1] < indent:
+            indents.append(indent)
+        items.append(m.group(3))
+        nested.append((m.group(3), len(indents) - 1, m.group(2)[0].isdigit()))
+    return {"headings": [m.group(1) for m in map(re.compile(r"#{1,6} (.*)").match, lines) if m],
+            "items": items, "nested": nested, "links": links, "text": plain, "markdown": md,
+            "cells": [c for line in lines if line.startswith("|") for c in line.strip("|").split("|")]}
+
+
+def candidate_lxml(path: Path) -> dict:
     from pipekit.read.docx import read_docx
 
-    md = LINK.sub(r"\1", read_docx(path.read_bytes())["text"])  # a link as its text, as the others give it
-    lines = md.splitlines()
-    return {"headings": [m.group(1) for m in map(re.compile(r"#{1,6} (.*)").match, lines) if m],
-            "items": [m.group(1) for m in map(re.compile(r"\s*(?:[-*+]|\d+[.)]) (.*)").match, lines) if m],
-            "cells": [c for line in lines if line.startswith("|") for c in line.strip("|").split("|")]}
+    return from_markdown(read_docx(path.read_bytes())["text"])
+
+
+def candidate_mammoth(path: Path) -> dict:
+    """mammoth (docx -> HTML) into the same HTML path: what stage 01 ran before."""
+    import mammoth
+
+    from pipekit.read.html_markdown import html_to_markdown
+
+    with path.open("rb") as f:
+        html = mammoth.convert_to_html(f, style_map=MAMMOTH_STYLE_MAP, include_embedded_style_map=False,
+                                       external_file_access=False,
+                                       convert_image=mammoth.images.img_element(lambda image: {})).value
+    return from_markdown(html_to_markdown(f"<html><body>{html}</body></html>")[0])
 
 
 def candidate_python_docx(path: Path) -> dict:
@@ -260,20 +320,27 @@ def candidate_docx2python(path: Path) -> dict:
     return out
 
 
-CANDIDATES = {"mammoth (ours)": candidate_mammoth, "python-docx": candidate_python_docx,
-              "docx2python": candidate_docx2python}
+CANDIDATES = {"lxml -> HTML path (stage 01)": candidate_lxml, "mammoth -> HTML path": candidate_mammoth,
+              "python-docx": candidate_python_docx, "docx2python": candidate_docx2python}
+KEYS = ("headings", "items", "cells", "nested", "links", "notes", "words")
 
 
 def compare_word(files: list[tuple[Path, dict]]) -> None:
+    """Each candidate's share of the oracle's headings, list items, table cells, list items at
+    their depth and kind (nested), link addresses, footnote texts and words; n/a where the
+    adapter cannot say (python-docx and docx2python hand over no nesting, links or notes
+    without a converter of our own around them)."""
     print("\nWord candidates on the same .docx files (oracle: pandoc's reading of the source):")
     size = sum(p.stat().st_size for p, _ in files)
+    markdowns = {}
     for name, fn in CANDIDATES.items():
-        tally = {k: [0, 0] for k in ("headings", "items", "cells")}
+        tally = {k: [0, 0] for k in KEYS}
         start = time.process_time()
         outputs = [(fn(p), o) for p, o in files]
         seconds = time.process_time() - start
+        markdowns[name] = [got.get("markdown") for got, _ in outputs]
         for got, oracle in outputs:
-            for key in tally:
+            for key in ("headings", "items", "cells"):
                 have = {norm(x) for x in got[key]}
                 prefixes = {" ".join(h.split()[:8]) for h in have}
                 for want in (norm(x) for x in oracle[key]):
@@ -281,8 +348,58 @@ def compare_word(files: list[tuple[Path, dict]]) -> None:
                         continue
                     tally[key][1] += 1
                     tally[key][0] += want in have or " ".join(want.split()[:8]) in prefixes
+            if "nested" in got:
+                have = {(" ".join(norm(t).split()[:8]), d, o) for t, d, o in got["nested"]}
+                for t, d, o in oracle["nested"]:
+                    if norm(t):
+                        tally["nested"][1] += 1
+                        tally["nested"][0] += (" ".join(norm(t).split()[:8]), d, o) in have
+            if "links" in got:
+                have = set(got["links"])
+                tally["links"][1] += len(oracle["links"])
+                tally["links"][0] += sum(u in have for u in oracle["links"])
+            if "text" in got:
+                text = norm(got["text"])
+                for note in oracle["notes"]:
+                    tally["notes"][1] += 1
+                    tally["notes"][0] += " ".join(norm(note).split()[:8]) in text
+                words = set(text.split())
+                tally["words"][1] += len(oracle["words"])
+                tally["words"][0] += len(oracle["words"] & words)
         cols = "; ".join(f"{k} {100 * a / b:5.1f} % ({a}/{b})" if b else f"{k} n/a" for k, (a, b) in tally.items())
-        print(f"  {name:<16} {cols}; {size / 1e6 / max(seconds, 1e-9):.2f} MB/s")
+        print(f"  {name:<28} {cols}; {size / 1e6 / max(seconds, 1e-9):.2f} MB/s")
+    ours, before = markdowns["lxml -> HTML path (stage 01)"], markdowns["mammoth -> HTML path"]
+    same = sum(a == b for a, b in zip(ours, before))
+    print(f"  lxml and mammoth write the same Markdown on {same} of {len(files)} files")
+
+
+MEMORY_PROBE = """
+import resource, sys, time
+sys.path.insert(0, sys.argv[1])
+import formats_office as bench
+from pipekit.read.docx import read_docx
+import mammoth
+from pathlib import Path
+from pipekit.read.html_markdown import html_to_markdown
+html_to_markdown("<html><body><p>warm</p></body></html>")  # the converter's own start-up is not the reader's
+path = Path(sys.argv[3])
+reader = {"lxml": lambda p: read_docx(p.read_bytes()), "mammoth": bench.candidate_mammoth}[sys.argv[2]]
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.process_time()
+reader(path)
+seconds = time.process_time() - start
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024, seconds)
+"""
+
+
+def memory(path: Path) -> None:
+    """Peak RSS each Word reader adds on one (large) .docx, each in a fresh process (imports done first)."""
+    xml = sum(i.file_size for i in zipfile.ZipFile(path).infolist() if i.filename.endswith((".xml", ".rels")))
+    print(f"\n{path.name}: {path.stat().st_size / 1e6:.2f} MB, {xml / 1e6:.2f} MB of XML parts")
+    for name in ("lxml", "mammoth"):
+        out = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(Path(__file__).parent), name, str(path)],
+                             capture_output=True, text=True, check=True, cwd=HERE, timeout=600).stdout.split()
+        print(f"  {name:<8} +{float(out[0]):.0f} MB peak RSS, {path.stat().st_size / 1e6 / float(out[1]):.2f} MB/s")
 
 
 # --------------------------------------------------------------------------- main
@@ -294,7 +411,11 @@ def main() -> None:
     ap.add_argument("--real", action="append", type=Path, default=[], help="a folder of real .docx files")
     ap.add_argument("--keep", type=Path, help="render into this folder (kept) instead of a temporary one")
     ap.add_argument("-v", action="store_true", help="name every heading not found")
+    ap.add_argument("--memory", type=Path, help="a large .docx: peak memory of each Word reader on it, then stop")
     args = ap.parse_args()
+    if args.memory:
+        memory(args.memory)
+        return
     work = args.keep or Path(tempfile.mkdtemp(prefix="formats_office-"))
     sources = sorted(p for root in args.sources for p in root.rglob("*")
                      if p.suffix in (".rst", ".md") and "_build" not in p.parts)

@@ -2,54 +2,49 @@
 
 A .docx is a zip of XML parts (pipekit/read/zipped.py opens it: zip bombs refused unread,
 DTDs refused, reads capped).  The document's paragraphs carry their meaning in styles,
-not in markup: a heading is a paragraph styled "heading 2".  mammoth (docx -> HTML) reads
-those styles, Word's list numbering, tables, footnotes and hyperlinks; the HTML then takes
-the HTML path (pipekit/read/html_markdown.py), so headings, lists, tables and code reach
-the chunker as Markdown structure, as a web page's do.  mammoth was measured against
-python-docx and docx2python on the same files (bench/formats_office.py): it alone keeps
-nested lists as lists and tables as rows of cells, and finds every heading.
+not in markup: a heading is a paragraph styled "heading 2".  pipekit/read/wordml.py walks
+word/document.xml with lxml, with the styles, numbering, notes and relationships parts
+beside it, and writes HTML: headings (by style name or outline level), Word's list
+numbering as nested lists, tables, code, links and footnotes (its docstring lists what it
+reads and what not).  The HTML then takes the HTML path (pipekit/read/html_markdown.py),
+so they reach the chunker as Markdown structure, as a web page's do.
 
-The style map below adds to mammoth's own (Heading 1-6, lists):
+mammoth (docx -> HTML) did this before, at 0.2 MB of .docx per CPU second; the walk gives
+the same Markdown on 112 of pandoc's 113 renderings of Flask's and Click's docs (the other
+differs by the back-arrow mammoth wrote after a footnote) at ~14x the speed,
+and python-docx and docx2python, also measured, hand over paragraphs and tables, not
+nested lists, links or notes (bench/formats_office.py, bench/README.md "Word and EPUB").
 
-* Title is a heading (h1): Word's cover line, and what a reader calls the document.
-* Heading 7-9 become h6: Markdown has six levels; deeper ones stay headings, one level.
-* Code: Pandoc's "Source Code" paragraphs, Word's "HTML Preformatted", "Plain Text",
-  "Macro Text" and any style named "Code" become one `<pre>` per run of such paragraphs
-  (a fence for stage 03, never cut), "Verbatim Char" and "HTML Code" runs inline code.
-* Images become their alt text and are never inflated; an embedded style map (mammoth
-  reads one from the file) is ignored: a document does not choose how we read it.
+Which parts: the document part is the one the package's relationships name
+(word/document.xml by default); styles, numbering and notes are found through the
+document's relationships, and a hyperlink's address in the relationships of the part that
+holds it.  Only parts inside the zip are read: an external target is an href, never a file
+or address opened.
 
-Title: the core properties' title (docProps/core.xml), else the first Title or Heading 1.
+Title: the core properties' title (docProps/core.xml), else the first h1 (Title, Heading 1
+or a style at outline level 1).
 
-Not done: text boxes and shapes' text, headers and footers, comments, tracked changes
-(mammoth reads the document as accepted), custom heading styles not named "heading N"
-(outline levels), .doc (the old binary format: an error row, it is not a zip).
+Not done: what wordml.py does not read (text boxes, headers and footers, comments), .doc
+(the old binary format: an error row, it is not a zip).
 """
 from __future__ import annotations
 
 import functools
 import html
-import io
+import posixpath
 import re
-import zipfile
 
 from pipekit.read.html_markdown import html_to_markdown
 from pipekit.read.text import Unreadable
+from pipekit.read.wordml import Styles, to_html
 from pipekit.read.zipped import Package, guarded, inflate_limit, parse_xml, refuse_dtd, text_of
 
 _KIND = "a Word document"
 
-_STYLE_MAP = "\n".join(
-    [f"p[style-name='{t}'] => h1:fresh" for t in ("Title", "title")]
-    + [f"p[style-name='{h} {n}'] => h6:fresh" for h in ("Heading", "heading") for n in (7, 8, 9)]
-    + [f"p[style-name='{s}'] => pre:separator('\\n')"
-       for s in ("Source Code", "HTML Preformatted", "Plain Text", "Macro Text", "Code")]
-    + [f"r[style-name='{s}'] => code" for s in ("Verbatim Char", "HTML Code")]
-)
-
-# The parts mammoth may read are XML: the package's content types and relationships, the
-# document, styles, numbering, notes, comments.  Media (images, fonts, embedded files)
-# are never inflated, so they neither count against the limit nor reach a parser.
+# The parts counted against the limit are every XML part, read or not (the limit means
+# the same as when mammoth read them: a file refused before is refused now).  Media
+# (images, fonts, embedded files) are never inflated, so they neither count against the
+# limit nor reach a parser.
 _XML_PART = re.compile(r"(?:\.xml|\.rels)\Z", re.I)
 _CORE = "docProps/core.xml"
 _DC = "{http://purl.org/dc/elements/1.1/}"
@@ -68,48 +63,83 @@ def _read_docx(data: bytes, max_bytes: int | None) -> dict:
         raise Unreadable(f"not {_KIND}: a zip without [Content_Types].xml, so not an Office file")
     parts = sorted(n for n in package.members if _XML_PART.search(n))
     package.refuse_if_over(parts)  # before anything is inflated
-    checked, core = io.BytesIO(), None
-    with zipfile.ZipFile(checked, "w", zipfile.ZIP_STORED) as out:
-        for name in parts:
-            part = package.read(name)
-            refuse_dtd(part, name, _KIND)
-            out.writestr(name, part)
-            core = part if name == _CORE else core
-    body = _convert(checked)
-    markdown, _ = html_to_markdown(f"<html><body>{body}</body></html>")
-    title = _core_title(core) or _first_h1(body)
+
+    def part(name: str | None):
+        if name is None or not package.has(name):
+            return None
+        xml = package.read(name)
+        refuse_dtd(xml, name, _KIND)
+        return parse_xml(xml, name, _KIND)
+
+    main = _main_part(part("_rels/.rels"))
+    if not package.has(main):
+        raise Unreadable(f"not {_KIND}: {main} is missing from the zip")
+    folder = main.rpartition("/")[0]
+    links, targets = _relationships(part(_rels_of(main)), folder)
+    notes, note_rels = {}, {}
+    for kind in ("footnotes", "endnotes"):
+        name = targets.get(kind, f"{folder}/{kind}.xml")
+        notes[kind] = part(name)
+        if notes[kind] is not None:
+            note_rels[kind[:-1]] = _relationships(part(_rels_of(name)), folder)[0]
+    styles_name = targets.get("styles", f"{folder}/styles.xml")
+    styles = _styles(package.read(styles_name), styles_name) if package.has(styles_name) else None
+    html_body = to_html(part(main), styles=styles,
+                        numbering=part(targets.get("numbering", f"{folder}/numbering.xml")),
+                        rels=links, footnotes=notes["footnotes"], endnotes=notes["endnotes"],
+                        note_rels=note_rels)
+    markdown, _ = html_to_markdown(f"<html><body>{html_body}</body></html>")
+    core = part(_CORE)
+    title = _core_title(core) or _first_h1(html_body)
     return {"text": markdown, "title": title, "encoding": None, "note": None}
 
 
-def _convert(checked: io.BytesIO) -> str:
-    """mammoth's HTML for the checked parts; its failures as one-line reasons."""
-    import mammoth
-
-    checked.seek(0)
-    try:
-        result = mammoth.convert_to_html(checked, style_map=_STYLE_MAP, convert_image=_alt_text(),
-                                         include_embedded_style_map=False, external_file_access=False)
-    except RecursionError:
-        raise Unreadable(f"{_KIND} nested too deeply to convert") from None
-    except Exception as exc:  # noqa: BLE001 — a converter bug on one file must not stop the folder
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise Unreadable(f"not {_KIND}: {reason}") from None
-    return result.value
+_REL = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
 
 
-@functools.lru_cache(maxsize=1)
-def _alt_text():
-    import mammoth
+def _main_part(rels) -> str:
+    """The document part the package's relationships name (word/document.xml by default)."""
+    if rels is not None:
+        for rel in rels.iter(_REL):
+            if rel.get("Type", "").endswith("/officeDocument") and rel.get("TargetMode") != "External":
+                return posixpath.normpath(rel.get("Target", "").lstrip("/"))
+    return "word/document.xml"
 
-    # No `src`: the image is not opened (its bytes are not even in the checked package),
-    # and the HTML path turns an <img> into its alt text.
-    return mammoth.images.img_element(lambda image: {})
+
+@functools.lru_cache(maxsize=16)
+def _styles(xml: bytes, name: str) -> Styles:
+    """The styles part read once per distinct content: pandoc writes the same 20 kB
+    styles.xml into every file, as a template does into a company's documents, and parsing
+    it was a tenth of the reader's time on pandoc's .docx.  (Styles fills its caches
+    lazily; two threads filling one entry write the same value.)"""
+    refuse_dtd(xml, name, _KIND)
+    return Styles(parse_xml(xml, name, _KIND))
 
 
-def _core_title(core: bytes | None) -> str | None:
-    if core is None:
-        return None
-    el = parse_xml(core, _CORE, _KIND).find(f"{_DC}title")
+def _rels_of(name: str) -> str:
+    """The relationships part of the part `name` (word/document.xml: word/_rels/document.xml.rels)."""
+    folder, _, base = name.rpartition("/")
+    return f"{folder + '/' if folder else ''}_rels/{base}.rels"
+
+
+def _relationships(rels, folder: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(hyperlink id -> address, part kind -> part name inside the package).  A target is only
+    ever written into an href or looked up in the zip: nothing outside the package is read."""
+    links, targets = {}, {}
+    if rels is None:
+        return links, targets
+    for rel in rels.iter(_REL):
+        kind, target = rel.get("Type", "").rpartition("/")[2], rel.get("Target", "")
+        if kind == "hyperlink":
+            links[rel.get("Id")] = target
+        elif kind in ("styles", "numbering", "footnotes", "endnotes") and rel.get("TargetMode") != "External":
+            name = target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
+            targets[kind] = posixpath.normpath(name)
+    return links, targets
+
+
+def _core_title(core) -> str | None:
+    el = core.find(f"{_DC}title") if core is not None else None
     return (text_of(el) or None) if el is not None else None
 
 

@@ -19,9 +19,9 @@ A .docx or .epub is a zip of XML parts, and both halves can be turned against a 
 
 The limit is `documents.max_bytes` divided by HTML's size weight (pipekit/read/walk.py
 `_SIZE_WEIGHT`): both formats are converted through the HTML path, whose tree costs ~60x
-the markup, and mammoth's tree of a .docx as much (Flask's docs as one .docx, 2.3 MB of
-XML parts: +115 MB peak, 51x; as one .epub, 1.0 MB: +28 MB).  Images and fonts are never
-inflated, so they do not count.
+the markup, and a .docx's document tree and HTML less (Flask's docs as one .docx, 2.6 MB
+of XML parts: +32 MB peak read by pipekit/read/wordml.py, +114 MB by mammoth before it;
+as one .epub, 1.0 MB: +28 MB).  Images and fonts are never inflated, so they do not count.
 
 What this module does not do: read a format (pipekit/read/docx.py, pipekit/read/epub.py),
 decrypt, or repair a damaged zip (a corrupt one is an error row saying so).
