@@ -109,7 +109,9 @@ def build_mcp(service: Service):
 def plain(error: dict) -> str:
     """One pydantic error as a phrase: `k: Input should be less than or equal to 50 (got 1000000000)`."""
     where = ".".join(str(p) for p in error.get("loc", ())) or "arguments"
-    got = f" (got {error['input']!r})" if "input" in error and not isinstance(error["input"], dict) else ""
+    shown = repr(error.get("input"))
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."  # the caller's value, not all 10 kB of it
+    got = f" (got {shown})" if "input" in error and not isinstance(error["input"], dict) else ""
     return f"{where}: {error.get('msg', 'invalid')}{got}"
 
 
