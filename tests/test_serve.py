@@ -123,7 +123,7 @@ async def talk_to(client: Client, config: Path) -> None:
            ("search", {"query": "   "}, "query is empty"),
            ("search", {"query": "x" * 5000}, "over the limit of 1,000"),
            ("search", {"query": "x", "k": "many"}, "valid integer"),
-           ("search", {"query": "x", "k": "9" * 10_000 + "x"}, "valid integer"),
+           ("search", {"query": "x", "k": "9" * 10_000 + "x"}, "as an integer"),
            ("search", {"query": 5}, "valid string"),
            ("search", {"query": "x", "paths": "not a list"}, "paths"),
            ("search", {"query": "x", "paths": ["nowhere/**"]}, "nowhere"),
