@@ -488,16 +488,11 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
     `mask` (a bool per chunk, `search --in/--format`) keeps the others out before ranking,
     each chunk scored as without it (pipekit/retrieve/filters.py).
 
-    Queries go in batches to a pool of threads, one per core (at most io.MAX_THREADS), when
-    they are long enough for that to pay: a query over long lists spends most of its time
-    inside NumPy, which lets other threads run meanwhile, but a short one is mostly Python,
-    which runs one thread at a time, and a second thread only fights for it (bench/scale.py,
-    200k passages, ~180k postings a query: 0.34 s on one thread, 0.47 s on two; 1M, ~900k:
-    0.71 s and 0.53 s, warm).  Each query's answer depends on that query alone, so the results are
-    the same whatever the number of threads (`threads=1` runs them in order, in this thread).
-    `summary=False` (a Searcher's one query) leaves out the timing note: reading the process's
-    CPU clock is a system call, a tenth of a millisecond here, and a note a search piles up;
-    and the document run (None), which a Searcher never reads.
+    Threads (one per core, at most io.MAX_THREADS) pay only for long queries: NumPy lets another
+    thread run, Python does not (bench/scale.py, 200k passages: 0.34 s on one thread, 0.47 s on
+    two; 1M: 0.71 s and 0.53 s); an answer depends on its query alone, so never on threads.
+    `summary=False` (a Searcher's one query): no timing note (the CPU clock is a system call, a
+    tenth of a millisecond) and no document run, which a Searcher never reads.
     """
     t0, cpu0 = time.perf_counter(), time.process_time() if summary else 0.0
     doc_names, doc_codes = index.doc_names, index.doc_codes

@@ -49,6 +49,24 @@ TEXTS = [
 ]
 
 
+def bert_weights(r, vocab: int, h: int, inter: int, layers: int) -> dict:
+    """A BERT encoder's tensors by their Hugging Face names, each drawn by `r(*shape)` in a fixed
+    order (so a seed gives the same bytes): the tiny folders here and tests/test_dense.py's."""
+    w = {"embeddings.word_embeddings.weight": r(vocab, h), "embeddings.position_embeddings.weight": r(64, h),
+         "embeddings.token_type_embeddings.weight": r(2, h),
+         "embeddings.LayerNorm.weight": 1 + r(h), "embeddings.LayerNorm.bias": r(h)}
+    for i in range(layers):
+        p = f"encoder.layer.{i}."
+        for n in ("query", "key", "value"):
+            w[p + f"attention.self.{n}.weight"], w[p + f"attention.self.{n}.bias"] = r(h, h), r(h)
+        w[p + "attention.output.dense.weight"], w[p + "attention.output.dense.bias"] = r(h, h), r(h)
+        w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"] = 1 + r(h), r(h)
+        w[p + "intermediate.dense.weight"], w[p + "intermediate.dense.bias"] = r(inter, h), r(inter)
+        w[p + "output.dense.weight"], w[p + "output.dense.bias"] = r(h, inter), r(h)
+        w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"] = 1 + r(h), r(h)
+    return w
+
+
 def build(folder: Path, kind: str, seed: int = 7) -> Path:
     """The folder of `kind` (KINDS), its weights from `seed`: every file deterministic."""
     from safetensors.numpy import save_file
@@ -74,18 +92,7 @@ def build(folder: Path, kind: str, seed: int = 7) -> Path:
     h, inter, layers, heads = 32, 64, 2, 4
     rng = np.random.default_rng([seed, list(KINDS).index(kind)])
     r = lambda *shape: (rng.standard_normal(shape) * 0.3).astype(np.float32)
-    w = {"embeddings.word_embeddings.weight": r(len(vocab), h), "embeddings.position_embeddings.weight": r(64, h),
-         "embeddings.token_type_embeddings.weight": r(2, h),
-         "embeddings.LayerNorm.weight": 1 + r(h), "embeddings.LayerNorm.bias": r(h)}
-    for i in range(layers):
-        p = f"encoder.layer.{i}."
-        for n in ("query", "key", "value"):
-            w[p + f"attention.self.{n}.weight"], w[p + f"attention.self.{n}.bias"] = r(h, h), r(h)
-        w[p + "attention.output.dense.weight"], w[p + "attention.output.dense.bias"] = r(h, h), r(h)
-        w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"] = 1 + r(h), r(h)
-        w[p + "intermediate.dense.weight"], w[p + "intermediate.dense.bias"] = r(inter, h), r(inter)
-        w[p + "output.dense.weight"], w[p + "output.dense.bias"] = r(h, inter), r(h)
-        w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"] = 1 + r(h), r(h)
+    w = bert_weights(r, len(vocab), h, inter, layers)
     save_file(w, str(folder / "model.safetensors"))
     dump("config.json", {"architectures": ["BertModel"], "model_type": "bert", "hidden_size": h,
                          "num_attention_heads": heads, "num_hidden_layers": layers, "intermediate_size": inter,

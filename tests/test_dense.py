@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO, run_script, write_config
+from reference_folders import bert_weights
 
 pytest.importorskip("wordllama")
 
@@ -68,18 +69,7 @@ def tiny_bert(folder: Path, seed: int = 0, pooling: str = "mean") -> Path:
     h, inter, layers, heads = 32, 64, 2, 4
     rng = np.random.default_rng(seed)
     r = lambda *shape: (rng.standard_normal(shape) * 0.2).astype(np.float32)
-    w = {"embeddings.word_embeddings.weight": r(len(vocab), h), "embeddings.position_embeddings.weight": r(64, h),
-         "embeddings.token_type_embeddings.weight": r(2, h),
-         "embeddings.LayerNorm.weight": 1 + r(h), "embeddings.LayerNorm.bias": r(h)}
-    for i in range(layers):
-        p = f"encoder.layer.{i}."
-        for n in ("query", "key", "value"):
-            w[p + f"attention.self.{n}.weight"], w[p + f"attention.self.{n}.bias"] = r(h, h), r(h)
-        w[p + "attention.output.dense.weight"], w[p + "attention.output.dense.bias"] = r(h, h), r(h)
-        w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"] = 1 + r(h), r(h)
-        w[p + "intermediate.dense.weight"], w[p + "intermediate.dense.bias"] = r(inter, h), r(inter)
-        w[p + "output.dense.weight"], w[p + "output.dense.bias"] = r(h, inter), r(h)
-        w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"] = 1 + r(h), r(h)
+    w = bert_weights(r, len(vocab), h, inter, layers)
     save_file(w, str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps({
         "model_type": "bert", "hidden_size": h, "num_attention_heads": heads, "num_hidden_layers": layers,
