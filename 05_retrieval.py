@@ -94,7 +94,7 @@ from pipekit.retrieve.results import (METRICS, added_terms, also_column, chunk_t
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
-from pipekit.retrieve.ranks import TopPostings, masked, nth_best_document, rank, sorted_unique
+from pipekit.retrieve.ranks import TopPostings, common_term_rows, masked, nth_best_document, rank, sorted_unique
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
 from pipekit.run.arrays import run_starts
 from pipekit.retrieve.sections import section_context
@@ -321,26 +321,9 @@ class Index:
         return self.chunk[lo:hi], self.impact[lo:hi]
 
     def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, np.ndarray]:
-        """The commonest terms' ids, and their impacts in every chunk (0 where absent).
-
-        A term in over 1/DENSE_SHARE of the chunks is looked up by nearly every query
-        that has it, in a list too long to search cheaply: one array over all chunks
-        makes each lookup a plain index.  Built here, with the index, because building
-        one costs as much as a hundred lookups, and the same rows serve every query.
-        """
-        n = len(self.lengths)
-        common = np.flatnonzero(self.df * DENSE_SHARE > n)
-        common = common[np.argsort(-self.df[common], kind="stable")[:DENSE_TERMS]]
-        rows = zeros((len(common), n), dtype=np.float64)
-
-        def row(i: int) -> None:
-            ch, imp = self._postings_of(common[i])
-            rows[i, ch] = imp
-
-        # A row is mostly page faults and a scatter, both outside the GIL: one per core.
-        with ThreadPoolExecutor(cores()) as pool:
-            list(pool.map(row, range(len(common))))
-        return common.astype(np.int64), rows
+        """The commonest terms' ids, and their impacts in every chunk (0 where absent): a term in
+        over 1/DENSE_SHARE of the chunks is looked up by a plain index (ranks.common_term_rows)."""
+        return common_term_rows(self.df, len(self.lengths), self._postings_of, DENSE_SHARE, DENSE_TERMS, zeros)
 
     def _lookup(self, t, cand: np.ndarray, w: float = 1.0) -> np.ndarray:
         """Term t's impact times w in each of the sorted chunks `cand` (0 where it is absent)."""

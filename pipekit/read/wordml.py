@@ -314,22 +314,21 @@ class _Writer:
         return _ColumnMap(starts, by_col)
 
     def _rows(self, tbl):
-        for el in tbl:
-            if el.tag == _TR:
-                yield el
-            elif el.tag == _SDT or el.tag in _TRANSPARENT:
-                inner = el.find(_SDTCONTENT) if el.tag == _SDT else el
-                if inner is not None:
-                    yield from self._rows(inner)
+        return self._within(tbl, _TR)
 
     def _cells(self, tr):
-        for el in tr:
-            if el.tag == _TC:
-                yield el
-            elif el.tag == _SDT or el.tag in _TRANSPARENT:
-                inner = el.find(_SDTCONTENT) if el.tag == _SDT else el
+        return self._within(tr, _TC)
+
+    def _within(self, el, tag):
+        """The `tag` children of el, also those a content control (w:sdt) or another
+        transparent wrapper holds: Word nests rows and cells in them."""
+        for child in el:
+            if child.tag == tag:
+                yield child
+            elif child.tag == _SDT or child.tag in _TRANSPARENT:
+                inner = child.find(_SDTCONTENT) if child.tag == _SDT else child
                 if inner is not None:
-                    yield from self._cells(inner)
+                    yield from self._within(inner, tag)
 
     # ----------------------------------------------------------------- paragraphs
 

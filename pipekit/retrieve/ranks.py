@@ -15,10 +15,12 @@ chunks, seeds kept) is a call or several saved per query, not a faster loop.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from pipekit.run.arrays import run_starts
+from pipekit.run.io import cores
 
 
 def masked(mask: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -138,3 +140,26 @@ def rank(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, k: int, dept
         by_doc = np.argsort(docs, kind="stable")
         first = np.sort(by_doc[run_starts(docs[by_doc])])
     return order[:k], docs[first], vals[order[first]]
+
+
+def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int,
+                     zeros=np.zeros) -> tuple[np.ndarray, np.ndarray]:
+    """The ids of the terms in over 1/`share` of the `n` chunks (at most `most`, commonest
+    first), and their impacts in every chunk (0 where absent): one row a term.
+
+    Such a term is looked up by nearly every query that has it, in a list too long to search
+    cheaply: a row over all chunks makes each lookup a plain index.  Built once with the
+    index, because building one costs as much as a hundred lookups, and the same rows serve
+    every query.  `postings_of(t)`: term t's (chunks, impacts)."""
+    common = np.flatnonzero(df * share > n)
+    common = common[np.argsort(-df[common], kind="stable")[:most]]
+    rows = zeros((len(common), n), dtype=np.float64)
+
+    def row(i: int) -> None:
+        ch, imp = postings_of(common[i])
+        rows[i, ch] = imp
+
+    # A row is mostly page faults and a scatter, both outside the GIL: one per core.
+    with ThreadPoolExecutor(cores()) as pool:
+        list(pool.map(row, range(len(common))))
+    return common.astype(np.int64), rows
