@@ -1,12 +1,13 @@
 """The live service under load: `python -m pipekit serve --http … --watch` on a real docs folder.
 
     python bench/docs_qa.py --build        # once: the documentation folder
-    python bench/serve.py [--clients 8] [--calls 200] [--collection docs_qa]
+    python bench/serve.py [--clients 8] [--calls 200] [--collection docs_qa] [--workers N]
 
 1. The folder bench/docs_qa.py gathers is copied to bench/out/serve/docs (so the edit below
    touches a copy) and indexed there (stages 01-04).  (Client processes start before the
    clock does: a pool of spawned processes, then the calls.)
-2. The server starts with --http on a free loopback port and --watch.
+2. The server starts with --http on a free loopback port and --watch (and `--workers N` when
+   given; the server's default otherwise: one worker per core).
 3. Steady: first one client (an agent asks one question at a time), then `--clients` processes (not threads: a client's own Python must not queue behind
    another's), each with one keep-alive connection, make `--calls` GET /search calls each
    with the set's real questions in turn (k=5).  Per call: the wall time from sending the
@@ -16,7 +17,9 @@
    printed: the errors among all calls, the time from the edit until the word is found, and
    the rerun's own time as the server's /status reports it (goal: found within the rerun's
    time + 1 s: debounce and the switch cost at most a second).
-5. Memory: the server's resident set (VmRSS, after the load) beside a process that only holds
+5. Memory: the server's proportional set size (PSS: each page shared by k processes counts
+   1/k in each, so the sum over the parent and its workers is what the server really holds)
+   after the load and at the end, beside the resident set of a process that only holds
    `pipekit.Searcher` on the same index and has searched once.
 
 Goals (issue 45): 0 errors; median ≤ 5 ms; p99 ≤ 50 ms on this 2-core machine.  The clients
@@ -100,11 +103,27 @@ def get(port: int, path: str) -> dict:
     return json.loads(conn.getresponse().read())
 
 
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+def family(pid: int) -> list[int]:
+    """The process and its children (the server's workers and watcher)."""
+    out = [pid]
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
+def pss_mb(pid: int) -> float:
+    """PSS of the process and its children, in MB (VmRSS would count shared pages once per process)."""
+    total = 0
+    for p in family(pid):
+        try:
+            text = Path(f"/proc/{p}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        total += sum(int(line.split()[1]) for line in text.splitlines() if line.startswith("Pss:"))
+    return total / 1024
 
 
 def report(name: str, times: list[float], errors: int, said: list[str], wall: float) -> None:
@@ -120,6 +139,7 @@ def main() -> int:
     ap.add_argument("--collection", default="docs_qa")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--workers", type=int, default=None, help="the server's --workers (default: its own)")
     args = ap.parse_args()
     corpus = BENCH / "corpora" / args.collection
     if not corpus.is_dir():
@@ -134,8 +154,9 @@ def main() -> int:
     qs = questions(args.collection)
 
     port = free_port()
+    workers = ["--workers", str(args.workers)] if args.workers else []
     server = subprocess.Popen([sys.executable, "-m", "pipekit", "serve", "--http", f"127.0.0.1:{port}", "--watch",
-                               *sets], cwd=REPO, stderr=subprocess.PIPE, text=True)
+                               *workers, *sets], cwd=REPO, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
         while True:
@@ -146,9 +167,12 @@ def main() -> int:
                 if time.time() > deadline or server.poll() is not None:
                     raise SystemExit("the server did not start: " + (server.stderr.read() if server.poll() else ""))
                 time.sleep(0.2)
-        print(f"server: {status['chunks']:,} chunks of {status['documents']['read']:,} documents; "
-              f"{args.clients} client processes x {args.calls} searches, k=5, {len(qs)} questions in turn")
-        rss_server = rss_mb(server.pid)
+        time.sleep(1)  # every worker up and listening
+        processes = len(family(server.pid))
+        print(f"server: {status['chunks']:,} chunks of {status['documents']['read']:,} documents, "
+              f"{processes} processes; {args.clients} client processes x {args.calls} searches, k=5, "
+              f"{len(qs)} questions in turn")
+        pss_server = pss_mb(server.pid)
         report("one client", *load(port, qs, 1, args.calls))  # an agent: one call at a time
         report(f"{args.clients} clients", *load(port, qs, args.clients, args.calls))
 
@@ -181,10 +205,11 @@ def main() -> int:
 
         holder = subprocess.run([sys.executable, "-c", (
             "import sys; from pipekit import Searcher; s = Searcher(sys.argv[1]); s.search('how to install'); "
-            "print(open('/proc/self/status').read().split('VmRSS:')[1].split()[0])"), str(OUT / "index")],
+            "print(open('/proc/self/smaps_rollup').read().split('Pss:')[1].split()[0])"), str(OUT / "index")],
             cwd=REPO, capture_output=True, text=True, check=True)
-        print(f"resident memory: server {rss_server:.0f} MB after loading (now {rss_mb(server.pid):.0f} MB); "
-              f"a process holding Searcher alone {int(holder.stdout.strip()) / 1024:.0f} MB")
+        print(f"memory: server {pss_server:.0f} MB after loading, {pss_mb(server.pid):.0f} MB at the end "
+              f"(PSS of its {processes} processes); a process holding Searcher alone "
+              f"{int(holder.stdout.strip()) / 1024:.0f} MB (PSS)")
     finally:
         server.terminate()
         try:

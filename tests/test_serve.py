@@ -84,7 +84,7 @@ class Server:
     def __exit__(self, *exc):
         self.proc.terminate()
         try:
-            self.proc.communicate(timeout=20)
+            self.out, self.err = self.proc.communicate(timeout=20)
         except subprocess.TimeoutExpired:
             self.proc.kill()
 
@@ -396,3 +396,97 @@ def test_the_readme_quotes_the_limits_the_server_has():
     assert f"0–{MAX_AROUND} passages" in text and f"past {MAX_READ_CHARS:,} characters" in text
     assert f"quiet for {watch.QUIET_SECONDS} s" in text and service.REFRESH_SECONDS == 0.5
     assert "twice a second" in text
+
+
+def family(pid: int) -> set[int]:
+    """The server's processes: the parent and its children (workers, watcher)."""
+    kids = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        kids |= {int(c) for c in (task / "children").read_text().split()}
+    return kids
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(),
+                    reason="needs fork and POSIX signals, and Linux's /proc to find the workers")
+def test_workers_answer_side_by_side_switch_after_a_watch_rerun_and_a_dead_one_is_replaced(tmp_path):
+    config = build(tmp_path)
+    with Server(config, "--workers", "2", "--watch") as server:
+        assert get(f"{server.base}/status")[0] == 200  # the parent listens before it loads and forks
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(family(server.proc.pid)) < 3:
+            time.sleep(0.1)
+        kids = family(server.proc.pid)
+        assert len(kids) == 3  # two workers and the watcher
+
+        # Each call on a new connection goes to whichever worker accepts it: both answer (a
+        # worker may still be starting, or lose every race on a busy machine: ask until both have).
+        def who_answers(within: float = 30) -> set[int]:
+            seen, deadline = set(), time.monotonic() + within
+            def ask():
+                while len(seen) < 2 and time.monotonic() < deadline:
+                    code, body = get(f"{server.base}/status")
+                    assert code == 200 and body["process"]["workers"] == 2
+                    seen.add(body["process"]["pid"])
+            askers = [threading.Thread(target=ask) for _ in range(4)]
+            for t in askers:
+                t.start()
+            for t in askers:
+                t.join()
+            return seen
+
+        workers = who_answers()
+        assert len(workers) == 2 and workers < kids
+        assert get(f"{server.base}/search?q=change+freeze&k=3")[1]["hits"] == expected(config, k=3)
+
+        # An edit: the watcher (in its own process) reruns, and every worker switches.
+        edit(config, "report.txt", "\n\nA note on the narwhal protocol.\n")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not get(f"{server.base}/search?q=narwhal&k=1")[1]["hits"]:
+            time.sleep(0.2)
+        time.sleep(1)  # the other worker's switch: it was woken with the first
+        answers = [get(f"{server.base}/search?q=narwhal&k=1")[1] for _ in range(20)]
+        assert all(a["hits"] and a["hits"][0]["doc_id"] == "report.txt" for a in answers)
+        watch = get(f"{server.base}/status")[1]["watch"]  # the watcher's state, seen from a worker
+        assert watch["reruns"] >= 1 and watch["last_rerun"]["ok"] and not watch["rerunning"]
+
+        # A worker killed outright is replaced, and the replacement serves the new index.
+        victim = sorted(workers)[0]
+        subprocess.run(["kill", "-9", str(victim)], check=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (victim in family(server.proc.pid)
+                                               or len(family(server.proc.pid)) < 3):
+            time.sleep(0.1)
+        now = who_answers()
+        assert victim not in now and len(now) == 2
+        assert all(get(f"{server.base}/search?q=narwhal&k=1")[1]["hits"] for _ in range(10))
+        everyone = family(server.proc.pid) | {server.proc.pid}
+    # Stopping the parent stops every worker and the watcher.
+    assert server.proc.returncode is not None
+    time.sleep(0.5)
+    assert not [p for p in everyone if Path(f"/proc/{p}").exists()
+                and "zombie" not in Path(f"/proc/{p}/status").read_text()]
+    assert "a worker ended (signal 9); starting another" in server.err
+
+
+def test_workers_that_keep_failing_at_their_start_end_the_server_instead_of_a_fork_loop():
+    script = """
+import socket, sys
+from pipekit.serve.workers import Workers
+
+class Index:  # what a worker needs of a Service before it serves
+    workers = 1
+    def refresh(self): return False
+    def refresh_forever(self, stop, wake=None): stop.wait()
+
+def serve(sock):
+    raise RuntimeError("the app could not start")
+
+sock = socket.create_server(("127.0.0.1", 0))
+said = []
+code = Workers(Index(), 2, serve, say=said.append).run(sock)
+print(code, said[-1])
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("1 the worker ended (exit status 1): 3 children in a row ended within 5 s")
+    assert done.stderr.count("failed: RuntimeError: the app could not start") >= 3

@@ -5,6 +5,8 @@
     watch.py    --watch: notices edits under documents.input and reruns stages 01-04
     app.py      the MCP server (stdio, or streamable HTTP) and the JSON API beside it,
                 with the HTTP checks (bearer token, Host and Origin)
+    workers.py  --workers: the HTTP service answered by several processes that share the
+                loaded index, and the watcher in a process of its own
     command.py  the command line
 
 A `python -m pipekit search` process pays ~0.8 s of start-up for a search that takes under

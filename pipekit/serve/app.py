@@ -61,7 +61,8 @@ character span (start_char, end_char), pages, citation and link of what was retu
 STATUS_DOC = """\
 What this server has indexed: the folder, documents read by format, what could not be read
 (counts by reason, first examples), chunks, when the index was built and loaded, whether
-files in the folder changed since, and the state of the watcher (--watch)."""
+files in the folder changed since, the state of the watcher (--watch), and which of the
+server's processes answered."""
 
 
 def build_mcp(service: Service):

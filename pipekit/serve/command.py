@@ -4,6 +4,7 @@
     python -m pipekit serve --http 127.0.0.1:8765 # MCP at /mcp, and GET /search, /read, /status
     python -m pipekit serve --watch               # rerun stages 01-04 when documents.input changes
     python -m pipekit serve --http 0.0.0.0:8765 --token SECRET   # another machine may call it
+    python -m pipekit serve --http 127.0.0.1:8765 --workers 1    # one process (default: one per core)
 
 Over stdio, stdout is the protocol's: everything this command says goes to stderr.
 """
@@ -45,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
                              f"bind; or set {TOKEN_ENV})")
     parser.add_argument("--allow-origin", dest="origins", action="append", default=[], metavar="ORIGIN",
                         help="with --http: a browser origin allowed to call (e.g. http://localhost:3000)")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="with --http: processes answering calls, forked after the index is loaded "
+                             "(default: one per core, at most 4)")
     add_common_args(parser)
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(parser, argv)
@@ -58,13 +62,24 @@ def main(argv: list[str] | None = None) -> int:
         if host is not None and host not in ("127.0.0.1", "localhost", "::1") and not token:
             raise PipelineError(f"--http {args.http} lets other machines call the server: give --token "
                                 f"(or set {TOKEN_ENV}), or bind 127.0.0.1")
-        if args.http is None and (args.token or args.origins):
-            raise PipelineError("--token and --allow-origin are for --http; over stdio the client that "
-                                "launched the server is the only caller")
+        if args.http is None and (args.token or args.origins or args.workers is not None):
+            raise PipelineError("--token, --allow-origin and --workers are for --http; over stdio the client "
+                                "that launched the server is the only caller")
+        workers = workers_wanted(args.workers)
+        sock = None
+        if host is not None and workers > 1:
+            from pipekit.serve.workers import listening_socket
+
+            try:  # before the load: a port in use is said at once
+                sock = listening_socket(host, port)
+            except OSError as exc:
+                raise PipelineError(f"cannot listen on {args.http}: {exc.strerror or exc}") from None
         service = Service(cfg, user_options(argv))
         cur = service.current
         say(f"{int(cur.searcher.index.stats['N']):,} chunks of {cur.documents.get('read', 0):,} documents "
             f"from {cur.folder}, loaded in {cur.load_seconds:.2f} s")
+        if sock is not None:
+            return serve_workers(service, sock, workers, argv, args, host, port, token)
         stop = threading.Event()
         threads = [threading.Thread(target=service.refresh_forever, args=(stop,), name="refresh", daemon=True)]
         if args.watch:
@@ -87,6 +102,35 @@ def main(argv: list[str] | None = None) -> int:
     return run_command("serve", body)
 
 
+def workers_wanted(n: int | None) -> int:
+    from pipekit.serve.workers import default_workers
+
+    if n is None:
+        return default_workers() if hasattr(os, "fork") else 1
+    if n < 1 or n > 64:
+        raise PipelineError(f"--workers takes a whole number from 1 to 64 (processes answering calls); got {n}")
+    if n > 1 and not hasattr(os, "fork"):
+        raise PipelineError("--workers above 1 needs fork, which this system lacks: use --workers 1")
+    return n
+
+
+def serve_workers(service, sock, n: int, argv: list[str], args, host: str, port: int, token: str | None) -> int:
+    from pipekit.serve.workers import Workers
+
+    watcher = None
+    if args.watch:
+        from pipekit.serve.watch import Watcher
+
+        watcher = Watcher(service, user_options(argv))
+        say(f"watching {watcher.root} (a change reruns stages 01-04)")
+    http = http_server(service, host, port, token, args.origins)
+    say(f"{n} workers share the loaded index")
+    code = Workers(service, n, lambda s: http.run(sockets=[s]), watcher, say).run(sock)
+    if code:
+        raise PipelineError("a worker could not serve (its error is above)")
+    return 0
+
+
 def serve_stdio(service) -> None:
     import anyio
 
@@ -96,7 +140,8 @@ def serve_stdio(service) -> None:
     anyio.run(build_mcp(service).run_stdio_async)
 
 
-def serve_http(service, host: str, port: int, token: str | None, origins: list[str]) -> None:
+def http_server(service, host: str, port: int, token: str | None, origins: list[str]):
+    """The HTTP server (not yet running): uvicorn with the app; said where it answers."""
     import uvicorn
 
     from pipekit.serve.app import http_app
@@ -106,4 +151,8 @@ def serve_http(service, host: str, port: int, token: str | None, origins: list[s
         + ("; bearer token required" if token else ""))
     config = uvicorn.Config(http_app(service, host, port, token, origins), host=host, port=port,
                             log_level="warning", access_log=False, lifespan="on")
-    uvicorn.Server(config).run()
+    return uvicorn.Server(config)
+
+
+def serve_http(service, host: str, port: int, token: str | None, origins: list[str]) -> None:
+    http_server(service, host, port, token, origins).run()

@@ -178,6 +178,7 @@ class Service:
         self.output_dir = Path(cfg["paths"]["output"])
         self.reload_error: str | None = None
         self.watcher = None  # watch.Watcher, with --watch
+        self.workers = 1  # processes answering (workers.py sets it); status names which one answered
         self._failed: tuple | None = None  # the outputs' signature a load last failed on
         self._loading = threading.Lock()  # one load at a time (the refresher and a watch rerun)
         self._status_cache: tuple[tuple, list[str]] | None = None  # (index and folder as seen, changes)
@@ -222,9 +223,16 @@ class Service:
         pa.default_memory_pool().release_unused()
         return True
 
-    def refresh_forever(self, stop: threading.Event, every: float = REFRESH_SECONDS) -> None:
-        """The refresher thread's loop: look at the outputs every `every` seconds."""
-        while not stop.wait(every):
+    def refresh_forever(self, stop: threading.Event, every: float = REFRESH_SECONDS,
+                        wake: threading.Event | None = None) -> None:
+        """The refresher thread's loop: look at the outputs every `every` seconds, or at once
+        when `wake` is set (a worker's, after the watcher's rerun: workers.py)."""
+        wake = wake or threading.Event()
+        while True:
+            wake.wait(every)
+            wake.clear()
+            if stop.is_set():
+                return
             try:
                 self.refresh()
             except Exception as exc:  # noqa: BLE001 - a refresher that dies would serve a stale index silently
@@ -262,6 +270,7 @@ class Service:
             "changes": (changed or [])[:5],
             "reload_error": self.reload_error,
             "watch": self.watcher.state() if self.watcher is not None else None,
+            "process": {"pid": os.getpid(), "workers": self.workers},
             "limits": {"k": MAX_K, "query_chars": MAX_QUERY_CHARS, "filters": MAX_FILTERS,
                        "response_bytes": MAX_RESPONSE_BYTES},
         }

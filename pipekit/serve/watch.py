@@ -44,6 +44,10 @@ class Watcher:
         self.running = False
         self.runs = 0
         self.last: dict | None = None  # the last rerun: when, how long, ok or its error
+        # With --workers the watcher runs in a process of its own (workers.py): its state is
+        # handed on at each change, and the workers are told to look once a rerun has ended.
+        self.on_state = None  # on_state(state()): after every change of state
+        self.after_rerun = service.refresh  # after a rerun that succeeded: switch now, not at the next look
 
     def state(self) -> dict:
         return {"folder": str(self.root), "rerunning": self.running, "reruns": self.runs, "last_rerun": self.last}
@@ -51,8 +55,13 @@ class Watcher:
     def command(self) -> list[str]:
         return [sys.executable, str(REPO_ROOT / "run_pipeline.py"), "--to", "4", *self.options]
 
+    def _changed(self) -> None:
+        if self.on_state is not None:
+            self.on_state(self.state())
+
     def rerun(self) -> None:
         self.running = True
+        self._changed()
         t0 = time.perf_counter()
         started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
         try:
@@ -65,9 +74,10 @@ class Watcher:
         self.runs += 1
         self.last = {"started": started, "seconds": round(time.perf_counter() - t0, 2), "ok": ok,
                      "error": None if ok else (words or "the pipeline failed without a message")}
-        if ok:
-            self.service.refresh()  # now, not at the refresher's next look
         self.running = False
+        self._changed()
+        if ok:
+            self.after_rerun()
 
     def run_forever(self, stop: threading.Event) -> None:
         import watchfiles
@@ -85,3 +95,4 @@ class Watcher:
         except (FileNotFoundError, OSError) as exc:  # the folder is gone, or cannot be watched
             self.last = {"started": None, "seconds": 0, "ok": False,
                          "error": f"cannot watch {self.root}: {exc}; the index is no longer kept fresh"}
+            self._changed()
