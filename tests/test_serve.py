@@ -218,6 +218,15 @@ def test_a_token_guards_every_route_and_a_public_bind_needs_one(sample):
     proc = subprocess.run([sys.executable, "-m", "pipekit", "serve", "--config", str(sample), "--http",
                            f"0.0.0.0:{free_port()}"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "--token" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    # A port another program holds: one line, before the index is loaded (one process or several).
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        for workers in ("1", "2"):
+            proc = subprocess.run([sys.executable, "-m", "pipekit", "serve", "--config", str(sample), "--http",
+                                   f"127.0.0.1:{port}", "--workers", workers], cwd=REPO, capture_output=True,
+                                  text=True, timeout=60)
+            assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [
+                f"python -m pipekit serve: error: cannot listen on 127.0.0.1:{port}: Address already in use"]
 
 
 # ---------------------------------------------------------------------- read

@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "that launched the server is the only caller")
         workers = workers_wanted(args.workers)
         sock = None
-        if host is not None and workers > 1:
+        if host is not None:
             from pipekit.serve.workers import listening_socket
 
             try:  # before the load: a port in use is said at once
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         cur = service.current
         say(f"{int(cur.searcher.index.stats['N']):,} chunks of {cur.documents.get('read', 0):,} documents "
             f"from {cur.folder}, loaded in {cur.load_seconds:.2f} s")
-        if sock is not None:
+        if sock is not None and workers > 1:
             return serve_workers(service, sock, workers, argv, args, host, port, token)
         stop = threading.Event()
         threads = [threading.Thread(target=service.refresh_forever, args=(stop,), name="refresh", daemon=True)]
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             if host is None:
                 serve_stdio(service)
             else:
-                serve_http(service, host, port, token, args.origins)
+                http_server(service, host, port, token, args.origins).run(sockets=[sock])
         finally:
             stop.set()
 
@@ -153,6 +153,3 @@ def http_server(service, host: str, port: int, token: str | None, origins: list[
                             log_level="warning", access_log=False, lifespan="on")
     return uvicorn.Server(config)
 
-
-def serve_http(service, host: str, port: int, token: str | None, origins: list[str]) -> None:
-    http_server(service, host, port, token, origins).run()
