@@ -186,6 +186,13 @@ def test_an_agent_over_http_and_a_program_over_json(sample):
             with pytest.raises(urllib.error.HTTPError) as e:
                 urllib.request.urlopen(request, timeout=30)
             assert 400 <= e.value.code < 500
+        # The JSON API answers GET (and HEAD); another method is told so.
+        request = urllib.request.Request(f"{server.base}/search?q=change+freeze", data=b"", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(request, timeout=30)
+        assert e.value.code == 405 and json.loads(e.value.read())["error"] == "/search answers GET; got POST"
+        with urllib.request.urlopen(urllib.request.Request(f"{server.base}/status", method="HEAD"), timeout=30) as r:
+            assert r.status == 200 and r.read() == b"" and int(r.headers["content-length"]) > 100
         assert get(f"{server.base}/search?q=change+freeze&k=3")[1]["hits"] == expected(sample, k=3)
         # DNS rebinding: a Host that is not this server's, an Origin of another site.
         code, body = get(f"{server.base}/status", {"Host": "attacker.example:80"})

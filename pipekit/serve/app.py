@@ -22,9 +22,10 @@ What it does not do: TLS (put a reverse proxy in front for that), users and scop
 from __future__ import annotations
 
 import hmac
-import json
+from urllib.parse import parse_qs
 from typing import Annotated, Any
 
+import orjson
 from pydantic import Field, ValidationError
 
 from pipekit.run.errors import PipelineError
@@ -136,40 +137,62 @@ def yes_no(value: str | None, name: str) -> bool:
     raise PipelineError(f"{name} must be true or false; got {value!r}")
 
 
-def json_routes(service: Service) -> dict:
-    """GET /search, /read, /status: the tools' answers as JSON, for programs without MCP."""
-    from starlette.responses import JSONResponse
+class JsonApi:
+    """GET /search, /read, /status: the tools' answers as JSON, for programs without MCP.
 
-    def answer(call, missing_is_404: bool = False):
+    Plain ASGI in front of MCP's Starlette app, not Starlette routes: a search is ~0.6 ms, and
+    Starlette's request, routing and response objects added ~0.2 ms more to each call."""
+
+    def __init__(self, service: Service):
+        self.service = service
+        self.routes = {"/search": self.search, "/read": self.read, "/status": self.status}
+
+    def search(self, q: dict) -> dict:
+        return self.service.search(one(q, "q", ""), whole(one(q, "k"), "k", 5), q.get("in", []), q.get("format", []))
+
+    def read(self, q: dict) -> dict:
+        return self.service.read(one(q, "chunk_id", ""), whole(one(q, "around"), "around", 0),
+                                 yes_no(one(q, "section"), "section"))
+
+    def status(self, q: dict) -> dict:
+        return self.service.status()
+
+    async def __call__(self, scope, send) -> None:
+        call = self.routes[scope["path"]]
+        if scope["method"] not in ("GET", "HEAD"):
+            return await respond(send, 405, {"error": f"{scope['path']} answers GET; got {scope['method']}"},
+                                 [(b"allow", b"GET, HEAD")])
         try:
-            return JSONResponse(call())
+            query = parse_qs(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+            code, answer = 200, call(query)
         except PipelineError as exc:
-            code = 404 if missing_is_404 and str(exc).startswith("no chunk") else 400
-            return JSONResponse({"error": str(exc)}, status_code=code)
+            code = 404 if call == self.read and str(exc).startswith("no chunk") else 400
+            answer = {"error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - one bad call must not end the service
-            return JSONResponse({"error": f"internal error: {type(exc).__name__}: {exc}"}, status_code=500)
+            code, answer = 500, {"error": f"internal error: {type(exc).__name__}: {exc}"}
+        await respond(send, code, answer, head=scope["method"] == "HEAD")
 
-    async def search(request):
-        q = request.query_params
-        return answer(lambda: service.search(q.get("q", ""), whole(q.get("k"), "k", 5), q.getlist("in"),
-                                             q.getlist("format")))
 
-    async def read(request):
-        q = request.query_params
-        return answer(lambda: service.read(q.get("chunk_id", ""), whole(q.get("around"), "around", 0),
-                                           yes_no(q.get("section"), "section")), missing_is_404=True)
+def one(query: dict, name: str, default: str | None = None) -> str | None:
+    """A parameter given once (the last one, if repeated), as a URL's reader expects."""
+    values = query.get(name)
+    return values[-1] if values else default
 
-    async def status(request):
-        return answer(service.status)
 
-    return {"/search": search, "/read": read, "/status": status}
+async def respond(send, status: int, answer: dict, headers: list | None = None, head: bool = False) -> None:
+    body = orjson.dumps(answer)  # UTF-8, no spaces, as Starlette's JSONResponse gave, at 15x its speed
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *(headers or [])]})
+    await send({"type": "http.response.body", "body": b"" if head else body})
 
 
 class Guard:
     """ASGI middleware: Host, Origin and bearer-token checks for every HTTP request (module text)."""
 
-    def __init__(self, app, host: str, port: int, token: str | None, origins: list[str] = ()):
+    def __init__(self, app, host: str, port: int, token: str | None, origins: list[str] = (), api=None):
         self.app = app
+        self.api = api  # JsonApi: its paths are answered here, the rest by `app`
         self.token = token.encode() if token else None
         local = host in LOOPBACK
         names = LOOPBACK if local else (host,)
@@ -184,12 +207,10 @@ class Guard:
         why = self.refuse(headers)
         if why is not None:
             status, text = why
-            body = json.dumps({"error": text}).encode()
-            await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-type", b"application/json"),
-                                    *([(b"www-authenticate", b"Bearer")] if status == 401 else [])]})
-            await send({"type": "http.response.body", "body": body})
-            return
+            return await respond(send, status, {"error": text}, [(b"www-authenticate", b"Bearer")] if status == 401
+                                 else [])
+        if self.api is not None and scope["path"] in self.api.routes:
+            return await self.api(scope, send)
         await self.app(scope, receive, send)
 
     def refuse(self, headers: dict) -> tuple[int, str] | None:
@@ -212,10 +233,8 @@ def http_app(service: Service, host: str, port: int, token: str | None, origins:
     from mcp.server.transport_security import TransportSecuritySettings
 
     mcp = build_mcp(service)
-    for path, endpoint in json_routes(service).items():
-        mcp.custom_route(path, methods=["GET"])(endpoint)
     # The Guard checks Host and Origin for every route; the SDK's own check (MCP's route
     # only) would need the same lists kept twice.
     app = mcp.streamable_http_app(transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
                                   host=host, json_response=True, stateless_http=True)
-    return Guard(app, host, port, token, origins)
+    return Guard(app, host, port, token, origins, api=JsonApi(service))

@@ -30,6 +30,7 @@ run where there is no fork (Windows: one process), or serve stdio (it has one ca
 """
 from __future__ import annotations
 
+import gc
 import json
 import mmap
 import multiprocessing
@@ -182,6 +183,11 @@ class Workers:
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
         signal.signal(signal.SIGUSR1, lambda *_: self._signal_all(signal.SIGUSR1, "worker"))
+        # A collection in a worker touches every tracked object's header, which copies the
+        # page it sits on: the loaded index's Python objects would become N private copies.
+        # Frozen objects are left out of collections (what gc.freeze is for, before a fork).
+        gc.collect()
+        gc.freeze()
         for _ in range(self.n):
             self._fork("worker", sock)
         if self.watcher is not None:
