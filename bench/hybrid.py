@@ -42,7 +42,7 @@ measures only the variants whose label contains one of them (beside the adopted 
 BM25 alone or the cosine alone had it in their top 3 (how far any fusion of the two could reach),
 and, against the adopted ranking with intervals: one place per level-2 section or per document,
 other weights, release notes after the rest, the cosine's best section given the third place,
-BM25's section context at other weights under the fusion.
+RM3 feedback and BM25's section context at other weights under the fusion.
 """
 from __future__ import annotations
 
@@ -854,6 +854,16 @@ def misses(model: str, label: str, wanted: list[str], weights: list[float], show
             {q: [x for x in v if not CHANGELOG.search(x[0])] + [x for x in v if CHANGELOG.search(x[0])]
              for q, v in ranked.items()})))
         rows.append(("the cosine's first at 3rd", hits_of({q: reserve(v, cos_alone[q][:1], 2) for q, v in ranked.items()})))
+        import functools
+
+        from pipekit.retrieve.queries import Feedback
+
+        plain = m.stage.search  # RM3 on BM25's side (retrieval.feedback: rm3, config.yaml's 5 / 50 / 0.7)
+        m.stage.search = functools.partial(plain, feedback=Feedback(5, 50, 0.7))
+        try:
+            rows.append(("BM25 with rm3 feedback", m.per_query(adopted, w0, documents=True)))
+        finally:
+            m.stage.search = plain
         from pipekit.retrieve.sections import section_context
 
         kept = m.index.context  # BM25's section context (retrieval.section_context, 0.5) under the fusion
