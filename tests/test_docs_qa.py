@@ -142,3 +142,34 @@ def test_every_section_of_the_second_set_exists_once_in_its_document(second_set)
                     "(python bench/docs_qa.py --collection docs_qa2 --build)")
     qs = second_set.questions()
     assert second_set.answerable(qs) == qs  # every source is pinned: nothing may be left out
+
+
+@pytest.fixture
+def third_set():
+    """bench/docs_qa.py pointed at the third question set (issue 46) for one test, then back."""
+    docs_qa.use("docs_qa3")
+    yield docs_qa
+    docs_qa.use("docs_qa")
+
+
+def test_third_set_asks_projects_neither_earlier_set_saw(third_set):
+    qs = third_set.questions()
+    projects = {s["name"] for s in third_set.sources()}
+    assert len(qs) >= 40 and len({q["id"] for q in qs}) == len(qs)
+    assert len({q["question"].lower() for q in qs}) == len(qs)
+    assert {q["doc"].split("/")[0] for q in qs} == projects
+    assert {q["doc"].rsplit(".", 1)[1] for q in qs} == {"md", "rst"}
+    earlier = set()
+    for name in ("docs_qa", "docs_qa2"):
+        third_set.use(name)
+        earlier |= {s["package"].lower() for s in third_set.sources()}
+    third_set.use("docs_qa3")
+    assert not earlier & {s["package"].lower() for s in third_set.sources()}
+
+
+def test_every_section_of_the_third_set_exists_once_in_its_document(third_set):
+    if not all((third_set.CORPUS / s["name"]).is_dir() for s in third_set.sources()):
+        pytest.skip(f"the documentation is not in {third_set.CORPUS} "
+                    "(python bench/docs_qa.py --collection docs_qa3 --build)")
+    qs = third_set.questions()
+    assert third_set.answerable(qs) == qs
