@@ -124,8 +124,11 @@ class Repeats:
         positions kept, and for each the positions of its repeats, in rank order."""
         kept: list[int] = []
         sets: list[frozenset] = []
-        keys: list[tuple[int, str]] = []
+        docs: list[int] = []
         also: list[list[int]] = []
+        # The kept hits of each title, in rank order: a candidate is compared with those alone
+        # (scanning every kept hit for its title was a tenth of a Searcher's search).
+        by_title: dict[str, list[int]] = {}
         n, at = len(chunks), 0
         codes = self.doc_codes[chunks] if n else np.zeros(0, np.int64)
         while len(kept) < k and at < n:
@@ -136,14 +139,14 @@ class Repeats:
                 if len(kept) == k:
                     break
                 d = int(codes[i])
-                j = next((j for j in range(len(kept))
-                          if keys[j][0] != d and keys[j][1] == t and self.alike(sets[j], s)), -1)
+                j = next((j for j in by_title.get(t, ()) if docs[j] != d and self.alike(sets[j], s)), -1)
                 if j >= 0:
                     also[j].append(i)
                 else:
+                    by_title.setdefault(t, []).append(len(kept))
                     kept.append(i)
                     sets.append(s)
-                    keys.append((d, t))
+                    docs.append(d)
                     also.append([])
             at = stop
         return np.asarray(kept, dtype=np.int64), also
