@@ -193,3 +193,10 @@ def test_options_the_copy_does_not_cover_still_work(sample):
     assert piped.returncode == 0 and "\nwho is on call\n" in piped.stdout
     bad = run_script("-m", "pipekit", "search", "rollback", "-k", "-1", "--set", f"paths.output={sample}", check=False)
     assert bad.returncode == 1 and "k must be a whole number > 0" in bad.stderr
+
+
+def test_the_constants_it_shares_with_stage_05_agree():
+    from pipekit.run.stages import load_stage
+
+    stage = load_stage(5)
+    assert (cold.DEPTH, cold.BINCOUNT_SHARE) == (stage.DEPTH, stage.BINCOUNT_SHARE)
