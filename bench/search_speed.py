@@ -14,7 +14,8 @@ texts from 03_chunks.parquet, as `python -m pipekit search "QUERY"` does for a q
 Prints figures only; the README's search-speed sentence quotes them.
 
 Beside ours, in the same run and on the same questions: bm25s (its default numpy backend,
-and numba's when installed) over the same chunk texts (03_chunks.parquet), with what our
+and numba's when installed) and tantivy (when installed: `tantivy_search`) over the same
+chunk texts (03_chunks.parquet), with what our
 defaults do to words, Lucene's English stop list and the Snowball English stemmer
 (PyStemmer), k1 1.2, b 0.75; one query is its `tokenize` plus `retrieve(k=10)`, the
 numba functions compiled before the clock starts.  Ours and the peers take turns, a pass over
@@ -105,6 +106,54 @@ def bm25s_search(out: Path, queries: list[str], backend: str):
     return one
 
 
+def tantivy_search(out: Path, queries: list[str], documents: bool = False):
+    """tantivy (Rust, Lucene-like: `pip install tantivy`) over the folder's chunk texts, with
+    what our defaults do to words (letter and digit runs, lower-cased, Lucene's English stop
+    list, the Snowball English stemmer; BM25 k1 1.2, b 0.75, its defaults): one query is its
+    parse (the lenient parser: a question's `:` or `"` is text, not syntax) plus the search
+    for the top 10 on this thread, hits as (score, address) pairs, as bm25s gives chunk
+    numbers; with `documents` also each hit's stored text and chunk_id, as ours gives passages."""
+    import tantivy
+
+    from pipekit.index.analyzer import ENGLISH_STOPWORDS
+
+    chunks = read_table(out / "03_chunks.parquet", ["chunk_id", "text"]).to_pydict()
+    texts = chunks["text"]
+    analyzer = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.Filter.remove_long(255))
+                .filter(tantivy.Filter.lowercase()).filter(tantivy.Filter.custom_stopword(sorted(ENGLISH_STOPWORDS)))
+                .filter(tantivy.Filter.stemmer("english")).build())
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("body", stored=documents, tokenizer_name="ours")
+    builder.add_text_field("chunk_id", stored=documents, tokenizer_name="raw")
+    index = tantivy.Index(builder.build())  # in memory, as bm25s's is
+    index.register_tokenizer("ours", analyzer)
+    writer = index.writer(heap_size=256 << 20, num_threads=1)
+    for chunk_id, text in zip(chunks["chunk_id"], texts):
+        writer.add_document(tantivy.Document(body=text or "", chunk_id=chunk_id))
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    searcher = index.searcher()
+
+    def one(q: str) -> None:
+        query, _ = index.parse_query_lenient(q, ["body"])
+        hits = searcher.search(query, limit=10, count=False).hits
+        if documents:
+            [(d["chunk_id"][0], d["body"][0]) for d in (searcher.doc(address) for _, address in hits)]
+
+    for q in queries[:5]:
+        one(q)
+    return one
+
+
+def peer_tantivy() -> bool:
+    try:
+        import tantivy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def all_hits(searcher: Searcher, queries: list[str], globs: list[str]) -> dict[str, list[dict]]:
     """Every Passage of every query, unfiltered and within each glob (score as its bits)."""
     return {f"{g or 'all'}\t{q}": [dict(p.to_dict(), score=p.score.hex())
@@ -143,7 +192,7 @@ def main() -> None:
     ap.add_argument("--read-texts", action="store_true", help="keep no texts: read each search's from 03_chunks")
     ap.add_argument("--baseline", type=Path, metavar="CHECKOUT",
                     help="also time another checkout's Searcher on the same folders and questions")
-    ap.add_argument("--no-peer", action="store_true", help="leave bm25s out")
+    ap.add_argument("--no-peer", action="store_true", help="leave bm25s and tantivy out")
     ap.add_argument("--same", action="store_true",
                     help="with --baseline: check that every Passage of every query equals the baseline's")
     ap.add_argument("--same-in", action="append", default=[], metavar="GLOB",
@@ -166,6 +215,9 @@ def main() -> None:
         runners = {"ours": searcher.search}
         for backend in peer_backends() if not (args.no_peer or args.rows_only) else []:
             runners[f"bm25s-{backend}"] = bm25s_search(out, queries, backend)
+        if peer_tantivy() and not (args.no_peer or args.rows_only):
+            runners["tantivy"] = tantivy_search(out, queries)
+            runners["tantivy+texts"] = tantivy_search(out, queries, documents=True)
         ms = timed_together(runners, queries, args.repeat)
         median, p90 = ms_summary(ms["ours"])
         chunks = searcher.index.stats["N"]

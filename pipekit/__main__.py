@@ -20,9 +20,11 @@ COMMANDS = {
     "report": "write report.html: the stages, chunk sizes, per-query metrics, top results",
     "serve": "serve the index to agents (MCP over stdio or HTTP) and programs (JSON), warm and fresh",
 }
-MODULES = {"show": "pipekit.tools.show", "compare": "pipekit.tools.compare",
-           "search": "pipekit.retrieve.search", "report": "pipekit.tools.report",
-           "serve": "pipekit.serve.command"}
+# search: a query or two from the index's memory-mapped copy (pipekit/retrieve/cold.py, which
+# answers None when it cannot: the prompt, filters, --explain, ...), else a Searcher's full load.
+MODULES = {"show": ["pipekit.tools.show"], "compare": ["pipekit.tools.compare"],
+           "search": ["pipekit.retrieve.cold", "pipekit.retrieve.search"], "report": ["pipekit.tools.report"],
+           "serve": ["pipekit.serve.command"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,13 +36,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command in COMMANDS:
-        # Imported on demand: `show` should not pay for loading the search code.
-        module = importlib.import_module(MODULES[command])
-        if command != "show":  # show prints any Parquet file: nanosecond times need pandas to become values
-            from pipekit.run.io import defer_pandas
+        for name in MODULES[command]:
+            # Imported on demand: `show` should not pay for loading the search code.
+            module = importlib.import_module(name)
+            # show prints any Parquet file: nanosecond times need pandas to become values; the
+            # cold search loads no Arrow at all
+            if command != "show" and name != "pipekit.retrieve.cold":
+                from pipekit.run.io import defer_pandas
 
-            defer_pandas()  # pipekit/run/io.py: no DataFrame is made, pandas need not load
-        return module.main(rest)
+                defer_pandas()  # pipekit/run/io.py: no DataFrame is made, pandas need not load
+            code = module.main(rest)
+            if code is not None:
+                return code
     print(f"python -m pipekit: error: unknown command {command!r}; commands: {', '.join(COMMANDS)}",
           file=sys.stderr)
     return 2

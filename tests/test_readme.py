@@ -238,7 +238,7 @@ def scratch_copy(tmp: Path) -> Path:
                 shutil.copy2(REPO / rel, dest / rel)
     else:  # an exported tree without git
         ignore = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis",
-                                        "0*_*.parquet", "0*_*.trec", "out", "corpora")
+                                        "0*_*.parquet", "0*_*.trec", "*.mmap", "out", "corpora")
         shutil.copytree(REPO, dest, ignore=ignore)
     if SHARED_DATA.exists():
         (tmp / "shared").symlink_to(SHARED_DATA.parent, target_is_directory=True)

@@ -41,10 +41,11 @@ import re
 import unicodedata
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
+from pipekit.run.lazy import lazy
 from pipekit.run.arrays import rows_matching
+
+pa, pc = lazy("pyarrow"), lazy("pyarrow.compute")  # imported on first use: `search` starts without Arrow (pipekit/run/lazy.py)
 
 __all__ = ["plain_heading", "strip_attribute_list", "drop_heading_attribute_lists", "HEADING_MAX",
            "open_level", "heading_path", "TRAIL_SEPARATOR"]

@@ -29,10 +29,11 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
+from pipekit.run.lazy import lazy
 from pipekit.run.arrays import string_buffers
+
+pa, pc = lazy("pyarrow"), lazy("pyarrow.compute")  # imported on first use: `search` starts without Arrow (pipekit/run/lazy.py)
 
 # Runs of anything that is not a letter or a digit separate terms. RE2 syntax (pyarrow).
 SEPARATORS = r"[^\p{L}\p{N}]+"
@@ -195,6 +196,8 @@ class Analyzer:
 
     def analyze(self, text: str) -> list[str]:
         """The terms of one string, in order (for queries, tests and explanations)."""
+        if text.isascii():  # `tokens`' own plain-Python rule, without making an Arrow array of it
+            return self._ascii_terms(text)
         flat, _ = self.tokens([text])
         return flat.to_pylist()
 

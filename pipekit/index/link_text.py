@@ -36,10 +36,11 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
+from pipekit.run.lazy import lazy
 from pipekit.run.arrays import rows_matching
+
+pa, pc = lazy("pyarrow"), lazy("pyarrow.compute")  # imported on first use: `search` starts without Arrow (pipekit/run/lazy.py)
 
 __all__ = ["drop_link_destinations", "link_text"]
 

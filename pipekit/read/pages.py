@@ -31,20 +31,29 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+
+from pipekit.run.lazy import lazy
+
+pa, pc = lazy("pyarrow"), lazy("pyarrow.compute")  # imported on first use: `search` starts without Arrow (pipekit/run/lazy.py)
 
 __all__ = ["read_outline", "strip_furniture", "FurnitureFinder", "FurnitureDropper", "OUTLINE_TYPE", "ANCHORS_TYPE",
            "label_pages", "with_labels", "cite_pages"]
 
-# The `outline` column of stages 01 and 02.
-OUTLINE_TYPE = pa.list_(pa.struct([("level", pa.int32()), ("title", pa.string()), ("page", pa.int32())]))
-# The `anchors` column of stages 01 and 02, beside the outline because it is its kin: for a
-# format whose headings carry ids that the Markdown text cannot hold (HTML, reST), each
-# heading's title and id in document order; stage 03 gives each chunk its heading's id
-# (pipekit/chunk/anchors.py), which a hit's link opens.  (Here, not in documents.py: stage 02
-# carries it and should not import every reader for one type.)
-ANCHORS_TYPE = pa.list_(pa.struct([("title", pa.string()), ("id", pa.string())]))
+
+def __getattr__(name: str):
+    # The two column types are made on first use (PEP 562), not at import: making them
+    # imports pyarrow, which `search` does without (pipekit/run/lazy.py).
+    if name == "OUTLINE_TYPE":  # the `outline` column of stages 01 and 02
+        return pa.list_(pa.struct([("level", pa.int32()), ("title", pa.string()), ("page", pa.int32())]))
+    # The `anchors` column of stages 01 and 02, beside the outline because it is its kin: for a
+    # format whose headings carry ids that the Markdown text cannot hold (HTML, reST), each
+    # heading's title and id in document order; stage 03 gives each chunk its heading's id
+    # (pipekit/chunk/anchors.py), which a hit's link opens.  (Here, not in documents.py: stage 02
+    # carries it and should not import every reader for one type.)
+    if name == "ANCHORS_TYPE":
+        return pa.list_(pa.struct([("title", pa.string()), ("id", pa.string())]))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _MAX_OUTLINE = 10_000  # entries read; a malformed outline may loop or be enormous
 

@@ -23,7 +23,9 @@ import re
 from pathlib import Path
 from urllib.parse import quote
 
-import pyarrow as pa
+from pipekit.run.lazy import lazy
+
+pa = lazy("pyarrow")  # imported on first use: `search` starts without Arrow (pipekit/run/lazy.py)
 
 _SOURCE_SUFFIX = re.compile(r"\.(?:rst|md|markdown)$", re.I)
 _REPOSITORY_BROWSER = re.compile(r"/(?:-/)?(?:blob|tree)/")

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
+from pipekit.run.lazy import lazy
 from pipekit.run.arrays import string_buffers
 from pipekit.run.errors import PipelineError
+
+pa, pc = lazy("pyarrow"), lazy("pyarrow.compute")  # imported on first use: `search` starts without Arrow (pipekit/run/lazy.py)
 
 
 def _lines(path: Path):

@@ -15,12 +15,10 @@ chunks, seeds kept) is a call or several saved per query, not a faster loop.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from pipekit.run.arrays import run_starts
-from pipekit.run.io import cores
 
 
 def masked(mask: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -158,6 +156,9 @@ def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int,
     def row(i: int) -> None:
         ch, imp = postings_of(common[i])
         rows[i, ch] = imp
+
+    from concurrent.futures import ThreadPoolExecutor  # (both here: `search` starts without them,
+    from pipekit.run.io import cores                    # pipekit/retrieve/cold.py; io loads Arrow's Parquet reader)
 
     # A row is mostly page faults and a scatter, both outside the GIL: one per core.
     with ThreadPoolExecutor(cores()) as pool:

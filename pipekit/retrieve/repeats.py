@@ -53,12 +53,14 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
+from pipekit.run.lazy import lazy
 from pipekit.chunk.headings import TRAIL_SEPARATOR
 from pipekit.index.link_text import link_text
 from pipekit.read.pages import passage_text
+from pipekit.retrieve.ranks import sorted_unique
+
+pa, pc = lazy("pyarrow"), lazy("pyarrow.compute")  # imported on first use: `search` starts without Arrow (pipekit/run/lazy.py)
 
 SIMILAR = 0.8  # Jaccard of the word sets from which a same-titled chunk repeats a higher hit
 KEEP = 500_000  # chunks whose word sets are kept (a few KB each at most); past it, forgotten and redone
@@ -72,11 +74,13 @@ class Repeats:
 
     `texts_of(rows)` gives chunks' texts (a Searcher's kept texts, or stage 05's reads of
     03_chunks.parquet); `doc_codes` each chunk's document as a small integer (stage 05's
-    Index); `headings` each chunk's heading trail (04_chunks' `heading`)."""
+    Index); `headings_of(rows)` their heading trails (04_chunks' `heading`; both take an
+    int64 array of rows and give a list, so that `search`'s memory-mapped index,
+    pipekit/retrieve/cold.py, answers through this class as a Searcher does)."""
 
-    def __init__(self, texts_of, doc_codes: np.ndarray, headings: pa.Array, similar: float = SIMILAR):
+    def __init__(self, texts_of, doc_codes: np.ndarray, headings_of, similar: float = SIMILAR):
         self.texts_of = texts_of
-        self.doc_codes, self.headings = doc_codes, headings
+        self.doc_codes, self.headings_of = doc_codes, headings_of
         self.similar = similar
         self._sets: dict[int, frozenset] = {}
         self._titles: dict[int, str] = {}
@@ -88,7 +92,7 @@ class Repeats:
         if need:
             if len(self._titles) + len(need) > KEEP:
                 self._titles.clear()
-            for c, h in zip(need, self.headings.take(pa.array(need, pa.int64())).to_pylist()):
+            for c, h in zip(need, self.headings_of(np.asarray(need, dtype=np.int64))):
                 self._titles[c] = " ".join(_WORD.findall((h or "").rpartition(TRAIL_SEPARATOR)[2].lower()))
         return [self._titles[c] for c in chunks]
 
@@ -120,8 +124,11 @@ class Repeats:
         positions kept, and for each the positions of its repeats, in rank order."""
         kept: list[int] = []
         sets: list[frozenset] = []
-        keys: list[tuple[int, str]] = []
+        docs: list[int] = []
         also: list[list[int]] = []
+        # The kept hits of each title, in rank order: a candidate is compared with those alone
+        # (scanning every kept hit for its title was a tenth of a Searcher's search).
+        by_title: dict[str, list[int]] = {}
         n, at = len(chunks), 0
         codes = self.doc_codes[chunks] if n else np.zeros(0, np.int64)
         while len(kept) < k and at < n:
@@ -132,14 +139,14 @@ class Repeats:
                 if len(kept) == k:
                     break
                 d = int(codes[i])
-                j = next((j for j in range(len(kept))
-                          if keys[j][0] != d and keys[j][1] == t and self.alike(sets[j], s)), -1)
+                j = next((j for j in by_title.get(t, ()) if docs[j] != d and self.alike(sets[j], s)), -1)
                 if j >= 0:
                     also[j].append(i)
                 else:
+                    by_title.setdefault(t, []).append(len(kept))
                     kept.append(i)
                     sets.append(s)
-                    keys.append((d, t))
+                    docs.append(d)
                     also.append([])
             at = stop
         return np.asarray(kept, dtype=np.int64), also
@@ -153,7 +160,8 @@ def repeats_for(index, setting: str, texts_of) -> Repeats | None:
     codes = getattr(index, "doc_codes", None)  # (a cluster's client holds no postings, nor these)
     if codes is None:
         codes = np.asarray(pc.dictionary_encode(index.chunks.column("doc_id").combine_chunks()).indices, np.int64)
-    return Repeats(texts_of, codes, index.chunks.column("heading").combine_chunks())
+    headings = index.chunks.column("heading").combine_chunks()
+    return Repeats(texts_of, codes, lambda rows: headings.take(pa.array(rows, pa.int64())).to_pylist())
 
 
 NONE = (np.zeros(0, np.int64), np.zeros(0, np.float64))  # a hit with no repeats named
@@ -178,7 +186,8 @@ def collapse_answers(repeats: Repeats | None, answers: list[tuple], k: int, reac
     step = max(1, min(PREFETCH, KEEP // (2 * (k + BLOCK))))  # (what one read brings stays kept)
     for i, a in enumerate(answers):
         if repeats is not None and i % step == 0:  # these queries' first hits: one read of their texts
-            firsts = np.unique(np.concatenate([b[0][:k + BLOCK] for b in answers[i:i + step]]))
+            # (sorted_unique, not np.unique: its first call imports numpy.ma, 10-30 ms of a one-shot search)
+            firsts = sorted_unique(np.concatenate([b[0][:k + BLOCK] for b in answers[i:i + step]]))
             repeats.term_sets(firsts)
             repeats.titles(firsts)
         if repeats is None:

@@ -2,7 +2,9 @@
 
 Until this existed, asking anything meant writing a queries file and rerunning stage 05,
 which rewrites its outputs.  Here the stage-04 index in `paths.output` answers directly
-and nothing is written.  The answer is stage 05's own: the index is loaded and scored
+and no output is written (only, once per index build, the memory-mapped copy from which
+the next one-shot command starts fast: pipekit/retrieve/cold.py answers a query or two
+from it, and hands this module what it does not cover).  The answer is stage 05's own: the index is loaded and scored
 by the stage file's `Index` and `search` (reached through `load_stage(5)` when a search
 is made, never at import time), so a result here is the result stage 05 would give for
 the same query with the same settings, score for score.
@@ -24,106 +26,33 @@ command line `--in GLOB` and `--format FMT`, and `--json` writes JSON Lines for 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-import textwrap
 import warnings
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from pipekit.run import io
-from pipekit.run.commands import add_common_args, parse_args, run_command, require_output, user_options
+from pipekit.run.commands import parse_args, run_command, require_output, user_options
 from pipekit.run.config import SCHEMA, load_config
 from pipekit.run.overrides import recorded_config, search_why_not, unapplied_lines
 from pipekit.run.errors import PipelineError
 from pipekit.run.io import read_meta
-from pipekit.read.pages import cite_pages, passage_text
+from pipekit.read.pages import cite_pages
 from pipekit.retrieve.filters import ChunkFilter
-from pipekit.retrieve.fusion import dense_for, fusion_line
+from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.links import link as make_link
+# (SNIPPET_WORDS and snippet: imported from here by others, as before they moved)
+from pipekit.retrieve.passages import SNIPPET_WORDS, Passage, result_lines, shortfall_line, snippet  # noqa: F401
 from pipekit.retrieve.queries import feedback_of, nothing_found
 from pipekit.retrieve.reading import MAX_READ_CHARS, Reading
 from pipekit.retrieve.repeats import repeats_for
 from pipekit.retrieve.rows import column_reader
 from pipekit.retrieve.sections import section_context
-from pipekit.index.link_text import link_text
 from pipekit.retrieve.results import chunk_texts
 from pipekit.run.stages import get_stage, load_stage
-
-SNIPPET_WORDS = 28  # words of a passage shown around its densest run of query terms
-
-
-@dataclass(frozen=True)
-class Passage:
-    """One result, ready to cite: where it is, what it says, how it scored."""
-
-    query: str
-    rank: int
-    score: float
-    chunk_id: str
-    doc_id: str
-    heading: str
-    heading_path: list[str]
-    page_start: int | None  # physical pages, from 1
-    page_end: int | None
-    page_label_start: str | None  # the labels printed on them (SPEC: what a reader looks up)
-    page_label_end: str | None
-    start_char: int  # the span [start_char, end_char) of the document's stage-02 text
-    end_char: int
-    text: str
-    format: str | None = None  # the document's (stage 01)
-    link: str | None = None  # where the passage opens: doc_id#anchor, doc_id#page=N (pipekit/retrieve/links.py)
-    explain: list[dict] | None = field(default=None, compare=False)
-    # With retrieval.feedback: the terms feedback added to the query, heaviest first.
-    added: list[tuple[str, float]] | None = field(default=None, compare=False)
-    # With dense vectors and explain: the BM25 part, the cosine part and the fused score (pipekit/retrieve/fusion.py).
-    fusion: dict | None = field(default=None, compare=False)
-    # The same passage in other documents (retrieval.repeats: collapse; pipekit/retrieve/repeats.py),
-    # best first: each {chunk_id, doc_id, heading, page_start, page_end, score, citation, link}.
-    also: list[dict] = field(default_factory=list)
-
-    @property
-    def pages(self) -> str:
-        """`p.74`, or `p.74 (PDF page 102)` where the printed label is not the physical page."""
-        return cite_pages(self.page_start, self.page_end, self.page_label_start, self.page_label_end)
-
-    @property
-    def citation(self) -> str:
-        """`document › heading trail, p.3–4`: what a reader needs to find the passage."""
-        where = self.doc_id + (f" › {self.heading}" if self.heading else "")
-        return where + (f", {self.pages}" if self.pages else "")
-
-    def to_dict(self) -> dict:
-        # Field by field, not dataclasses.asdict: asdict copies every value recursively, and
-        # that was a third of a served search's time (pipekit/serve). Lists are copied, so
-        # the dict can be changed without changing the Passage.
-        d = {}
-        for name in _PASSAGE_FIELDS:
-            v = getattr(self, name)
-            if isinstance(v, list):  # heading_path, explain, added, also
-                v = [dict(e) if isinstance(e, dict) else e for e in v]
-            elif isinstance(v, dict):  # fusion
-                v = dict(v)
-            d[name] = v
-        d["citation"] = self.citation
-        return d
-
-    def to_json(self) -> dict:
-        """`search --json`'s record: every field a program needs to cite and open the passage
-        (explain, feedback and fusion parts only when they were asked for)."""
-        d = self.to_dict()
-        for name in ("explain", "added", "fusion"):
-            if d[name] is None:
-                del d[name]
-        return d
-
-
-_PASSAGE_FIELDS = tuple(f.name for f in fields(Passage))  # once: dataclasses.fields() per hit was a tenth of to_dict
-
 
 class OutputReader:
     """The part of a stage context that stage 05's Index uses, over an output folder,
@@ -326,17 +255,9 @@ class Searcher:
         paths, formats = _listed(paths, "paths"), _listed(formats, "formats")
         mask = self.filter.mask(paths, formats)
         passages, documents = self.filter.kept(mask)
-        n, docs = len(hits), f"{documents:,} document{'s' * (documents != 1)}"
         keeps = (f"{names[0]} and {names[1]} keep" if paths and formats else f"{names[0]} keeps" if paths
                  else f"{names[1]} keeps")
-        if n == passages:  # every passage there is to return
-            return (f"{n} of {k}: the index holds {n} passage{'s' * (n != 1)}" if mask is None else
-                    f"{n} of {k}: {keeps} {n} passage{'s' * (n != 1)}, of {docs}")
-        scope = "" if mask is None else f" of the {docs} {keeps}"
-        if n == 0:
-            return f"no passage{scope} contains any of its terms"
-        return (f"{n} of {k}: only {n} passage{'s' * (n != 1)}{scope} contain{'s' * (n == 1)} "
-                f"a term of the query")
+        return shortfall_line(len(hits), k, passages, documents, mask is not None, keeps)
 
 
 def _listed(value, name: str) -> list[str]:
@@ -348,63 +269,6 @@ def _listed(value, name: str) -> list[str]:
     if not all(isinstance(v, str) for v in value):
         raise PipelineError(f"{name} must be a list of strings; got {value!r}")
     return list(value)
-
-
-def snippet(text: str, terms: set[str], analyzer, words: int = SNIPPET_WORDS,
-            mark=lambda w: f"**{w}**", plain=lambda w: w) -> str:
-    """The passage's densest run of `words` words in query terms, those words marked.
-
-    A word is marked when one of its analysed terms is a query term, so `freezes` is
-    marked for the query `freeze` exactly when the index matched them.  Links show as their
-    text (`[the cookbook](../howto/x.html "Cookbook")` as `the cookbook`), as a reader sees
-    them and as stage 04 indexed them."""
-    import numpy as np
-
-    tokens = link_text(passage_text(text)).split()  # the passage, not its page-marker lines
-    if not tokens:
-        return ""
-    flat, parent = analyzer.tokens(tokens)
-    hit = np.zeros(len(tokens), dtype=bool)
-    if len(flat) and terms:
-        import pyarrow.compute as pc
-
-        found = np.asarray(pc.is_in(flat, value_set=pa.array(sorted(terms), pa.string())), dtype=bool)
-        hit[parent[found]] = True
-    n = min(words, len(tokens))
-    window = np.convolve(hit.astype(np.int32), np.ones(n, dtype=np.int32), mode="valid")
-    start = int(np.argmax(window)) if hit.any() else 0
-    shown = [mark(t) if h else plain(t) for t, h in zip(tokens[start:start + n], hit[start:start + n])]
-    return ("… " if start > 0 else "") + " ".join(shown) + (" …" if start + n < len(tokens) else "")
-
-
-def result_lines(passages: list[Passage], terms: set[str], analyzer, mark, short: str | None = None) -> list[str]:
-    """A query's hits as the terminal shows them; `short`: why there are fewer than k
-    (Searcher.shortfall), said after them (or, with none, instead of the plain "none")."""
-    lines = []
-    if passages and passages[0].added is not None:
-        new = passages[0].added
-        lines.append("    feedback added: " + (", ".join(f"{t} {w:.3f}" for t, w in new[:8]) if new else "nothing")
-                     + (f" … and {len(new) - 8} more" if len(new) > 8 else ""))
-    if not passages:
-        lines.append(nothing_found(terms) if not terms or not short else f"    ({short})")
-    for p in passages:
-        lines.append(f"  {p.rank:>2}. {p.score:7.3f}  {p.citation}")
-        lines += textwrap.wrap(snippet(p.text, terms, analyzer, mark=mark), 100,
-                               initial_indent=" " * 13, subsequent_indent=" " * 13)
-        if p.link:
-            lines.append(" " * 13 + f"↗ {p.link}")
-        for a in p.also:  # the same passage elsewhere, collapsed onto this hit (pipekit/retrieve/repeats.py)
-            lines.append(" " * 13 + f"also in {a['citation']}" + (f"  ↗ {a['link']}" if a["link"] else ""))
-        if p.fusion is not None:
-            lines.append(fusion_line(p.fusion, 13))
-        for e in p.explain or []:
-            # As stage 05 prints it: qtf, and with feedback the weight (0 qtf: feedback added it).
-            weight = f" w={e['weight']:.3f}" if e["weight"] != e["qtf"] else ""
-            lines.append(f"             {e['term']:<14} qtf={e['qtf']}{weight} tf={e['tf']:<3} df={e['df']:<6} "
-                         f"idf={e['idf']:.3f} norm={e['norm']:.3f} → {e['contribution']:.3f}")
-    if passages and short:
-        lines.append(f"    ({short})")
-    return lines
 
 
 def prompt_queries(prompt: bool = True):
@@ -424,23 +288,9 @@ def prompt_queries(prompt: bool = True):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipekit search", description=__doc__.split("\n")[0],
-        epilog="With no QUERY, asks at a prompt (or reads one query a line from a pipe).")
-    parser.add_argument("queries", nargs="*", metavar="QUERY", help="one or more queries (quote each)")
-    parser.add_argument("-k", type=int, default=None, metavar="N",
-                        help="results per query (default: retrieval.top_k)")
-    parser.add_argument("--explain", action="store_true", help="each result's score term by term")
-    parser.add_argument("--json", action="store_true",
-                        help="JSON Lines on stdout, one hit a line (query, rank, score, chunk_id, doc_id, format, "
-                             "heading_path, pages, start_char, end_char, text, citation, link, also: the same passage in "
-                             "other documents); nothing else")
-    parser.add_argument("--in", dest="paths", action="append", default=[], metavar="GLOB",
-                        help="only documents whose doc_id matches GLOB (`*` within a folder, `**` across "
-                             "folders; repeatable: any of them)")
-    parser.add_argument("--format", dest="formats", action="append", default=[], metavar="FMT",
-                        help="only documents of this format (markdown, html, pdf, rst, text, csv, ...; repeatable)")
-    add_common_args(parser)
+    from pipekit.retrieve import cold
+
+    parser = cold.parser()  # one parser for both paths (cold.py answers a query or two from a mapped copy)
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(parser, argv)
 
@@ -452,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
             print(line, file=sys.stderr)
         # Queries on the command line: a search or two, so their texts are read per search
         # (a faster start); at the prompt, many: every text is read once, up front.
+        # The files the copy for the next search's fast start is made from, as they were before
+        # loading (cold.py: written after the answers, if missing or stale, never from a mix of runs).
+        before = None if cold.fresh(cfg["paths"]["output"]) else cold.stamps(cfg["paths"]["output"])
         with warnings.catch_warnings(record=True) as said:  # Searcher's notes, each one line here
             warnings.simplefilter("always")
             searcher = Searcher(cfg["paths"]["output"], settings=cfg["retrieval"], options=user_options(argv),
@@ -485,5 +338,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"\n{text}")
             print("\n".join(result_lines(hits, terms, searcher.analyzer, mark, short)), flush=True)
+        if before is not None:
+            cold.write(searcher, before)
 
     return run_command("search", body)

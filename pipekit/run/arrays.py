@@ -6,7 +6,10 @@ query reader and the ranks (05) and the reuse plan (every stage) use one of each
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
+
+from pipekit.run.lazy import lazy
+
+pa = lazy("pyarrow")  # imported on first use: `search` starts without Arrow (pipekit/run/lazy.py)
 
 
 def string_buffers(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from pipekit.run import io
 from pipekit.run.errors import PipelineError
 from pipekit.run.stages import Stage
 
@@ -67,6 +66,8 @@ def preview(path: Path, columns: list[str] | None = None, rows: int = 3, width: 
 
     Laid out as pandas prints a frame (right-aligned columns, no index), without pandas:
     importing it to print three rows cost each stage run alone a quarter of a second."""
+    from pipekit.run import io  # (here: it loads Arrow's Parquet reader, which `search` starts without)
+
     names = io.schema(path).names
     columns = [c for c in (columns or names[:6]) if c in names]
     batch = next((b for b in io.iter_batches(path, columns, rows) if b.num_rows), None)  # a dataset's first part may be empty
