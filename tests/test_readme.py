@@ -218,10 +218,8 @@ def test_schema_tables_name_the_real_columns(sample_outputs):
 
 
 @pytest.fixture(scope="module")
-def sample_outputs(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("readme-sample") / "out"
-    run_script("run_pipeline.py", "--set", f"paths.output={out}")
-    return out
+def sample_outputs(sample_default_run) -> Path:
+    return sample_default_run  # the session's one default run of the sample (tests/conftest.py)
 
 
 def scratch_copy(tmp: Path) -> Path:
