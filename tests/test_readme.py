@@ -35,7 +35,7 @@ from conftest import REPO, SHARED_DATA, run_script
 README = REPO / "README.md"
 QUICKSTART = [
     "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements-dev.txt && python run_pipeline.py",
-    "python -m pytest -q",
+    "python -m pytest -q -n 2",
 ]
 OUTPUT_FILES = {n for s in STAGES for n in s.outputs} | {"05_metrics.parquet", "05_results.trec", "05_history.parquet"}
 
