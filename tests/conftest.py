@@ -74,6 +74,35 @@ def cranfield() -> Path:
     return CRANFIELD
 
 
+# ---- the sample's default run, made once and shared ----
+
+
+def folder_digest(folder: Path) -> dict[str, str]:
+    """Every file under `folder` (relative name -> sha256 of its bytes)."""
+    import hashlib
+
+    return {str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+@pytest.fixture(scope="session")
+def sample_default_run(tmp_path_factory) -> Path:
+    """`python run_pipeline.py --set paths.output=OUT` on the bundled sample with config.yaml's
+    settings: OUT, made once per session (once per xdist worker).  Six test files each ran this
+    same command for a module fixture of their own, seconds each time.  Tests read it; a test
+    that runs a stage on it or otherwise writes copies it first (shutil.copytree).  A test that
+    wrote into it instead would change what the next test reads, so the folder's bytes are
+    checked at the end of the session and a change fails it."""
+    out = tmp_path_factory.mktemp("sample-default") / "out"
+    run_script("run_pipeline.py", "--set", f"paths.output={out}")
+    before = folder_digest(out)
+    yield out
+    after = folder_digest(out)
+    changed = sorted(n for n in before.keys() | after.keys() if before.get(n) != after.get(n))
+    assert not changed, (f"a test wrote into the shared sample run {out} (copy it first): "
+                         f"{', '.join(changed)} changed")
+
+
 # ---- comparing whole runs (the engines, a rerun that reused rows and a --force run) ----
 
 OUTPUTS = [n for s in STAGES for n in s.outputs] + ["05_metrics.parquet"]

@@ -29,10 +29,8 @@ chunking = load_stage(3)
 
 
 @pytest.fixture(scope="module")
-def sample_out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("audit") / "out"
-    run_script("run_pipeline.py", "--set", f"paths.output={out}")
-    return out
+def sample_out(sample_default_run):
+    return sample_default_run  # the session's one default run of the sample (tests/conftest.py)
 
 
 # --- report.html is replaced whole or not at all ------------------------------------------

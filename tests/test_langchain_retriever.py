@@ -10,14 +10,10 @@ from pipekit.integrations.langchain import PipekitRetriever  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 
-from conftest import run_script  # noqa: E402
-
 
 @pytest.fixture(scope="module")
-def sample(tmp_path_factory):
-    out = tmp_path_factory.mktemp("langchain") / "out"
-    run_script("run_pipeline.py", "--set", f"paths.output={out}")
-    return out
+def sample(sample_default_run):
+    return sample_default_run  # the session's one default run of the sample (tests/conftest.py)
 
 
 def test_the_retriever_returns_the_searchers_hits_as_documents(sample):

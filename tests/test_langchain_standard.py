@@ -13,15 +13,12 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests  # noqa
 
 from pipekit.integrations.langchain import PipekitRetriever  # noqa: E402
 
-from conftest import run_script  # noqa: E402
-
 INDEX: dict[str, str] = {}  # the built index's folder, for the class's properties (not fixtures)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def sample_index(tmp_path_factory):
-    out = tmp_path_factory.mktemp("langchain_standard") / "out"
-    run_script("run_pipeline.py", "--set", f"paths.output={out}")
+def sample_index(sample_default_run):
+    out = sample_default_run  # the session's one default run of the sample (tests/conftest.py)
     INDEX["folder"] = str(out)
     yield out
     INDEX.clear()

@@ -96,10 +96,8 @@ def test_an_unquoted_glob_says_how_to_quote_it(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def sample_out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("papercuts") / "out"
-    run_script("run_pipeline.py", "--set", f"paths.output={out}")
-    return out
+def sample_out(sample_default_run):
+    return sample_default_run  # the session's one default run of the sample (tests/conftest.py)
 
 
 def test_a_closed_pipe_never_costs_stage_05_its_outputs(sample_out, tmp_path):

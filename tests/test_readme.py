@@ -35,7 +35,7 @@ from conftest import REPO, SHARED_DATA, run_script
 README = REPO / "README.md"
 QUICKSTART = [
     "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements-dev.txt && python run_pipeline.py",
-    "python -m pytest -q",
+    "python -m pytest -q -n 2",
 ]
 OUTPUT_FILES = {n for s in STAGES for n in s.outputs} | {"05_metrics.parquet", "05_results.trec", "05_history.parquet"}
 
@@ -218,10 +218,8 @@ def test_schema_tables_name_the_real_columns(sample_outputs):
 
 
 @pytest.fixture(scope="module")
-def sample_outputs(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("readme-sample") / "out"
-    run_script("run_pipeline.py", "--set", f"paths.output={out}")
-    return out
+def sample_outputs(sample_default_run) -> Path:
+    return sample_default_run  # the session's one default run of the sample (tests/conftest.py)
 
 
 def scratch_copy(tmp: Path) -> Path:

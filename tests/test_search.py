@@ -22,10 +22,8 @@ EXTRA = ["rollback a deploy", "who is on call", "freeze freeze change", "zzzz qq
 
 
 @pytest.fixture(scope="module")
-def sample(tmp_path_factory):
-    out = tmp_path_factory.mktemp("search") / "out"
-    run_script("run_pipeline.py", "--set", f"paths.output={out}")
-    return out
+def sample(sample_default_run):
+    return sample_default_run  # the session's one default run of the sample (tests/conftest.py)
 
 
 def stage05_results(out, queries, top_k, *options):
