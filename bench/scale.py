@@ -372,7 +372,9 @@ def peer_rank_bm25(folder: Path) -> dict:
     return t
 
 
-TANTIVY_PEERS = ["tantivy"]  # queries on a thread pool; "tantivy-processes" (a fork pool) is measured in bench/README.md
+# Queries on a thread pool.  "tantivy-processes" (a fork pool, each worker opening the index) was no
+# faster (bench/README.md); `python bench/scale.py --peer tantivy-processes --corpus FOLDER` runs it alone.
+TANTIVY_PEERS = ["tantivy"]
 TANTIVY_HEAP = 128_000_000  # bytes, the writer's whole heap (the bindings' default), split among its threads
 
 
