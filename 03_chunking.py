@@ -516,27 +516,29 @@ def chunk_document(text: str, *, fmt: str = "markdown", title: str | None = None
 # anchor): pipekit/chunk/rows.py, beside the fast path that makes the same rows as columns.
 
 
-def chunk_partition(section: dict, part) -> Iterator:
+def chunk_partition(section: dict, threads: int, part) -> Iterator:
     """Stage 03 on one partition of 02_preprocessed.parquet: its documents' chunks, in
     order, in record batches of bounded size.  It depends on the partition alone, so the
-    engine may run it anywhere (`section` is the plain config dict: it travels to workers)."""
-    from pipekit.run.engine import advance, iter_rows
-    from pipekit.chunk.fastpath import ChunkRows, one_chunk, runs, single_chunks
+    engine may run it anywhere (`section`, the plain config dict, travels to workers)."""
+    from functools import partial
+    from pipekit.run.engine import advance, iter_rows, map_ahead
+    from pipekit.chunk.fastpath import ChunkRows, fast_pieces
     from pipekit.read.pages import with_labels
 
     settings = Settings.from_section(section)
     schema = _schema()
     # 20,000 chunks per written batch: memory stays flat on any corpus size; `missed`: documents without a chunk
     rows, missed = ChunkRows(schema, PER_CHUNK, 20_000, with_labels), NoChunks()
-    for batch in iter_rows(part, columns=["doc_id", "format", "path", "title", "text", "outline", "content_hash",
-                                          "page_labels", "note", "anchors"]):
+    batches = iter_rows(part, columns=["doc_id", "format", "path", "title", "text", "outline", "content_hash",
+                                       "page_labels", "note", "anchors"])
+    # Records that are one line and one chunk: made as columns (pipekit/chunk/fastpath.py says which, and why the
+    # same), `threads` batches at once: on one thread the second core sat idle through a BEIR corpus's stage 03.
+    for batch, pieces in map_ahead(partial(fast_pieces, settings, schema), batches, threads):
         advance(batch.num_rows)
-        # Records that are one line and one chunk: made as columns (pipekit/chunk/fastpath.py says which, and why the same)
-        fast_rows, words = one_chunk(batch, settings)
-        for a, b, fast in runs(fast_rows):
-            if fast:
-                rows.add_table(single_chunks(batch.slice(a, b - a), schema, None if words is None else words[a:b]))
-            for row in ([] if fast else batch.slice(a, b - a).to_pylist()):
+        for a, b, table in pieces:
+            if table is not None:
+                rows.add_table(table)
+            for row in ([] if table is not None else batch.slice(a, b - a).to_pylist()):
                 doc_id = row["doc_id"]
                 # text popped and let go, chunks once in `rows`: a huge document's written batches are freed
                 text = row.pop("text") or ""
@@ -568,7 +570,8 @@ def run(ctx) -> None:
     settings = Settings.from_section(ctx.section)
     chunks_out = 0
     # A document chunked last time, with these settings, from the same text keeps its chunks.
-    chunker, parts, reused = reuse_parts(ctx, ctx.upstream_parts(), StageFunction(3, "chunk_partition", (ctx.section,)),
+    threads = 2 if ctx.engine.kind == "local" else 1  # a cluster's worker process is one core: a batch at a time
+    chunker, parts, reused = reuse_parts(ctx, ctx.upstream_parts(), StageFunction(3, "chunk_partition", (ctx.section, threads)),
                                          extras=(None,))  # copied rows: no document without chunks among them
     missed, shares = NoChunks(), ChunkShares()
     for batch, part_missed in ctx.write_partitions("03_chunks.parquet", _schema(), chunker, parts, desc="03 chunking",

@@ -34,6 +34,12 @@ peers twice: 04+05 (index + retrieve) and end to end, 01→05 (read + chunk + in
 retrieve), the span the peer's total covers.
 rank_bm25 (BM25Okapi) runs at 100k; a larger size runs only if the 100k time, scaled
 linearly, stays under 10 minutes.
+tantivy (issue 47: Rust, Lucene-like, its official bindings) runs in its own process that
+does only the job: import, read the .jsonl a line at a time into its writer (on every core),
+commit, answer the 1,000 queries (top 100) on a thread per core; its process's wall time and
+peak RSS are set beside ours as one process (`run_pipeline.py --force`) and as five, with
+the goals printed as PASS/FAIL (`peer_tantivy` says how it is set up).  `--only-peers`
+names the peers to run (a 1M run of bm25s-numpy and numba takes minutes).
 
 The headline (printed last) is end to end, the .jsonl to results, against bm25s with its
 numba backend warm on every core (read + tokenize + index + the all-cores retrieve): ours as
@@ -276,15 +282,17 @@ def parse_05(stdout: str) -> dict:
             "query_cpu": float(query.group(2)) if query else None}
 
 
-def top1_agreement(out: Path, peer: dict) -> tuple[int, int]:
+def top1_agreement(out: Path, peer: dict, factor: float = 1.2 + 1, rel: float = 1e-4) -> tuple[int, int]:
     """Queries among the first 20 whose best score is the same here and in bm25s (float32).
 
     bm25s's lucene method drops BM25's constant (k1 + 1) factor, as Lucene 8+ does: the same
-    ranking, every score divided by 2.2; we multiply it back."""
+    ranking, every score divided by 2.2; we multiply it back (`factor`).  tantivy keeps the
+    factor but stores document lengths in one byte, so its scores are near ours, not equal
+    (`rel` 3 %: up to 2.2 % above ours at 1,000 passages)."""
     table = pq.read_table(out / "05_results.parquet", columns=["query_id", "rank", "score"])
     best = {q: s for q, r, s in zip(*(table.column(c).to_pylist() for c in ("query_id", "rank", "score"))) if r == 1}
     same = sum(1 for i, s in enumerate(peer.get("top1_score", []))
-               if abs(best.get(f"q{i}", 0.0) - s * (1.2 + 1)) <= 1e-4 * max(1.0, s))
+               if abs(best.get(f"q{i}", 0.0) - s * factor) <= rel * max(1.0, s))
     return same, len(peer.get("top1_score", []))
 
 
@@ -364,6 +372,99 @@ def peer_rank_bm25(folder: Path) -> dict:
     return t
 
 
+# Queries on a thread pool.  "tantivy-processes" (a fork pool, each worker opening the index) was no
+# faster (bench/README.md); `python bench/scale.py --peer tantivy-processes --corpus FOLDER` runs it alone.
+TANTIVY_PEERS = ["tantivy"]
+TANTIVY_HEAP = 128_000_000  # bytes, the writer's whole heap (the bindings' default), split among its threads
+
+
+def _tantivy_hits(searcher, query) -> list[tuple[float, int, int]]:
+    return [(h[0], h[1].segment_ord, h[1].doc) for h in searcher.search(query, TOP_K, count=False).hits]
+
+
+def _tantivy_share(args: tuple[str, list[str]]) -> list:
+    """One worker process of tantivy's process pool: open the index, answer its queries."""
+    import tantivy
+
+    path, texts = args
+    index = tantivy.Index.open(path)
+    searcher = index.searcher()
+    return [_tantivy_hits(searcher, index.parse_query(q, ["body"])) for q in texts]
+
+
+def peer_tantivy(folder: Path, queries_on: str = "threads") -> dict:
+    """tantivy (Rust, Lucene-like; its official Python bindings) as a user after speed runs it.
+
+    One text field, title + newline + text as bm25s gets them, with tantivy's default
+    tokenizer: split on what is not a letter or digit, lower-cased, tokens over 40 bytes
+    dropped; no stemming, no stop words (our invented words pass through both analyzers
+    unchanged).  `index_option="freq"`: BM25 needs counts, not positions (positions cost
+    tantivy index time a phrase query would need and this bench never makes).  The writer
+    runs on every core (num_threads = cores, TANTIVY_HEAP split among them); this thread
+    reads the .jsonl a line at a time and hands each record over, so the texts are never
+    all held at once (tantivy's peak is then its own).  The index is on disk, as ours is.
+    Queries: the default query parser (a disjunction of the terms, BM25 k1 1.2, b 0.75,
+    hard-wired in tantivy), top 100, no count, on every core: `queries_on` "threads" (a
+    thread pool over one Searcher: the bindings let go of the GIL in search, which the
+    CPU time above the wall time shows) or "processes" (a fork pool, each worker opening
+    the index itself).  No warm-up: tantivy compiles nothing at run time.  Its scores
+    differ from exact BM25 a little (document lengths are stored in one byte, as
+    Lucene's norms: up to 2 % above), so agreement is judged on the best score within 3 %.
+    """
+    import shutil
+    import tempfile
+
+    t = {}
+    t0 = time.perf_counter()
+    import tantivy
+
+    t["import"] = time.perf_counter() - t0
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("body", tokenizer_name="default", index_option="freq")
+    schema = builder.build()
+    where = tempfile.mkdtemp(prefix=".tantivy-", dir=folder)
+    try:
+        t0 = time.perf_counter()
+        index = tantivy.Index(schema, path=where)
+        writer = index.writer(TANTIVY_HEAP, os.cpu_count())
+        document, loads = tantivy.Document, json.loads
+        with open(folder / "corpus.jsonl", encoding="utf-8") as fh:
+            for line in fh:
+                d = loads(line)
+                writer.add_document(document(body=d["title"] + "\n" + d["text"]))
+        t["read_index"] = time.perf_counter() - t0  # read + tokenize + index: the writer's threads work meanwhile
+        t0 = time.perf_counter()
+        writer.commit()
+        writer.wait_merging_threads()
+        del writer
+        index.reload()
+        searcher = index.searcher()
+        t["commit"] = time.perf_counter() - t0
+        t["segments"] = searcher.num_segments
+        with open(folder / "queries.jsonl", encoding="utf-8") as fh:
+            texts = [json.loads(line)["text"] for line in fh]
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        if queries_on == "threads":
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(os.cpu_count()) as pool:
+                hits = list(pool.map(lambda q: _tantivy_hits(searcher, index.parse_query(q, ["body"])), texts))
+        else:
+            import multiprocessing
+
+            n = os.cpu_count()
+            shares = [(where, texts[i * len(texts) // n:(i + 1) * len(texts) // n]) for i in range(n)]
+            with multiprocessing.get_context("fork").Pool(n) as pool:
+                hits = [h for part in pool.map(_tantivy_share, shares) for h in part]
+        t["retrieve_all_cores"] = time.perf_counter() - t0
+        t["retrieve_all_cores_cpu"] = time.process_time() - cpu0  # this process's threads; a fork pool's children are not in it
+        t["top1_score"] = [h[0][0] if h else 0.0 for h in hits[:20]]
+        t["n_hits"] = sum(len(h) for h in hits)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+    return t
+
+
 def ours_warm(out: Path, folder: Path) -> dict:
     """Our query phase warm, as bm25s's retrieve is timed: stage 05's index loaded once in
     this process and the 1,000 queries answered once outside the clock (each term's floor
@@ -385,7 +486,9 @@ def ours_warm(out: Path, folder: Path) -> dict:
 
 PEERS = {"bm25s-numpy": lambda f: peer_bm25s(f, "numpy"),
          "bm25s-numba": lambda f: peer_bm25s(f, "numba"),
-         "rank_bm25": peer_rank_bm25}
+         "rank_bm25": peer_rank_bm25,
+         "tantivy": peer_tantivy,
+         "tantivy-processes": lambda f: peer_tantivy(f, "processes")}
 
 
 def have_numba() -> bool:
@@ -438,7 +541,9 @@ def bench_size(size: int, args, rank_bm25_rate: list) -> dict:
         if res.get("rc") == 0:
             rows["05"].update(json.loads(res["stdout"].strip().splitlines()[-1]))
     if args.peers:
-        names = ["bm25s-numpy"] + (["bm25s-numba"] if have_numba() else []) + ["rank_bm25"]
+        names = ["bm25s-numpy"] + (["bm25s-numba"] if have_numba() else []) + ["rank_bm25"] + TANTIVY_PEERS
+        if args.only_peers:
+            names = [n for n in names if n in args.only_peers]
         for name in names:
             if name == "rank_bm25" and size > 100_000:
                 if not rank_bm25_rate or rank_bm25_rate[0] * size > args.rank_bm25_minutes * 60:
@@ -448,6 +553,16 @@ def bench_size(size: int, args, rank_bm25_rate: list) -> dict:
                                 "--corpus", str(folder)], folder, timeout=3 * RANK_BM25_LIMIT)
             if res.get("rc") == 0:
                 res.update(json.loads(res["stdout"].strip().splitlines()[-1]))
+                if name.startswith("tantivy"):
+                    # Its process does only the job (no one-thread pass, no warm-up): its own
+                    # clock and its process's wall time both stand for it; the headline takes the wall.
+                    res["total"] = res["total_all_cores"] = (res["import"] + res["read_index"] + res["commit"]
+                                                             + res["retrieve_all_cores"])
+                    if rows.get("05", {}).get("rc") == 0:
+                        res["agree"] = top1_agreement(out, res, factor=1.0, rel=3e-2)
+                    print(f"  {size:>9,}  {name:<11} {res['seconds']:7.1f} s  {res['rss_mb']:7.0f} MB", flush=True)
+                    rows[name] = res
+                    continue
                 # The query tokenizing too: our query phase analyses its queries on the clock.
                 setup = res.get("import", 0.0) + res["read"] + res["tokenize"] + res["index"] + res.get("query_tokenize", 0.0)
                 res["total"] = setup + res["retrieve"]
@@ -527,9 +642,17 @@ def print_table(results: dict[int, dict], pipeline: bool, start: dict[str, dict]
         if "pipeline" in rows and rows["pipeline"].get("rc") == 0:
             r = rows["pipeline"]
             print(f"{size:>9,}  {'run_pipeline.py --force':<34} {r['seconds']:8.2f} {r['seconds'] / size * 1e6:11.2f} {r['rss_mb']:8.0f}")
-        for name in ("bm25s-numpy", "bm25s-numba", "rank_bm25"):
+        for name in ("bm25s-numpy", "bm25s-numba", "rank_bm25", *TANTIVY_PEERS):
             r = rows.get(name)
             if not r:
+                continue
+            if name.startswith("tantivy") and r.get("rc") == 0:
+                label = (f"{name} imp{r['import']:.2f}+ri{r['read_index']:.1f}+c{r['commit']:.1f}"
+                         f"+q{r['retrieve_all_cores']:.2f}")
+                print(f"{size:>9,}  {label:<34} {r['seconds']:8.2f} {r['seconds'] / size * 1e6:11.2f} {r['rss_mb']:8.0f}")
+                agree = f"; best score within 3 % of ours on {r['agree'][0]}/{r['agree'][1]} queries" if "agree" in r else ""
+                print(f"{'':>9}  {'':<4}{r['segments']} segments; queries on {os.cpu_count()} threads: "
+                      f"CPU {r['retrieve_all_cores_cpu']:.2f} s in {r['retrieve_all_cores']:.2f} s wall{agree}")
                 continue
             if r.get("skipped"):
                 print(f"{size:>9,}  {name + ' (skipped: too slow, estimated)':<34}")
@@ -628,6 +751,40 @@ def print_headline(results: dict[int, dict]) -> None:
                 old = ref - peer.get("import", 0.0) - peer.get("query_tokenize", 0.0) if ref else None
                 ratio = f"ratio {sec / ref:5.2f}  (peer's import off the clock: {sec / old:5.2f})" if ref else ""
                 print(f"{size:>9,}  {label:<6} 01→05 {how:<15} {sec:7.2f} s  peak {mb:6.0f} MB  {ratio}")
+
+
+ISSUE_47 = {200_000: 1.5, 1_000_000: 1.0}  # ours / tantivy wall time at most this, at these sizes
+MEMORY_47 = 2.0  # ours / tantivy peak RSS at most this
+
+
+def print_tantivy(results: dict[int, dict]) -> None:
+    """Issue 47's table: each command's wall time and peak RSS, ours (one process and five)
+    beside tantivy (its process: import, index on every core, queries on every core) and
+    bm25s-numba (its own clock: read + tokenize + index + retrieve on every core)."""
+    if not any(results[s].get("tantivy", {}).get("rc") == 0 for s in results):
+        return
+    print(f"\n== issue 47: end to end against tantivy (wall s / peak MB of each command; "
+          f"load average now {os.getloadavg()[0]:.1f}) ==")
+    for size in sorted(results):
+        rows = results[size]
+        ty = rows.get("tantivy") or {}
+        if ty.get("rc") != 0:
+            continue
+        cells = [f"tantivy {ty['seconds']:.2f} s / {ty['rss_mb']:.0f} MB"]
+        peer = rows.get("bm25s-numba") or {}
+        if peer.get("total_all_cores"):
+            cells.append(f"bm25s-numba (own clock) {peer['total_all_cores']:.2f} s / {peer['rss_mb']:.0f} MB")
+        print(f"{size:>9,}  " + "   ".join(cells))
+        limit = ISSUE_47.get(size)
+        for label, tree in (("ours", rows), ("before", rows.get("base"))):
+            for how, (sec, mb) in whole_runs(tree or {}).items():
+                print(f"{size:>9,}  {label:<6} 01→05 {how:<15} {sec:7.2f} s  peak {mb:6.0f} MB   "
+                      f"x tantivy: time {sec / ty['seconds']:.2f}, peak {mb / ty['rss_mb']:.2f}")
+                if label == "ours" and limit is not None:
+                    print(f"[{'PASS' if sec <= limit * ty['seconds'] else 'FAIL'}] {size:,}: 01→05 as {how} "
+                          f"{sec:.2f} s <= {limit} x tantivy {ty['seconds']:.2f} s")
+                    print(f"[{'PASS' if mb <= MEMORY_47 * ty['rss_mb'] else 'FAIL'}] {size:,}: 01→05 as {how} "
+                          f"peak {mb:.0f} MB <= {MEMORY_47} x tantivy {ty['rss_mb']:.0f} MB")
 
 
 def print_baseline(results: dict[int, dict]) -> None:
@@ -737,6 +894,9 @@ def main(argv=None) -> int:
     parser.add_argument("--no-pipeline", dest="pipeline", action="store_false",
                         help="skip stages 01-03; write 03_chunks.parquet directly and time 04+05")
     parser.add_argument("--no-peers", dest="peers", action="store_false", help="do not run bm25s / rank_bm25")
+    parser.add_argument("--only-peers", type=lambda v: [x.strip() for x in v.split(",") if x.strip()],
+                        help="comma-separated peers to run, of bm25s-numpy, bm25s-numba, rank_bm25, "
+                             + ", ".join(TANTIVY_PEERS) + " (default: all)")
     parser.add_argument("--no-whole", dest="whole", action="store_false",
                         help="do not also time `run_pipeline.py --force` as one process at each size")
     parser.add_argument("--rank-bm25-minutes", type=float, default=RANK_BM25_LIMIT / 60,
@@ -773,6 +933,7 @@ def main(argv=None) -> int:
     print_baseline(results)
     print_targets(results, start)
     print_headline(results)
+    print_tantivy(results)
     return 0
 
 

@@ -192,8 +192,9 @@ CHUNKING = st.builds(lambda unit, target, over: {"unit": unit, "target": target,
                      st.sampled_from(["words", "chars", "tokens"]), st.integers(1, 40), st.integers(0, 30))
 
 
-def _chunks(section: dict, records, formats) -> pa.Table:
-    """Stage 03's rows of stage-02 records (doc_id, title, text), through chunk_partition."""
+def _chunks(section: dict, records, formats, threads: int = 1) -> pa.Table:
+    """Stage 03's rows of stage-02 records (doc_id, title, text), through chunk_partition
+    (`threads` batches of 5 rows at once)."""
     n = len(records)
     table = pa.table({"doc_id": pa.array([f"d{i}" for i in range(n)], pa.string()), "format": pa.array(formats, pa.string()),
                       "path": pa.array([[] if i % 3 else ["a", "b"] for i in range(n)], pa.list_(pa.string())),
@@ -206,7 +207,7 @@ def _chunks(section: dict, records, formats) -> pa.Table:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "02.parquet"
         pq.write_table(table, path, row_group_size=5)
-        out = [t for t, _ in S3.chunk_partition({**S3.Settings().__dict__, **section}, RowRange(str(path), 0, n))]
+        out = [t for t, _ in S3.chunk_partition({**S3.Settings().__dict__, **section}, threads, RowRange(str(path), 0, n))]
     return pa.concat_tables([pa.Table.from_batches([b]) if isinstance(b, pa.RecordBatch) else b for b in out]
                             ).combine_chunks() if out else None
 
@@ -225,7 +226,8 @@ def test_single_chunks_are_chunk_document(raw, section, cleaned, data):
     records = [(t, S2.clean_text(x or "") if cleaned else x) for t, x in raw]
     formats = data.draw(st.lists(st.sampled_from(["beir", "beir", "beir", "text", "markdown"]),
                                  min_size=len(records), max_size=len(records)))
-    fast = _outcome(lambda: _chunks(section, records, formats))
+    # The fast path on two threads (two batches' columns made at once): the rows, in order, as one by one.
+    fast = _outcome(lambda: _chunks(section, records, formats, threads=2))
     original = chunk_fastpath.one_chunk
     chunk_fastpath.one_chunk = lambda batch, settings: (np.zeros(batch.num_rows, dtype=bool), None)  # every record alone
     try:
@@ -240,6 +242,27 @@ def test_single_chunks_are_chunk_document(raw, section, cleaned, data):
         assert fast.schema == slow.schema
         for name in slow.column_names:
             assert fast.column(name).to_pylist() == slow.column(name).to_pylist(), name
+
+
+def test_chunk_partition_on_two_threads_keeps_rows_and_order():
+    """Eight batches of five records, one-line BEIR records (the fast path) between Markdown
+    documents of several chunks (the per-record chunker): two batches' column work at once
+    gives the rows one thread gives, in the same order, each run of a batch in its place."""
+    records = [(f"title {i}", f"word{i} " * (3 + i % 7) if i % 4 else f"# Head {i}\n\n" + "para text. " * 60 + "\n\n## Sub\n\nmore")
+               for i in range(40)]
+    formats = ["beir" if i % 4 else "markdown" for i in range(40)]
+    section = {"unit": "words", "target": 20, "max": 30, "min": 3}
+    one, two = _chunks(section, records, formats, threads=1), _chunks(section, records, formats, threads=2)
+    assert one.num_rows > 40  # the Markdown documents made several chunks each
+    assert two.to_pylist() == one.to_pylist()
+    batch = pa.RecordBatch.from_pylist([{"doc_id": "a", "format": "beir", "path": [], "title": "t", "text": "one line",
+                                         "content_hash": "h"},
+                                        {"doc_id": "b", "format": "markdown", "path": [], "title": "t", "text": "x",
+                                         "content_hash": "h"}])
+    settings_ = S3.Settings()
+    _, pieces = chunk_fastpath.fast_pieces(settings_, S3._schema(), batch)
+    assert [(a, b, t is not None) for a, b, t in pieces] == [(0, 1, True), (1, 2, False)]
+    assert pieces[0][2].column("text").to_pylist() == ["one line"]
 
 
 @settings(max_examples=examples(300))

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from pipekit.run.arrays import string_buffers
 
-__all__ = ["one_chunk", "single_chunks", "ChunkRows", "runs"]
+__all__ = ["one_chunk", "single_chunks", "fast_pieces", "ChunkRows", "runs"]
 
 # ---- stage 03: records that are one chunk ----------------------------------------------------
 
@@ -132,6 +132,17 @@ def single_chunks(batch: pa.RecordBatch, schema: pa.Schema, n_words: np.ndarray 
     }
     return pa.Table.from_arrays([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type)
                                  for f in schema], schema=schema)
+
+
+def fast_pieces(settings, schema: pa.Schema, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, list]:
+    """A batch cut into its runs of rows, in order, as (start, end, table): `table` the
+    runs' rows made as columns where `one_chunk` chose them, None where the per-record
+    chunker must make them.  A function of the batch alone, Arrow kernels and NumPy loops
+    that let go of the GIL, so stage 03 makes two batches' at once (engine.map_ahead) and
+    keeps the per-record part, and the order, on its own thread."""
+    fast_rows, words = one_chunk(batch, settings)
+    return batch, [(a, b, single_chunks(batch.slice(a, b - a), schema, None if words is None else words[a:b])
+                    if fast else None) for a, b, fast in runs(fast_rows)]
 
 
 class ChunkRows:
