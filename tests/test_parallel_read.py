@@ -44,19 +44,18 @@ def _crash_on_crash_md(entry):
     return read_document(entry)
 
 
-@pytest.mark.parametrize("here", [False, True], ids=["workers only", "this process reading too"])
-def test_rows_on_two_processes_are_the_serial_rows_in_order(tmp_path, monkeypatch, here):
+def test_rows_on_two_processes_are_the_serial_rows_in_order(tmp_path, monkeypatch):
     # One file a task: rows of later tasks often arrive before earlier ones.
     monkeypatch.setattr(parallel, "TASK_FILES", 1)
     entries = _entries(_folder(tmp_path))
     serial = [read_document(e) for e in entries]
-    with Readers(2, pool_seconds=0, here=here) as readers:
+    with Readers(2, pool_seconds=0) as readers:
         rows = list(readers.read(entries))
         assert readers.pool is not None  # read on the workers, not here
     assert [r["doc_id"] for r in rows] == [e.doc_id for e in entries]
     assert rows == serial
     by_id = {r["doc_id"]: r for r in rows}
-    # the failing files became rows naming the problem (read on a worker, without `here`)
+    # the failing files became rows naming the problem (read on a worker)
     assert by_id["field-guide-2023.pdf"]["status"] == "error" and "corrupt PDF" in by_id["field-guide-2023.pdf"]["error"]
     assert by_id["broken.docx"]["status"] == "error"
     assert by_id["binary.md"]["status"] == "error"
@@ -72,7 +71,7 @@ def test_a_worker_that_dies_costs_its_file_one_error_row_and_nothing_else(tmp_pa
         (root / f"{i:02d}.md").write_text(f"# Page {i}\n\nText {i}.\n")
     (root / "05-crash.md").write_text("# Crash\n")
     entries = _entries(root)
-    with Readers(2, pool_seconds=0, read=_crash_on_crash_md, here=False) as readers:
+    with Readers(2, pool_seconds=0, read=_crash_on_crash_md) as readers:
         rows = list(readers.read(entries))
     assert [r["doc_id"] for r in rows] == [e.doc_id for e in entries]
     crashed = next(r for r in rows if r["doc_id"] == "05-crash.md")

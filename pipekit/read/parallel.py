@@ -33,7 +33,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
 
@@ -75,10 +75,10 @@ class Readers:
     manager: the pool, started at the first run worth it, is shut down on leaving."""
 
     def __init__(self, workers: int, pool_seconds: float = POOL_SECONDS,
-                 read: Callable[[InputEntry], dict] = read_document, here: bool = True):
-        # `read` and `here` are for tests: a reader that crashes its process (importable by
-        # name, as anything sent to a worker), read on the workers only.
-        self.workers, self.pool_seconds, self.reader, self.here = workers, pool_seconds, read, here
+                 read: Callable[[InputEntry], dict] = read_document):
+        # `read` is for tests (a reader that crashes its process); it must be importable by
+        # name, as anything sent to a worker.
+        self.workers, self.pool_seconds, self.reader = workers, pool_seconds, read
         self.pool: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> "Readers":
@@ -102,34 +102,29 @@ class Readers:
 
     def _start(self) -> ProcessPoolExecutor:
         if self.pool is None:
-            self.pool = ProcessPoolExecutor(max(self.workers - self.here, 1), mp_context=_context())
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=_context())
         return self.pool
 
     def _pooled(self, tasks: Iterable[list[InputEntry]]) -> Iterator[dict]:
-        tasks, pending = iter(tasks), deque()  # (task, its future, or its rows when read here)
+        # This process reads nothing itself: reading here too while the pool starts (half a
+        # second) was tried, but a task it took (a 3 s PDF) stopped it feeding the pool, and
+        # a native reader's crash here would end the stage.
+        tasks, pending = iter(tasks), deque()
         window = IN_FLIGHT * self.workers
         while True:
-            while sum(isinstance(f, Future) for _, f in pending) < window and (task := next(tasks, None)):
+            while len(pending) < window and (task := next(tasks, None)) is not None:
                 pending.append((task, self._start().submit(_read_task, self.reader, task)))
             if not pending:
                 return
-            task, done = pending[0]
-            if isinstance(done, Future) and not done.done() and self.here and len(pending) < 4 * window:
-                # This process is one of the readers: while the pool starts (half a second) or is
-                # busy, it reads the next task itself rather than wait.
-                if (mine := next(tasks, None)) is not None:
-                    pending.append((mine, _read_task(self.reader, mine)))
-                    continue
-            pending.popleft()
+            task, future = pending.popleft()
             try:
-                rows = done.result() if isinstance(done, Future) else done
+                rows = future.result()
             except BrokenProcessPool:
                 # Which task's file killed the pool is unknown: every task in flight failed with
                 # it.  The one waited for is read file by file, alone; the others start again.
                 self.close()
                 rows = [_alone(self.reader, entry) for entry in task]
-                pending = deque((t, self._start().submit(_read_task, self.reader, t) if isinstance(f, Future) else f)
-                                for t, f in pending)
+                pending = deque((t, self._start().submit(_read_task, self.reader, t)) for t, _ in pending)
             yield from rows
 
 
