@@ -382,14 +382,19 @@ def _plain_headings(root) -> None:
 
 def _reader_links(root) -> None:
     """Permalinks go, same-page anchor links become their text, link titles go."""
-    for a in root.xpath("//a[@href or @class]"):
-        href = (a.get("href") or "").strip()
-        permalink = "headerlink" in (a.get("class") or "").split()
-        if permalink or (href.startswith("#") and _PERMALINK.fullmatch(_text(a))):
+    # A walk of the <a> elements with plain string tests, not XPath's `//a[@href or @class]`
+    # and a split of every class: most links are neither (0.2 s of 0.5 on the Python manual).
+    for a in root.iter("a"):
+        href, cls = a.get("href"), a.get("class")
+        if href is None and cls is None:
+            continue
+        href = href.strip() if href else ""
+        permalink = cls is not None and "headerlink" in cls and "headerlink" in cls.split()
+        if permalink or (href[:1] == "#" and _PERMALINK.fullmatch(_text(a))):
             a.tag = _DROP
-        elif href.startswith("#"):
+        elif href[:1] == "#":
             a.tag = _UNWRAP
-        elif "title" in a.attrib:
+        elif a.get("title") is not None:
             del a.attrib["title"]
 
 
