@@ -17,6 +17,14 @@ are its one-core figure, run twice.  The folders, each mostly one format:
 
 Best of `--runs` (default 2) per cell: the machine is shared, and the least disturbed run is
 the closest to the stage's own cost.  Nothing here is a test; the figures go to bench/README.md.
+
+    python bench/stage01_cores.py --readers     # each reader on 1 thread, 2 threads, 2 processes
+
+`--readers` asks the question that chose processes (pipekit/read/parallel.py): each format's
+reader (`read_document` on the folder's files of that format, already in memory's page cache)
+run in this process alone, on two threads, and on two worker processes, wall time of each.
+Two threads are only faster if the reader lets go of the GIL; PDFium is not thread-safe, so its
+two threads share a lock (what a lock around it would give the stage).
 """
 from __future__ import annotations
 
@@ -58,13 +66,54 @@ def megabytes(out: Path, fmt: str) -> float:
     return (pc.sum(t["n_bytes"].filter(ok)).as_py() or 0) / 1e6
 
 
+def readers(runs: int) -> None:
+    import threading
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+    sys.path.insert(0, str(REPO))
+    from pipekit.read.documents import read_document
+    from pipekit.read.parallel import _context
+    from pipekit.read.walk import list_inputs
+
+    lock = threading.Lock()
+
+    def locked(entry):
+        with lock:
+            return read_document(entry)
+
+    print(f"{'folder':<12} {'format':<9} {'MB':>6} {'1 thread':>9} {'2 threads':>10} {'2 processes':>12}")
+    for name, (folder, fmt, include) in FOLDERS.items():
+        if not folder.is_dir():
+            continue
+        entries = [e for e in list_inputs(folder, include, [], False, False, 1 << 29)
+                   if e.format == fmt and e.skip is None and e.error is None]
+        mb = sum(e.n_bytes for e in entries) / 1e6
+        one = locked if fmt == "pdf" else read_document
+        times = {}
+        with ProcessPoolExecutor(2, mp_context=_context()) as procs:
+            list(procs.map(read_document, entries[:2]))  # started and warm: its start is not the reader's
+            for _ in range(runs):
+                for label, run in (("1 thread", lambda: [read_document(e) for e in entries]),
+                                   ("2 threads", lambda: list(ThreadPoolExecutor(2).map(one, entries))),
+                                   ("2 processes", lambda: list(procs.map(read_document, entries, chunksize=4)))):
+                    t0 = time.perf_counter()
+                    run()
+                    times[label] = min(times.get(label, 1e9), time.perf_counter() - t0)
+        print(f"{name:<12} {fmt:<9} {mb:6.1f} " + " ".join(
+            f"{times[k]:{w}.2f} s" for k, w in (("1 thread", 7), ("2 threads", 8), ("2 processes", 10))))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--baseline", type=Path, metavar="PATH", help="an older checkout, run in turn with this one")
     ap.add_argument("--only", default=",".join(FOLDERS), help="folders, comma-separated: " + ", ".join(FOLDERS))
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--workers", default="1,2", help="engine.workers values (default 1,2)")
+    ap.add_argument("--readers", action="store_true", help="each reader on 1 thread, 2 threads (PDF: locked), 2 processes")
     args = ap.parse_args()
+    if args.readers:
+        readers(args.runs)
+        return
     checkouts = ([("before", args.baseline.resolve())] if args.baseline else []) + [("this checkout", REPO)]
     print(f"{'folder':<12} {'format':<9} {'MB':>6}  {'checkout':<14} {'workers':>7} {'seconds':>8} {'MB/s':>6}")
     for name in args.only.split(","):
