@@ -111,3 +111,44 @@ def test_workers_wanted_takes_the_setting(setting, expected):
 
 def test_workers_wanted_null_is_every_core_this_process_may_use():
     assert parallel.workers_wanted(None) == len(os.sched_getaffinity(0))
+
+
+def _markdown_folder(tmp_path: Path, n: int = 12) -> Path:
+    root = tmp_path / "docs"
+    root.mkdir()
+    for i in range(n):
+        (root / f"{i:02d}.md").write_text(f"# Page {i}\n\n" + "Text. " * (50 * i + 1) + "\n")
+    return root
+
+
+def test_one_task_in_flight_when_its_files_fill_the_byte_budget(tmp_path, monkeypatch):
+    # IN_FLIGHT_BYTES bounds the files read ahead (large PDFs must not wait eight at once);
+    # a task is still sent when nothing else is in flight, so nothing waits forever.
+    monkeypatch.setattr(parallel, "TASK_FILES", 2)
+    monkeypatch.setattr(parallel, "IN_FLIGHT_BYTES", 1)
+    entries = _entries(_markdown_folder(tmp_path))
+    futures, ahead = [], []
+
+    class Counting(parallel.ProcessPoolExecutor):
+        def submit(self, fn, *args):
+            ahead.append(sum(not f.done() for f in futures))  # tasks still in flight at this one's start
+            futures.append(super().submit(fn, *args))
+            return futures[-1]
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", Counting)
+    with Readers(2, pool_seconds=0) as readers:
+        rows = list(readers.read(entries))
+    assert rows == [read_document(e) for e in entries]
+    assert ahead == [0] * 6  # six tasks of two files, one after another
+
+
+def test_without_a_process_pool_the_files_are_read_here(tmp_path, monkeypatch):
+    def no_semaphores(*args, **kwargs):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", no_semaphores)
+    entries = _entries(_markdown_folder(tmp_path, 4))
+    with Readers(2, pool_seconds=0) as readers:
+        rows = list(readers.read(entries))
+        assert readers.workers == 1 and readers.pool is None
+    assert rows == [read_document(e) for e in entries]

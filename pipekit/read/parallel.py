@@ -49,6 +49,7 @@ POOL_SECONDS = 1.0   # estimated work below which the files are read here, with 
 TASK_SECONDS = 0.05  # estimated work of one task: enough to hide the round trip (~0.3 ms)
 TASK_FILES = 64
 IN_FLIGHT = 4        # tasks queued per worker: a large PDF in one does not stall the others
+IN_FLIGHT_BYTES = 256 * 1024 * 1024  # files' bytes in flight at most, beyond the first task
 DIED = "the reading process ended while reading this file (a crash in a native reader, or out of memory?)"
 
 
@@ -94,11 +95,18 @@ class Readers:
 
     def read(self, entries: list[InputEntry]) -> Iterator[dict]:
         entries = list(entries)
-        if self.workers <= 1 or sum(map(estimated_seconds, entries)) < self.pool_seconds:
-            for entry in entries:
-                yield self.reader(entry)
-            return
-        yield from self._pooled(_tasks(entries))
+        if self.workers > 1 and sum(map(estimated_seconds, entries)) >= self.pool_seconds:
+            try:
+                self._start()
+            except (OSError, ImportError, NotImplementedError):
+                # No process pool where the system gives no semaphores (a sandbox without
+                # /dev/shm): the files are read here, as with engine.workers 1.
+                self.workers = 1
+            else:
+                yield from self._pooled(_tasks(entries))
+                return
+        for entry in entries:
+            yield self.reader(entry)
 
     def _start(self) -> ProcessPoolExecutor:
         if self.pool is None:
@@ -110,10 +118,15 @@ class Readers:
         # second) was tried, but a task it took (a 3 s PDF) stopped it feeding the pool, and
         # a native reader's crash here would end the stage.
         tasks, pending = iter(tasks), deque()
-        window = IN_FLIGHT * self.workers
+        window, waiting = IN_FLIGHT * self.workers, None
         while True:
-            while len(pending) < window and (task := next(tasks, None)) is not None:
-                pending.append((task, self._start().submit(_read_task, self.reader, task)))
+            # At most `window` tasks and IN_FLIGHT_BYTES of files in flight (one task always): a
+            # folder of large PDFs must not hold eight of them read at once, waiting their turn.
+            while len(pending) < window and (waiting := waiting or next(tasks, None)) is not None:
+                if pending and sum(_bytes(t) for t, _ in pending) + _bytes(waiting) > IN_FLIGHT_BYTES:
+                    break
+                pending.append((waiting, self._start().submit(_read_task, self.reader, waiting)))
+                waiting = None
             if not pending:
                 return
             task, future = pending.popleft()
@@ -126,6 +139,10 @@ class Readers:
                 rows = [_alone(self.reader, entry) for entry in task]
                 pending = deque((t, self._start().submit(_read_task, self.reader, t)) for t, _ in pending)
             yield from rows
+
+
+def _bytes(task: list[InputEntry]) -> int:
+    return sum(e.n_bytes for e in task)
 
 
 def _tasks(entries: list[InputEntry]) -> Iterator[list[InputEntry]]:
