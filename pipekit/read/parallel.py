@@ -25,6 +25,12 @@ killer) breaks the pool; the files of the task being waited for are then read ag
 time, each in a process of its own, and the one whose process dies again gets an `error` row
 saying so; the other tasks go to a fresh pool.
 
+Two costs of processes, said here so nobody is surprised: as with multiprocessing's `spawn`, a
+worker imports the script that started the run as `__mp_main__` (the stage files and
+run_pipeline.py run nothing at import; a script of one's own calling stage 01 needs the
+`if __name__ == "__main__":` guard); and memory peaks at about `workers` documents converting at
+once, not one.
+
 Not done here: choosing the worker count (the stage passes `engine.workers`, null: every
 core) or reading on a Dask cluster (each cluster worker reads its part in its own process).
 """
