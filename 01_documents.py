@@ -69,7 +69,9 @@ that is not marked up (a PDF without an outline has no headings), run OCR, or fo
 of HTML.  A malformed BEIR line does stop the stage, with file, line and problem: a
 corpus with a broken record is a broken corpus, not one unreadable document.
 
-The readers themselves live in `pipekit/read/`; this file is the stage's loop.
+The readers themselves live in `pipekit/read/`; this file is the stage's loop.  The files
+are read on every core (`engine.workers`), in processes, as no reader shares a core well
+(pipekit/read/parallel.py); the rows are the same, in the same order, as one process reads.
 """
 from __future__ import annotations
 
@@ -89,7 +91,8 @@ from pipekit.run.errors import PipelineError
 from pipekit.run.io import read_meta
 from pipekit.read.pages import ANCHORS_TYPE, OUTLINE_TYPE
 from pipekit.read.beir import iter_beir
-from pipekit.read.documents import COLUMNS, read_document
+from pipekit.read.documents import COLUMNS
+from pipekit.read.parallel import Readers, workers_wanted
 from pipekit.read.walk import SKIP_REASONS, list_inputs
 from pipekit.chunk.unchunked import NO_TEXT_LAYER
 from pipekit.read.html import SHRUNK
@@ -122,12 +125,13 @@ FILES_PER_PART = 256  # files per task on a cluster, at most
 
 
 def input_partitions(section: dict, rows_per_part: int | None, entries: list | None = None,
-                     previous: tuple[str, list[int]] | None = None) -> list[tuple]:
+                     previous: tuple[str, list[int]] | None = None, workers: int = 1) -> list[tuple]:
     """The input, listed and cut into the parts the engine reads (anywhere):
-    ("files", entries, reuse) or ("beir", path, max_bytes, start byte, end byte).
+    ("files", entries, reuse, workers) or ("beir", path, max_bytes, start byte, end byte).
     `rows_per_part` None is one part (the local engine reads the input in one pass, as a
     stream).  `previous` is (01 output of the last run, its row for each entry or -1):
-    a file unchanged since then is not read again, its row is copied."""
+    a file unchanged since then is not read again, its row is copied.  `workers`: the
+    processes that read a part's files (pipekit/read/parallel.py)."""
     if entries is None:
         entries = list_inputs(Path(section["input"]), section["include"], section["exclude"],
                               section["hidden"], section["follow_links"], section["max_bytes"],
@@ -140,7 +144,7 @@ def input_partitions(section: dict, rows_per_part: int | None, entries: list | N
     # Files vary from bytes to megabytes (a PDF): small groups even when records are many.
     step = max(len(entries) if rows_per_part is None else min(rows_per_part, FILES_PER_PART), 1)
     path, rows = previous if previous else (None, [-1] * len(entries))
-    return [("files", tuple(entries[i:i + step]), (path, tuple(rows[i:i + step])))
+    return [("files", tuple(entries[i:i + step]), (path, tuple(rows[i:i + step])), workers)
             for i in range(0, len(entries), step)]
 
 
@@ -155,25 +159,28 @@ def read_partition(part: tuple) -> Iterator[pa.Table]:
     entries, (previous, rows) = part[1], part[2]
     old = PreviousRows(previous) if previous else None
     k = 0
-    while k < len(entries):
-        # A run of files read now, then a run of unchanged files whose rows are copied.
-        j = k
-        while j < len(entries) and rows[j] < 0:
-            j += 1
-        for batch in batches(_read_each(entries[k:j])):
-            yield pa.Table.from_pylist(batch, schema=SCHEMA)
-        k = j
-        while j < len(entries) and rows[j] >= 0 and rows[j] - rows[k] == j - k:
-            j += 1
-        if j > k:
-            yield from old.take(rows[k], rows[k] + j - k)
-            advance(j - k)
+    # The files are read on `workers` processes when there is enough to read (a rerun that
+    # reads one changed file starts none); the rows come back in the entries' order.
+    with Readers(part[3]) as readers:
+        while k < len(entries):
+            # A run of files read now, then a run of unchanged files whose rows are copied.
+            j = k
+            while j < len(entries) and rows[j] < 0:
+                j += 1
+            for batch in batches(_counted(readers.read(entries[k:j]))):
+                yield pa.Table.from_pylist(batch, schema=SCHEMA)
             k = j
+            while j < len(entries) and rows[j] >= 0 and rows[j] - rows[k] == j - k:
+                j += 1
+            if j > k:
+                yield from old.take(rows[k], rows[k] + j - k)
+                advance(j - k)
+                k = j
 
 
-def _read_each(entries) -> Iterator[dict]:
-    for entry in entries:
-        yield read_document(entry)
+def _counted(rows: Iterable[dict]) -> Iterator[dict]:
+    for row in rows:
+        yield row
         advance()
 
 
@@ -294,7 +301,10 @@ def run(ctx) -> None:
         rows = reusable_rows(entries, ctx.listing, ctx.main_output, read_listing(ctx.path("01_files.parquet")))
         previous = (str(ctx.main_output), rows)
         reused = sum(r >= 0 for r in rows)
-    parts = input_partitions(ctx.section, ctx.engine.rows_per_part(0), entries, previous)
+    # Files are read on every core here (engine.workers, null: all); on a cluster each
+    # worker reads its part in its own process.
+    workers = workers_wanted(ctx.cfg["engine"]["workers"]) if ctx.engine.kind == "local" else 1
+    parts = input_partitions(ctx.section, ctx.engine.rows_per_part(0), entries, previous, workers)
     # A BEIR corpus read in parts: each part checks its own _ids, and here we check them
     # across parts (one set, as the single pass keeps).  Any problem is then reported by
     # rereading the corpus in one pass: the same message, with the line number in the file.

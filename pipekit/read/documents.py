@@ -99,6 +99,19 @@ def read_document(entry: InputEntry) -> dict:
             row.update(status="error", error=str(exc), text=None)
     except OSError as exc:
         row.update(status="error", error=f"cannot read file: {_strerror(exc)}", text=None)
+    except Exception as exc:  # noqa: BLE001 — a reader's bug on one file must not stop the folder
+        # (nor, read on a worker process, vanish with it): the row names the file and the exception.
+        message = " ".join(str(exc).split())[:200]
+        row.update(status="error", error=f"the {entry.format} reader failed ({type(exc).__name__}: {message})",
+                   text=None, title=None, encoding=None, note=None, page_labels=None, outline=None, anchors=None)
+    return row
+
+
+def failed_row(entry: InputEntry, reason: str) -> dict:
+    """The `error` row of a file whose reading failed outside its reader (its process died)."""
+    row = dict.fromkeys(COLUMNS)
+    row.update(doc_id=entry.doc_id, source=str(entry.path), format=entry.format,
+               path=list(entry.folders), n_bytes=entry.n_bytes, status="error", error=reason)
     return row
 
 

@@ -1,0 +1,183 @@
+"""Stage 01's files read on every core: `read_document` for each entry, rows in the entries' order.
+
+Why processes, reader by reader (measured on this 2-core machine, bench/README.md "Stage 01 on
+both cores"): html-to-markdown (Rust) holds the GIL through a whole conversion, so two threads
+converted the Python manual in the wall time of one; lxml lets go of it only while parsing;
+PDFium (pypdfium2) is not thread-safe at all, and a lock around it would make threads serial
+for PDFs; docutils and mammoth are pure Python.  So each worker is a process of its own, with
+its own PDFium, and no reader needs a lock.
+
+The workers are forked from a fork server started for the run (`forkserver`, not `fork`):
+stage 01's process holds threads (the Parquet writer, Arrow's pools, the progress bar) that a
+plain fork would copy mid-lock into the child.  Starting the server and its imports costs about
+half a second, so a run with little to read (a rerun that reads one changed file) reads in this
+process and starts nothing: the work is estimated from each file's size and its format's
+measured speed (`_MB_PER_S`), and only more than `POOL_SECONDS` of it goes to the pool.
+
+Files travel in tasks of consecutive entries (`_tasks`: ~50 ms of estimated work or 64 files),
+so a folder of small Markdown files does not pay one round trip per file; a bounded number of
+tasks are in flight (`IN_FLIGHT` per worker), so memory holds a few tasks' texts, never the
+folder's, and the rows come back in order whichever worker finished first.
+
+Nothing is lost to a worker: `read_document` turns any reader's exception into an `error` row
+naming the file and the exception.  A worker that dies (a native reader crashing, the memory
+killer) breaks the pool; the files of the task being waited for are then read again one at a
+time, each in a process of its own, and the one whose process dies again gets an `error` row
+saying so; the other tasks go to a fresh pool.
+
+Two costs of processes, said here so nobody is surprised: as with multiprocessing's `spawn`, a
+worker imports the script that started the run as `__mp_main__` (the stage files and
+run_pipeline.py run nothing at import; a script of one's own calling stage 01 needs the
+`if __name__ == "__main__":` guard); and memory peaks at about `workers` documents converting at
+once, not one.
+
+Not done here: choosing the worker count (the stage passes `engine.workers`, null: every
+core) or reading on a Dask cluster (each cluster worker reads its part in its own process).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Callable, Iterable, Iterator
+
+from pipekit.read.documents import failed_row, read_document
+from pipekit.read.walk import InputEntry
+
+# One core's reading speed by format, MB/s (stage 01's readers on the Python manual, R's PDF
+# manuals, docs_qa's Markdown and docs_qa2's reST, bench/README.md): only to tell a run worth
+# the pool's start from one that is not, and to cut tasks of similar work.
+_MB_PER_S = {"markdown": 30.0, "text": 30.0, "csv": 30.0, "python": 5.0, "notebook": 5.0,
+             "html": 8.0, "epub": 3.0, "pdf": 3.0, "docx": 1.0, "rst": 0.5}
+POOL_SECONDS = 1.0   # estimated work below which the files are read here, with no pool started
+TASK_SECONDS = 0.05  # estimated work of one task: enough to hide the round trip (~0.3 ms)
+TASK_FILES = 64
+IN_FLIGHT = 4        # tasks queued per worker: a large PDF in one does not stall the others
+IN_FLIGHT_BYTES = 256 * 1024 * 1024  # files' bytes in flight at most, beyond the first task
+DIED = "the reading process ended while reading this file (a crash in a native reader, or out of memory?)"
+
+
+def workers_wanted(setting: int | None) -> int:
+    """`engine.workers` as stage 01 reads it on the local engine: null is every core this
+    process may use."""
+    if setting:
+        return setting
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def estimated_seconds(entry: InputEntry) -> float:
+    """One core's time to read `entry`, roughly: 0 for a row the walk already decided."""
+    if entry.skip is not None or entry.error is not None:
+        return 0.0
+    return entry.n_bytes / 1e6 / _MB_PER_S.get(entry.format, 30.0)
+
+
+class Readers:
+    """`read(entries)`: their rows, in order, read on up to `workers` processes.  A context
+    manager: the pool, started at the first run worth it, is shut down on leaving."""
+
+    def __init__(self, workers: int, pool_seconds: float = POOL_SECONDS,
+                 read: Callable[[InputEntry], dict] = read_document):
+        # `read` is for tests (a reader that crashes its process); it must be importable by
+        # name, as anything sent to a worker.
+        self.workers, self.pool_seconds, self.reader = workers, pool_seconds, read
+        self.pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> "Readers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+    def read(self, entries: list[InputEntry]) -> Iterator[dict]:
+        entries = list(entries)
+        if self.workers > 1 and sum(map(estimated_seconds, entries)) >= self.pool_seconds:
+            try:
+                self._start()
+            except (OSError, ImportError, NotImplementedError):
+                # No process pool where the system gives no semaphores (a sandbox without
+                # /dev/shm): the files are read here, as with engine.workers 1.
+                self.workers = 1
+            else:
+                yield from self._pooled(_tasks(entries))
+                return
+        for entry in entries:
+            yield self.reader(entry)
+
+    def _start(self) -> ProcessPoolExecutor:
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=_context())
+        return self.pool
+
+    def _pooled(self, tasks: Iterable[list[InputEntry]]) -> Iterator[dict]:
+        # This process reads nothing itself: reading here too while the pool starts (half a
+        # second) was tried, but a task it took (a 3 s PDF) stopped it feeding the pool, and
+        # a native reader's crash here would end the stage.
+        tasks, pending = iter(tasks), deque()
+        window, waiting = IN_FLIGHT * self.workers, None
+        while True:
+            # At most `window` tasks and IN_FLIGHT_BYTES of files in flight (one task always): a
+            # folder of large PDFs must not hold eight of them read at once, waiting their turn.
+            while len(pending) < window and (waiting := waiting or next(tasks, None)) is not None:
+                if pending and sum(_bytes(t) for t, _ in pending) + _bytes(waiting) > IN_FLIGHT_BYTES:
+                    break
+                pending.append((waiting, self._start().submit(_read_task, self.reader, waiting)))
+                waiting = None
+            if not pending:
+                return
+            task, future = pending.popleft()
+            try:
+                rows = future.result()
+            except BrokenProcessPool:
+                # Which task's file killed the pool is unknown: every task in flight failed with
+                # it.  The one waited for is read file by file, alone; the others start again.
+                self.close()
+                rows = [_alone(self.reader, entry) for entry in task]
+                pending = deque((t, self._start().submit(_read_task, self.reader, t)) for t, _ in pending)
+            yield from rows
+
+
+def _bytes(task: list[InputEntry]) -> int:
+    return sum(e.n_bytes for e in task)
+
+
+def _tasks(entries: list[InputEntry]) -> Iterator[list[InputEntry]]:
+    task, work = [], 0.0
+    for entry in entries:
+        task.append(entry)
+        work += estimated_seconds(entry)
+        if work >= TASK_SECONDS or len(task) >= TASK_FILES:
+            yield task
+            task, work = [], 0.0
+    if task:
+        yield task
+
+
+def _read_task(read: Callable[[InputEntry], dict], entries: list[InputEntry]) -> list[dict]:
+    return [read(entry) for entry in entries]
+
+
+def _alone(read: Callable[[InputEntry], dict], entry: InputEntry) -> dict:
+    """`entry` read in a process of its own: its row, or an error row if that process dies too."""
+    with ProcessPoolExecutor(1, mp_context=_context()) as pool:
+        try:
+            return pool.submit(_read_task, read, [entry]).result()[0]
+        except BrokenProcessPool:
+            return failed_row(entry, DIED)
+
+
+def _context():
+    ctx = multiprocessing.get_context("forkserver")
+    # Imported once in the server, before it forks each worker: a worker starts with the readers loaded.
+    ctx.set_forkserver_preload(["pipekit.read.documents"])
+    return ctx
