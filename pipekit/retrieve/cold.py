@@ -347,30 +347,9 @@ class ColdIndex:
 
     def _also(self, also: list, read: dict, link_base: str | None) -> list[list[dict]]:
         """Searcher._also: each hit's collapsed repeats as a Passage names them."""
-        from pipekit.read.pages import cite_pages
-        from pipekit.retrieve.links import link as make_link
+        from pipekit.retrieve.passages import also_places
 
-        if not any(len(a[0]) for a in also):
-            return [[] for _ in also]
-        rows = np.concatenate([a[0] for a in also]).astype(np.int64)
-        scores = np.concatenate([a[1] for a in also]).tolist()
-        cols = {n: read[n](rows) for n in CITED_04}
-        fmt = read["format"](rows) if "format" in read else [None] * len(rows)
-        anchor = read["anchor"](rows) if "anchor" in read else [None] * len(rows)
-        places = []
-        for i, score in enumerate(scores):
-            pages = cite_pages(cols["page_start"][i], cols["page_end"][i], cols["page_label_start"][i],
-                               cols["page_label_end"][i])
-            heading = cols["heading"][i] or ""
-            places.append({"chunk_id": cols["chunk_id"][i], "doc_id": cols["doc_id"][i], "heading": heading,
-                           "page_start": cols["page_start"][i], "page_end": cols["page_end"][i], "score": score,
-                           "citation": cols["doc_id"][i] + (f" › {heading}" if heading else "") + (f", {pages}" if pages else ""),
-                           "link": make_link(cols["doc_id"][i], fmt[i], anchor[i], cols["page_start"][i], link_base)})
-        out, at = [], 0
-        for a in also:
-            out.append(places[at:at + len(a[0])])
-            at += len(a[0])
-        return out
+        return also_places(also, read, link_base)
 
     def reader(self, name: str):
         """Rows (an int64 array) of a column -> their Python values, as Arrow's to_pylist gives them."""

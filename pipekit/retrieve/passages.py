@@ -218,3 +218,36 @@ def shortfall_line(n: int, k: int, passages: int, documents: int, filtered: bool
         return f"no passage{scope} contains any of its terms"
     return (f"{n} of {k}: only {n} passage{'s' * (n != 1)}{scope} contain{'s' * (n == 1)} "
             f"a term of the query")
+
+
+ALSO_COLUMNS = ("chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_start", "page_label_end")
+
+
+def also_places(also: list, read: dict, link_base: str | None) -> list[list[dict]]:
+    """For each hit the places its collapsed repeats are found, as a Passage names them.
+    `also`: per hit, (rows, scores) of its repeats; `read`: column name -> rows -> values
+    (Searcher's Arrow readers or the cold path's memory-mapped ones), every hit's rows read in
+    one call per column."""
+    from pipekit.retrieve.links import link as make_link
+
+    if not any(len(a[0]) for a in also):
+        return [[] for _ in also]
+    rows = np.concatenate([a[0] for a in also]).astype(np.int64)
+    scores = np.concatenate([a[1] for a in also]).tolist()
+    cols = {n: read[n](rows) for n in ALSO_COLUMNS}
+    fmt = read["format"](rows) if "format" in read else [None] * len(rows)
+    anchor = read["anchor"](rows) if "anchor" in read else [None] * len(rows)
+    places = []
+    for i, score in enumerate(scores):
+        pages = cite_pages(cols["page_start"][i], cols["page_end"][i], cols["page_label_start"][i],
+                           cols["page_label_end"][i])
+        heading = cols["heading"][i] or ""
+        places.append({"chunk_id": cols["chunk_id"][i], "doc_id": cols["doc_id"][i], "heading": heading,
+                       "page_start": cols["page_start"][i], "page_end": cols["page_end"][i], "score": score,
+                       "citation": cols["doc_id"][i] + (f" › {heading}" if heading else "") + (f", {pages}" if pages else ""),
+                       "link": make_link(cols["doc_id"][i], fmt[i], anchor[i], cols["page_start"][i], link_base)})
+    out, at = [], 0
+    for a in also:
+        out.append(places[at:at + len(a[0])])
+        at += len(a[0])
+    return out

@@ -40,12 +40,11 @@ from pipekit.run.config import SCHEMA, load_config
 from pipekit.run.overrides import recorded_config, search_why_not, unapplied_lines
 from pipekit.run.errors import PipelineError
 from pipekit.run.io import read_meta
-from pipekit.read.pages import cite_pages
 from pipekit.retrieve.filters import ChunkFilter
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.links import link as make_link
 # (SNIPPET_WORDS and snippet: imported from here by others, as before they moved)
-from pipekit.retrieve.passages import SNIPPET_WORDS, Passage, result_lines, shortfall_line, snippet  # noqa: F401
+from pipekit.retrieve.passages import SNIPPET_WORDS, Passage, also_places, result_lines, shortfall_line, snippet  # noqa: F401
 from pipekit.retrieve.queries import feedback_of, nothing_found
 from pipekit.retrieve.reading import MAX_READ_CHARS, Reading
 from pipekit.retrieve.repeats import repeats_for
@@ -205,30 +204,8 @@ class Searcher:
         return out
 
     def _also(self, also: list[tuple[np.ndarray, np.ndarray]]) -> list[list[dict]]:
-        """For each hit the places its collapsed repeats are found, as a Passage names them
-        (every hit's read in one call per column)."""
-        if not any(len(a[0]) for a in also):
-            return [[] for _ in also]
-        rows = np.concatenate([a[0] for a in also]).astype(np.int64)
-        scores = np.concatenate([a[1] for a in also]).tolist()
-        cols = {n: self._readers[n](rows) for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end",
-                                                  "page_label_start", "page_label_end")}
-        fmt = self._readers["format"](rows) if "format" in self._readers else [None] * len(rows)
-        anchor = self._readers["anchor"](rows) if "anchor" in self._readers else [None] * len(rows)
-        places = []
-        for i, score in enumerate(scores):
-            pages = cite_pages(cols["page_start"][i], cols["page_end"][i], cols["page_label_start"][i],
-                               cols["page_label_end"][i])
-            heading = cols["heading"][i] or ""
-            places.append({"chunk_id": cols["chunk_id"][i], "doc_id": cols["doc_id"][i], "heading": heading,
-                           "page_start": cols["page_start"][i], "page_end": cols["page_end"][i], "score": score,
-                           "citation": cols["doc_id"][i] + (f" › {heading}" if heading else "") + (f", {pages}" if pages else ""),
-                           "link": make_link(cols["doc_id"][i], fmt[i], anchor[i], cols["page_start"][i], self.link_base)})
-        out, at = [], 0
-        for a in also:
-            out.append(places[at:at + len(a[0])])
-            at += len(a[0])
-        return out
+        """For each hit the places its collapsed repeats are found, as a Passage names them."""
+        return also_places(also, self._readers, self.link_base)
 
     def read(self, chunk_id: str, around: int = 0, section: bool = False, max_chars: int = MAX_READ_CHARS) -> dict:
         """A hit's chunk with `around` passages either side, or its whole level-2 section,
