@@ -442,11 +442,10 @@ def _keys(overrides) -> list[str]:
 
 def answer(index: ColdIndex, args, cfg: dict) -> None:
     """search.py's loop over the queries, with this index (the same lines, the same JSON)."""
-    from pipekit.retrieve.passages import result_lines, shortfall_line
+    from pipekit.retrieve.passages import print_answer, shortfall_line, terminal_mark
     from pipekit.retrieve.queries import nothing_found
 
-    tty = sys.stdout.isatty()
-    mark = (lambda w: f"\033[1;4m{w}\033[0m") if tty else (lambda w: f"**{w}**")
+    mark = terminal_mark()
     link_base = cfg["documents"].get("link_base")
     for text in args.queries:
         hits = index.search(text, args.k, cfg["retrieval"], link_base)
@@ -454,12 +453,4 @@ def answer(index: ColdIndex, args, cfg: dict) -> None:
         k = int(args.k or cfg["retrieval"]["top_k"])
         short = (shortfall_line(len(hits), k, index.n_chunks, index.n_documents, False, "") if terms else
                  nothing_found(terms).strip()[1:-1])
-        if args.json:
-            for h in hits:
-                print(json.dumps(h.to_json(), ensure_ascii=False))
-            sys.stdout.flush()
-            if short:
-                print(f"python -m pipekit search: note: {text!r}: {short}", file=sys.stderr, flush=True)
-            continue
-        print(f"\n{text}")
-        print("\n".join(result_lines(hits, terms, index.analyzer, mark, short)), flush=True)
+        print_answer(text, hits, terms, index.analyzer, mark, short, args.json)

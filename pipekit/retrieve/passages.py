@@ -251,3 +251,29 @@ def also_places(also: list, read: dict, link_base: str | None) -> list[list[dict
         out.append(places[at:at + len(a[0])])
         at += len(a[0])
     return out
+
+
+def terminal_mark():
+    """How a query term is marked in printed results: bold and underlined on a terminal,
+    **Markdown** bold in a pipe or a file."""
+    import sys
+
+    return (lambda w: f"\033[1;4m{w}\033[0m") if sys.stdout.isatty() else (lambda w: f"**{w}**")
+
+
+def print_answer(text: str, hits: list, terms: set[str], analyzer, mark, short: str | None, as_json: bool) -> None:
+    """One query's answer as `python -m pipekit search` prints it (the full path and the cold
+    one alike): with --json one object a line and nothing else on stdout (a note goes to
+    stderr); otherwise the query, then its cited, marked results."""
+    import json
+    import sys
+
+    if as_json:
+        for h in hits:
+            print(json.dumps(h.to_json(), ensure_ascii=False))
+        sys.stdout.flush()
+        if short:
+            print(f"python -m pipekit search: note: {text!r}: {short}", file=sys.stderr, flush=True)
+        return
+    print(f"\n{text}")
+    print("\n".join(result_lines(hits, terms, analyzer, mark, short)), flush=True)

@@ -26,7 +26,6 @@ command line `--in GLOB` and `--format FMT`, and `--json` writes JSON Lines for 
 """
 from __future__ import annotations
 
-import json
 import sys
 import warnings
 from pathlib import Path
@@ -44,7 +43,8 @@ from pipekit.retrieve.filters import ChunkFilter
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.links import link as make_link
 # (SNIPPET_WORDS and snippet: imported from here by others, as before they moved)
-from pipekit.retrieve.passages import SNIPPET_WORDS, Passage, also_places, result_lines, shortfall_line, snippet  # noqa: F401
+from pipekit.retrieve.passages import (SNIPPET_WORDS, Passage, also_places, print_answer, result_lines,  # noqa: F401
+                                       shortfall_line, snippet, terminal_mark)
 from pipekit.retrieve.queries import feedback_of, nothing_found
 from pipekit.retrieve.reading import MAX_READ_CHARS, Reading
 from pipekit.retrieve.repeats import repeats_for
@@ -298,23 +298,14 @@ def main(argv: list[str] | None = None) -> int:
             # Each filter matches some document, none both: no query can find anything here
             # (Searcher.search returns [] for it; a user is told what each filter matched).
             raise PipelineError(searcher.filter.disjoint(args.paths, args.formats))
-        tty = sys.stdout.isatty()
-        mark = (lambda w: f"\033[1;4m{w}\033[0m") if tty else (lambda w: f"**{w}**")
+        mark = terminal_mark()
         explain = args.explain or cfg["retrieval"]["explain"]
         for text in (args.queries or prompt_queries(prompt=not args.json)):
             hits = searcher.search(text, args.k, explain=explain, paths=args.paths, formats=args.formats)
             terms = searcher.query_terms(text)
             short = (searcher.shortfall(hits, args.k, args.paths, args.formats) if terms else
                      nothing_found(terms).strip()[1:-1])  # stopwords only: said so, not "no passage contains"
-            if args.json:  # for programs: one object a line, nothing else on stdout (notes: stderr)
-                for h in hits:
-                    print(json.dumps(h.to_json(), ensure_ascii=False))
-                sys.stdout.flush()
-                if short:
-                    print(f"python -m pipekit search: note: {text!r}: {short}", file=sys.stderr, flush=True)
-                continue
-            print(f"\n{text}")
-            print("\n".join(result_lines(hits, terms, searcher.analyzer, mark, short)), flush=True)
+            print_answer(text, hits, terms, searcher.analyzer, mark, short, args.json)
         if before is not None:
             cold.write(searcher, before)
 
