@@ -60,6 +60,13 @@ def get(url: str, headers: dict | None = None) -> tuple[int, dict]:
         return e.code, json.loads(e.read())
 
 
+def hits(url: str) -> list[dict]:
+    """A search's hits; a failed call fails the test with the server's own words."""
+    code, body = get(url)
+    assert code == 200, body
+    return body["hits"]
+
+
 class Server:
     """`python -m pipekit serve --http 127.0.0.1:PORT …` as a child process, stopped at the end."""
 
@@ -87,6 +94,9 @@ class Server:
             self.out, self.err = self.proc.communicate(timeout=20)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.out, self.err = self.proc.communicate()
+        if exc[0] is not None:  # a failed test shows what the server said (a 500's traceback)
+            print(f"the server's stderr:\n{self.err}")
 
 
 def expected(config: Path, query: str = QUESTION, k: int = 5, **kw) -> list[dict]:
@@ -193,7 +203,7 @@ def test_an_agent_over_http_and_a_program_over_json(sample):
         assert e.value.code == 405 and json.loads(e.value.read())["error"] == "/search answers GET; got POST"
         with urllib.request.urlopen(urllib.request.Request(f"{server.base}/status", method="HEAD"), timeout=30) as r:
             assert r.status == 200 and r.read() == b"" and int(r.headers["content-length"]) > 100
-        assert get(f"{server.base}/search?q=change+freeze&k=3")[1]["hits"] == expected(sample, k=3)
+        assert hits(f"{server.base}/search?q=change+freeze&k=3") == expected(sample, k=3)
         # DNS rebinding: a Host that is not this server's, an Origin of another site.
         code, body = get(f"{server.base}/status", {"Host": "attacker.example:80"})
         assert code == 421 and "not this server's" in body["error"]
@@ -452,12 +462,12 @@ def test_workers_answer_side_by_side_switch_after_a_watch_rerun_and_a_dead_one_i
 
         workers = who_answers()
         assert len(workers) == 2 and workers < kids
-        assert get(f"{server.base}/search?q=change+freeze&k=3")[1]["hits"] == expected(config, k=3)
+        assert hits(f"{server.base}/search?q=change+freeze&k=3") == expected(config, k=3)
 
         # An edit: the watcher (in its own process) reruns, and every worker switches.
         edit(config, "report.txt", "\n\nA note on the narwhal protocol.\n")
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not get(f"{server.base}/search?q=narwhal&k=1")[1]["hits"]:
+        while time.monotonic() < deadline and not hits(f"{server.base}/search?q=narwhal&k=1"):
             time.sleep(0.2)
         time.sleep(1)  # the other worker's switch: it was woken with the first
         answers = [get(f"{server.base}/search?q=narwhal&k=1")[1] for _ in range(20)]
@@ -474,7 +484,7 @@ def test_workers_answer_side_by_side_switch_after_a_watch_rerun_and_a_dead_one_i
             time.sleep(0.1)
         now = who_answers()
         assert victim not in now and len(now) == 2
-        assert all(get(f"{server.base}/search?q=narwhal&k=1")[1]["hits"] for _ in range(10))
+        assert all(hits(f"{server.base}/search?q=narwhal&k=1") for _ in range(10))
         everyone = family(server.proc.pid) | {server.proc.pid}
     # Stopping the parent stops every worker and the watcher.
     assert server.proc.returncode is not None

@@ -22,6 +22,8 @@ What it does not do: TLS (put a reverse proxy in front for that), users and scop
 from __future__ import annotations
 
 import hmac
+import sys
+import traceback
 from urllib.parse import parse_qs
 from typing import Annotated, Any
 
@@ -170,6 +172,8 @@ class JsonApi:
             answer = {"error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - one bad call must not end the service
             code, answer = 500, {"error": f"internal error: {type(exc).__name__}: {exc}"}
+            # The caller gets one sentence; whoever runs the server needs where it broke.
+            traceback.print_exc(file=sys.stderr)
         await respond(send, code, answer, head=scope["method"] == "HEAD")
 
 
