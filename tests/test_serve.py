@@ -340,6 +340,35 @@ def test_the_index_switches_atomically_under_load_and_a_half_written_index_is_no
         Path(load_config(config)["paths"]["output"]))
 
 
+def test_a_loaded_index_answers_from_what_it_loaded_after_the_files_are_replaced(tmp_path):
+    # The server's old index answers calls while the pipeline renames the next run's files
+    # over its own.  Its first search used to read the postings' tf by name then: the new
+    # run's, three postings longer, and the call failed (seen in CI, mid-switch).
+    config = build(tmp_path)
+    out = Path(load_config(config)["paths"]["output"])
+    old, reference = Searcher(out), Searcher(out)
+    asked = [h.to_json() for h in reference.search(QUESTION, 5)]  # loaded and asked before the rerun
+    edit(config, "handbook/README.md", "\n\nThe change freeze covers the narwhal quokka release.\n")
+    proc = subprocess.run([sys.executable, "run_pipeline.py", "--config", str(config), "--to", "4"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert [h.to_json() for h in old.search(QUESTION, 5)] == asked  # first asked now: the old index's answer
+    assert old.search("narwhal", 3) == [] and Searcher(out).search("narwhal", 3)
+
+    # Stage 05's Index reads tf on first need; from a file replaced since, it refuses, by name.
+    from pipekit.retrieve.search import OutputReader
+    from pipekit.run.errors import PipelineError
+    from pipekit.run.stages import load_stage
+
+    index = load_stage(5).Index(OutputReader(out))
+    edit(config, "handbook/README.md", "\n\nAnd the walrus.\n")
+    proc = subprocess.run([sys.executable, "run_pipeline.py", "--config", str(config), "--to", "4"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    with pytest.raises(PipelineError, match="04_postings.parquet was rewritten since this index was loaded"):
+        index.tf
+
+
 def test_watch_reruns_after_an_edit_and_status_says_the_folder_changed(tmp_path):
     config = build(tmp_path)
     service = Service(load_config(config))

@@ -85,6 +85,11 @@ def overlap(c0: int, c1: int, first: int, n: int) -> tuple[int, int] | None:
 
 # --- readers: a run of shards, term-major ----------------------------------------------------
 
+def file_identity(path: Path) -> list[tuple]:
+    """(inode, size, mtime) of each file of an output: a file renamed over it changes them."""
+    return [(st.st_ino, st.st_size, st.st_mtime_ns) for st in map(Path.stat, io.part_files(path))]
+
+
 class ShardedPostings:
     """Postings columns of consecutive shards of 04_postings (None: the whole table, one
     shard, as an index written before shards reads), term-major, chunks numbered from the
@@ -96,6 +101,12 @@ class ShardedPostings:
         self.whole = whole or self.shards is None  # the table's every row: read as it lies when one shard
         self.first = self.shards[0][0] if self.shards else 0
         self._dfs = None
+        # A column read after loading (tf, on first need) must come from the file the rest
+        # was loaded from.  The pipeline replaces its outputs by renaming new files over
+        # them, so a later read by name finds the next run's postings: a server's old index
+        # then failed mid-switch ("could not broadcast (8016,) into (8013,)"), and with equal
+        # counts it would have scored with another run's tf, silently.
+        self._files = file_identity(self.path)
 
     @property
     def rows(self) -> int:
@@ -116,6 +127,8 @@ class ShardedPostings:
 
     def read(self, name: str, dtype, n: int, out: np.ndarray, threads: int = 1) -> np.ndarray:
         """Column `name` of these shards' n postings, term-major, into `out`."""
+        if file_identity(self.path) != self._files:
+            raise PipelineError(f"{self.path} was rewritten since this index was loaded: load the index again")
         if self.rows != n:
             raise PipelineError(f"{self.path}: {self.rows:,} postings where 04_terms.parquet's df adds up to "
                                 f"{n:,}: rerun `python 04_indexing.py`")

@@ -114,6 +114,10 @@ class Searcher:
         self._stage = load_stage(5)
         self._ctx = OutputReader(self.output_dir, options)
         self.index = self._stage.Index(self._ctx)
+        # Stage 05 reads the postings' tf on first need (section context, feedback, explain);
+        # a Searcher lives on (a server) while the pipeline replaces the files under it, so
+        # it reads everything now: after loading, a search reads nothing from disk.
+        self.index.tf  # noqa: B018 - read for its effect
         self._chunks_03 = self._ctx.require("03_chunks.parquet", get_stage(3))
         if (read_meta(self._chunks_03) or {}).get("fingerprint") != self.index.meta["inputs"]["upstream"]:
             raise PipelineError(f"03_chunks.parquet in {self.output_dir} changed since the index was built: "
