@@ -86,7 +86,7 @@ from pipekit.index import layout
 from pipekit.run import io
 from pipekit.index.analyzer import Analyzer
 from pipekit.cli import stage_main
-from pipekit.run.engine import StageFunction, advance, iter_rows, map_ahead, progress_bar, watched
+from pipekit.run.engine import StageFunction, advance, drain, iter_rows, map_ahead, progress_bar, watched
 from pipekit.chunk.headings import drop_heading_attribute_lists
 from pipekit.run.incremental import reused_counts
 from pipekit.index.link_text import drop_link_destinations
@@ -233,13 +233,13 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
         advance(batch.num_rows)  # the local engine's bar (a cluster counts partitions instead)
         ids += np.int32(vocab.add(dictionary))
         indices.append(ids)
-        data.append(counts)
+        data.append(counting.narrow_counts(counts))  # 2 bytes a count while they fit
         row_nnz.append(nnz)
         meta_cols.append(batch.select([c for c in CITED if c in batch.schema.names]))
     # One statement each: a concatenation holds its parts and the whole, never two lists' worth.
     cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)
     indices = cat(indices, np.int32)
-    data = cat(data, np.int32)
+    data = cat(data, np.result_type(*data) if data else np.int32)  # uint16 unless a batch needed int32
     row_nnz = cat(row_nnz, np.int64)
     release_freed_memory()  # the loop's freed arrays: held, they raised the peak by ~20% (pipekit/run/malloc.py)
     n = len(row_nnz)
@@ -266,8 +266,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
         kept[1:][has] = running[ends[has] - 1]
         del running
         row_nnz = np.diff(kept)
-        indices = indices[is_term]
-        data = data[is_term]
+        indices, data = counting.compact(is_term, indices, data)  # in place: no second copy
     del is_term
     nnz = len(indices)
     # int32 positions while they fit (scipy keeps int32 indices only if indptr is int32 too).
@@ -277,7 +276,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     lengths = np.zeros(n, dtype=np.int64)
     nonempty = row_nnz > 0
     if nnz:
-        lengths[nonempty] = np.add.reduceat(data, indptr[:-1][nonempty]).astype(np.int64)
+        lengths[nonempty] = np.add.reduceat(data, indptr[:-1][nonempty], dtype=np.int64)
 
     # Term-major order: CSR -> CSC moves each posting once (a counting sort, so within a
     # term the chunks stay in corpus order). The chunk-major copy is dropped right after.
@@ -545,17 +544,20 @@ def run(ctx) -> None:
     stats["shards"] = layout.plan_shards(vocabs, plan.first_chunk, sec["shard_chunks"])
     meta = {"corpus": stats}
     first = plan.first_chunk.tolist()
-    list(ctx.write_partitions("04_chunks.parquet", CHUNKS_SCHEMA, StageFunction(4, "chunk_rows"),
-                              [(first[p], c) for p, c in enumerate(counts)], desc="04 chunks", meta=meta))
+    # Each written table is dropped once written: list() of them held every table to the
+    # end, and for the postings that was the whole index again (20 bytes a posting: 0.7 GB
+    # of stage 04's 1.5 GB peak at a million passages, bench/README.md).
+    drain(ctx.write_partitions("04_chunks.parquet", CHUNKS_SCHEMA, StageFunction(4, "chunk_rows"),
+                               [(first[p], c) for p, c in enumerate(counts)], desc="04 chunks", meta=meta))
     ctx.write_table("04_terms.parquet", plan.term_table(), meta)
     lengths = engine.share(plan.lengths)
     # Shard by shard (one: the whole corpus), each in term ranges written side by side.
     one = len(stats["shards"]) == 1
     shards = [shard_of(plan, s, counts, lengths, engine.submit, None if one else shard)
               for shard in stats["shards"] for s in range(len(plan.bounds) - 1)]
-    list(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA,
-                              StageFunction(4, "shard_postings", (k1, b, plan.avgdl)), shards, desc="04 impacts",
-                              meta=meta))
+    drain(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA,
+                               StageFunction(4, "shard_postings", (k1, b, plan.avgdl)), shards, desc="04 impacts",
+                               meta=meta))
     if sec["dense_model"] is None:
         ctx.remove_output(dense.VECTORS)  # an older run's vectors are not this index's
     else:  # with a model, each chunk's vector too, embedded where its partition is (a worker, on a cluster);

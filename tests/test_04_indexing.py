@@ -281,3 +281,72 @@ def test_a_small_rerun_counts_without_scipy(tmp_path):
     proc = run_importing("run_pipeline.py", *sets)
     assert "04_indexing: 4 rows in" in proc.stdout, proc.stdout + proc.stderr  # stage 04 ran, on the new file too
     assert "scipy" not in packages(proc), proc.stdout
+
+
+def test_counts_held_in_two_bytes_while_they_fit_and_in_four_past_that():
+    """Stage 04 holds every count of the corpus at once (twice around CSR -> CSC): a count
+    takes 2 bytes while every count of its batch fits in uint16.  A batch with a word said
+    70,000 times in one chunk keeps int32, beside batches that fit, and the counts and the
+    chunk's length stay exact."""
+    a = Analyzer("none", "none")
+    small = indexing.count_chunks([chunks("alpha beta beta", "gamma")], a, 1)
+    assert small["tf"].dtype == np.uint16 and small["tf"].tolist() == [1, 2, 1]
+    many = " ".join(["beta"] * 70_000)
+    mixed = indexing.count_chunks([chunks("alpha beta"), chunks(many + " alpha")], a, 1)
+    assert mixed["tf"].dtype == np.int32
+    assert mixed["terms"].to_pylist() == ["alpha", "beta"]
+    assert mixed["tf"].tolist() == [1, 1, 1, 70_000] and mixed["lengths"].tolist() == [2, 70_001]
+
+
+def test_merging_two_words_of_one_term_sums_past_two_bytes():
+    """Two words of one chunk that stem to one term, each said 40,000 times: each count fits
+    in uint16, their posting's tf (80,000) does not, and is exact."""
+    a = Analyzer("english", "none")
+    counts = indexing.count_chunks([chunks(" ".join(["runs"] * 40_000 + ["running"] * 40_000))], a, 1)
+    assert counts["terms"].to_pylist() == ["run"]
+    assert counts["tf"].tolist() == [80_000] and counts["lengths"].tolist() == [80_000]
+
+
+@settings(max_examples=60, deadline=None)
+@given(keep=st.lists(st.booleans(), max_size=40), block=st.integers(1, 9))
+def test_compact_in_place_is_boolean_indexing(keep, block):
+    """counting.compact removes the dropped entries of several arrays in place, a block
+    at a time: the same arrays as boolean indexing, whatever the block size."""
+    keep = np.array(keep, dtype=bool)
+    a = np.arange(len(keep), dtype=np.int32) * 3
+    b = (np.arange(len(keep)) % 7).astype(np.uint16)
+    want = a[keep], b[keep]
+    saved, counting.COMPACT_BLOCK = counting.COMPACT_BLOCK, block
+    try:
+        got = counting.compact(keep, a, b)
+    finally:
+        counting.COMPACT_BLOCK = saved
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.tolist() == w.tolist()
+
+
+def test_drain_holds_none_of_what_it_runs_through():
+    """engine.drain runs a writer's results to the end without keeping them: stage 04's
+    list() of them held every postings table written until the stage ended."""
+    import gc
+    import weakref
+
+    from pipekit.run.engine import drain
+
+    class Table:
+        pass
+
+    alive = []
+
+    def tables():
+        for _ in range(5):
+            t = Table()
+            alive.append(weakref.ref(t))
+            yield t
+            gc.collect()
+            assert sum(r() is not None for r in alive) <= 1  # only the one just yielded, if any
+
+    assert drain(tables()) == 5
+    alive.clear()
+    with pytest.raises(AssertionError):  # list() keeps them: the check above sees it
+        list(tables())

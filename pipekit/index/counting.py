@@ -4,6 +4,9 @@
    counting: a word said twice in a chunk is one entry of weight 2.
 2. `to_csc`: rows -> columns (term-major postings), each column's rows in order.
 3. `merge_adjacent`: a term's postings of one chunk, side by side after 2, summed into one.
+4. `narrow_counts` and `compact`: what keeps the counts small while they are all in memory
+   (a count in 2 bytes when the batch's counts fit; words the analyzer drops removed in
+   place, a block at a time, instead of into a second copy of every entry).
 
 scipy does both with counting sorts in C, which is what keeps stage 04 linear at a million
 chunks.  But importing scipy takes 0.17 s, and a rerun after one added file (stage 04
@@ -66,7 +69,38 @@ def merge_adjacent(indptr: np.ndarray, chunk: np.ndarray, tf: np.ndarray):
     if not dup.any():
         return indptr, chunk, tf
     first = np.flatnonzero(~dup)
-    tf = np.add.reduceat(tf, first).astype(np.int32, copy=False)
+    # Summed in int32 whatever tf's width: two uint16 counts of one term can pass 65,535.
+    tf = np.add.reduceat(tf, first, dtype=np.int32)
     # A term's postings now start at the number of groups that begin before its old start
     # (a search in `first`, not a running count over every posting: two int64 copies less).
     return np.searchsorted(first, indptr).astype(indptr.dtype), chunk[first], tf
+
+
+COUNT_16 = np.iinfo(np.uint16).max
+COMPACT_BLOCK = 1 << 20  # entries filtered at a time by `compact` (a few MB of temporaries)
+
+
+def narrow_counts(counts: np.ndarray) -> np.ndarray:
+    """A batch's counts as uint16 when every one fits (nearly always: a word said 65,536
+    times in one chunk), else as they are.  Stage 04 holds every count of the corpus at once,
+    twice during the CSR -> CSC step: at a million passages, 4 bytes a count was 0.2 GB each
+    time.  Sums of counts (a chunk's length, merged postings) are taken in a wider type."""
+    if len(counts) and int(counts.max()) <= COUNT_16:
+        return counts.astype(np.uint16)
+    return counts
+
+
+def compact(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """`a[keep]` for each array, written over the array's own front a block at a time (the
+    kept entries of a block never land past where the block starts), as views of length
+    keep.sum().  Boolean indexing made a second copy of every array while the first was
+    alive: stage 04's words-the-analyzer-drops step then held 17 bytes an entry, its peak
+    at a million passages after the postings write stopped holding every table."""
+    at = 0
+    for lo in range(0, len(keep), COMPACT_BLOCK):
+        sel = keep[lo:lo + COMPACT_BLOCK]
+        n = int(np.count_nonzero(sel))
+        for a in arrays:
+            a[at:at + n] = a[lo:lo + COMPACT_BLOCK][sel]  # a copy first: the ranges may overlap
+        at += n
+    return tuple(a[:at] for a in arrays)

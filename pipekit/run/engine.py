@@ -168,6 +168,16 @@ def read_ahead(items: Iterator) -> Iterator:
             yield item
 
 
+def drain(items: Iterable) -> int:
+    """Run `items` to its end holding none of them; how many there were.  For a writer's
+    results a stage has no use for: `list(...)` of them kept every table written alive
+    until the stage ended (stage 04's postings: the whole index a second time)."""
+    n = 0
+    for n, _ in enumerate(items, 1):
+        pass
+    return n
+
+
 def map_ahead(fn, items: Iterable, workers: int = 2) -> Iterator:
     """fn(item) for each item, in order, computed on `workers` threads: a stage whose work
     is Arrow kernels and NumPy loops (which let go of the GIL) uses every core it is given.
