@@ -146,10 +146,11 @@ class SectionContext:
 
     def section_part(self, term_ids, weights, cols: np.ndarray) -> np.ndarray:
         """Per query term (a row each), w · weight · bm25(term, S(c)) for each chunk in `cols`."""
+        sec = self.codes.take(cols)
         start, sections, scores = self._pairs or self._term_sections()
-        ids = np.asarray(term_ids, dtype=np.int64).tolist()
-        # (w · weight in Python: the same IEEE product as NumPy's, without three calls for six numbers)
-        ww = [self.weight * x for x in np.asarray(weights, dtype=np.float64).tolist()]
+        ids = np.asarray(term_ids, dtype=np.int64)
+        lo, hi = start[ids].tolist(), start[ids + 1].tolist()
+        ww = (self.weight * np.asarray(weights, dtype=np.float64)).tolist()
         # Each term's section scores, times w · weight, are spread over a row of every section
         # and read at the chunks' sections, all terms' rows in one take; then wiped again.  A
         # binary search of the chunks' sections in each term's was half a search at 12,000
@@ -161,35 +162,25 @@ class SectionContext:
         if rows is None:
             rows = self._rows.rows = np.zeros((max(1, ROWS_BYTES // (8 * max(self.n, 1))), self.n))
         flat_rows = rows.reshape(-1)  # a view: one scatter for all the block's terms
-        sec = self.codes.take(cols)
         parts = np.empty((len(ids), len(sec)))
         for at in range(0, len(ids), len(rows)):
-            block = ids[at:at + len(rows)]
-            spans = [(start.item(t), start.item(t + 1)) for t in block]
-            lengths = [hi - lo for lo, hi in spans]
-            # (each row's place in the flat rows, and each score's factor, spread by np.repeat:
-            # two calls for the block, where a product and an addition per term were ~2 µs each)
-            where = np.concatenate([sections[lo:hi] for lo, hi in spans])
-            where += np.repeat(self._row_starts(len(rows))[:len(block)], lengths)
-            flat_rows[where] = np.concatenate([scores[lo:hi] for lo, hi in spans]) * np.repeat(
-                ww[at:at + len(block)], lengths)
+            block = range(at, min(at + len(rows), len(ids)))
+            lengths = [hi[j] - lo[j] for j in block]
+            where = np.concatenate([sections[lo[j]:hi[j]] for j in block]) + np.repeat(
+                np.arange(len(block), dtype=np.int64) * self.n, lengths)
+            flat_rows[where] = np.concatenate([scores[lo[j]:hi[j]] for j in block]) * np.repeat(
+                [ww[j] for j in block], lengths)
             # (mode="clip": the sections are in range, and NumPy's bounds check took half the time)
-            np.take(rows[:len(block)], sec, axis=1, out=parts[at:at + len(block)], mode="clip")
+            np.take(rows[:len(block)], sec, axis=1, out=parts[at:block.stop], mode="clip")
             flat_rows[where] = 0.0
         return parts
-
-    def _row_starts(self, n_rows: int) -> np.ndarray:
-        if getattr(self, "_starts", None) is None or len(self._starts) != n_rows:
-            self._starts = np.arange(n_rows, dtype=np.int64) * self.n
-        return self._starts
 
     def rescore(self, term_ids, weights, cols: np.ndarray, vals: np.ndarray) -> np.ndarray:
         """Chunk scores `vals` (of chunks `cols`) with their sections' evidence mixed in."""
         total = vals.copy()
         for part in self.section_part(term_ids, weights, cols):  # term by term: the same sums as ever
             total += part
-        total /= 1 + self.weight  # (in place: the same quotient, no new array)
-        return total
+        return total / (1 + self.weight)
 
 
 def section_context(weight: float, chunks_03: Path, index) -> SectionContext | None:
