@@ -134,7 +134,8 @@ class Searcher:
         # ... read from the columns' buffers: Arrow's take and to_pydict cost more in their
         # dispatch than ten rows' values (pipekit/retrieve/rows.py).
         self._readers = {n: column_reader(self._cited.column(n)) for n in self._cited.column_names}
-        self._read_cited = table_reader(self._cited)  # all of them at once: a search's hits
+        # All of them at once, with the texts where they are kept: a search's hits (rows.py).
+        self._read_cited = table_reader(self._cited.append_column("text", self._texts) if keep_texts else self._cited)
         self._read_texts = column_reader(self._texts) if keep_texts else None
         self._reading = None  # read(): made on first use
         self.filter = ChunkFilter(self.index.doc_names, self.index.doc_codes,
@@ -209,7 +210,8 @@ class Searcher:
                   if explain and self.index.dense is not None and mask is None else [None] * len(c))
         # Every query's citation columns, texts (a row group read once, without kept texts) and
         # repeats at once; a query's hits are one run of them, ranked 1, 2, ... (results.collect_answers).
-        cols, passages, also = self._read_cited(rows), self._texts_of(rows), self._also(hits.also)
+        cols, also = self._read_cited(rows), self._also(hits.also)
+        passages = cols.pop("text") if "text" in cols else chunk_texts(self._chunks_03, rows)
         ends = np.searchsorted(q, np.arange(1, len(texts) + 1)).tolist()
         out, at = [], 0
         for qi, (text, end) in enumerate(zip(texts, ends)):
@@ -242,11 +244,8 @@ class Searcher:
         """One query's hits (rows of the index, best first) as Passages: their citation
         columns read in one call each, their repeats named (`also`: per hit, (rows, scores))."""
         cols = self._read_cited(rows)
-        return ranked_passages(text, scores.tolist(), cols, self._texts_of(rows), self.link_base, self._also(also))
-
-    def _texts_of(self, rows: np.ndarray) -> list[str]:
-        return (self._read_texts(rows) if self._read_texts is not None
-                else chunk_texts(self._chunks_03, rows))  # only the hits' row groups are read
+        texts = cols.pop("text") if "text" in cols else chunk_texts(self._chunks_03, rows)  # (the hits' row groups)
+        return ranked_passages(text, scores.tolist(), cols, texts, self.link_base, self._also(also))
 
     def _also(self, also: list[tuple[np.ndarray, np.ndarray]]) -> list[list[dict]]:
         """For each hit the places its collapsed repeats are found, as a Passage names them."""
