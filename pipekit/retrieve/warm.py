@@ -54,10 +54,8 @@ class OneQuery:
     def terms(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Stage 05's `Index.query_terms([text])` ids and weights: the distinct known terms in
         query order, each weighted by how often the query says it."""
-        analyzer = self.index.analyzer
-        words = analyzer._ascii_terms(text) if text.isascii() else analyzer.tokens([text])[0].to_pylist()
         known: dict[int, int] = {}
-        for t in self.index._term_ids.few(words):
+        for t in self.index._term_ids.few(self.index.analyzer.analyze(text)):  # (`tokens`' rule, as a list)
             if t >= 0:
                 known[t] = known.get(t, 0) + 1
         return (np.fromiter(known, dtype=np.int64, count=len(known)),
