@@ -1,14 +1,19 @@
 """How long one query takes through `pipekit.Searcher` (what `python -m pipekit search` and a
 program feeding passages to a language model call), once the index is loaded.
 
-    python bench/search_speed.py OUTPUT_FOLDER [OUTPUT_FOLDER ...] [--queries FILE] [--repeat 3] [--read-texts]
-                                 [--baseline CHECKOUT] [--no-peer]
+    python bench/search_speed.py OUTPUT_FOLDER [OUTPUT_FOLDER ...] [--queries FILE] [--repeat 3] [-k 10]
+                                 [--read-texts] [--baseline CHECKOUT] [--no-peer]
 
 For each output folder (one made by run_pipeline.py) it loads a Searcher, asks every query
 of the folder's stage-05 results (or --queries: one a line, or a .tsv's last field, as in
 bench/docs_qa_questions.tsv) one at a time, `--repeat`
-times, and prints the median and 90th percentile milliseconds per query, the chunks in
+times, for the `-k` best (10, as the peers are asked; not the folder's retrieval.top_k,
+which was 50 on the docs folder and made ours build five times the passages the peers
+return), and prints the median and 90th percentile milliseconds per query, the chunks in
 the index, and the machine's load average (a busy machine is slower: say which it was).
+Two rows are ours: `ours` is `Searcher.search` (cited Passages with their texts, to set
+beside `tantivy+texts`), `ours ranking` is `Searcher.ranking` (the same hits as chunk
+numbers and scores, to set beside bm25s and plain `tantivy`, which return those).
 With --read-texts the Searcher keeps no texts (keep_texts=False): each search reads its hits'
 texts from 03_chunks.parquet, as `python -m pipekit search "QUERY"` does for a query or two.
 Prints figures only; the README's search-speed sentence quotes them.
@@ -18,7 +23,7 @@ and numba's when installed) and tantivy (when installed: `tantivy_search`) over 
 chunk texts (03_chunks.parquet), with what our
 defaults do to words, Lucene's English stop list and the Snowball English stemmer
 (PyStemmer), k1 1.2, b 0.75; one query is its `tokenize` plus `retrieve(k=10)`, the
-numba functions compiled before the clock starts.  Ours and the peers take turns, a pass over
+numba functions compiled before the clock starts (bm25s and tantivy are asked for `-k` too).  Ours and the peers take turns, a pass over
 the questions each, so that load from other work falls on all of them alike.  bm25s ranks
 chunks by BM25 alone; ours also mixes in the section context, finds sections and links and
 makes citable Passage objects, so equal times mean ours does more in them.  --baseline CHECKOUT runs
@@ -87,7 +92,7 @@ def peer_backends() -> list[str]:
     return ["numpy", "numba"]
 
 
-def bm25s_search(out: Path, queries: list[str], backend: str):
+def bm25s_search(out: Path, queries: list[str], backend: str, k: int = 10):
     """bm25s over the folder's chunk texts: one query's tokenize + retrieve, as a function."""
     import bm25s
     import Stemmer
@@ -99,19 +104,19 @@ def bm25s_search(out: Path, queries: list[str], backend: str):
 
     def one(q: str) -> None:
         model.retrieve(bm25s.tokenize([q], stopwords="en", stemmer=stemmer, show_progress=False),
-                       k=min(10, len(texts)), show_progress=False, n_threads=1)
+                       k=min(k, len(texts)), show_progress=False, n_threads=1)
 
     for q in queries[:5]:  # numba compiles at the first retrieve: not on the clock
         one(q)
     return one
 
 
-def tantivy_search(out: Path, queries: list[str], documents: bool = False):
+def tantivy_search(out: Path, queries: list[str], documents: bool = False, k: int = 10):
     """tantivy (Rust, Lucene-like: `pip install tantivy`) over the folder's chunk texts, with
     what our defaults do to words (letter and digit runs, lower-cased, Lucene's English stop
     list, the Snowball English stemmer; BM25 k1 1.2, b 0.75, its defaults): one query is its
     parse (the lenient parser: a question's `:` or `"` is text, not syntax) plus the search
-    for the top 10 on this thread, hits as (score, address) pairs, as bm25s gives chunk
+    for the top k on this thread, hits as (score, address) pairs, as bm25s gives chunk
     numbers; with `documents` also each hit's stored text and chunk_id, as ours gives passages."""
     import tantivy
 
@@ -137,7 +142,7 @@ def tantivy_search(out: Path, queries: list[str], documents: bool = False):
 
     def one(q: str) -> None:
         query, _ = index.parse_query_lenient(q, ["body"])
-        hits = searcher.search(query, limit=10, count=False).hits
+        hits = searcher.search(query, limit=k, count=False).hits
         if documents:
             [(d["chunk_id"][0], d["body"][0]) for d in (searcher.doc(address) for _, address in hits)]
 
@@ -154,18 +159,19 @@ def peer_tantivy() -> bool:
     return True
 
 
-def all_hits(searcher: Searcher, queries: list[str], globs: list[str]) -> dict[str, list[dict]]:
-    """Every Passage of every query, unfiltered and within each glob (score as its bits)."""
-    return {f"{g or 'all'}\t{q}": [dict(p.to_dict(), score=p.score.hex())
-                                   for p in searcher.search(q, paths=[g] if g else None)]
-            for g in [None, *globs] for q in queries}
+def all_hits(searcher: Searcher, queries: list[str], globs: list[str], k: int) -> dict[str, list[dict]]:
+    """Every Passage of every query, unfiltered and within each glob (score as its bits), at
+    k and at the folder's retrieval.top_k."""
+    return {f"{g or 'all'}\t{kk}\t{q}": [dict(p.to_dict(), score=p.score.hex())
+                                          for p in searcher.search(q, kk, paths=[g] if g else None)]
+            for g in [None, *globs] for kk in sorted({k, int(searcher.settings["top_k"])}) for q in queries}
 
 
 def baseline_row(checkout: Path, out: Path, args, hits: Path | None = None) -> str:
     """This bench's Searcher row, run by a child process with another checkout's pipekit
     (with `hits`, its Passages written there as JSON for --same)."""
     cmd = [sys.executable, __file__, str(out), "--pipekit", str(checkout), "--repeat", str(args.repeat),
-           "--rows-only"] + (["--queries", str(args.queries)] if args.queries else []) + \
+           "-k", str(args.k), "--rows-only"] + (["--queries", str(args.queries)] if args.queries else []) + \
         (["--read-texts"] if args.read_texts else []) + \
         (["--hits", str(hits)] + [a for g in args.same_in for a in ("--same-in", g)] if hits else [])
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -189,6 +195,7 @@ def main() -> None:
     ap.add_argument("--queries", type=Path, help="one query a line, or a .tsv's last field (default: the folder's "
                     "stage-05 queries)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("-k", type=int, default=10, help="hits per query, ours and the peers' (default 10)")
     ap.add_argument("--read-texts", action="store_true", help="keep no texts: read each search's from 03_chunks")
     ap.add_argument("--baseline", type=Path, metavar="CHECKOUT",
                     help="also time another checkout's Searcher on the same folders and questions")
@@ -212,12 +219,14 @@ def main() -> None:
         queries = file_queries(args.queries) if args.queries else folder_queries(out)
         queries = [q for q in queries if q.strip()][:300]
         # Ours and the peers in turns, all loaded at once (--no-peer where two indexes do not fit)
-        runners = {"ours": searcher.search}
+        runners = {"ours": lambda q: searcher.search(q, args.k)}
+        if hasattr(searcher, "ranking") and not args.rows_only:  # (a checkout before it has none)
+            runners["ours ranking"] = lambda q: searcher.ranking(q, args.k)
         for backend in peer_backends() if not (args.no_peer or args.rows_only) else []:
-            runners[f"bm25s-{backend}"] = bm25s_search(out, queries, backend)
+            runners[f"bm25s-{backend}"] = bm25s_search(out, queries, backend, args.k)
         if peer_tantivy() and not (args.no_peer or args.rows_only):
-            runners["tantivy"] = tantivy_search(out, queries)
-            runners["tantivy+texts"] = tantivy_search(out, queries, documents=True)
+            runners["tantivy"] = tantivy_search(out, queries, k=args.k)
+            runners["tantivy+texts"] = tantivy_search(out, queries, documents=True, k=args.k)
         ms = timed_together(runners, queries, args.repeat)
         median, p90 = ms_summary(ms["ours"])
         chunks = searcher.index.stats["N"]
@@ -226,7 +235,7 @@ def main() -> None:
                                        f"{m:>10.2f}{p:>8.2f}{m / median:>8.2f}")
         if args.rows_only:
             if args.hits:
-                args.hits.write_text(json.dumps(all_hits(searcher, queries, args.same_in)), encoding="utf-8")
+                args.hits.write_text(json.dumps(all_hits(searcher, queries, args.same_in, args.k)), encoding="utf-8")
             print(f"{load:.2f}\t{median}\t{p90}")
             continue
         print(row(who, f"{load:.2f}", median, p90), flush=True)
@@ -236,7 +245,7 @@ def main() -> None:
                 b_load, b_median, b_p90 = baseline_row(args.baseline, out, args, hits).split("\t")
                 print(row(f"ours at {args.baseline.name}", b_load, float(b_median), float(b_p90)), flush=True)
                 if hits:
-                    print(same_line(all_hits(searcher, queries, args.same_in),
+                    print(same_line(all_hits(searcher, queries, args.same_in, args.k),
                                     json.loads(hits.read_text(encoding="utf-8")), args.baseline.name), flush=True)
         for name in list(runners)[1:]:
             print(row(name, "", *ms_summary(ms[name])), flush=True)

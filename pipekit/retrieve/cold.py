@@ -301,8 +301,7 @@ class ColdIndex:
 
     def search(self, text: str, k: int, settings: dict, link_base: str | None):
         """The k best passages for `text`, as `Searcher.search(text, k)` gives them."""
-        from pipekit.retrieve.passages import Passage
-        from pipekit.retrieve.links import link as make_link
+        from pipekit.retrieve.passages import ranked_passages
         from pipekit.retrieve.ranks import rank
         from pipekit.retrieve.repeats import collapse_answers
 
@@ -328,17 +327,8 @@ class ColdIndex:
         c, s = answers[0][0].astype(np.int64), answers[0][1].astype(np.float64)
         read = {n: self.reader(n) for n in self.columns}
         cols = {n: r(c) for n, r in read.items()}
-        none = [None] * len(c)
-        fmt, anchor = cols.get("format", none), cols.get("anchor", none)
         places = self._also([a for per_query in also for a in per_query], read, link_base)
-        return [Passage(
-            query=text, rank=i + 1, score=float(s[i]), chunk_id=cols["chunk_id"][i], doc_id=cols["doc_id"][i],
-            heading=cols["heading"][i] or "", heading_path=list(cols["heading_path"][i] or []),
-            page_start=cols["page_start"][i], page_end=cols["page_end"][i],
-            page_label_start=cols["page_label_start"][i], page_label_end=cols["page_label_end"][i],
-            start_char=cols["start_char"][i], end_char=cols["end_char"][i], text=cols["text"][i], format=fmt[i],
-            link=make_link(cols["doc_id"][i], fmt[i], anchor[i], cols["page_start"][i], link_base),
-            explain=None, added=None, fusion=None, also=places[i]) for i in range(len(c))]
+        return ranked_passages(text, s.tolist(), cols, cols["text"], link_base, places)
 
     def _repeats(self):
         from pipekit.retrieve.repeats import Repeats

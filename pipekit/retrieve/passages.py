@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from pipekit.index.link_text import link_text
+from pipekit.retrieve.links import link as make_link
 from pipekit.read.pages import cite_pages, passage_text
 from pipekit.retrieve.queries import nothing_found
 
@@ -90,6 +91,36 @@ class Passage:
 
 
 _PASSAGE_FIELDS = tuple(f.name for f in fields(Passage))  # once: dataclasses.fields() per hit was a tenth of to_dict
+
+
+def ranked_passages(query: str, scores: list[float], cols: dict[str, list], texts: list[str],
+                    link_base: str | None, also: list[list[dict]], added=None, explain: list | None = None,
+                    fusion: list | None = None) -> list[Passage]:
+    """One query's hits as Passages, ranked 1, 2, ... in the order given: `cols` are their
+    citation columns by name (chunk_id, doc_id, heading, heading_path, page_start, page_end,
+    page_label_start, page_label_end, start_char, end_char, and format and anchor where the
+    index has them: a Searcher's readers or the cold path's), `texts` their texts, `also`
+    each one's repeats as `also_places` names them; explain and fusion one item per hit."""
+    none = [None] * len(scores)
+    fmt, anchor = cols.get("format", none), cols.get("anchor", none)
+    explain, fusion = explain or none, fusion or none
+    chunk_id, doc_id, heading, trail = cols["chunk_id"], cols["doc_id"], cols["heading"], cols["heading_path"]
+    start, end, p0, p1 = cols["start_char"], cols["end_char"], cols["page_start"], cols["page_end"]
+    l0, l1 = cols["page_label_start"], cols["page_label_end"]
+    out = []
+    for i, score in enumerate(scores):
+        # A frozen dataclass's __init__ sets each of its 20 fields through object.__setattr__:
+        # 3.6 µs a Passage, a twentieth of a warm search of 10 hits (bench/search_speed.py).
+        # Filling its __dict__ makes the same object (tests/test_warm.py), still frozen after.
+        p = object.__new__(Passage)
+        p.__dict__.update(
+            query=query, rank=i + 1, score=score, chunk_id=chunk_id[i], doc_id=doc_id[i], heading=heading[i] or "",
+            heading_path=list(trail[i] or []), page_start=p0[i], page_end=p1[i], page_label_start=l0[i],
+            page_label_end=l1[i], start_char=start[i], end_char=end[i], text=texts[i], format=fmt[i],
+            link=make_link(doc_id[i], fmt[i], anchor[i], p0[i], link_base), explain=explain[i], added=added,
+            fusion=fusion[i], also=also[i])
+        out.append(p)
+    return out
 
 
 def snippet(text: str, terms: set[str], analyzer, words: int = SNIPPET_WORDS,

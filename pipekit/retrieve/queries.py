@@ -217,6 +217,7 @@ class TermIds:
         self.terms = terms
         self.sorted: bool | None = None  # checked on the first call
         self._keys: np.ndarray | None = None
+        self._bytes = None  # (offsets, memoryview of the bytes) of the terms, for _found
 
     def __call__(self, words: pa.Array) -> np.ndarray:
         terms = self.terms
@@ -244,20 +245,37 @@ class TermIds:
             ids[i] = j if j < b and terms[j].as_py() == w else -1
         return ids
 
+    def few(self, words: list[str]) -> list[int]:
+        """`self(words)` for a Python list of words, as a list (one query's: no Arrow array
+        of them is made to be read back, pipekit/retrieve/warm.py)."""
+        if self.sorted and self._keys is not None and len(words) <= FEW_WORDS:
+            return self._found(words)
+        return self(pa.array(words, pa.string())).tolist()
+
     def _few(self, words: list[str]) -> np.ndarray:
+        return np.array(self._found(words), dtype=np.int64)
+
+    def _found(self, words: list[str]) -> list[int]:
         """The same search for one query's few words, in plain Python: the Arrow path's
         calls (keys, two takes, a comparison) cost ~10 µs each whatever the words' number,
-        a fifth of a Searcher's search at 12,000 chunks (bench/search_speed.py)."""
+        a fifth of a Searcher's search at 12,000 chunks (bench/search_speed.py).  A term is
+        compared as bytes of the vocabulary's buffer: an Arrow scalar per word cost ~1 µs."""
         raw = [w.encode() for w in words]
         # A word's key as prefix_keys makes it: its first 8 bytes, big-endian, 0-padded.
         keys = np.array([int.from_bytes(b[:8].ljust(8, b"\0"), "big") for b in raw], dtype=np.uint64)
         lo = self._keys.searchsorted(keys, side="left").tolist()
         hi = self._keys.searchsorted(keys, side="right").tolist()
-        terms, ids = self.terms, []
-        for w, a, b in zip(words, lo, hi):
-            j = a if b - a <= 1 else bisect_left(terms, w, a, b, key=lambda term: term.as_py())
-            ids.append(j if j < b and terms[j].as_py() == w else -1)
-        return np.array(ids, dtype=np.int64)
+        if self._bytes is None:
+            offsets, data = string_buffers(self.terms)
+            self._bytes = (offsets, memoryview(data))
+        offsets, data = self._bytes
+        term = lambda j: data[offsets.item(j):offsets.item(j + 1)]  # noqa: E731 (a view: no copy)
+        ids = []
+        for b, a, z in zip(raw, lo, hi):
+            # Python's bytes order is UTF-8's, the order stage 04 sorted the terms in.
+            j = a if z - a <= 1 else bisect_left(range(z), b, a, z, key=lambda j: term(j).tobytes())
+            ids.append(j if j < z and term(j) == b else -1)
+        return ids
 
 
 @dataclass(frozen=True)

@@ -43,14 +43,15 @@ from pipekit.retrieve.filters import ChunkFilter
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.links import link as make_link
 # (SNIPPET_WORDS and snippet: imported from here by others, as before they moved)
-from pipekit.retrieve.passages import (SNIPPET_WORDS, Passage, also_places, print_answer, result_lines,  # noqa: F401
-                                       shortfall_line, snippet, terminal_mark)
+from pipekit.retrieve.passages import (SNIPPET_WORDS, Passage, also_places, print_answer, ranked_passages,  # noqa: F401
+                                       result_lines, shortfall_line, snippet, terminal_mark)
 from pipekit.retrieve.queries import feedback_of, nothing_found
 from pipekit.retrieve.reading import MAX_READ_CHARS, Reading
 from pipekit.retrieve.repeats import repeats_for
-from pipekit.retrieve.rows import column_reader
+from pipekit.retrieve.rows import column_reader, table_reader
 from pipekit.retrieve.sections import section_context
 from pipekit.retrieve.results import chunk_texts
+from pipekit.retrieve.warm import OneQuery
 from pipekit.run.stages import get_stage, load_stage
 
 class OutputReader:
@@ -137,6 +138,8 @@ class Searcher:
         # ... read from the columns' buffers: Arrow's take and to_pydict cost more in their
         # dispatch than ten rows' values (pipekit/retrieve/rows.py).
         self._readers = {n: column_reader(self._cited.column(n)) for n in self._cited.column_names}
+        # All of them at once, with the texts where they are kept: a search's hits (rows.py).
+        self._read_cited = table_reader(self._cited.append_column("text", self._texts) if keep_texts else self._cited)
         self._read_texts = column_reader(self._texts) if keep_texts else None
         self._reading = None  # read(): made on first use
         self.filter = ChunkFilter(self.index.doc_names, self.index.doc_codes,
@@ -147,6 +150,7 @@ class Searcher:
         self.index.repeats = repeats_for(
             self.index, self.settings.get("repeats", "collapse"),
             self._read_texts if keep_texts else (lambda rows: chunk_texts(self._chunks_03, rows)))
+        self._one = OneQuery(self.index, self._stage.DEPTH, self._stage.BINCOUNT_SHARE)  # one query the short way (pipekit/retrieve/warm.py)
         for line in self._ctx.notes[said:]:  # (a weight with no vectors to weigh: fusion.no_vectors) said, not swallowed
             warnings.warn(line, UserWarning, stacklevel=2)
 
@@ -159,53 +163,93 @@ class Searcher:
         """The k best passages for one query (k defaults to retrieval.top_k), from the
         documents whose doc_id matches one of the globs `paths` and whose format is one of
         `formats` (each None: all), each scored as without the filter."""
+        if self._short(text, explain, paths, formats):
+            rows, scores, also = self._one.hits(text, self._k(k))
+            return self._passages(text, rows, scores, also)
         return self.search_many([text], k, explain, paths, formats)[0]
+
+    def ranking(self, text: str, k: int | None = None, paths: list[str] | None = None,
+                formats: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk numbers (rows of 04_chunks, int64) and scores of `search`'s hits, best
+        first, without making Passages of them: what bm25s and tantivy return for a query
+        (bench/search_speed.py compares like with like)."""
+        if self._short(text, False, paths, formats):
+            rows, scores, _ = self._one.hits(text, self._k(k))
+            return rows, scores
+        ranked = self._ranked([text], self._k(k), paths, formats)
+        if ranked is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        _, c, s, _ = ranked[0]
+        return np.asarray(c, dtype=np.int64), np.asarray(s, dtype=np.float64)
+
+    def _short(self, text, explain: bool, paths, formats) -> bool:
+        """Whether one query is answered the short way (pipekit/retrieve/warm.py): no
+        explanation, filter, feedback or vectors (the settings may be changed between searches)."""
+        return (not explain and not _listed(paths, "paths") and not _listed(formats, "formats")
+                and isinstance(text, str) and self.settings["feedback"] == "none" and self.index.dense is None)
+
+    def _k(self, k: int | None) -> int:
+        k = int(k or self.settings["top_k"])
+        if k <= 0:
+            raise PipelineError(f"k must be a whole number > 0; got {k}")
+        return k
 
     def search_many(self, texts: list[str], k: int | None = None, explain: bool = False,
                     paths: list[str] | None = None, formats: list[str] | None = None) -> list[list[Passage]]:
         """The k best passages for each query, as stage 05 ranks them (filters: `search`)."""
-        k = int(k or self.settings["top_k"])
-        if k <= 0:
-            raise PipelineError(f"k must be a whole number > 0; got {k}")
+        k = self._k(k)
+        ranked = self._ranked(texts, k, paths, formats)
+        if ranked is None:
+            return [[] for _ in texts]
+        hits, scored, mask = ranked
+        q, c, s, _ = hits
+        queries = [(str(i + 1), t) for i, t in enumerate(texts)]
+        feedback = feedback_of(self.settings)
+        added = [self.index.added_terms(x) for x in scored] if feedback is not None else [None] * len(texts)
+        rows = np.asarray(c, dtype=np.int64)
+        # (Not with a filter: the parts are found by redoing the unfiltered fusion, whose lists
+        # need not hold a hit of the filtered one.)
+        fusion = (self.index.dense.explain(self._stage.candidates, self.index, queries, scored, q, c,
+                                           max(self._stage.DEPTH, k)).to_pylist()
+                  if explain and self.index.dense is not None and mask is None else [None] * len(c))
+        # Every query's citation columns, texts (a row group read once, without kept texts) and
+        # repeats at once; a query's hits are one run of them, ranked 1, 2, ... (results.collect_answers).
+        cols, also = self._read_cited(rows), self._also(hits.also)
+        passages = cols.pop("text") if "text" in cols else chunk_texts(self._chunks_03, rows)
+        ends = np.searchsorted(q, np.arange(1, len(texts) + 1)).tolist()
+        out, at = [], 0
+        for qi, (text, end) in enumerate(zip(texts, ends)):
+            out.append(ranked_passages(
+                text, s[at:end].tolist(), {n: v[at:end] for n, v in cols.items()}, passages[at:end], self.link_base,
+                also[at:end], added[qi],
+                [self.index.explain(scored[qi], int(c[i])) for i in range(at, end)] if explain else None,
+                fusion[at:end]))
+            at = end
+        return out
+
+    def _ranked(self, texts: list[str], k: int, paths, formats):
+        """Stage 05's hit arrays (query#, chunk, score, rank; `.also`: each hit's repeats) for
+        `texts` within the filters, each query as scored, and the filters' mask (None: no
+        filter); None when the filters leave nothing."""
         paths, formats = _listed(paths, "paths"), _listed(formats, "formats")
         mask = self.filter.mask(paths, formats)
         if mask is not None and not mask.any():
             unmatched = self.filter.unmatched(paths, formats)
             if unmatched:  # a typo, most likely: said, rather than an empty answer
                 raise PipelineError("; ".join(unmatched))
-            return [[] for _ in texts]  # each matches some document, but none both
+            return None  # each matches some document, but none both
         queries = [(str(i + 1), t) for i, t in enumerate(texts)]
-        feedback = feedback_of(self.settings)
         hits, _, scored = self._stage.search(
-            self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback, mask=mask,
-            summary=False)
-        q, c, s, r = hits
-        added = [self.index.added_terms(x) for x in scored] if feedback is not None else [None] * len(texts)
-        rows = np.asarray(c, dtype=np.int64)
-        passages = (self._read_texts(rows) if self._read_texts is not None
-                    else chunk_texts(self._chunks_03, c))  # only the hits' row groups are read
-        # (Not with a filter: the parts are found by redoing the unfiltered fusion, whose lists
-        # need not hold a hit of the filtered one.)
-        fusion = (self.index.dense.explain(self._stage.candidates, self.index, queries, scored, q, c,
-                                           max(self._stage.DEPTH, k)).to_pylist()
-                  if explain and self.index.dense is not None and mask is None else [None] * len(c))
-        cols = {n: read(rows) for n, read in self._readers.items()}
-        fmt = cols.get("format", [None] * len(c))
-        anchor = cols.get("anchor", [None] * len(c))
-        also = self._also(hits.also)
-        out: list[list[Passage]] = [[] for _ in texts]
-        for i, qi in enumerate(q.tolist()):
-            out[qi].append(Passage(
-                query=texts[qi], rank=int(r[i]), score=float(s[i]),
-                chunk_id=cols["chunk_id"][i], doc_id=cols["doc_id"][i], heading=cols["heading"][i] or "",
-                heading_path=list(cols["heading_path"][i] or []),
-                page_start=cols["page_start"][i], page_end=cols["page_end"][i],
-                page_label_start=cols["page_label_start"][i], page_label_end=cols["page_label_end"][i],
-                start_char=cols["start_char"][i], end_char=cols["end_char"][i], text=passages[i], format=fmt[i],
-                link=make_link(cols["doc_id"][i], fmt[i], anchor[i], cols["page_start"][i], self.link_base),
-                explain=self.index.explain(scored[qi], int(c[i])) if explain else None, added=added[qi],
-                fusion=fusion[i], also=also[i]))
-        return out
+            self.index, queries, k, max(self._stage.DEPTH, k), threads=1, feedback=feedback_of(self.settings),
+            mask=mask, summary=False)
+        return hits, scored, mask
+
+    def _passages(self, text: str, rows: np.ndarray, scores: np.ndarray, also: list) -> list[Passage]:
+        """One query's hits (rows of the index, best first) as Passages: their citation
+        columns read in one call each, their repeats named (`also`: per hit, (rows, scores))."""
+        cols = self._read_cited(rows)
+        texts = cols.pop("text") if "text" in cols else chunk_texts(self._chunks_03, rows)  # (the hits' row groups)
+        return ranked_passages(text, scores.tolist(), cols, texts, self.link_base, self._also(also))
 
     def _also(self, also: list[tuple[np.ndarray, np.ndarray]]) -> list[list[dict]]:
         """For each hit the places its collapsed repeats are found, as a Passage names them."""

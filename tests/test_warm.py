@@ -1,0 +1,185 @@
+"""One query through a loaded Searcher the short way (pipekit/retrieve/warm.py, issue 47): every
+Passage, score bits included, is what stage 05's path gives (`search_many`, which the short way
+never takes), on the sample, a folder of repeated passages and the docs questions, with section
+context on and off, repeats collapsed and kept, several k; and the pieces it is made of (the
+vocabulary look-up of a list of words, the citation columns read together, Passages made
+without the dataclass's __init__) are what they replace."""
+import dataclasses
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import pipekit
+from pipekit.retrieve.passages import Passage, ranked_passages
+from pipekit.retrieve.queries import TermIds
+from pipekit.retrieve.rows import table_reader
+
+from conftest import REPO, run_script
+
+SAMPLE_QUERIES = (REPO / "data" / "queries.txt").read_text(encoding="utf-8").splitlines()
+EXTRA = ["rollback a deploy", "who is on call", "freeze freeze change", "zzzz qqqq", "the of and", "R", "x", "",
+         "deploy deploy deploy rollback freeze on call pager escalation", "Déploiement du service", "naïve café"]
+DOCS = REPO / "bench" / "out" / "docs_qa" / "ours"  # bench/docs_qa.py's index of real documentation
+SETTINGS = [{}, {"section_context": 0}, {"repeats": "keep"}, {"section_context": 1.0, "repeats": "keep"},
+            {"section_context": 0.25}]
+
+
+def passages(hits):
+    return [dict(p.to_dict(), score=p.score.hex()) for p in hits]
+
+
+def assert_short_way_is_stage_05s(out, queries, ks, extras=SETTINGS):
+    """Searcher.search (the short way) against search_many (stage 05's search), every field."""
+    compared = 0
+    for extra in extras:
+        searcher = pipekit.Searcher(out, settings=extra)
+        for k in ks:
+            for q in queries:
+                want = searcher.search_many([q], k)[0]
+                got = searcher.search(q, k)
+                assert passages(got) == passages(want), (extra, k, q)
+                rows, scores = searcher.ranking(q, k)
+                assert [s.hex() for s in scores.tolist()] == [p["score"] for p in passages(want)], (extra, k, q)
+                assert rows.dtype == np.int64 and len(rows) == len(want)
+                compared += len(want)
+    return compared
+
+
+@pytest.fixture(scope="module")
+def sample(sample_default_run):
+    return sample_default_run
+
+
+def test_one_query_the_short_way_is_stage_05s_answer(sample):
+    assert assert_short_way_is_stage_05s(sample, SAMPLE_QUERIES + EXTRA, (1, 3, 10, 40)) > 1000
+
+
+def test_the_short_way_does_not_call_stage_05s_search(sample):
+    searcher = pipekit.Searcher(sample)
+    want = passages(searcher.search(SAMPLE_QUERIES[0], 5))
+    real = searcher._stage.search
+    searcher._stage = type("Stage", (), {"DEPTH": searcher._stage.DEPTH, "search": None})()
+    assert passages(searcher.search(SAMPLE_QUERIES[0], 5)) == want
+    # ... and what it does not cover still goes there: a filter, an explanation, feedback
+    searcher._stage.search = lambda *a, **kw: (_ for _ in ()).throw(AssertionError("stage 05"))
+    for call in (lambda: searcher.search(SAMPLE_QUERIES[0], 5, paths=["**"]),
+                 lambda: searcher.search(SAMPLE_QUERIES[0], 5, explain=True)):
+        with pytest.raises(AssertionError, match="stage 05"):
+            call()
+    searcher.settings["feedback"] = "rm3"
+    with pytest.raises(AssertionError, match="stage 05"):
+        searcher.search(SAMPLE_QUERIES[0], 5)
+    searcher._stage.search = real
+
+
+WORDS = sorted({w for q in SAMPLE_QUERIES for w in q.split()}) + ["the", "of", "R", "X", "B", "zzz", "Deploy",
+                                                                    "deploys", "café", "2024", "x86_64"]
+
+
+@settings(max_examples=150)
+@given(st.lists(st.sampled_from(WORDS), min_size=0, max_size=12).map(" ".join), st.sampled_from([1, 2, 5, 25]),
+       st.sampled_from(range(len(SETTINGS))))
+def test_any_query_the_short_way_is_stage_05s(sample, text, k, which):
+    searcher = _searchers(sample)[which]
+    assert passages(searcher.search(text, k)) == passages(searcher.search_many([text], k)[0])
+
+
+_LOADED: dict = {}
+
+
+def _searchers(out):
+    if out not in _LOADED:
+        _LOADED[out] = [pipekit.Searcher(out, settings=extra) for extra in SETTINGS]
+    return _LOADED[out]
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory):
+    """A folder where one guide is copied with a word changed: its passages are repeats."""
+    root = tmp_path_factory.mktemp("twins-warm")
+    docs = root / "docs"
+    (docs / "v1").mkdir(parents=True)
+    (docs / "v2").mkdir()
+    guide = "".join(f"## Step {i}\n\nTo deploy the service run the rollout command with flag {i} and "
+                    f"watch the dashboard until the canary {i} is green, then promote it.\n\n" for i in range(3))
+    (docs / "v1" / "guide.md").write_text("# Deploy guide\n\n" + guide, encoding="utf-8")
+    (docs / "v2" / "guide.md").write_text("# Deploy guide\n\n" + guide.replace("service", "app", 1), encoding="utf-8")
+    (docs / "other.md").write_text("# Other\n\n## Step 1\n\nA canary deploy sends a little traffic first.\n",
+                                   encoding="utf-8")
+    out = root / "out"
+    run_script("run_pipeline.py", "--set", f"paths.output={out}", "--set", f"documents.input={docs}",
+               "--set", "retrieval.queries=[deploy canary]", "--set", "retrieval.qrels=null")
+    return out
+
+
+def test_repeats_collapsed_the_short_way_as_stage_05_does(twins):
+    queries = ["deploy the service with the rollout command", "canary green promote", "flag 2 dashboard",
+               "step canary deploy"]
+    assert_short_way_is_stage_05s(twins, queries, (1, 2, 3, 5, 20))
+    hits = pipekit.Searcher(twins).search(queries[0], 5)
+    assert any(p.also for p in hits)  # the comparison covered hits with repeats named on them
+
+
+def test_one_query_the_short_way_on_real_documentation(tmp_path):
+    # Node's API pages and six projects' Markdown docs: sections of many chunks, titles shared
+    # across documents ("Options", "Usage"), headings and anchors of every kind.
+    if not (DOCS / "04_postings.parquet").exists():
+        pytest.skip(f"no docs index at {DOCS} (`python bench/docs_qa.py --build` then `python bench/docs_qa.py`)")
+    out = tmp_path / "docs"
+    shutil.copytree(DOCS, out, ignore=shutil.ignore_patterns("04_index.mmap"))
+    questions = [line.split("\t")[-1] for line in (REPO / "bench" / "docs_qa_questions.tsv").read_text(
+        encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")]
+    assert len(questions) > 50
+    assert assert_short_way_is_stage_05s(out, questions, (5, 10, 50), SETTINGS[:3]) > 10_000
+
+
+@settings(max_examples=100)
+@given(st.lists(st.text(alphabet="abcdeüç_19", min_size=0, max_size=12), max_size=40))
+def test_a_list_of_words_is_looked_up_as_an_arrow_array_is(words):
+    vocabulary = pa.array(sorted({"a", "ab", "abc", "abcdefgh", "abcdefghi", "abcdefghij", "b", "bç", "cü",
+                                  "abcdeabcde", "abcdeabcdf", "ü", "_1", "19", "eeeeeeeeeeee"}), pa.string())
+    ids = TermIds(vocabulary)
+    assert ids.few(words) == ids(pa.array(words, pa.string())).tolist()
+    by_hash = {t: i for i, t in enumerate(vocabulary.to_pylist())}
+    assert ids.few(words) == [by_hash.get(w, -1) for w in words]
+
+
+def test_the_citation_columns_read_together_are_what_arrow_gives(sample):
+    searcher = pipekit.Searcher(sample)
+    rows = np.random.default_rng(3).permutation(len(searcher._texts))[:40]
+    got = searcher._read_cited(rows)
+    for name in searcher._cited.column_names:
+        assert got[name] == searcher._cited.column(name).take(pa.array(rows)).to_pylist(), name
+    # Nulls, slices, several chunks, columns of nulls only, lists with null items, no rows
+    table = pa.table({"s": pa.chunked_array([pa.array(["a", None, "ünï", ""]).slice(1), pa.array(["x", "yz"])]),
+                      "n": pa.array([None] * 5, pa.int32()), "i": pa.array([7, None, -3, 2**40, 1], pa.int64()),
+                      "l": pa.array([["A", "b"], None, [], ["", None, "ç"], ["z"]], pa.list_(pa.large_string()))})
+    read = table_reader(table)
+    for at in ([4, 0, 3, 1, 2], [2, 2], []):
+        want = table.take(pa.array(at, pa.int64())).to_pydict()
+        assert read(np.array(at, dtype=np.int64)) == want
+
+
+def test_passages_made_the_short_way_are_the_dataclasss():
+    cols = {"chunk_id": ["a.md#0", "b.pdf#3"], "doc_id": ["a.md", "b.pdf"], "heading": ["A › B", None],
+            "heading_path": [["A", "B"], None], "page_start": [None, 4], "page_end": [None, 5],
+            "page_label_start": [None, "iv"], "page_label_end": [None, "v"], "start_char": [0, 10],
+            "end_char": [5, 20], "format": ["markdown", "pdf"], "anchor": ["b", None]}
+    made = ranked_passages("q", [2.5, 1.0], cols, ["one", "two"], "https://x.org/", [[], [{"chunk_id": "c"}]],
+                           added=[("t", 0.5)], explain=[[{"term": "q"}], None], fusion=[None, {"bm25": 1.0}])
+    want = [Passage(query="q", rank=1, score=2.5, chunk_id="a.md#0", doc_id="a.md", heading="A › B",
+                    heading_path=["A", "B"], page_start=None, page_end=None, page_label_start=None,
+                    page_label_end=None, start_char=0, end_char=5, text="one", format="markdown",
+                    link="https://x.org/a.html#b", explain=[{"term": "q"}], added=[("t", 0.5)], also=[]),
+            Passage(query="q", rank=2, score=1.0, chunk_id="b.pdf#3", doc_id="b.pdf", heading="",
+                    heading_path=[], page_start=4, page_end=5, page_label_start="iv", page_label_end="v",
+                    start_char=10, end_char=20, text="two", format="pdf", link="https://x.org/b.pdf#page=4",
+                    added=[("t", 0.5)], fusion={"bm25": 1.0}, also=[{"chunk_id": "c"}])]
+    assert made == want
+    for got, w in zip(made, want):
+        assert vars(got) == vars(w)  # every field, the ones equality skips included
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            got.rank = 3
