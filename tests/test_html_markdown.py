@@ -205,6 +205,8 @@ def test_inline_code_colored_word_by_word_is_one_code_span():
                              '</code> too.</p><pre><span class="k">def</span> <span class="nf">f</span>():\n    '
                              '<span class="k">pass</span>\n</pre>')
     assert md == "As of 3.3, this is `os.chown(fd, gid)` and `Engine` too.\n\n```\ndef f():\n    pass\n```\n"
+    # A line break alone at the code's edge was never written; a space there still is.
+    assert html_to_markdown('<p>a <code>\n<span>x</span></code> and <code> <span>y</span></code></p>')[0] == "a `x` and ` y`\n"
 
 
 def test_a_hidden_span_inside_code_stays_out():

@@ -219,6 +219,12 @@ _TELLING_SPANS = "descendant-or-self::span[@hidden or @style]"  # not `//span[..
 _KEPT_SPAN = "pipekit-span"
 
 
+def _line_break_only(text: str | None) -> bool:
+    # White space holding a line break, alone at a code span's edge beside a span: the converter
+    # dropped it there (`<code>\n<span>x</span>` was `x`), and kept spaces and tabs (` x`).
+    return text is not None and ("\n" in text or "\r" in text) and not text.strip()
+
+
 def _plain_code(root) -> None:
     """Code's syntax-colouring spans unwrapped into its text, first of all.
 
@@ -229,7 +235,7 @@ def _plain_code(root) -> None:
     wraps between two spans (`<span>os.chown(fd,</span>\n<span>gid)</span>`) was written as two
     code spans around a hard line break (``os.chown(fd,`  ⏎ `gid)``), a break the page never
     shows and a phrase no longer one; unwrapped, its text is one code span, `os.chown(fd, gid)`,
-    as a reader sees it.  White space alone before the first span or after the last was never
+    as a reader sees it.  A line break alone before the first span or after the last was never
     written (the converter drops such a node at a code span's edge), and still is not.  A span
     the converter would drop (`hidden`, a style) is kept, so its text stays out."""
     from lxml import etree
@@ -242,9 +248,9 @@ def _plain_code(root) -> None:
             continue
         if el.tag == "code":
             first, last = el[0], el[-1]
-            if first.tag == "span" and el.text is not None and not el.text.strip():
+            if first.tag == "span" and _line_break_only(el.text):
                 el.text = None
-            if last.tag == "span" and last.tail is not None and not last.tail.strip():
+            if last.tag == "span" and _line_break_only(last.tail):
                 last.tail = None
         etree.strip_tags(el, "span")
     for span in telling:
