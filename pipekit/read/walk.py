@@ -18,6 +18,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from pipekit.read import build_output, source_tests
 from pipekit.run.errors import PipelineError
@@ -86,10 +87,13 @@ SKIP_REASONS = {
 # --------------------------------------------------------------------------- walking
 
 
-def input_listing(cfg: dict, previous_listing: Path) -> tuple[list, dict | None]:
+def input_listing(cfg: dict, previous_listing: Path,
+                  walked: Callable[[list], None] | None = None) -> tuple[list, dict | None]:
     """The walk stage 01 does and its listing of the files it will read, content hashes
     taken from the previous output's record where the files' stamps say they can be.
-    The freshness check calls it too (through pipekit/cli.py), so both see the same files."""
+    The freshness check calls it too (through pipekit/cli.py), so both see the same files.
+    `walked(entries)` is called between the walk and the hashing (stage 01 starts its
+    reading processes there: pipekit/read/parallel.py, `start_early`)."""
     # Here, not at the top: the readers' processes import this module for InputEntry, and
     # pipekit.run.incremental brings pyarrow and NumPy (~0.15 s of the fork server's start).
     from pipekit.run.incremental import list_files, read_listing
@@ -101,6 +105,8 @@ def input_listing(cfg: dict, previous_listing: Path) -> tuple[list, dict | None]
     entries = list_inputs(root, sec["include"], sec["exclude"], sec["hidden"],
                           sec["follow_links"], sec["max_bytes"], build_files=sec["build_files"],
                           test_files=sec["test_files"])
+    if walked is not None:
+        walked(entries)
     listing = list_files(entries, read_listing(previous_listing))
     read_same_bytes_once(entries, listing)
     for e in entries:
