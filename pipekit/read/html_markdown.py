@@ -28,6 +28,10 @@ What the cleaning does, each rule for a failure seen on real pages:
 * No text lost without a word: `convert_html` also returns the page's visible characters
   (its main content's, else its body's, after the landmarks and before the generators'
   chrome go), which stage 01 compares with the converted text (pipekit/read/html.py).
+* Code is its text: the syntax-colouring spans inside `<pre>` and `<code>` (a third of a Sphinx
+  page's elements) are unwrapped first, so the walks and the converter skip them, and inline
+  code the source broke between two spans is one code span, not two around a hard line break
+  (`_plain_code`; a span the converter would drop, `hidden` or styled, stays).
 * Layout tables.  Old pages lay out the whole page in a `<table>`; converted as a data
   table, every heading, list and paragraph inside became one escaped table cell (all 36
   headings of two such pages lost).  A table that holds headings, lists, code, block
