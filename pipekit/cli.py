@@ -90,7 +90,14 @@ class StageContext:
             self.upstream_path = None
             # Stage 01's inputs are files: listed (and hashed where they changed) once, here,
             # or just before by run_pipeline's freshness check (`walk`), which is then reused.
-            self.entries, self.listing = walk or input_listing(cfg, self.path(stage.outputs[1]))
+            # A run that reads every file starts stage 01's reading processes as soon as the
+            # walk knows the files, beside the hashing (pipekit/read/parallel.py, start_early).
+            early = None
+            if walk is None and self.engine.kind == "local" and (force or not self.path(stage.outputs[0]).exists()):
+                from pipekit.read.parallel import start_early, workers_wanted  # stage 01's own (the readers)
+
+                early = lambda entries: start_early(entries, workers_wanted(cfg["engine"]["workers"]))  # noqa: E731
+            self.entries, self.listing = walk or input_listing(cfg, self.path(stage.outputs[1]), early)
         self.inputs = inputs_record(stage, cfg, upstream_fp, self.listing, model_identity(stage, cfg))
         self.fingerprint = digest(self.inputs)
         # What every row depends on besides its own document (pipekit/run/incremental.py).

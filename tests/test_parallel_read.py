@@ -152,3 +152,32 @@ def test_without_a_process_pool_the_files_are_read_here(tmp_path, monkeypatch):
         rows = list(readers.read(entries))
         assert readers.workers == 1 and readers.pool is None
     assert rows == [read_document(e) for e in entries]
+
+
+def test_the_fork_server_starts_when_the_walk_finds_enough_to_read():
+    # start_early (called by the stage between its walk and its hashing) starts the server only
+    # for as much reading as the pool is started for, and only with more than one worker: a
+    # folder of a few pages, or engine.workers 1, starts nothing.  In a process of its own, as
+    # the fork server is one per process.
+    code = """
+import os
+from pathlib import Path
+from multiprocessing import forkserver
+from pipekit.read.parallel import POOL_SECONDS, start_early
+from pipekit.read.walk import InputEntry
+
+def page(n_bytes):
+    return InputEntry(Path("x.html"), "x.html", [], format="html", n_bytes=n_bytes)
+
+server = lambda: forkserver._forkserver._forkserver_pid
+assert not start_early([page(10_000)], 2) and server() is None
+assert not start_early([page(100_000_000)], 1) and server() is None
+assert start_early([page(10_000)] * 2000, 2)
+os.kill(server(), 0)  # running
+print("ok")
+"""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "ok", proc.stderr

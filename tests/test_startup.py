@@ -39,6 +39,14 @@ def test_stage_05_without_feedback_does_not_import_scipy(tmp_path):
     assert "scipy" in imported("05_retrieval.py", "--set", f"paths.output={tmp_path}", "--set", "retrieval.feedback=rm3")
 
 
+def test_the_readers_processes_start_without_arrow_or_numpy():
+    # Stage 01's fork server imports the readers before it forks the workers, while the stage
+    # waits (pipekit/read/parallel.py); pyarrow and NumPy came with the walk's module and
+    # pipekit/read/pages.py, and no reader uses them.
+    mods = imported("-c", "import pipekit.read.documents")
+    assert not {"pyarrow", "numpy", "pandas"} & mods, sorted(mods)
+
+
 def test_deferred_pandas_still_makes_dataframes_and_reads_series():
     code = """
 import sys, math

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
 from pipekit.run.lazy import lazy
 
 pa, pc = lazy("pyarrow"), lazy("pyarrow.compute")  # imported on first use: `search` starts without Arrow (pipekit/run/lazy.py)
+# NumPy too: stage 01's reading processes import this module for the PDF outline, and use none of the three.
+np = lazy("numpy")
 
 __all__ = ["read_outline", "strip_furniture", "FurnitureFinder", "FurnitureDropper", "OUTLINE_TYPE", "ANCHORS_TYPE",
            "label_pages", "with_labels", "cite_pages"]

@@ -10,8 +10,9 @@ its own PDFium, and no reader needs a lock.
 The workers are forked from a fork server started for the run (`forkserver`, not `fork`):
 stage 01's process holds threads (the Parquet writer, Arrow's pools, the progress bar) that a
 plain fork would copy mid-lock into the child.  Starting the server and its imports costs about
-half a second, so a run with little to read (a rerun that reads one changed file) reads in this
-process and starts nothing: the work is estimated from each file's size and its format's
+0.2 s (it imports the readers, not Arrow), begun as soon as the walk knows the files in a run that
+reads them all (`start_early`, beside the hashing); a run with little to read (a rerun that reads
+one changed file) reads in this process and starts nothing: the work is estimated from each file's size and its format's
 measured speed (`_MB_PER_S`), and only more than `POOL_SECONDS` of it goes to the pool.
 
 Files travel in tasks of consecutive entries (`_tasks`: ~50 ms of estimated work or 64 files),
@@ -75,6 +76,28 @@ def estimated_seconds(entry: InputEntry) -> float:
     if entry.skip is not None or entry.error is not None:
         return 0.0
     return entry.n_bytes / 1e6 / _MB_PER_S.get(entry.format, 30.0)
+
+
+def start_early(entries: list[InputEntry], workers: int) -> bool:
+    """Start the fork server now, if `entries` hold enough reading for the pool (the estimate
+    `Readers.read` makes): True if it was started.
+
+    The server's start (an interpreter and the readers' imports, ~0.2 s) is otherwise waited
+    for at the first file, with the second core idle; started when the walk is done, it runs
+    beside the hashing of the files, the fingerprints and the stage's set-up.  The stage asks
+    only when every file will be read (`--force`, or no previous output): a rerun reads what
+    changed and starts nothing.  A server started and then not used costs its start, once,
+    and ends with the stage's process."""
+    if workers <= 1 or sum(map(estimated_seconds, entries)) < POOL_SECONDS:
+        return False
+    try:
+        from multiprocessing import forkserver
+
+        _context()  # the preload list, which the server takes at its start
+        forkserver.ensure_running()
+    except (OSError, ImportError, NotImplementedError):
+        return False  # Readers will find the same and read here
+    return True
 
 
 class Readers:
@@ -178,6 +201,10 @@ def _alone(read: Callable[[InputEntry], dict], entry: InputEntry) -> dict:
 
 def _context():
     ctx = multiprocessing.get_context("forkserver")
-    # Imported once in the server, before it forks each worker: a worker starts with the readers loaded.
-    ctx.set_forkserver_preload(["pipekit.read.documents"])
+    # Imported once in the server, before it forks each worker: a worker starts with the readers
+    # loaded, and with the HTML path's two libraries, which the readers import on first use (the
+    # common heavy format; ~20 ms here rather than in every worker).  The server starts while
+    # the stage waits for it, so the readers' module imports neither pyarrow nor NumPy
+    # (tests/test_startup.py): 0.45 -> 0.2 s of CPU before the first file is read.
+    ctx.set_forkserver_preload(["pipekit.read.documents", "lxml.etree", "html_to_markdown"])
     return ctx

@@ -18,11 +18,11 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from pipekit.read import build_output, source_tests
 from pipekit.run.errors import PipelineError
 from pipekit.run.globs import translate
-from pipekit.run.incremental import COPY, content_of, list_files, read_listing
 
 FORMATS = {
     ".md": "markdown", ".markdown": "markdown",
@@ -87,10 +87,17 @@ SKIP_REASONS = {
 # --------------------------------------------------------------------------- walking
 
 
-def input_listing(cfg: dict, previous_listing: Path) -> tuple[list, dict | None]:
+def input_listing(cfg: dict, previous_listing: Path,
+                  walked: Callable[[list], None] | None = None) -> tuple[list, dict | None]:
     """The walk stage 01 does and its listing of the files it will read, content hashes
     taken from the previous output's record where the files' stamps say they can be.
-    The freshness check calls it too (through pipekit/cli.py), so both see the same files."""
+    The freshness check calls it too (through pipekit/cli.py), so both see the same files.
+    `walked(entries)` is called between the walk and the hashing (stage 01 starts its
+    reading processes there: pipekit/read/parallel.py, `start_early`)."""
+    # Here, not at the top: the readers' processes import this module for InputEntry, and
+    # pipekit.run.incremental brings pyarrow and NumPy (~0.15 s of the fork server's start).
+    from pipekit.run.incremental import list_files, read_listing
+
     sec = cfg["documents"]
     root = Path(sec["input"])
     if not root.exists():
@@ -98,6 +105,8 @@ def input_listing(cfg: dict, previous_listing: Path) -> tuple[list, dict | None]
     entries = list_inputs(root, sec["include"], sec["exclude"], sec["hidden"],
                           sec["follow_links"], sec["max_bytes"], build_files=sec["build_files"],
                           test_files=sec["test_files"])
+    if walked is not None:
+        walked(entries)
     listing = list_files(entries, read_listing(previous_listing))
     read_same_bytes_once(entries, listing)
     for e in entries:
@@ -352,6 +361,8 @@ def read_same_bytes_once(entries: list[InputEntry], listing: dict) -> None:
     read says nothing of its copies (a symlink's target notes its other names): its row
     would then change, and the file be read again, each time a copy came or went.
     """
+    from pipekit.run.incremental import COPY, content_of
+
     files = listing["files"]
     first_of: dict[tuple, str] = {}
     for e in entries:  # sorted by doc_id: the first of each set of copies is read
