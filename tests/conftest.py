@@ -42,6 +42,24 @@ def run_script(*args: str, cwd: Path = REPO, check: bool = True) -> subprocess.C
     return proc
 
 
+def twin_guides(root: Path, steps: int = 2, other: str = "## Canary") -> Path:
+    """A folder in which one guide is copied with a word changed (its passages are repeats)
+    and a third page shares a heading or a word, indexed and searched once: its output folder."""
+    docs = root / "docs"
+    (docs / "v1").mkdir(parents=True)
+    (docs / "v2").mkdir()
+    guide = "".join(f"## Step {i}\n\nTo deploy the service run the rollout command with flag {i} and "
+                    f"watch the dashboard until the canary {i} is green, then promote it.\n\n" for i in range(steps))
+    (docs / "v1" / "guide.md").write_text("# Deploy guide\n\n" + guide, encoding="utf-8")
+    (docs / "v2" / "guide.md").write_text("# Deploy guide\n\n" + guide.replace("service", "app", 1), encoding="utf-8")
+    (docs / "other.md").write_text(f"# Other\n\n{other}\n\nA canary deploy sends a little traffic first.\n",
+                                   encoding="utf-8")
+    out = root / "out"
+    run_script("run_pipeline.py", "--set", f"paths.output={out}", "--set", f"documents.input={docs}",
+               "--set", "retrieval.queries=[deploy canary]", "--set", "retrieval.qrels=null")
+    return out
+
+
 def run_importing(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     """`python -X importtime <args>`, which must succeed: its stderr lists every import."""
     proc = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=cwd, capture_output=True, text=True,

@@ -12,7 +12,7 @@ import pytest
 import pipekit
 from pipekit.retrieve import cold
 
-from conftest import REPO, packages, run_importing, run_script
+from conftest import REPO, packages, run_importing, run_script, twin_guides
 
 SAMPLE_QUERIES = (REPO / "data" / "queries.txt").read_text(encoding="utf-8").splitlines()
 EXTRA = ["rollback a deploy", "who is on call", "freeze freeze change", "zzzz qqqq", "the of and", "R", "x",
@@ -96,20 +96,7 @@ def test_the_copy_answers_as_the_searcher_on_real_documentation(docs):
 @pytest.fixture(scope="module")
 def twins(tmp_path_factory):
     """A folder where one guide is copied with a word changed: its passages are repeats."""
-    root = tmp_path_factory.mktemp("twins")
-    docs = root / "docs"
-    (docs / "v1").mkdir(parents=True)
-    (docs / "v2").mkdir()
-    guide = "".join(f"## Step {i}\n\nTo deploy the service run the rollout command with flag {i} and "
-                    f"watch the dashboard until the canary {i} is green, then promote it.\n\n" for i in range(2))
-    (docs / "v1" / "guide.md").write_text("# Deploy guide\n\n" + guide, encoding="utf-8")
-    (docs / "v2" / "guide.md").write_text("# Deploy guide\n\n" + guide.replace("service", "app", 1), encoding="utf-8")
-    (docs / "other.md").write_text("# Other\n\n## Canary\n\nA canary deploy sends a little traffic first.\n",
-                                   encoding="utf-8")
-    out = root / "out"
-    run_script("run_pipeline.py", "--set", f"paths.output={out}", "--set", f"documents.input={docs}",
-               "--set", "retrieval.queries=[deploy canary]", "--set", "retrieval.qrels=null")
-    return out
+    return twin_guides(tmp_path_factory.mktemp("twins"))
 
 
 def test_repeats_collapsed_the_same_way(twins):

@@ -17,7 +17,7 @@ from pipekit.retrieve.passages import Passage, ranked_passages
 from pipekit.retrieve.queries import TermIds
 from pipekit.retrieve.rows import table_reader
 
-from conftest import REPO, run_script
+from conftest import REPO, twin_guides
 
 SAMPLE_QUERIES = (REPO / "data" / "queries.txt").read_text(encoding="utf-8").splitlines()
 EXTRA = ["rollback a deploy", "who is on call", "freeze freeze change", "zzzz qqqq", "the of and", "R", "x", "",
@@ -99,20 +99,7 @@ def _searchers(out):
 @pytest.fixture(scope="module")
 def twins(tmp_path_factory):
     """A folder where one guide is copied with a word changed: its passages are repeats."""
-    root = tmp_path_factory.mktemp("twins-warm")
-    docs = root / "docs"
-    (docs / "v1").mkdir(parents=True)
-    (docs / "v2").mkdir()
-    guide = "".join(f"## Step {i}\n\nTo deploy the service run the rollout command with flag {i} and "
-                    f"watch the dashboard until the canary {i} is green, then promote it.\n\n" for i in range(3))
-    (docs / "v1" / "guide.md").write_text("# Deploy guide\n\n" + guide, encoding="utf-8")
-    (docs / "v2" / "guide.md").write_text("# Deploy guide\n\n" + guide.replace("service", "app", 1), encoding="utf-8")
-    (docs / "other.md").write_text("# Other\n\n## Step 1\n\nA canary deploy sends a little traffic first.\n",
-                                   encoding="utf-8")
-    out = root / "out"
-    run_script("run_pipeline.py", "--set", f"paths.output={out}", "--set", f"documents.input={docs}",
-               "--set", "retrieval.queries=[deploy canary]", "--set", "retrieval.qrels=null")
-    return out
+    return twin_guides(tmp_path_factory.mktemp("twins-warm"), steps=3, other="## Step 1")
 
 
 def test_repeats_collapsed_the_short_way_as_stage_05_does(twins):
