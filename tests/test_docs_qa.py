@@ -77,21 +77,32 @@ def test_build_unpacks_debians_gzipped_pages(tmp_path, monkeypatch):
     assert (got / "fs.md").read_text() == "# File system\n\n## fs.readFile\n"
 
 
-@pytest.fixture
-def second_set():
-    """bench/docs_qa.py pointed at the second question set for one test, then back."""
-    docs_qa.use("docs_qa2")
+def pointed_at(collection: str):
+    """bench/docs_qa.py pointed at another question set for one test, then back."""
+    docs_qa.use(collection)
     yield docs_qa
     docs_qa.use("docs_qa")
 
 
-def test_second_set_asks_other_projects_in_both_formats(second_set):
-    qs = second_set.questions()
-    projects = {s["name"] for s in second_set.sources()}
+def asks_every_project_in_both_formats(bench) -> list[dict]:
+    """The set's questions, once each (by id and by wording), over every project it pins,
+    in Markdown and reST alike."""
+    qs = bench.questions()
+    projects = {s["name"] for s in bench.sources()}
     assert len(qs) >= 40 and len({q["id"] for q in qs}) == len(qs)
     assert len({q["question"].lower() for q in qs}) == len(qs)
     assert {q["doc"].split("/")[0] for q in qs} == projects  # every project is asked about
     assert {q["doc"].rsplit(".", 1)[1] for q in qs} == {"md", "rst"}
+    return qs
+
+
+@pytest.fixture
+def second_set():
+    yield from pointed_at("docs_qa2")
+
+
+def test_second_set_asks_other_projects_in_both_formats(second_set):
+    asks_every_project_in_both_formats(second_set)
     second_set.use("docs_qa")
     first = {s["package"].lower() for s in docs_qa.sources()}
     second_set.use("docs_qa2")
@@ -145,20 +156,12 @@ def test_every_section_of_the_second_set_exists_once_in_its_document(second_set)
 
 
 @pytest.fixture
-def third_set():
-    """bench/docs_qa.py pointed at the third question set (issue 46) for one test, then back."""
-    docs_qa.use("docs_qa3")
-    yield docs_qa
-    docs_qa.use("docs_qa")
+def third_set():  # issue 46's
+    yield from pointed_at("docs_qa3")
 
 
 def test_third_set_asks_projects_neither_earlier_set_saw(third_set):
-    qs = third_set.questions()
-    projects = {s["name"] for s in third_set.sources()}
-    assert len(qs) >= 40 and len({q["id"] for q in qs}) == len(qs)
-    assert len({q["question"].lower() for q in qs}) == len(qs)
-    assert {q["doc"].split("/")[0] for q in qs} == projects
-    assert {q["doc"].rsplit(".", 1)[1] for q in qs} == {"md", "rst"}
+    asks_every_project_in_both_formats(third_set)
     earlier = set()
     for name in ("docs_qa", "docs_qa2"):
         third_set.use(name)
