@@ -150,7 +150,7 @@ class Searcher:
         self.index.repeats = repeats_for(
             self.index, self.settings.get("repeats", "collapse"),
             self._read_texts if keep_texts else (lambda rows: chunk_texts(self._chunks_03, rows)))
-        self._one = OneQuery(self.index, self._stage.DEPTH, self._stage.BINCOUNT_SHARE)  # one query the short way (pipekit/retrieve/warm.py)
+        self._one = OneQuery(self.index, self._stage.DEPTH)  # one query the short way (pipekit/retrieve/warm.py)
         for line in self._ctx.notes[said:]:  # (a weight with no vectors to weigh: fusion.no_vectors) said, not swallowed
             warnings.warn(line, UserWarning, stacklevel=2)
 

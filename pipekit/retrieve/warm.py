@@ -46,10 +46,9 @@ class OneQuery:
     """The short way for one Searcher's index (`index`: stage 05's Index, with its context and
     repeats set as the Searcher set them; `depth`: stage 05's DEPTH)."""
 
-    def __init__(self, index, depth: int, bincount_share: int):
+    def __init__(self, index, depth: int):
         self.index = index
         self.depth = depth
-        self.bincount_share = bincount_share  # 05_retrieval.BINCOUNT_SHARE: which way Index.scores sums
 
     def terms(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Stage 05's `Index.query_terms([text])` ids and weights: the distinct known terms in
@@ -66,24 +65,8 @@ class OneQuery:
         ix = self.index
         if ix.context is None:
             return ix.best_candidates(ids, depth, weights)
-        cols, vals = self._scores(ids, weights)
+        cols, vals = ix.scores(ids, weights=weights)
         return cols, ix.context.rescore(ids, weights, cols, vals)
-
-    def _scores(self, ids: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`Index.scores(ids, weights=weights)`, the same sums: on its bincount branch (a
-        question's terms holding over 1/BINCOUNT_SHARE of the chunks, as most do on a docs
-        folder) with each term's bounds read as Python ints, where NumPy scalars cost a few
-        calls a term; otherwise by `Index.scores` itself."""
-        ix = self.index
-        n, indptr = len(ix.lengths), ix.indptr
-        spans = [(indptr.item(t), indptr.item(t + 1)) for t in ids.tolist()]
-        if len(spans) < 2 or sum(hi - lo for lo, hi in spans) * self.bincount_share <= n:
-            return ix.scores(ids, weights=weights)
-        chunk, impact = ix.chunk, ix.impact
-        dense = np.bincount(np.concatenate([chunk[lo:hi] for lo, hi in spans]), minlength=n, weights=np.concatenate(
-            [impact[lo:hi] if w == 1.0 else impact[lo:hi] * w for (lo, hi), w in zip(spans, weights.tolist())]))
-        cols = np.flatnonzero(dense != 0)
-        return cols.astype(chunk.dtype), dense.take(cols)
 
     def hits(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray, list]:
         """The k best chunks (int64 rows), their scores and, per hit, its collapsed repeats
