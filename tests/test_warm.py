@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 import pipekit
 from pipekit.retrieve.passages import Passage, ranked_passages
 from pipekit.retrieve.queries import TermIds
-from pipekit.retrieve.rows import table_reader
+from pipekit.retrieve.rows import Records, table_reader
 
 from conftest import REPO, twin_guides
 
@@ -148,6 +148,45 @@ def test_the_citation_columns_read_together_are_what_arrow_gives(sample):
     for at in ([4, 0, 3, 1, 2], [2, 2], []):
         want = table.take(pa.array(at, pa.int64())).to_pydict()
         assert read(np.array(at, dtype=np.int64)) == want
+
+
+def _as_a_passage_reads_them(cols: dict) -> dict:
+    """Columns as a Passage takes them: a null heading or anchor is "", a null trail []."""
+    out = dict(cols)
+    for name in ("heading", "anchor"):
+        out[name] = [v or "" for v in cols[name]]
+    out["heading_path"] = [list(v or []) for v in cols["heading_path"]]
+    return out
+
+
+def test_the_citation_records_joined_at_load_read_as_the_columns(sample):
+    searcher = pipekit.Searcher(sample)
+    assert searcher._records.ok
+    rows = np.random.default_rng(5).permutation(len(searcher._texts))[:40]
+    want = searcher._cited.take(pa.array(rows)).to_pydict()
+    assert searcher._records(rows) == _as_a_passage_reads_them(want)
+    # Nulls here and there and everywhere, trails empty, of one empty title, of several, and
+    # non-ASCII; several row groups; no rows
+    s = lambda *v: pa.array(list(v), pa.string())  # noqa: E731
+    table = pa.table({
+        "chunk_id": pa.chunked_array([s("a#0", "a#1"), s("b#0", "ç#0", "d#0")]), "doc_id": s("a", "a", "b", "ç", "d"),
+        "heading": s("A › B", None, "", "Ü", "x"), "page_start": pa.array([None, 3, None, 1, 2**40], pa.int64()),
+        "page_end": pa.array([None, 4, None, 1, 2**40], pa.int64()), "page_label_start": s(None, "iv", None, "", "1"),
+        "page_label_end": pa.array([None] * 5, pa.string()),
+        "heading_path": pa.array([["A", "B"], None, [], [""], ["", "ü", ""]], pa.list_(pa.string())),
+        "start_char": pa.array([0, 5, None, 7, 8], pa.int64()), "end_char": pa.array([5, 9, 1, 8, 9], pa.int64()),
+        "format": s("markdown", None, "pdf", "html", None), "anchor": s("b", None, "", "ü-1", None)})
+    records = Records(table)
+    assert records.ok
+    for at in ([4, 0, 3, 1, 2], [2, 2], [1], []):
+        want = table.take(pa.array(at, pa.int64())).to_pydict()
+        assert records(np.array(at, dtype=np.int64)) == _as_a_passage_reads_them(want), at
+    # A value holding a separator, or a trail a null item: not joined (the Searcher reads the columns)
+    assert not Records(table.set_column(0, "chunk_id", s("a", "b\x1fc", "d", "e", "f"))).ok
+    assert not Records(table.set_column(7, "heading_path", pa.array([["A\x1e"], None, [], [], []],
+                                                                    pa.list_(pa.string())))).ok
+    assert not Records(table.set_column(7, "heading_path", pa.array([[None], None, [], [], []],
+                                                                    pa.list_(pa.string())))).ok
 
 
 def test_passages_made_the_short_way_are_the_dataclasss():

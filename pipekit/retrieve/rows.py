@@ -19,6 +19,10 @@ made once for every column, so a string column is one take of its offsets, not t
 column without nulls reads no validity, and one of nulls only (a docs folder's page
 columns) nothing at all.  Each NumPy call costs ~1 µs whatever the ten rows: twelve
 columns read one by one were ~70 µs of a 0.45 ms search (issue 47).
+
+`Records` goes further for a Searcher's one query: a chunk's citation strings joined into
+one at load, so that a hit's fields are one decode and a split (its text is still read
+from its own column).
 """
 from __future__ import annotations
 
@@ -48,6 +52,90 @@ def table_reader(table: pa.Table) -> Callable[[np.ndarray], dict[str, list]]:
         both = _both(at)
         return {n: part(at, both) for n, part in parts.items()}
     return read
+
+
+SEP, ITEM = "\x1f", "\x1e"  # between a record's strings; before each item of a heading trail
+
+
+class Records:
+    """A Searcher's citation columns read for one query's hits: a chunk's strings are one
+    string made at load (`SEP` between them, the trail's items each after an `ITEM`), its
+    numbers and nulls one row of an int64 array, so the hits' are one decode and one split,
+    where twelve columns were twelve reads (`table_reader`: ~65 µs of a 0.37 ms search).
+
+    What it costs: the same strings again and five numbers, 256 bytes a chunk on the docs
+    folder (1.7 MB), 133 at 200k passages (27 MB, 0.2 s to make).  A tuple of Python values
+    per chunk, made at load, was faster to read but 760 and 490 bytes a chunk (98 MB and
+    2 s at 200k): Python's objects, not the text, are what weigh (bench/README.md).
+    `ok` is False when a value holds a separator (or a trail a null item): then the caller
+    reads the columns (`table_reader`)."""
+
+    STRINGS = ("chunk_id", "doc_id", "heading", "page_label_start", "page_label_end", "format", "anchor")
+    ORDER = ("chunk_id", "doc_id", "heading_path") + STRINGS[2:]  # a record's strings, in its order
+    NUMBERS = ("page_start", "page_end", "start_char", "end_char")
+    # Numbers as they are in `numbers`' first four places; a null's bit is 1 << its place here.
+    NULLABLE = ("page_start", "page_end", "start_char", "end_char", "page_label_start", "page_label_end", "format")
+
+    def __init__(self, table: pa.Table):
+        import pyarrow.compute as pc
+
+        n = table.num_rows
+        col = lambda name: (table.column(name) if name in table.column_names  # noqa: E731
+                            else pa.chunked_array([pa.nulls(n, pa.string())]))
+        strings = [col(name) for name in self.STRINGS]
+        trail = col("heading_path") if "heading_path" in table.column_names else None
+        items = pc.list_flatten(trail) if trail is not None else pa.array([], pa.string())
+        self.ok = items.null_count == 0 and not any(
+            len(c) and pc.any(pc.match_substring(c, sep)).as_py() for c in strings + [items] for sep in (SEP, ITEM))
+        if not self.ok:
+            return
+        joined = pc.fill_null(pc.binary_join(trail, ITEM), "") if trail is not None else pa.nulls(n, pa.string())
+        # ITEM before every item: [] is "", [""] is ITEM, so a trail reads back as it was.
+        trail_text = pc.if_else(pc.greater(pc.fill_null(pc.list_value_length(trail), 0), 0),
+                                pc.binary_join_element_wise("", joined, ITEM), "") if trail is not None else joined
+        parts = [pc.fill_null(c, "") for c in strings[:2]] + [pc.fill_null(trail_text, "")] + \
+            [pc.fill_null(c, "") for c in strings[2:]]
+        blob = pc.binary_join_element_wise(*parts, SEP)
+        if isinstance(blob, pa.ChunkedArray):  # (row groups: one array, its offsets 64-bit past 2 GB)
+            blob = blob.cast(pa.large_string()).combine_chunks() if blob.num_chunks != 1 else blob.chunk(0)
+        self.offsets, data = string_buffers(blob)
+        self.data = memoryview(data)
+        self._blob = blob  # (owns the buffers the views above read)
+        numbers = np.zeros((n, 5), dtype=np.int64)
+        for j, name in enumerate(self.NUMBERS):
+            if name in table.column_names:
+                numbers[:, j] = pc.fill_null(table.column(name), 0).to_numpy()
+        nulls = numbers[:, 4]
+        for bit, name in enumerate(self.NULLABLE):
+            if name not in table.column_names:
+                nulls |= 1 << bit
+            elif table.column(name).null_count:
+                nulls |= np.asarray(pc.is_null(table.column(name))).astype(np.int64) << bit
+        self.numbers = numbers
+
+    def __call__(self, rows: np.ndarray) -> dict[str, list]:
+        """{column name: the rows' values}, as `table_reader` gives them (but for a null heading
+        or anchor, which are "", and a heading trail's null, which is []: a Passage makes no
+        difference between them)."""
+        o, m = self.offsets.take(_both(rows)).tolist(), len(rows)
+        data = self.data
+        # The rows' strings as one: one decode and one split for all (a decode, a split and a
+        # tuple a hit were 2.4 µs each).
+        fields = str(SEP.encode().join([data[a:b] for a, b in zip(o[:m], o[m:])]), "utf-8").split(SEP) if m else []
+        cols = {name: fields[j::8] for j, name in enumerate(self.ORDER)}
+        cols["heading_path"] = [t.split(ITEM)[1:] for t in cols["heading_path"]]
+        numbers = self.numbers.take(rows, axis=0).T.tolist() if m else [[]] * 5
+        for name, got in zip(self.NUMBERS, numbers):
+            cols[name] = got
+        some, every = 0, -1  # the null bits of some rows and of every row
+        for z in numbers[4]:
+            some, every = some | z, every & z
+        for bit, name in enumerate(self.NULLABLE):
+            if every >> bit & 1:  # (pages: null in a folder without PDFs)
+                cols[name] = [None] * m
+            elif some >> bit & 1:
+                cols[name] = [None if z >> bit & 1 else v for v, z in zip(cols[name], numbers[4])]
+        return cols
 
 
 def _both(at: np.ndarray) -> np.ndarray:
