@@ -13,6 +13,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import pipekit
+from pipekit.index.analyzer import Analyzer
+from pipekit.retrieve import warm
+from pipekit.retrieve.warm import WORD
 from pipekit.retrieve.passages import Passage, ranked_passages
 from pipekit.retrieve.queries import TermIds
 from pipekit.retrieve.rows import Records, table_reader
@@ -121,6 +124,60 @@ def test_one_query_the_short_way_on_real_documentation(tmp_path):
         encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")]
     assert len(questions) > 50
     assert assert_short_way_is_stage_05s(out, questions, (5, 10, 50), SETTINGS[:3]) > 10_000
+
+
+ASCII_BITS = ["the", "The", "what", "How", "deploys", "Deploying", "R", "I", "A", "x", "B2", "x86_64", "2024",
+              "e.g.", "don't", "C++", "node.js", "--flag", "ROLLBACK", "  ", "\t", "-", "#"]
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(ASCII_BITS) | st.text(alphabet="aAbZ09 ._-'", max_size=8), max_size=12).map("".join),
+       st.sampled_from([("english", "questions", "capitals"), ("english", "english", "none"), ("none", "none", "none"),
+                        ("none", "questions", "capitals")]))
+def test_an_ascii_querys_terms_are_its_words_terms_one_after_another(text, setting):
+    # What the short way's kept words rest on (warm.WORD): each word is analysed on its own.
+    analyzer = Analyzer(*setting)
+    assert analyzer.analyze(text) == [t for w in WORD.findall(text) for t in analyzer.analyze(w)]
+
+
+def test_a_querys_terms_from_kept_words_are_stage_05s(sample):
+    searcher = pipekit.Searcher(sample)
+    one = searcher._one
+    for text in SAMPLE_QUERIES + EXTRA + [" ".join(EXTRA), "Deploy DEPLOY deploy deploys"]:
+        want = searcher.index.query_terms([text])[0]
+        for _ in range(2):  # the words analysed, then kept
+            ids, weights = one.terms(text)
+            assert ids == want.ids.tolist() and weights == want.weights.tolist(), text
+    assert "deploys" in one._words and "Déploiement" not in one._words
+    for limit in (1, 3):  # a full store is emptied, and its words found again
+        one._words.clear()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(warm, "WORDS_KEPT", limit)
+            for text in SAMPLE_QUERIES:
+                assert one.terms(text) == (searcher.index.query_terms([text])[0].ids.tolist(),
+                                           searcher.index.query_terms([text])[0].weights.tolist())
+                assert len(one._words) <= limit
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from([1.0, 1.0, 2.0, 3.0, 0.5])), min_size=1, max_size=20),
+       st.sampled_from([0, 3, 4]))
+def test_the_section_context_mixed_the_short_way_is_rescores(sample, terms, which):
+    # Any terms (more than a set of rows holds too), any weights: SectionContext.rescore's bits
+    searcher = _searchers(sample)[which]
+    ix, one = searcher.index, searcher._one
+    weight_of = {}
+    for t, w in terms:
+        weight_of.setdefault(t % len(ix.df), w)
+    ids, weights = list(weight_of), list(weight_of.values())
+    cols, vals = ix.scores(ids, weights=weights)
+    want = ix.context.rescore(np.asarray(ids), np.asarray(weights), cols, vals)
+    assert one.mixed(ix.context, ids, weights, cols, vals).tobytes() == want.tobytes()
+    assert not one._rows.rows.any()  # the scratch rows are left as found: zeros
+    with pytest.MonkeyPatch.context() as patch:  # rows too big for the bytes allowed: the stage's way
+        patch.setattr(warm, "ROWS_BYTES", 8)
+        one._rows.rows = None
+        assert one.mixed(ix.context, ids, weights, cols, vals).tobytes() == want.tobytes()
 
 
 @settings(max_examples=100)

@@ -34,12 +34,21 @@ collapsed, several k.
 """
 from __future__ import annotations
 
+import re
+import threading
+
 import numpy as np
 
 from pipekit.retrieve.ranks import nth_largest, rank
 from pipekit.retrieve.repeats import NONE, collapse_answers
 
 EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.float64), [])
+# An ASCII query's words: the analyzer's one-text rule (Analyzer._ascii_terms) takes each
+# maximal run of ASCII letters and digits on its own (lower-cased or not, stopword or not,
+# stemmed), so a query's terms are its words' terms one after another (tests/test_warm.py).
+WORD = re.compile(r"[A-Za-z0-9]+")
+WORDS_KEPT = 50_000  # words whose term ids are kept (~200 bytes each); past it, forgotten and found again
+ROWS_BYTES = 8 << 20  # the section rows of one thread's queries (`mixed`), at most; more terms: the stage's way
 
 
 class OneQuery:
@@ -49,24 +58,92 @@ class OneQuery:
     def __init__(self, index, depth: int):
         self.index = index
         self.depth = depth
+        self._words: dict[str, tuple[int, ...]] = {}  # a word -> its known terms' ids (`terms`)
+        self._evidence = (None, None)  # (the context's section scores, w times them: `section_scores`)
+        self._rows = threading.local()  # `mixed`'s scratch rows, one set per thread (a server's workers)
+        if index.context is not None:
+            self.section_scores(index.context)  # now, not at the first query
 
-    def terms(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """Stage 05's `Index.query_terms([text])` ids and weights: the distinct known terms in
-        query order, each weighted by how often the query says it."""
+    def terms(self, text: str) -> tuple[list[int], list[float]]:
+        """Stage 05's `Index.query_terms([text])` ids and weights (as lists): the distinct known
+        terms in query order, each weighted by how often the query says it.
+
+        An ASCII query's words are looked up one by one, each word's terms kept (not a query's
+        results: the same word in another query is the same terms).  Analysing a query and
+        looking its words up in the vocabulary was ~20 µs a query, 4 µs from kept words."""
+        if not text.isascii():
+            return self._counted(t for t in self.index._term_ids.few(self.index.analyzer.analyze(text)) if t >= 0)
+        kept, known = self._words, {}
+        for word in WORD.findall(text):
+            ids = kept.get(word)
+            if ids is None:
+                ids = self._word(word)
+            for t in ids:
+                known[t] = known.get(t, 0) + 1  # dicts keep first-seen order: query order
+        return list(known), [float(n) for n in known.values()]
+
+    def _word(self, word: str) -> tuple[int, ...]:
+        ids = tuple(t for t in self.index._term_ids.few(self.index.analyzer.analyze(word)) if t >= 0)
+        if len(self._words) >= WORDS_KEPT:
+            self._words.clear()
+        self._words[word] = ids
+        return ids
+
+    @staticmethod
+    def _counted(ids) -> tuple[list[int], list[float]]:
         known: dict[int, int] = {}
-        for t in self.index._term_ids.few(self.index.analyzer.analyze(text)):  # (`tokens`' rule, as a list)
-            if t >= 0:
-                known[t] = known.get(t, 0) + 1
-        return (np.fromiter(known, dtype=np.int64, count=len(known)),
-                np.fromiter(known.values(), dtype=np.float64, count=len(known)))
+        for t in ids:
+            known[t] = known.get(t, 0) + 1
+        return list(known), [float(n) for n in known.values()]
 
-    def candidates(self, ids: np.ndarray, weights: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    def candidates(self, ids: list[int], weights: list[float], depth: int) -> tuple[np.ndarray, np.ndarray]:
         """05_retrieval.candidates: the chunks and scores ranking starts from."""
         ix = self.index
         if ix.context is None:
-            return ix.best_candidates(ids, depth, weights)
+            return ix.best_candidates(np.asarray(ids, dtype=np.int64), depth, np.asarray(weights, dtype=np.float64))
         cols, vals = ix.scores(ids, weights=weights)
-        return cols, ix.context.rescore(ids, weights, cols, vals)
+        return cols, self.mixed(ix.context, ids, weights, cols, vals)
+
+    def section_scores(self, context) -> tuple:
+        """The context's (start, sections, scores) per term (SectionContext.term_scores) and
+        w times each score: a term said once adds w·score to a chunk of a section holding it,
+        the same product (w · 1) · score as `section_part`'s, so found once, not per query.
+        16 bytes a (term, section) pair beyond the context's (2.5 MB on the docs folder's 158k)."""
+        pairs = context._pairs or context._term_sections()
+        if self._evidence[0] is not pairs:  # (made again if the context is scored anew)
+            start, sections, scores = pairs
+            # Sections as NumPy's index type: an int32 index is copied to it by every scatter.
+            self._evidence = (pairs, (start, sections.astype(np.intp), scores), scores * context.weight)
+        return self._evidence
+
+    def mixed(self, context, ids: list[int], weights: list[float], cols: np.ndarray, vals: np.ndarray) -> np.ndarray:
+        """SectionContext.rescore(ids, weights, cols, vals), the same bits, in fewer calls:
+        each term's w·scores scattered straight from `section_scores` into a row over the
+        sections (no concatenation, no product for a term said once), all rows read at the
+        chunks' sections in one take, and added to the chunks' scores term by term in query
+        order, as `rescore` adds them (a sum over the rows at once may add them pairwise)."""
+        _, (start, sections, scores), evidence = self.section_scores(context)
+        m, rows = len(ids), getattr(self._rows, "rows", None)
+        if rows is None or len(rows) < m or rows.shape[1] != context.n:
+            if m * context.n * 8 > ROWS_BYTES:
+                return context.rescore(np.asarray(ids, dtype=np.int64), np.asarray(weights), cols, vals)
+            rows = self._rows.rows = np.zeros((max(m, 8), context.n))
+        spans = []
+        for row, t, wt in zip(rows, ids, weights):
+            lo, hi = start.item(t), start.item(t + 1)
+            at = sections[lo:hi]
+            row[at] = evidence[lo:hi] if wt == 1.0 else scores[lo:hi] * (context.weight * wt)
+            spans.append(at)
+        parts = np.empty((m, len(cols)))
+        # (mode="clip": the sections are in range, and NumPy's bounds check took half the time)
+        np.take(rows[:m], context.codes.take(cols), axis=1, out=parts, mode="clip")
+        for row, at in zip(rows, spans):
+            row[at] = 0.0
+        total = vals.copy()
+        for part in parts:
+            total += part
+        total /= 1 + context.weight
+        return total
 
     def hits(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray, list]:
         """The k best chunks (int64 rows), their scores and, per hit, its collapsed repeats
