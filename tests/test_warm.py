@@ -18,6 +18,7 @@ from pipekit.retrieve import warm
 from pipekit.retrieve.warm import WORD
 from pipekit.retrieve.passages import Passage, ranked_passages
 from pipekit.retrieve.queries import TermIds
+from pipekit.retrieve.ranks import rank
 from pipekit.retrieve.rows import Records, table_reader
 
 from conftest import REPO, twin_guides
@@ -178,6 +179,20 @@ def test_the_section_context_mixed_the_short_way_is_rescores(sample, terms, whic
         patch.setattr(warm, "ROWS_BYTES", 8)
         one._rows.rows = None
         assert one.mixed(ix.context, ids, weights, cols, vals).tobytes() == want.tobytes()
+
+
+@settings(max_examples=200)
+@given(st.lists(st.sampled_from([0.5, 1.0, 1.25, 2.0, 7.5]) | st.floats(0.01, 100), max_size=300),
+       st.sampled_from([1, 2, 10, 50]), st.sampled_from([500, 1]))
+def test_the_k_best_are_the_first_k_of_stage_05s_ranking(values, k, pays):
+    # Ties included (few distinct values), by one partition of all or by nth_largest's blocks
+    vals = np.array(values, dtype=np.float64)
+    cols = np.arange(len(vals), dtype=np.int32) * 3
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(warm, "PARTITION_PAYS", pays)
+        got = warm.best(cols, vals, k)
+    order, _, _ = rank(cols, vals, np.arange(3 * len(vals) + 1), k, k)
+    assert got.tolist() == order.tolist()
 
 
 @settings(max_examples=100)

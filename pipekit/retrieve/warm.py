@@ -48,6 +48,7 @@ EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.float64), [])
 # stemmed), so a query's terms are its words' terms one after another (tests/test_warm.py).
 WORD = re.compile(r"[A-Za-z0-9]+")
 WORDS_KEPT = 50_000  # words whose term ids are kept (~200 bytes each); past it, forgotten and found again
+PARTITION_PAYS = 500  # values per hit up to which `best` partitions them all (nth_largest's blocks past it)
 ROWS_BYTES = 8 << 20  # the section rows of one thread's queries (`mixed`), at most; more terms: the stage's way
 
 
@@ -179,7 +180,15 @@ class OneQuery:
 def best(cols: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
     """Positions of the k best of `vals` (score descending, then chunk ascending): the first
     k of `ranks.rank`'s order, without its documents."""
-    pick = np.arange(len(vals)) if len(vals) <= k else np.flatnonzero(vals >= nth_largest(vals, k))
+    n = len(vals)
+    if n <= k:
+        pick = np.arange(n)
+    else:
+        # The k-th best by one partition of them all, up to PARTITION_PAYS values a hit: below
+        # that nth_largest's block maxima cost more than they save (2,000 values, k = 10:
+        # 8.6 µs against 20.6).  Every value tied with it stays in: corpus order settles ties.
+        cut = np.partition(vals, n - k)[n - k] if n < PARTITION_PAYS * k else nth_largest(vals, k)
+        pick = np.flatnonzero(vals >= cut)
     return pick[np.lexsort((cols[pick], -vals[pick]))][:k]
 
 
