@@ -55,16 +55,18 @@ def table_reader(table: pa.Table) -> Callable[[np.ndarray], dict[str, list]]:
 
 
 SEP, ITEM = "\x1f", "\x1e"  # between a record's strings; before each item of a heading trail
+_SEP = SEP.encode()
 
 
 class Records:
     """A Searcher's citation columns read for one query's hits: a chunk's strings are one
     string made at load (`SEP` between them, the trail's items each after an `ITEM`), its
-    numbers and nulls one row of an int64 array, so the hits' are one decode and one split,
-    where twelve columns were twelve reads (`table_reader`: ~65 µs of a 0.37 ms search).
+    string's bounds, numbers and nulls one row of an int64 array, so the hits' are one take,
+    one decode and one split, where twelve columns were twelve reads (`table_reader`: ~65 µs
+    of a 0.37 ms search, ~20 here).
 
-    What it costs: the same strings again and five numbers, 256 bytes a chunk on the docs
-    folder (1.7 MB), 133 at 200k passages (27 MB, 0.2 s to make).  A tuple of Python values
+    What it costs: the same strings again and seven numbers, 272 bytes a chunk on the docs
+    folder (1.8 MB), 149 at 200k passages (30 MB, 0.3 s to make).  A tuple of Python values
     per chunk, made at load, was faster to read but 760 and 490 bytes a chunk (98 MB and
     2 s at 200k): Python's objects, not the text, are what weigh (bench/README.md).
     `ok` is False when a value holds a separator (or a trail a null item): then the caller
@@ -73,7 +75,7 @@ class Records:
     STRINGS = ("chunk_id", "doc_id", "heading", "page_label_start", "page_label_end", "format", "anchor")
     ORDER = ("chunk_id", "doc_id", "heading_path") + STRINGS[2:]  # a record's strings, in its order
     NUMBERS = ("page_start", "page_end", "start_char", "end_char")
-    # Numbers as they are in `numbers`' first four places; a null's bit is 1 << its place here.
+    # The numbers as they are in `numbers`' places 2-5; a null's bit is 1 << its place here.
     NULLABLE = ("page_start", "page_end", "start_char", "end_char", "page_label_start", "page_label_end", "format")
 
     def __init__(self, table: pa.Table):
@@ -98,14 +100,17 @@ class Records:
         blob = pc.binary_join_element_wise(*parts, SEP)
         if isinstance(blob, pa.ChunkedArray):  # (row groups: one array, its offsets 64-bit past 2 GB)
             blob = blob.cast(pa.large_string()).combine_chunks() if blob.num_chunks != 1 else blob.chunk(0)
-        self.offsets, data = string_buffers(blob)
+        offsets, data = string_buffers(blob)
         self.data = memoryview(data)
-        self._blob = blob  # (owns the buffers the views above read)
-        numbers = np.zeros((n, 5), dtype=np.int64)
+        self._blob = blob  # (owns the buffer the view above reads)
+        # A row: where the chunk's string starts and ends, its four numbers, its null bits
+        # (one take and one list for all of a query's hits).
+        numbers = np.zeros((n, 7), dtype=np.int64)
+        numbers[:, 0], numbers[:, 1] = offsets[:-1], offsets[1:]
         for j, name in enumerate(self.NUMBERS):
             if name in table.column_names:
-                numbers[:, j] = pc.fill_null(table.column(name), 0).to_numpy()
-        nulls = numbers[:, 4]
+                numbers[:, 2 + j] = pc.fill_null(table.column(name), 0).to_numpy()
+        nulls = numbers[:, 6]
         for bit, name in enumerate(self.NULLABLE):
             if name not in table.column_names:
                 nulls |= 1 << bit
@@ -117,24 +122,25 @@ class Records:
         """{column name: the rows' values}, as `table_reader` gives them (but for a null heading
         or anchor, which are "", and a heading trail's null, which is []: a Passage makes no
         difference between them)."""
-        o, m = self.offsets.take(_both(rows)).tolist(), len(rows)
+        m = len(rows)
+        if m == 0:
+            return {name: [] for name in self.ORDER + self.NUMBERS}
+        starts, ends, *numbers, nulls = self.numbers.take(rows, axis=0).T.tolist()
         data = self.data
         # The rows' strings as one: one decode and one split for all (a decode, a split and a
         # tuple a hit were 2.4 µs each).
-        fields = str(SEP.encode().join([data[a:b] for a, b in zip(o[:m], o[m:])]), "utf-8").split(SEP) if m else []
+        fields = str(_SEP.join([data[a:b] for a, b in zip(starts, ends)]), "utf-8").split(SEP)
         cols = {name: fields[j::8] for j, name in enumerate(self.ORDER)}
         cols["heading_path"] = [t.split(ITEM)[1:] for t in cols["heading_path"]]
-        numbers = self.numbers.take(rows, axis=0).T.tolist() if m else [[]] * 5
-        for name, got in zip(self.NUMBERS, numbers):
-            cols[name] = got
+        cols.update(zip(self.NUMBERS, numbers))
         some, every = 0, -1  # the null bits of some rows and of every row
-        for z in numbers[4]:
+        for z in nulls:
             some, every = some | z, every & z
         for bit, name in enumerate(self.NULLABLE):
             if every >> bit & 1:  # (pages: null in a folder without PDFs)
                 cols[name] = [None] * m
             elif some >> bit & 1:
-                cols[name] = [None if z >> bit & 1 else v for v, z in zip(cols[name], numbers[4])]
+                cols[name] = [None if z >> bit & 1 else v for v, z in zip(cols[name], nulls)]
         return cols
 
 
