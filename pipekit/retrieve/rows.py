@@ -111,10 +111,15 @@ class Records:
             if name in table.column_names:
                 numbers[:, 2 + j] = pc.fill_null(table.column(name), 0).to_numpy()
         nulls = numbers[:, 6]
+        # Columns of nulls only (a folder without PDFs: its pages) read as such, with no bits
+        # looked at; the bits say which rows of the others are null.
+        self.all_null, self.some_null = [], []
         for bit, name in enumerate(self.NULLABLE):
-            if name not in table.column_names:
-                nulls |= 1 << bit
-            elif table.column(name).null_count:
+            missing = table.column(name).null_count if name in table.column_names else n
+            if missing == n:
+                self.all_null.append(name)
+            elif missing:
+                self.some_null.append((bit, name))
                 nulls |= np.asarray(pc.is_null(table.column(name))).astype(np.int64) << bit
         self.numbers = numbers
 
@@ -133,14 +138,10 @@ class Records:
         cols = {name: fields[j::8] for j, name in enumerate(self.ORDER)}
         cols["heading_path"] = [t.split(ITEM)[1:] for t in cols["heading_path"]]
         cols.update(zip(self.NUMBERS, numbers))
-        some, every = 0, -1  # the null bits of some rows and of every row
-        for z in nulls:
-            some, every = some | z, every & z
-        for bit, name in enumerate(self.NULLABLE):
-            if every >> bit & 1:  # (pages: null in a folder without PDFs)
-                cols[name] = [None] * m
-            elif some >> bit & 1:
-                cols[name] = [None if z >> bit & 1 else v for v, z in zip(cols[name], nulls)]
+        for name in self.all_null:
+            cols[name] = [None] * m
+        for bit, name in self.some_null:
+            cols[name] = [None if z >> bit & 1 else v for v, z in zip(cols[name], nulls)]
         return cols
 
 
