@@ -10,13 +10,16 @@ which ranking 110 chunks and naming the 100 best documents ~60 µs, collapsing r
 query with no filter, feedback, vectors or explanation (the Searcher takes stage 05's path
 for those):
 
-- its terms by the analyzer's one-text rule, looked up by `TermIds.few` (plain Python over
-  the sorted vocabulary's prefix keys), with no Arrow array made and read back;
+- its terms word by word: the analyzer's one-text rule takes each ASCII word on its own,
+  so a word's term ids, once looked up (`TermIds.few`), are kept for the next query that
+  says it (a word's analysis, not a query's answer: nothing a query finds is kept);
 - every matching chunk scored by the index's own `scores` (or, without section context,
   `best_candidates` with the same depth stage 05 passes), then the section context mixed in
-  by `SectionContext.rescore`: the same functions, so the same candidates and bits;
+  as `SectionContext.rescore` mixes it, in fewer calls (`mixed`: each term's w·scores made
+  once at load and scattered straight into a row per term; the same products and sums in
+  the same order, so the same bits);
 - only the k best ranked (score descending, then corpus order: the same total order as
-  `ranks.rank`, whose first k these are), and no documents named;
+  `ranks.rank`, whose first k these are), found by one partition, and no documents named;
 - repeats: a repeat is a chunk of another document with the same own section title as a
   hit kept before it (pipekit/retrieve/repeats.py), so when no title of the k best is
   shared by two documents nothing can collapse, and the answer is those k with no repeats
@@ -30,7 +33,9 @@ What it does not do: several queries at once (stage 05's `search`, batched), fil
 (`--in`/`--format`), RM3 feedback, dense fusion, explanations.  tests/test_warm.py holds
 every Passage, score bits included, to stage 05's path on the docs questions, the sample
 and a folder of repeated passages, with section context on and off, repeats kept and
-collapsed, several k.
+collapsed, several k; and each piece (a query's terms from kept words, `mixed`, `best`)
+to what it replaces, on random input.  What is left of a search's time and why the peers
+stay ahead: bench/README.md, "One warm query, fewer calls".
 """
 from __future__ import annotations
 
@@ -188,8 +193,8 @@ def best(cols: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
         # that nth_largest's block maxima cost more than they save (2,000 values, k = 10:
         # 8.6 µs against 20.6).  Every value tied with it stays in: corpus order settles ties.
         cut = np.partition(vals, n - k)[n - k] if n < PARTITION_PAYS * k else nth_largest(vals, k)
-        pick = np.flatnonzero(vals >= cut)
-    return pick[np.lexsort((cols[pick], -vals[pick]))][:k]
+        pick = (vals >= cut).nonzero()[0]  # (the method: np.flatnonzero's wrapper is ~1 µs more)
+    return pick[np.lexsort((cols.take(pick), -vals.take(pick)))][:k]
 
 
 def _apart(titles: list[str], docs: list[int]) -> bool:
