@@ -76,7 +76,8 @@ class OneQuery:
 
         An ASCII query's words are looked up one by one, each word's terms kept (not a query's
         results: the same word in another query is the same terms).  Analysing a query and
-        looking its words up in the vocabulary was ~20 µs a query, 4 µs from kept words."""
+        looking its words up in the vocabulary was ~23 µs a docs question; from kept words it
+        is ~5, of words never seen ~38 (each analysed on its own)."""
         if not text.isascii():
             return self._counted(t for t in self.index._term_ids.few(self.index.analyzer.analyze(text)) if t >= 0)
         words, kept = WORD.findall(text), self._words
