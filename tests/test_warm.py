@@ -259,6 +259,10 @@ def test_the_citation_records_joined_at_load_read_as_the_columns(sample):
                                                                     pa.list_(pa.string())))).ok
     assert not Records(table.set_column(7, "heading_path", pa.array([[None], None, [], [], []],
                                                                     pa.list_(pa.string())))).ok
+    # ... and then a Searcher reads the columns, to the same Passages
+    want = [passages(searcher.search(q, 10)) for q in SAMPLE_QUERIES]
+    searcher._records.ok = False
+    assert [passages(searcher.search(q, 10)) for q in SAMPLE_QUERIES] == want
 
 
 def test_passages_made_the_short_way_are_the_dataclasss():
