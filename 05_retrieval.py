@@ -94,7 +94,8 @@ from pipekit.retrieve.results import (METRICS, added_terms, also_column, chunk_t
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
-from pipekit.retrieve.ranks import TopPostings, common_term_rows, masked, nth_best_document, rank, sorted_unique
+from pipekit.retrieve.ranks import (TopPostings, common_term_rows, masked, nth_best_document, rank, row_lookup,
+                                    sorted_unique)
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
 from pipekit.run.arrays import run_starts
 from pipekit.retrieve.sections import section_context
@@ -102,7 +103,7 @@ from pipekit.run.stages import get_stage
 
 DEPTH = 100  # documents evaluated per query, whatever top_k is
 DENSE_SHARE = 16  # a term in over 1/16 of the chunks gets an array over all chunks for lookups ...
-DENSE_TERMS = 96  # ... for at most this many terms (8 bytes a chunk each)
+DENSE_TERMS = 96  # ... for at most this many terms (a 1-2 byte code a chunk each: ranks.common_term_rows)
 BINCOUNT_SHARE = 16  # lists adding up to over 1/16 of the chunks are summed into an array over all chunks
 # (merging sorted lists costs ~12 ns a posting, the array ~0.3 ns a chunk: it wins from ~1/30)
 SMALL_QUERY = 4096  # a query with fewer postings is scored in full: pruning would not pay
@@ -321,8 +322,9 @@ class Index:
         return self.chunk[lo:hi], self.impact[lo:hi]
 
     def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, np.ndarray]:
-        """The commonest terms' ids, and their impacts in every chunk (0 where absent): a term in
-        over 1/DENSE_SHARE of the chunks is looked up by a plain index (ranks.common_term_rows)."""
+        """The commonest terms' ids, and their impacts in every chunk (0 where absent) as a row of
+        codes and the values they name: a term in over 1/DENSE_SHARE of the chunks is looked
+        up by a plain index (ranks.common_term_rows)."""
         return common_term_rows(self.df, len(self.lengths), self._postings_of, DENSE_SHARE, DENSE_TERMS, zeros)
 
     def _lookup(self, t, cand: np.ndarray, w: float = 1.0) -> np.ndarray:
@@ -333,7 +335,7 @@ class Index:
     def _unweighted_lookup(self, t, cand: np.ndarray) -> np.ndarray:
         dense = self._dense.get(t)
         if dense is not None:
-            return dense.take(cand)
+            return row_lookup(dense, cand)
         ch, imp = self._postings_of(t)
         # Both sorted, so search the fewer in the more (the one searched for is the loop):
         # NumPy's searchsorted starts each search where the last one ended.
