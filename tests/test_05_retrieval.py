@@ -339,7 +339,7 @@ def test_the_trec_run_is_one_line_a_document_as_written_before():
     # of the format, not a test that fails before: the old code wrote these same bytes.)
     run = {"q 1": {"a b": 1.5, "c%": 2.0, "d": 2.0}, "q2": {"x": 0.1 + 0.2, "é\u2003y": 1e-300}, "q3": {}}
     queries = [("q2", "t"), ("q 1", "t"), ("q3", "t"), ("q4", "t")]
-    want = ["q2 Q0 x 1 0.30000000000000004 pipekit", "q2 Q0 %C3%A9%E2%80%83y 2 1.0000000000000001e-300 pipekit",
+    want = ["q2 Q0 x 1 0.30000000000000004 pipekit", "q2 Q0 é%E2%80%83y 2 1e-300 pipekit",
             "q%201 Q0 c%25 1 2 pipekit", "q%201 Q0 d 2 2 pipekit", "q%201 Q0 a%20b 3 1.5 pipekit"]
     assert retrieval.trec_run(queries, run) == "\n".join(want) + "\n"
     assert retrieval.trec_run(queries[2:], run) == ""
