@@ -373,3 +373,18 @@ def test_common_term_rows_are_narrow_codes_of_the_exact_impacts(seed, distinct):
 def test_code_dtype_numbers_every_value():
     assert [ranks.code_dtype(v) for v in (1, 256, 257, 65536, 65537)] == [np.uint8, np.uint8, np.uint16, np.uint16,
                                                                          np.uint32]
+
+
+def test_the_index_holds_no_unread_columns_and_drops_its_postings(tmp_path):
+    # Stage 05 holds of 04_chunks only what it reads (no hashes, no row numbers), and once
+    # every query is answered it lets the postings and common rows go before writing.
+    rng = np.random.default_rng(7)
+    _, texts, doc_ids = random_corpus(rng, n_chunks=200, vocab=30)
+    index = build(tmp_path, texts, doc_ids)
+    assert pq.read_schema(tmp_path / "04_chunks.parquet").names[:2] == ["chunk", "chunk_id"]
+    assert "content_hash" in pq.read_schema(tmp_path / "04_chunks.parquet").names
+    assert not {"chunk", "content_hash"} & set(index.chunks.column_names)
+    assert {"chunk_id", "doc_id", "heading", "length"} <= set(index.chunks.column_names)
+    assert len(index._dense) > 0 and index.impact is not None
+    index.drop_postings()
+    assert index.chunk is None and index.impact is None and index._dense == {}
