@@ -142,8 +142,7 @@ class Index:
         # Postings cut into shards by document are merged here term by term (pipekit/index/layout.py).
         self._shards = ShardedPostings(self._postings_path, self.stats.get("shards"), len(self.df))
         self._tf = self._forward = self._noise = None
-        # Every column but those nothing here reads (`chunk` is the row number; the hash is for
-        # stage 04's reruns): at 1M passages the hashes alone were 19 MB of the table's 100.
+        # Not the columns nothing reads (at 1M passages the hashes alone were 19 MB of 100).
         self.chunks = io.read_table(chunks_path, [n for n in io.schema(chunks_path).names if n not in UNREAD_04])
         if postings:
             self.__dict__.update(self._derived(self.chunks, np.zeros))
@@ -189,10 +188,8 @@ class Index:
         return self._shards.read(name, dtype, n, zeros((n,), dtype), cores())
 
     def drop_postings(self) -> None:
-        """Forget the postings and the common terms' rows, and hand their memory back: stage 05
-        calls it once every query is answered (and none is explained), so that the results
-        table, its texts and the run are built in the memory the index held, not on top of it
-        (at 1M passages they added ~130 MB to a peak of ~1.2 GB).  No scoring after this."""
+        """Forget the postings and common rows, their memory handed back, when every query is
+        answered: the outputs then reuse it (at 1M passages they added ~130 MB). No scoring after."""
         self.chunk = self.impact = self._tf = self._forward = None
         self._dense, self._seeds = {}, None
         release_freed_memory()
@@ -333,10 +330,9 @@ class Index:
         lo, hi = self.indptr[t], self.indptr[t + 1]
         return self.chunk[lo:hi], self.impact[lo:hi]
 
-    def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, np.ndarray]:
-        """The commonest terms' ids, and their impacts in every chunk (0 where absent) as a row of
-        codes and the values they name: a term in over 1/DENSE_SHARE of the chunks is looked
-        up by a plain index (ranks.common_term_rows)."""
+    def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, list]:
+        """The commonest terms' ids, and their impacts in every chunk (0 where absent), coded: a term in
+        over 1/DENSE_SHARE of the chunks is looked up by a plain index (ranks.common_term_rows)."""
         return common_term_rows(self.df, len(self.lengths), self._postings_of, DENSE_SHARE, DENSE_TERMS, zeros)
 
     def _lookup(self, t, cand: np.ndarray, w: float = 1.0) -> np.ndarray:
