@@ -85,7 +85,7 @@ from pipekit.cli import stage_main
 from pipekit.run.errors import PipelineError
 from pipekit.tools.history import metric_line, record_run
 from pipekit.run.io import cores
-from pipekit.run.malloc import keep_freed_memory
+from pipekit.run.malloc import keep_freed_memory, release_freed_memory
 from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, feedback_noise, feedback_of, load_qrels, load_queries,
                              trec_run)
 from pipekit.retrieve.shards import answer as shard_answer, on_shards
@@ -94,15 +94,17 @@ from pipekit.retrieve.results import (METRICS, added_terms, also_column, chunk_t
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
-from pipekit.retrieve.ranks import TopPostings, common_term_rows, masked, nth_best_document, rank, sorted_unique
+from pipekit.retrieve.ranks import (TopPostings, common_term_rows, masked, nth_best_document, rank, row_lookup,
+                                    sorted_unique)
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
 from pipekit.run.arrays import run_starts
 from pipekit.retrieve.sections import section_context
 from pipekit.run.stages import get_stage
 
 DEPTH = 100  # documents evaluated per query, whatever top_k is
+UNREAD_04 = ("chunk", "content_hash")  # 04_chunks columns the Index does not hold
 DENSE_SHARE = 16  # a term in over 1/16 of the chunks gets an array over all chunks for lookups ...
-DENSE_TERMS = 96  # ... for at most this many terms (8 bytes a chunk each)
+DENSE_TERMS = 96  # ... for at most this many terms (a 1-2 byte code a chunk each: ranks.common_term_rows)
 BINCOUNT_SHARE = 16  # lists adding up to over 1/16 of the chunks are summed into an array over all chunks
 # (merging sorted lists costs ~12 ns a posting, the array ~0.3 ns a chunk: it wins from ~1/30)
 SMALL_QUERY = 4096  # a query with fewer postings is scored in full: pruning would not pay
@@ -140,7 +142,8 @@ class Index:
         # Postings cut into shards by document are merged here term by term (pipekit/index/layout.py).
         self._shards = ShardedPostings(self._postings_path, self.stats.get("shards"), len(self.df))
         self._tf = self._forward = self._noise = None
-        self.chunks = io.read_table(chunks_path)
+        # Not the columns nothing reads (at 1M passages the hashes alone were 19 MB of 100).
+        self.chunks = io.read_table(chunks_path, [n for n in io.schema(chunks_path).names if n not in UNREAD_04])
         if postings:
             self.__dict__.update(self._derived(self.chunks, np.zeros))
         if postings:
@@ -183,6 +186,13 @@ class Index:
     def _read_column(self, name: str, dtype, zeros=np.empty) -> np.ndarray:
         n = int(self.indptr[-1])
         return self._shards.read(name, dtype, n, zeros((n,), dtype), cores())
+
+    def drop_postings(self) -> None:
+        """Forget the postings and common rows, their memory handed back, when every query is
+        answered: the outputs then reuse it (at 1M passages they added ~130 MB). No scoring after."""
+        self.chunk = self.impact = self._tf = self._forward = None
+        self._dense, self._seeds = {}, None
+        release_freed_memory()
 
     def query_terms(self, texts: list[str]) -> list["QueryTerms"]:
         """Each query as scored: its distinct analysed terms the index knows (in query
@@ -320,8 +330,8 @@ class Index:
         lo, hi = self.indptr[t], self.indptr[t + 1]
         return self.chunk[lo:hi], self.impact[lo:hi]
 
-    def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, np.ndarray]:
-        """The commonest terms' ids, and their impacts in every chunk (0 where absent): a term in
+    def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, list]:
+        """The commonest terms' ids, and their impacts in every chunk (0 where absent), coded: a term in
         over 1/DENSE_SHARE of the chunks is looked up by a plain index (ranks.common_term_rows)."""
         return common_term_rows(self.df, len(self.lengths), self._postings_of, DENSE_SHARE, DENSE_TERMS, zeros)
 
@@ -333,7 +343,7 @@ class Index:
     def _unweighted_lookup(self, t, cand: np.ndarray) -> np.ndarray:
         dense = self._dense.get(t)
         if dense is not None:
-            return dense.take(cand)
+            return row_lookup(dense, cand)
         ch, imp = self._postings_of(t)
         # Both sorted, so search the fewer in the more (the one searched for is the loop):
         # NumPy's searchsorted starts each search where the last one ended.
@@ -569,6 +579,8 @@ def run(ctx) -> None:
         hits, run_docs, scored = search(index, queries, sec["top_k"], depth, bar, feedback=feedback)
     else:  # batches of queries on every part of the index, each part held by one worker (pipekit/retrieve/shards.py)
         hits, run_docs, scored = on_shards(ctx, index, Index, queries, sec["top_k"], depth, feedback, mixing)
+    if here and not sec["explain"]:  # every score is in `hits` and `run_docs`: the postings can go
+        index.drop_postings()
     q, c, s, r = hits
     explain = [index.explain(scored[qi], int(ci)) for qi, ci in zip(q, c)] if sec["explain"] else None
     table = results_table(queries, index.chunks, (q, c, s, r), chunk_texts(chunks_03, c), explain)

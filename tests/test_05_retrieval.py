@@ -331,3 +331,15 @@ def test_bad_feedback_settings_name_the_key_and_what_it_accepts(tmp_path):
         load_config(write_config(tmp_path), ["retrieval.feedback_query_weight=1.5"])
     with pytest.raises(ConfigError, match=r"indexing\.heading_weight must be a whole number >= 0"):
         load_config(write_config(tmp_path), ["indexing.heading_weight=1.5"])
+
+
+def test_the_trec_run_is_one_line_a_document_as_written_before():
+    # trec_run formats the whole run in one %-format (issue 47): each line as the f-string a
+    # line made it, ids escaped only where needed, scores to 17 significant digits.  (A pin
+    # of the format, not a test that fails before: the old code wrote these same bytes.)
+    run = {"q 1": {"a b": 1.5, "c%": 2.0, "d": 2.0}, "q2": {"x": 0.1 + 0.2, "é\u2003y": 1e-300}, "q3": {}}
+    queries = [("q2", "t"), ("q 1", "t"), ("q3", "t"), ("q4", "t")]
+    want = ["q2 Q0 x 1 0.30000000000000004 pipekit", "q2 Q0 é%E2%80%83y 2 1e-300 pipekit",
+            "q%201 Q0 c%25 1 2 pipekit", "q%201 Q0 d 2 2 pipekit", "q%201 Q0 a%20b 3 1.5 pipekit"]
+    assert retrieval.trec_run(queries, run) == "\n".join(want) + "\n"
+    assert retrieval.trec_run(queries[2:], run) == ""

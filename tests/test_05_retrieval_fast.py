@@ -343,3 +343,48 @@ def test_pruned_candidates_hold_the_exhaustive_best(tmp_path_factory, seed, new_
         assert pc_[got[0]].tolist() == cols[want[0]].tolist(), text
         assert got[1].tolist() == want[1].tolist(), text
         np.testing.assert_allclose(got[2], want[2], rtol=1e-12, atol=0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 400))
+def test_common_term_rows_are_narrow_codes_of_the_exact_impacts(seed, distinct):
+    # Each common term's row gives its stored impact in every chunk, the same bits (0.0
+    # where absent), from codes of one or two bytes a chunk: the float64 rows they replace
+    # were 608 MB of stage 05's peak at 1M passages (bench/README.md, issue 47).
+    rng = np.random.default_rng(seed)
+    n, df = 500, np.array([400, 3, 260, 120, 31])
+    values = rng.random(distinct) * 10
+    lists = {t: (np.sort(rng.choice(n, size=int(d), replace=False)).astype(np.int32),
+                 values[rng.integers(0, distinct, size=int(d))]) for t, d in enumerate(df)}
+    ids, rows = ranks.common_term_rows(df, n, lists.__getitem__, share=16, most=3)
+    assert ids.tolist() == [0, 2, 3]  # over 1/16 of the chunks, commonest first, at most 3
+    for t, row in zip(ids.tolist(), rows):
+        codes, _ = row
+        own = len(np.unique(lists[t][1]))  # the term's distinct impacts, and 0 for absent
+        assert codes.shape == (n,) and codes.itemsize == (1 if own + 1 <= 256 else 2)
+        want = np.zeros(n)
+        want[lists[t][0]] = lists[t][1]
+        got = ranks.row_lookup(row, np.arange(n))
+        assert got.dtype == np.float64 and got.view(np.uint64).tolist() == want.view(np.uint64).tolist()
+        some = np.sort(rng.choice(n, size=50, replace=False))
+        assert ranks.row_lookup(row, some).tolist() == want[some].tolist()
+
+
+def test_code_dtype_numbers_every_value():
+    assert [ranks.code_dtype(v) for v in (1, 256, 257, 65536, 65537)] == [np.uint8, np.uint8, np.uint16, np.uint16,
+                                                                         np.uint32]
+
+
+def test_the_index_holds_no_unread_columns_and_drops_its_postings(tmp_path):
+    # Stage 05 holds of 04_chunks only what it reads (no hashes, no row numbers), and once
+    # every query is answered it lets the postings and common rows go before writing.
+    rng = np.random.default_rng(7)
+    _, texts, doc_ids = random_corpus(rng, n_chunks=200, vocab=30)
+    index = build(tmp_path, texts, doc_ids)
+    assert pq.read_schema(tmp_path / "04_chunks.parquet").names[:2] == ["chunk", "chunk_id"]
+    assert "content_hash" in pq.read_schema(tmp_path / "04_chunks.parquet").names
+    assert not {"chunk", "content_hash"} & set(index.chunks.column_names)
+    assert {"chunk_id", "doc_id", "heading", "length"} <= set(index.chunks.column_names)
+    assert len(index._dense) > 0 and index.impact is not None
+    index.drop_postings()
+    assert index.chunk is None and index.impact is None and index._dense == {}

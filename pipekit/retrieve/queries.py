@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_left
+from itertools import chain
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,13 +135,24 @@ def trec_field(name: str) -> str:
 
 def trec_run(queries, run: dict) -> str:
     """A run {qid: {doc: score}} in TREC run format, queries in the given order, each
-    query's documents best first (what trec_eval and ir-measures read)."""
-    lines = []
+    query's documents best first (what trec_eval and ir-measures read).
+
+    Every line is made by one %-format of the whole run, in C: an f-string a line, with a
+    regular expression call a document, was 0.3 s of stage 05's 2.5 s at 200k passages (1,000
+    queries, 100,000 lines).  The names are searched for what needs escaping all at once:
+    ids that need none (nearly all) are written as they are."""
+    qids, docs, ranks, scores = [], [], [], []
     for qid, _ in queries:
         ranked = sorted(run.get(qid, {}).items(), key=lambda kv: -kv[1])
-        q = trec_field(qid)
-        lines += [f"{q} Q0 {trec_field(doc)} {r} {s:.17g} pipekit" for r, (doc, s) in enumerate(ranked, 1)]
-    return "\n".join(lines) + ("\n" if lines else "")
+        if ranked:
+            names, values = zip(*ranked)
+            docs += names
+            scores += values
+            qids += [trec_field(qid)] * len(ranked)
+            ranks += range(1, len(ranked) + 1)
+    if _TO_ESCAPE.search("".join(docs)):
+        docs = [trec_field(d) for d in docs]
+    return ("%s Q0 %s %d %.17g pipekit\n" * len(docs)) % tuple(chain.from_iterable(zip(qids, docs, ranks, scores)))
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,9 @@ import threading
 import numpy as np
 
 from pipekit.run.arrays import run_starts
+from pipekit.run.lazy import lazy
+
+pa, pc = lazy("pyarrow"), lazy("pyarrow.compute")  # only `common_term_rows` needs Arrow: `search` starts without it
 
 
 def masked(mask: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -141,26 +144,51 @@ def rank(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, k: int, dept
 
 
 def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int,
-                     zeros=np.zeros) -> tuple[np.ndarray, np.ndarray]:
+                     zeros=np.zeros) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
     """The ids of the terms in over 1/`share` of the `n` chunks (at most `most`, commonest
-    first), and their impacts in every chunk (0 where absent): one row a term.
+    first), and for each a row over every chunk that gives its impact there (0 where absent),
+    as (codes, values): the impact in chunk c is `values[codes[c]]`, `values[0]` = 0.
 
     Such a term is looked up by nearly every query that has it, in a list too long to search
     cheaply: a row over all chunks makes each lookup a plain index.  Built once with the
     index, because building one costs as much as a hundred lookups, and the same rows serve
-    every query.  `postings_of(t)`: term t's (chunks, impacts)."""
+    every query.  `postings_of(t)`: term t's (chunks, impacts).
+
+    Why codes, not the impacts themselves: a term's impact depends only on its count in the
+    chunk and the chunk's length, so a common term has few distinct impacts (at most 945 on
+    the 1M-passage bench corpus, whose 76 rows held 608 MB as float64, the largest part of
+    stage 05's peak).  A row of uint16 codes (uint8 when 255 do) is a quarter of that or
+    less, and `values` holds the term's impacts exactly as stored: a lookup gives the same
+    bits, so scores do not change."""
     common = np.flatnonzero(df * share > n)
     common = common[np.argsort(-df[common], kind="stable")[:most]]
-    rows = zeros((len(common), n), dtype=np.float64)
+    rows: list = [None] * len(common)
 
     def row(i: int) -> None:
         ch, imp = postings_of(common[i])
-        rows[i, ch] = imp
+        # Equal impacts get one code (Arrow hashes them; equal positive floats are equal bits).
+        coded = pc.dictionary_encode(pa.array(imp, pa.float64()))
+        values = np.concatenate([np.zeros(1), coded.dictionary.to_numpy()])
+        codes = zeros((n,), dtype=code_dtype(len(values)))
+        codes[ch] = np.asarray(coded.indices) + 1  # 0: the term is absent
+        rows[i] = (codes, values)
 
     from concurrent.futures import ThreadPoolExecutor  # (both here: `search` starts without them,
     from pipekit.run.io import cores                    # pipekit/retrieve/cold.py; io loads Arrow's Parquet reader)
 
-    # A row is mostly page faults and a scatter, both outside the GIL: one per core.
+    # A row is mostly page faults, hashing and a scatter, all outside the GIL: one per core.
     with ThreadPoolExecutor(cores()) as pool:
         list(pool.map(row, range(len(common))))
     return common.astype(np.int64), rows
+
+
+def code_dtype(values: int) -> type:
+    """The narrowest unsigned integer that numbers `values` distinct values."""
+    return np.uint8 if values <= 1 << 8 else np.uint16 if values <= 1 << 16 else np.uint32
+
+
+def row_lookup(row: tuple[np.ndarray, np.ndarray], chunks: np.ndarray) -> np.ndarray:
+    """A common term's impacts (float64, 0 where absent) in `chunks`, from its
+    `common_term_rows` row: a gather of codes, then of the few values they name."""
+    codes, values = row
+    return values.take(codes.take(chunks))

@@ -110,6 +110,14 @@ class Repeats:
                 self._sets[c] = frozenset(_WORD.findall(link_text(passage_text(text or "")).lower()))
         return [self._sets[c] for c in chunks]
 
+    def apart(self, chunks: np.ndarray) -> bool:
+        """True when no own section title of these chunks is shared by two documents.  A
+        repeat is a chunk of another document under the title of a hit kept before it, so
+        then none of them repeats another, and `collapse` keeps them all, in order, without
+        a word set read (pipekit/retrieve/warm.py tests one query the same way)."""
+        titles = self.titles(chunks)
+        return len(set(titles)) == len(set(zip(titles, self.doc_codes[np.asarray(chunks, np.int64)].tolist())))
+
     def alike(self, a: frozenset, b: frozenset) -> bool:
         """Jaccard(a, b) >= similar."""
         small, large = (a, b) if len(a) <= len(b) else (b, a)
@@ -184,18 +192,30 @@ def collapse_answers(repeats: Repeats | None, answers: list[tuple], k: int, reac
     one of their chunks (a cluster's client), not by their codes."""
     out, also = [], []
     step = max(1, min(PREFETCH, KEEP // (2 * (k + BLOCK))))  # (what one read brings stays kept)
+    apart: list[bool] = []
     for i, a in enumerate(answers):
         if repeats is not None and i % step == 0:  # these queries' first hits: one read of their texts
+            block = answers[i:i + step]
             # (sorted_unique, not np.unique: its first call imports numpy.ma, 10-30 ms of a one-shot search)
-            firsts = sorted_unique(np.concatenate([b[0][:k + BLOCK] for b in answers[i:i + step]]))
-            repeats.term_sets(firsts)
-            repeats.titles(firsts)
+            repeats.titles(sorted_unique(np.concatenate([b[0][:k] for b in block])))
+            # Texts only where a title of the first k is shared by two documents: elsewhere
+            # nothing can collapse (`Repeats.apart`), and reading and splitting the texts of
+            # every query's first hits was most of this function (stage 05 at 200k passages:
+            # 0.9 s, for one query in 5,000 that had a shared title; bench/README.md).
+            apart = [repeats.apart(b[0][:k]) for b in block]
+            wordy = [b[0][:k + BLOCK] for b, sep in zip(block, apart) if not sep]
+            if wordy:
+                repeats.term_sets(sorted_unique(np.concatenate(wordy)))
         if repeats is None:
             out.append((a[0][:k], a[1][:k], a[2], a[3]))
             also.append([NONE] * len(out[-1][0]))
             continue
         deep = reach
-        kept, rep = repeats.collapse(a[0], k)
+        if apart[i % step]:  # what `collapse` would find without a word set: the first k, none repeated
+            kept = np.arange(min(k, len(a[0])), dtype=np.int64)
+            rep = [[] for _ in range(len(kept))]
+        else:
+            kept, rep = repeats.collapse(a[0], k)
         while len(kept) < k and len(a[0]) >= deep and deeper is not None:
             deep *= 2
             a = deeper(i, deep)
