@@ -146,7 +146,6 @@ class Index:
         self.chunks = io.read_table(chunks_path, [n for n in io.schema(chunks_path).names if n not in UNREAD_04])
         if postings:
             self.__dict__.update(self._derived(self.chunks, np.zeros))
-        if postings:
             self._dense = dict(zip(self.dense_ids.tolist(), self.dense))
             self._seeds = TopPostings(self._postings_of)  # each term's floor seeds, found once
         self.small_query = SMALL_QUERY  # tests lower it, so their small corpora take the pruned path
@@ -372,9 +371,7 @@ class Index:
             return np.zeros(0, dtype=self.chunk.dtype), np.zeros(0, dtype=np.float64)
         w = ([1.0] * len(term_ids) if weights is None else weights if isinstance(weights, list)
              else np.asarray(weights, dtype=np.float64).tolist())
-        # Each term's postings as slices, its bounds as Python ints (`.item`): a Searcher's one
-        # query is a few terms, where a method call and NumPy scalars per term were a quarter
-        # of this method's ~40 µs (pipekit/retrieve/warm.py).
+        # Bounds as Python ints: per-term NumPy scalars were a quarter of a Searcher's one query here.
         indptr, parts, postings = self.indptr, [], 0
         for t, wt in zip(term_ids, w):
             lo, hi = indptr.item(t), indptr.item(t + 1)
@@ -387,8 +384,7 @@ class Index:
             # them (adding in query order) beats gathering and scattering them term by term.
             dense = np.bincount(np.concatenate([p[0] for p in parts]),
                                 weights=np.concatenate([p[1] for p in parts]), minlength=len(self.lengths))
-            # (`dense != 0`, not `dense`: nonzero over floats took 4x as long as over bools;
-            # the method, not np.flatnonzero, whose wrapper was a tenth of a one-query search's scoring)
+            # (`dense != 0`, not `dense`: nonzero over floats took 4x as long as over bools)
             cols = (dense >= at_least if at_least > 0 else dense != 0).nonzero()[0]
             return cols.astype(self.chunk.dtype), dense.take(cols)
         else:

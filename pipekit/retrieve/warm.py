@@ -172,7 +172,7 @@ class OneQuery:
         cols, vals = self.candidates(ids, weights, max(reach, depth))
         top = best(cols, vals, k)
         chunks = cols[top].astype(np.int64)
-        if repeats is None or _apart(repeats.titles(chunks.tolist()), ix.doc_codes.take(chunks).tolist()):
+        if repeats is None or repeats.apart(chunks):
             return chunks, vals[top], [NONE] * len(chunks)
         # Two documents share a title: walk the k as `Repeats.collapse` walks any ranking (a
         # position is decided by those before it alone); if none repeats another, they stand.
@@ -205,6 +205,3 @@ def best(cols: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
     return pick[np.lexsort((cols.take(pick), -vals.take(pick)))][:k]
 
 
-def _apart(titles: list[str], docs: list[int]) -> bool:
-    """Whether no title is shared by chunks of two documents (then none repeats another)."""
-    return len(set(titles)) == len(set(zip(titles, docs)))
