@@ -50,7 +50,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
 
-from pipekit.read.documents import failed_row, read_document
+from pipekit.read.documents import READER_MODULES, failed_row, read_document
 from pipekit.read.walk import InputEntry
 
 # One core's reading speed by format, MB/s (stage 01's readers on the Python manual, R's PDF
@@ -233,9 +233,10 @@ def _context(read: Callable | None = read_document):
     light = read is None or getattr(read, "__module__", None) != "__main__"
     ctx = _ReadersContext() if light else multiprocessing.get_context("forkserver")
     # Imported once in the server, before it forks each worker: a worker starts with the readers
-    # loaded, and with the HTML path's two libraries, which the readers import on first use (the
-    # common heavy format; ~20 ms here rather than in every worker).  The server starts while
-    # the stage waits for it, so the readers' module imports neither pyarrow nor NumPy
-    # (tests/test_startup.py): 0.45 -> 0.2 s of CPU before the first file is read.
-    ctx.set_forkserver_preload(["pipekit.read.documents", "lxml.etree", "html_to_markdown"])
+    # loaded (pipekit.read.documents imports each at its format's first file, which a rerun
+    # reading one Markdown file needs), and with the HTML path's two libraries, which the readers
+    # import on first use (the common heavy format; ~20 ms here rather than in every worker).
+    # The server starts while the stage waits for it, so the readers' modules import neither
+    # pyarrow nor NumPy (tests/test_startup.py): 0.45 -> 0.2 s of CPU before the first file is read.
+    ctx.set_forkserver_preload(["pipekit.read.documents", *READER_MODULES, "lxml.etree", "html_to_markdown"])
     return ctx
