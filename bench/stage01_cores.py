@@ -15,7 +15,8 @@ are its one-core figure, run twice.  The folders, each mostly one format:
   docs_qa      bench/docs_qa.py's Markdown (python bench/docs_qa.py --build)
   docs_qa2     its second set, reStructuredText (python bench/docs_qa.py --collection docs_qa2 --build)
 
-Best of `--runs` (default 2) per cell: the machine is shared, and the least disturbed run is
+Each process runs as a user's Python does, with compiled modules cached (`--as-sandbox`: as
+this sandbox's, which recompiles them in every process).  Best of `--runs` (default 2) per cell: the machine is shared, and the least disturbed run is
 the closest to the stage's own cost.  Nothing here is a test; the figures go to bench/README.md.
 
     python bench/stage01_cores.py --readers     # each reader on 1 thread, 2 threads, 2 processes
@@ -29,6 +30,7 @@ two threads share a lock (what a lock around it would give the stage).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -47,13 +49,21 @@ FOLDERS = {
 }
 
 
+# As a user's Python runs: compiled modules cached in __pycache__ (bench/incremental.py does the
+# same).  This sandbox sets PYTHONDONTWRITEBYTECODE, so each stage process compiled pipekit's
+# modules from source again (the stage's and the fork server's imports), which no user pays.
+# `--as-sandbox` keeps the variable, for figures comparable with session 19's.
+USER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ENV = USER_ENV
+
+
 def stage01(repo: Path, folder: Path, include: list[str], workers: int, out: Path) -> float:
     args = [sys.executable, "01_documents.py", "--force", "--set", f"documents.input={folder}",
             "--set", f"paths.output={out}", "--set", f"engine.workers={workers}"]
     if include:
         args += ["--set", f"documents.include={include}"]
     t0 = time.perf_counter()
-    proc = subprocess.run(args, cwd=repo, capture_output=True, text=True)
+    proc = subprocess.run(args, cwd=repo, capture_output=True, text=True, env=ENV)
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"{repo}: stage 01 failed on {folder}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
@@ -110,7 +120,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--workers", default="1,2", help="engine.workers values (default 1,2)")
     ap.add_argument("--readers", action="store_true", help="each reader on 1 thread, 2 threads (PDF: locked), 2 processes")
+    ap.add_argument("--as-sandbox", action="store_true",
+                    help="keep PYTHONDONTWRITEBYTECODE (modules compiled in every process, as session 19 measured)")
     args = ap.parse_args()
+    global ENV
+    ENV = dict(os.environ) if args.as_sandbox else USER_ENV
     if args.readers:
         readers(args.runs)
         return
