@@ -214,3 +214,14 @@ def test_a_hidden_span_inside_code_stays_out():
     md, _ = html_to_markdown('<p><code><span class="pre">a</span><span hidden>secret</span>'
                              '<span style="display:none">gone</span><span>b</span></code></p>')
     assert md == "`ab`\n"
+
+
+@pytest.mark.parametrize("page, title", [
+    ("<html><head><title>Head</title></head><body><svg><title>Icon</title></svg><p>x</p></body></html>", "Head"),
+    ("<html><head><meta charset='utf-8'></head><body><p>x</p><title>Late</title></body></html>", "Late"),
+    ("<svg><title>Icon</title></svg><p>x</p>", "Icon"),
+    ("<p>no title</p>", None),
+])
+def test_the_title_is_the_first_title_element_of_the_page(page, title):
+    # Looked for in <head> first (the whole page was read to find it): the same element either way.
+    assert html_to_markdown(page)[1] == title

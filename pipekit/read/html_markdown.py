@@ -191,7 +191,7 @@ def convert_html(html: str) -> tuple[str, str | None, list[dict], int]:
     if root is None:
         return "\n", None, [], 0
     _plain_code(root)
-    title_el = next(root.iter("title"), None)
+    title_el = _first_title(root)
     title = " ".join(_text(title_el).split()) or None if title_el is not None else None
     _mark_heading_ids(root)  # before cleaning: it drops the permalinks and anchors that say them
     visible = _clean(root, escape_lt=_LT_REFERENCE.search(html) is not None)
@@ -206,6 +206,22 @@ def convert_html(html: str) -> tuple[str, str | None, list[dict], int]:
         markdown = _BLANK_RUNS.sub("\n\n", markdown)
     markdown = _LEADING_RULES.sub("", markdown.strip())
     return markdown.strip() + "\n", title, anchors, visible
+
+
+def _first_title(root):
+    """The page's first <title> in document order, looked for in <head> first.
+
+    `next(root.iter("title"))` read the whole page: lxml's iterator finds the element after the
+    one it hands out before handing it out, so it scanned the body for a second <title> (0.1 s
+    of the Python manual's 498 pages, 2 % of converting them).  <head> is the first child of
+    <html> in every tree libxml2 builds from a page with a head, and all of it precedes the body
+    in document order, so a <title> inside it is the page's first."""
+    head = root[0] if len(root) else None
+    if head is not None and head.tag == "head":
+        found = next(head.iter("title"), None)
+        if found is not None:
+            return found
+    return next(root.iter("title"), None)
 
 
 def text_chars(markdown: str) -> int:
