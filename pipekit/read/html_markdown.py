@@ -281,27 +281,36 @@ def _plain_code(root) -> None:
 
 
 def _mark_heading_ids(root) -> None:
+    # The sections holding an earlier heading, in document order: a heading opens a section
+    # only if none did before it.  Asking each section for its first heading instead
+    # (`next(outer.iter(...))`) read on to the one after it (lxml's iterator finds the next
+    # match before handing one out): the page once more, 2 % of converting the Python manual.
+    opened: set = set()
     for h in root.iter(*_HEADINGS):
-        found = _heading_id(h)
+        outers = list(h.iterancestors(*_SECTION_TAGS))
+        found = _heading_id(h, outers, opened)
+        opened.update(outers)
         if found:
             h.set(_ANCHOR, found)
 
 
-def _heading_id(h) -> str | None:
+def _heading_id(h, outers: list, opened: set) -> str | None:
     """The id a link to heading `h` opens, as generators give it: its own (MkDocs, rustdoc,
     most hand-written pages), an anchor inside it (`<h3><a name="x">`, Doxygen, old pages),
     the section it opens (Sphinx: `<section id="x"><h2>`, older `<div class="section" id>`),
-    or, last, the target of its permalink (`<a class="headerlink" href="#x">`)."""
+    or, last, the target of its permalink (`<a class="headerlink" href="#x">`).  `outers`:
+    its section, div and article ancestors, nearest first; `opened`: those an earlier
+    heading is in."""
     if h.get("id"):
         return h.get("id")
     for a in h.iter("a"):
         if a.get("id") or a.get("name"):
             return a.get("id") or a.get("name")
-    for outer in h.iterancestors(*_SECTION_TAGS):
+    for outer in outers:
         if outer.get("id"):
             # Only a section this heading opens: the id of one that an earlier heading
             # opens would send the reader to that earlier heading.
-            return outer.get("id") if next(outer.iter(*_HEADINGS), None) is h else None
+            return outer.get("id") if outer not in opened else None
     for a in h.iter("a"):
         href = (a.get("href") or "").strip()
         if href.startswith("#") and len(href) > 1:
