@@ -798,3 +798,15 @@ def test_a_dot_at_a_line_end_joins_only_on_the_documents_own_evidence():
     assert join_identifier_wraps(["__CYGWIN__\nFreeBSD", "on macOS.\nsessionInfo() says", "R.\nWilks, R.Wilks"]) == [
         "__CYGWIN__\nFreeBSD", "on macOS.\nsessionInfo() says", "R.\nWilks, R.Wilks"]
     assert join_identifier_wraps(["see www.gnu.\norg", "www.gnu.org"])[0] == "see www.gnu.org"
+
+
+@pytest.mark.parametrize("name", ["a.md", "A.HTML", ".bashrc", "notes.", "..", "...", "a.tar.gz", "README",
+                                  ".hidden.md", "a..b", "é.rst", "x.y."])
+def test_a_files_format_comes_from_its_suffix_as_pathlib_reads_it(name):
+    # The walk takes a name's suffix without making a Path of it (a tenth of listing a folder).
+    from pathlib import PurePath
+
+    from pipekit.read.walk import FORMATS, _extension
+
+    ext = PurePath(name).suffix.lower()
+    assert _extension(name) == FORMATS.get(ext, ext.lstrip("."))
