@@ -12,9 +12,8 @@ and Python sources (docstrings under their qualified names) written as Markdown 
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import importlib
+from pathlib import Path
 
 from pipekit.read.markdown import read_markdown
 from pipekit.read.text import Unreadable, read_text_file

@@ -212,7 +212,8 @@ class _Worker(multiprocessing.context.ForkServerProcess):
     def _Popen(process_obj):
         # What the child runs first is decided here, in this process, from sys.modules["__main__"]
         # (multiprocessing.spawn.get_preparation_data: its __spec__ or __file__): a module that
-        # has neither is left alone.  Swapped for the launch only, the same thread, ~1 ms.
+        # has neither is left alone.  Swapped for the launch only (a few ms; the stage's other
+        # threads, the Parquet writer's, never look at __main__).
         main = sys.modules["__main__"]
         sys.modules["__main__"] = _NO_MAIN
         try:
