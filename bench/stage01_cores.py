@@ -15,7 +15,10 @@ are its one-core figure, run twice.  The folders, each mostly one format:
   docs_qa      bench/docs_qa.py's Markdown (python bench/docs_qa.py --build)
   docs_qa2     its second set, reStructuredText (python bench/docs_qa.py --collection docs_qa2 --build)
 
-Best of `--runs` (default 2) per cell: the machine is shared, and the least disturbed run is
+`--cpu` adds each cell's CPU seconds (the stage and the processes it starts, `perf stat -e
+task-clock`), least and most over the runs: less at the mercy of the neighbours than the wall time.
+Each process runs as a user's Python does, with compiled modules cached (`--as-sandbox`: as
+this sandbox's, which recompiles them in every process).  Best of `--runs` (default 2) per cell: the machine is shared, and the least disturbed run is
 the closest to the stage's own cost.  Nothing here is a test; the figures go to bench/README.md.
 
     python bench/stage01_cores.py --readers     # each reader on 1 thread, 2 threads, 2 processes
@@ -29,6 +32,7 @@ two threads share a lock (what a lock around it would give the stage).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -47,17 +51,34 @@ FOLDERS = {
 }
 
 
-def stage01(repo: Path, folder: Path, include: list[str], workers: int, out: Path) -> float:
+# As a user's Python runs: compiled modules cached in __pycache__ (bench/incremental.py does the
+# same).  This sandbox sets PYTHONDONTWRITEBYTECODE, so each stage process compiled pipekit's
+# modules from source again (the stage's and the fork server's imports), which no user pays.
+# `--as-sandbox` keeps the variable, for figures comparable with session 19's.
+USER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ENV = USER_ENV
+
+
+CPU = False  # --cpu: also the CPU of the stage's whole process tree (Linux perf)
+
+
+def stage01(repo: Path, folder: Path, include: list[str], workers: int, out: Path) -> tuple[float, float | None]:
+    """(wall seconds, CPU seconds of the process and every process it started, or None)."""
     args = [sys.executable, "01_documents.py", "--force", "--set", f"documents.input={folder}",
             "--set", f"paths.output={out}", "--set", f"engine.workers={workers}"]
     if include:
         args += ["--set", f"documents.include={include}"]
+    if CPU:
+        # task-clock counts the fork server and its workers too, which the process's own
+        # rusage does not (the server is not waited for).
+        args = ["perf", "stat", "-x,", "-e", "task-clock", *args]
     t0 = time.perf_counter()
-    proc = subprocess.run(args, cwd=repo, capture_output=True, text=True)
+    proc = subprocess.run(args, cwd=repo, capture_output=True, text=True, env=ENV)
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"{repo}: stage 01 failed on {folder}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return seconds
+    cpu = float(proc.stderr.strip().splitlines()[-1].split(",")[0]) / 1000 if CPU else None
+    return seconds, cpu
 
 
 def megabytes(out: Path, fmt: str) -> float:
@@ -110,7 +131,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--workers", default="1,2", help="engine.workers values (default 1,2)")
     ap.add_argument("--readers", action="store_true", help="each reader on 1 thread, 2 threads (PDF: locked), 2 processes")
+    ap.add_argument("--as-sandbox", action="store_true",
+                    help="keep PYTHONDONTWRITEBYTECODE (modules compiled in every process, as session 19 measured)")
+    ap.add_argument("--cpu", action="store_true",
+                    help="also the CPU seconds of each run's process tree (perf stat), least to most")
     args = ap.parse_args()
+    global ENV, CPU
+    ENV = dict(os.environ) if args.as_sandbox else USER_ENV
+    CPU = args.cpu
     if args.readers:
         readers(args.runs)
         return
@@ -122,15 +150,18 @@ def main() -> None:
             print(f"{name:<12} missing: {folder}")
             continue
         best: dict[tuple[str, int], float] = {}
+        cpus: dict[tuple[str, int], list[float]] = {}
         with tempfile.TemporaryDirectory() as tmp:
             for _ in range(args.runs):  # checkouts and worker counts in turn, so a busy moment weighs on all
                 for label, repo in checkouts:
                     for workers in map(int, args.workers.split(",")):
-                        s = stage01(repo, folder, include, workers, Path(tmp) / "out")
+                        s, cpu = stage01(repo, folder, include, workers, Path(tmp) / "out")
                         best[label, workers] = min(best.get((label, workers), s), s)
+                        cpus.setdefault((label, workers), []).append(cpu)
             mb = megabytes(Path(tmp) / "out", fmt)
         for (label, workers), s in best.items():
-            print(f"{name:<12} {fmt:<9} {mb:6.1f}  {label:<14} {workers:>7} {s:8.2f} {mb / s:6.1f}")
+            cpu = "" if not CPU else f"  CPU s {min(cpus[label, workers]):.2f}-{max(cpus[label, workers]):.2f}"
+            print(f"{name:<12} {fmt:<9} {mb:6.1f}  {label:<14} {workers:>7} {s:8.2f} {mb / s:6.1f}{cpu}")
 
 
 if __name__ == "__main__":

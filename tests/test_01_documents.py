@@ -646,6 +646,18 @@ def test_batches_are_bounded_by_rows_and_text_size():
     assert [len(b) for b in documents.batches(rows, max_rows=100, max_chars=25)] == [3, 3, 2]
 
 
+def test_files_read_are_handed_on_every_few_megabytes_of_text(tmp_path, monkeypatch):
+    # So the writer encodes them while later files are read, not all after the last page.
+    monkeypatch.setattr(documents, "FILE_BATCH_CHARS", 100)
+    for i in range(6):
+        (tmp_path / f"{i}.md").write_text(f"# Page {i}\n\n" + "words " * 10 + "\n")
+    entries = list_inputs(tmp_path)
+    [part] = documents.input_partitions({}, None, entries, workers=1)
+    tables = list(documents.read_partition(part))
+    assert [t.num_rows for t in tables] == [2, 2, 2]  # ~70 characters a page: a batch at 100
+    assert sum((t.column("doc_id").to_pylist() for t in tables), []) == [e.doc_id for e in entries]
+
+
 def test_summary_names_the_first_problems_and_counts_the_rest():
     tally = documents.Tally(shown=2)
     for i in range(5):
@@ -798,3 +810,15 @@ def test_a_dot_at_a_line_end_joins_only_on_the_documents_own_evidence():
     assert join_identifier_wraps(["__CYGWIN__\nFreeBSD", "on macOS.\nsessionInfo() says", "R.\nWilks, R.Wilks"]) == [
         "__CYGWIN__\nFreeBSD", "on macOS.\nsessionInfo() says", "R.\nWilks, R.Wilks"]
     assert join_identifier_wraps(["see www.gnu.\norg", "www.gnu.org"])[0] == "see www.gnu.org"
+
+
+@pytest.mark.parametrize("name", ["a.md", "A.HTML", ".bashrc", "notes.", "..", "...", "a.tar.gz", "README",
+                                  ".hidden.md", "a..b", "é.rst", "x.y."])
+def test_a_files_format_comes_from_its_suffix_as_pathlib_reads_it(name):
+    # The walk takes a name's suffix without making a Path of it (a tenth of listing a folder).
+    from pathlib import PurePath
+
+    from pipekit.read.walk import FORMATS, _extension
+
+    ext = PurePath(name).suffix.lower()
+    assert _extension(name) == FORMATS.get(ext, ext.lstrip("."))

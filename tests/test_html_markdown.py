@@ -214,3 +214,25 @@ def test_a_hidden_span_inside_code_stays_out():
     md, _ = html_to_markdown('<p><code><span class="pre">a</span><span hidden>secret</span>'
                              '<span style="display:none">gone</span><span>b</span></code></p>')
     assert md == "`ab`\n"
+
+
+@pytest.mark.parametrize("page, title", [
+    ("<html><head><title>Head</title></head><body><svg><title>Icon</title></svg><p>x</p></body></html>", "Head"),
+    ("<html><head><meta charset='utf-8'></head><body><p>x</p><title>Late</title></body></html>", "Late"),
+    ("<svg><title>Icon</title></svg><p>x</p>", "Icon"),
+    ("<p>no title</p>", None),
+])
+def test_the_title_is_the_first_title_element_of_the_page(page, title):
+    # Looked for in <head> first (the whole page was read to find it): the same element either way.
+    assert html_to_markdown(page)[1] == title
+
+
+def test_a_section_id_goes_to_the_heading_that_opens_it_only():
+    from pipekit.read.html_markdown import convert_html
+
+    page = """<body><section id="intro"><h1>Intro</h1><p>a</p><h2>Second</h2><p>b</p>
+    <section id="deep"><div><h3>Deep</h3></div><h4>After</h4></section></section>
+    <div id="plain"><p>text</p><h2>Late<a class="headerlink" href="#late">¶</a></h2></div></body>"""
+    anchors = convert_html(page)[2]
+    assert [(a["title"], a["id"]) for a in anchors] == [
+        ("Intro", "intro"), ("Second", ""), ("Deep", "deep"), ("After", ""), ("Late", "plain")]

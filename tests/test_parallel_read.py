@@ -181,3 +181,35 @@ print("ok")
 
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_the_workers_do_not_import_the_script_that_started_the_run(tmp_path):
+    # multiprocessing runs the starting script again in each worker as `__mp_main__`: for
+    # 01_documents.py that was pyarrow, pipekit.cli and the engine, 0.3-0.45 s a worker before its
+    # first file.  The script here notes each process that imports it; only its own may.
+    import subprocess
+    import sys
+
+    docs = _markdown_folder(tmp_path)
+    imported = tmp_path / "imported.txt"
+    script = tmp_path / "start.py"
+    script.write_text(f"""
+import os
+with open({str(imported)!r}, "a") as f:
+    f.write(f"{{os.getpid()}}\\n")
+if __name__ == "__main__":
+    from pathlib import Path
+    from pipekit.read.documents import read_document
+    from pipekit.read.parallel import Readers
+    from pipekit.read.walk import list_inputs
+    entries = list_inputs(Path({str(docs)!r}), [], [], False)
+    with Readers(2, pool_seconds=0) as readers:
+        rows = list(readers.read(entries))
+        assert readers.pool is not None  # read on a worker
+    assert rows == [read_document(e) for e in entries]
+    print(os.getpid())
+""")
+    proc = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert imported.read_text().split() == [proc.stdout.strip()]

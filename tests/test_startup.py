@@ -47,6 +47,31 @@ def test_the_readers_processes_start_without_arrow_or_numpy():
     assert not {"pyarrow", "numpy", "pandas"} & mods, sorted(mods)
 
 
+def test_a_markdown_file_is_read_without_the_other_formats_readers(tmp_path):
+    # A rerun after one changed Markdown file read it with every reader's module loaded (PDF,
+    # Word, EPUB, notebooks, Python, CSV, HTML, reST): each is imported at its format's first file.
+    (tmp_path / "a.md").write_text("# A\n\nText.\n")
+    (tmp_path / "b.html").write_text("<h1>B</h1><p>Text.</p>")
+    code = f"""
+import sys
+from pathlib import Path
+from pipekit.read.documents import read_document
+from pipekit.read.walk import list_inputs
+loaded = lambda: print(sorted(m for m in sys.modules if m.startswith("pipekit.read.")))
+md, html = list_inputs(Path({str(tmp_path)!r}))
+assert read_document(md)["status"] == "ok"
+loaded()
+assert read_document(html)["status"] == "ok" and read_document(html)["title"] is None
+loaded()
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    after_markdown, after_html = (set(eval(line)) for line in proc.stdout.splitlines())
+    readers = {"pipekit.read." + m for m in ("pdf", "docx", "epub", "notebook", "python", "csv", "html", "rst")}
+    assert "pipekit.read.markdown" in after_markdown and not readers & after_markdown, sorted(after_markdown)
+    assert readers & after_html == {"pipekit.read.html"}  # the HTML reader, on its first page
+
+
 def test_deferred_pandas_still_makes_dataframes_and_reads_series():
     code = """
 import sys, math

@@ -12,28 +12,34 @@ and Python sources (docstrings under their qualified names) written as Markdown 
 """
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
-from pipekit.read.csv import read_csv
-from pipekit.read.docx import read_docx
-from pipekit.read.epub import read_epub
-from pipekit.read.html import read_html
 from pipekit.read.markdown import read_markdown
-from pipekit.read.notebook import read_notebook
-from pipekit.read.pdf import read_pdf
-from pipekit.read.python import read_python
 from pipekit.read.text import Unreadable, read_text_file
 from pipekit.read.walk import _SIZE_WEIGHT, InputEntry, _strerror, too_large
 from pipekit.read.zipped import TooLarge
 from pipekit.run.hashing import content_hash
 
 
-def read_rst(data: bytes) -> dict:
-    """pipekit/read/rst.py's reader, imported at the first reST file: docutils takes 35 ms
-    to load, which every rerun paid though most folders (and most reruns) read no reST."""
-    from pipekit.read.rst import read_rst as read
+class _OnFirstUse:
+    """A format's reader, its module imported at the first file of that format: a rerun that
+    reads one changed Markdown file paid for every reader's module (docutils alone took 35 ms;
+    PDF, Word, EPUB, notebooks, Python, CSV and HTML together ~10 ms more, `python -X importtime`)."""
 
-    return read(data)
+    def __init__(self, module: str, name: str):
+        self.module, self.name, self.read = module, name, None
+
+    def __call__(self, data: bytes, *args, **kwargs) -> dict:
+        if self.read is None:
+            self.read = getattr(importlib.import_module(self.module), self.name)
+        return self.read(data, *args, **kwargs)
+
+
+read_rst = _OnFirstUse("pipekit.read.rst", "read_rst")
+# The modules a reading process loads before it starts (pipekit/read/parallel.py's fork server).
+READER_MODULES = ("pipekit.read.csv", "pipekit.read.docx", "pipekit.read.epub", "pipekit.read.html",
+                  "pipekit.read.notebook", "pipekit.read.pdf", "pipekit.read.python")
 
 
 COLUMNS = ("doc_id", "source", "format", "text", "status", "error", "path", "title",
@@ -42,14 +48,14 @@ COLUMNS = ("doc_id", "source", "format", "text", "status", "error", "path", "tit
 _READERS = {
     "markdown": read_markdown,
     "text": read_text_file,
-    "pdf": read_pdf,
-    "html": read_html,
-    "csv": read_csv,
+    "pdf": _OnFirstUse("pipekit.read.pdf", "read_pdf"),
+    "html": _OnFirstUse("pipekit.read.html", "read_html"),
+    "csv": _OnFirstUse("pipekit.read.csv", "read_csv"),
     "rst": read_rst,
-    "docx": read_docx,
-    "epub": read_epub,
-    "notebook": read_notebook,
-    "python": read_python,
+    "docx": _OnFirstUse("pipekit.read.docx", "read_docx"),
+    "epub": _OnFirstUse("pipekit.read.epub", "read_epub"),
+    "notebook": _OnFirstUse("pipekit.read.notebook", "read_notebook"),
+    "python": _OnFirstUse("pipekit.read.python", "read_python"),
 }
 # Zips measure what their members inflate to against documents.max_bytes (zip bombs).
 _ZIPPED = {"docx", "epub"}

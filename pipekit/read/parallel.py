@@ -26,11 +26,14 @@ killer) breaks the pool; the files of the task being waited for are then read ag
 time, each in a process of its own, and the one whose process dies again gets an `error` row
 saying so; the other tasks go to a fresh pool.
 
-Two costs of processes, said here so nobody is surprised: as with multiprocessing's `spawn`, a
-worker imports the script that started the run as `__mp_main__` (the stage files and
-run_pipeline.py run nothing at import; a script of one's own calling stage 01 needs the
-`if __name__ == "__main__":` guard); and memory peaks at about `workers` documents converting at
-once, not one.
+A worker does not import the script that started the run.  multiprocessing's `spawn` and
+`forkserver` run it again in every worker as `__mp_main__`, for functions defined there; the
+readers are all importable by name, and 01_documents.py's own imports (pyarrow, pipekit.cli and
+the engine: 0.3-0.45 s of CPU a worker, both workers at once, while the stage waited for its first
+row) were the workers' whole start-up.  So the workers are started with the script left out
+(`_Worker`); a reader given from `__main__` (a test's, a script's own) gets the usual start.
+One cost of processes remains, said here so nobody is surprised: memory peaks at about
+`workers` documents converting at once, not one.
 
 Not done here: choosing the worker count (the stage passes `engine.workers`, null: every
 core) or reading on a Dask cluster (each cluster worker reads its part in its own process).
@@ -38,13 +41,16 @@ core) or reading on a Dask cluster (each cluster worker reads its part in its ow
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.context
 import os
+import sys
+import types
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
 
-from pipekit.read.documents import failed_row, read_document
+from pipekit.read.documents import READER_MODULES, failed_row, read_document
 from pipekit.read.walk import InputEntry
 
 # One core's reading speed by format, MB/s (stage 01's readers on the Python manual, R's PDF
@@ -139,7 +145,7 @@ class Readers:
 
     def _start(self) -> ProcessPoolExecutor:
         if self.pool is None:
-            self.pool = ProcessPoolExecutor(self.workers, mp_context=_context())
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=_context(self.reader))
         return self.pool
 
     def _pooled(self, tasks: Iterable[list[InputEntry]]) -> Iterator[dict]:
@@ -192,19 +198,46 @@ def _read_task(read: Callable[[InputEntry], dict], entries: list[InputEntry]) ->
 
 def _alone(read: Callable[[InputEntry], dict], entry: InputEntry) -> dict:
     """`entry` read in a process of its own: its row, or an error row if that process dies too."""
-    with ProcessPoolExecutor(1, mp_context=_context()) as pool:
+    with ProcessPoolExecutor(1, mp_context=_context(read)) as pool:
         try:
             return pool.submit(_read_task, read, [entry]).result()[0]
         except BrokenProcessPool:
             return failed_row(entry, DIED)
 
 
-def _context():
-    ctx = multiprocessing.get_context("forkserver")
+class _Worker(multiprocessing.context.ForkServerProcess):
+    """A fork-server process started without the script that started the run (`__main__`)."""
+
+    @staticmethod
+    def _Popen(process_obj):
+        # What the child runs first is decided here, in this process, from sys.modules["__main__"]
+        # (multiprocessing.spawn.get_preparation_data: its __spec__ or __file__): a module that
+        # has neither is left alone.  Swapped for the launch only (a few ms; the stage's other
+        # threads, the Parquet writer's, never look at __main__).
+        main = sys.modules["__main__"]
+        sys.modules["__main__"] = _NO_MAIN
+        try:
+            return multiprocessing.context.ForkServerProcess._Popen(process_obj)
+        finally:
+            sys.modules["__main__"] = main
+
+
+_NO_MAIN = types.ModuleType("__main__")
+
+
+class _ReadersContext(multiprocessing.context.ForkServerContext):
+    Process = _Worker
+
+
+def _context(read: Callable | None = read_document):
+    # A reader defined in the script itself needs the script in the worker to be found by name.
+    light = read is None or getattr(read, "__module__", None) != "__main__"
+    ctx = _ReadersContext() if light else multiprocessing.get_context("forkserver")
     # Imported once in the server, before it forks each worker: a worker starts with the readers
-    # loaded, and with the HTML path's two libraries, which the readers import on first use (the
-    # common heavy format; ~20 ms here rather than in every worker).  The server starts while
-    # the stage waits for it, so the readers' module imports neither pyarrow nor NumPy
-    # (tests/test_startup.py): 0.45 -> 0.2 s of CPU before the first file is read.
-    ctx.set_forkserver_preload(["pipekit.read.documents", "lxml.etree", "html_to_markdown"])
+    # loaded (pipekit.read.documents imports each at its format's first file, which a rerun
+    # reading one Markdown file needs), and with the HTML path's two libraries, which the readers
+    # import on first use (the common heavy format; ~20 ms here rather than in every worker).
+    # The server starts while the stage waits for it, so the readers' modules import neither
+    # pyarrow nor NumPy (tests/test_startup.py): 0.45 -> 0.2 s of CPU before the first file is read.
+    ctx.set_forkserver_preload(["pipekit.read.documents", *READER_MODULES, "lxml.etree", "html_to_markdown"])
     return ctx
