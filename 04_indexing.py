@@ -74,6 +74,9 @@ from __future__ import annotations
 
 import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 import time
+from collections import deque
+from functools import partial
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -97,7 +100,8 @@ INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start"
 CITED = ["chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_start", "page_label_end",
          "content_hash"]
 BATCH = 8192  # chunks analysed together: big enough that Arrow kernels dominate, small enough to stay flat
-TAKE_BLOCK = 1 << 20  # postings renumbered at a time (8 MB of temporaries)
+RELEASE_EVERY = 16  # batches between two hand-backs of freed memory (pipekit/run/malloc.py)
+RANGE_POSTINGS = 1 << 23  # postings of a term range put together at once by the local engine (~50 MB)
 COUNTING_THREADS = 2  # batches counted at once by the local engine (count_chunks)
 
 
@@ -211,89 +215,90 @@ def impacts(idf_t: np.ndarray, tf: np.ndarray, norm_c: np.ndarray, k1: float) ->
     return out
 
 
-def count_partition(section: dict, threads: int, part) -> dict:
+def count_partition(section: dict, threads: int, pieces: bool, part) -> dict:
     """The map step: the term counts of one partition of 03_chunks.parquet (a worker may
-    run it; `section` is the plain config dict, which travels), on `threads` threads."""
+    run it; `section` is the plain config dict, which travels), on `threads` threads.
+    What 04_chunks cites is read again from the partition when 04_chunks is written
+    (`chunk_rows`): held through the counting, those columns were 218 MB of stage 04's
+    peak at a million passages; only doc_id stays (the shard plan needs it first)."""
     analyzer = Analyzer(stemmer=section["stemmer"], stopwords=section["stopwords"],
                         single_letters=section["single_letters"])
-    return count_chunks(iter_rows(part, INDEXED_COLUMNS, batch_size=BATCH), analyzer, section["path_weight"],
-                        heading_weight=section["heading_weight"], threads=threads)
+    counts = count_chunks(iter_rows(part, INDEXED_COLUMNS, batch_size=BATCH), analyzer, section["path_weight"],
+                          heading_weight=section["heading_weight"], threads=threads, cited=["doc_id"],
+                          pieces=pieces)
+    counts["source"] = part
+    return counts
 
 
 def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, heading_weight: int = 1,
-                 threads: int = COUNTING_THREADS) -> dict:
+                 threads: int = COUNTING_THREADS, cited: list[str] = CITED, pieces: bool = False) -> dict:
     """Term counts of a run of chunk batches, term-major: for each of the (sorted) terms
-    its chunks (numbered from 0 in this run) and tf, plus each chunk's length."""
+    its chunks (numbered from 0 in this run) and tf ("col_ptr", "chunk", "tf"), plus each
+    chunk's length, and the batches' `cited` columns ("meta": what 04_chunks prints, when
+    nobody reads them again).  With `pieces`, the postings stay as each batch's
+    (counting.Piece, "pieces") with each term's df and each chunk's number of postings
+    ("nnz"): `term_slice` puts a range of terms together when it is written, so the
+    corpus's postings are never held twice (as the batches' and as one table)."""
     vocab = Vocabulary(analyzer)
-    indices, data, row_nnz, meta_cols = [], [], [], []
+    parts, meta_cols = deque(), []
     # Two batches counted at once: Arrow's kernels and NumPy's loops let go of the GIL,
     # and on one thread stage 04 left the second core idle while the first cut words.
     count = lambda batch: (batch, count_batch(analyzer, batch, path_weight, heading_weight))
     for batch, (dictionary, ids, counts, nnz) in map_ahead(count, progress(batches), threads):
         advance(batch.num_rows)  # the local engine's bar (a cluster counts partitions instead)
         ids += np.int32(vocab.add(dictionary))
-        indices.append(ids)
-        data.append(counting.narrow_counts(counts))  # 2 bytes a count while they fit
-        row_nnz.append(nnz)
-        meta_cols.append(batch.select([c for c in CITED if c in batch.schema.names]))
-    # One statement each: a concatenation holds its parts and the whole, never two lists' worth.
-    cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)
-    indices = cat(indices, np.int32)
-    data = cat(data, np.result_type(*data) if data else np.int32)  # uint16 unless a batch needed int32
-    row_nnz = cat(row_nnz, np.int64)
+        parts.append((ids, counting.narrow_counts(counts), nnz))  # 2 bytes a count while they fit
+        meta_cols.append(batch.select([c for c in cited if c in batch.schema.names]))
+        if len(parts) % RELEASE_EVERY == 0:
+            # The batches' temporaries, freed between the arrays kept, stay in malloc's heaps
+            # as holes until asked for: at a million passages RSS grew ~2x the counts kept.
+            release_freed_memory()
     release_freed_memory()  # the loop's freed arrays: held, they raised the peak by ~20% (pipekit/run/malloc.py)
-    n = len(row_nnz)
     terms, term_of_local = vocab.term_of_local()
     release_freed_memory()  # Arrow's pool holds what the vocabulary's kernels freed until asked
     n_terms = len(terms)
-    # Local word id -> term id, in place, a block at a time: one np.take over all of them
-    # first copied the ids to int64 and buffered its output (+0.6 GB at 1M passages: the
-    # stage's peak).  Every id is in range, so "clip" changes nothing but the buffering.
-    for at in range(0, len(indices), TAKE_BLOCK):
-        block = indices[at:at + TAKE_BLOCK]
-        np.take(term_of_local, block, out=block, mode="clip")
-    # Words the analyzer drops (stopwords, one letter) leave the matrix; rows shrink.
-    is_term = indices >= 0
-    if not is_term.all():
-        # A row keeps the entries counted up to its end less those up to its start.  The
-        # running count is int32 and read only at row ends: an int64 one (copied once more
-        # to prepend a 0, and alive until the function returned) was stage 04's peak at 1M
-        # passages, 0.9 GB of its 2.0-2.3 (bench/README.md, "Stage 04's memory").
-        running = np.cumsum(is_term, dtype=np.int32 if len(is_term) < 2**31 else np.int64)
-        ends = np.cumsum(row_nnz)
-        has = ends > 0  # (rows before the first entry keep none)
-        kept = np.zeros(n + 1, dtype=np.int64)
-        kept[1:][has] = running[ends[has] - 1]
-        del running
-        row_nnz = np.diff(kept)
-        indices, data = counting.compact(is_term, indices, data)  # in place: no second copy
-    del is_term
-    nnz = len(indices)
-    # int32 positions while they fit (scipy keeps int32 indices only if indptr is int32 too).
-    idx_t = np.int32 if nnz < 2**31 - 1 else np.int64
-    indptr = np.zeros(n + 1, dtype=idx_t)
-    np.cumsum(row_nnz, out=indptr[1:])
-    lengths = np.zeros(n, dtype=np.int64)
-    nonempty = row_nnz > 0
-    if nnz:
-        lengths[nonempty] = np.add.reduceat(data, indptr[:-1][nonempty], dtype=np.int64)
+    # Each batch into term space and term-major order on its own (two at once), each
+    # batch's word ids freed as it is converted.  One CSR of the corpus (every batch
+    # concatenated: parts and whole alive at once) and its CSC side by side were 2.4
+    # copies of the postings on one core (bench/README.md, session 20).
+    firsts = np.concatenate([[0], np.cumsum([len(p[2]) for p in parts])]).astype(np.int64)
 
-    # Term-major order: CSR -> CSC moves each posting once (a counting sort, so within a
-    # term the chunks stay in corpus order). The chunk-major copy is dropped right after.
-    csc = counting.to_csc(indptr, indices, data, (n, max(n_terms, 1)))
-    del data, indices
-    col_ptr, chunk_of, tf_of = counting.merge_adjacent(*csc)
-    del csc
-    return {"terms": terms, "col_ptr": col_ptr[:n_terms + 1], "chunk": chunk_of, "tf": tf_of,
-            "lengths": lengths, "meta": pa.Table.from_batches(meta_cols) if meta_cols else None}
+    def taken():
+        for first in firsts[:-1].tolist():
+            yield first, parts.popleft()
+
+    def convert(item):
+        first, part = item
+        return counting.batch_postings(term_of_local, *part, n_terms, first)
+
+    batch_pieces, lengths = deque(), []
+    for piece, n in map_ahead(convert, taken(), threads):
+        batch_pieces.append(piece)
+        lengths.append(n)
+        if len(batch_pieces) % RELEASE_EVERY == 0:
+            release_freed_memory()  # the converted batches' word ids, freed
+    del term_of_local
+    lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+    counts = {"terms": terms, "lengths": lengths,
+              "meta": pa.Table.from_batches(meta_cols) if meta_cols else None}
+    if pieces:  # kept by batch: each term range of the postings is put together when it is written
+        df = np.zeros(n_terms, dtype=np.int64)
+        nnz = np.zeros(len(lengths), dtype=np.int32)
+        for piece, first, end in zip(batch_pieces, firsts[:-1], firsts[1:]):
+            df[piece.terms] += piece.df
+            nnz[first:end] = np.bincount(piece.chunk - np.int32(first), minlength=int(end - first))
+        return {**counts, "pieces": list(batch_pieces), "df": df, "nnz": nnz}
+    col_ptr, chunk_of, tf_of = counting.place(n_terms, batch_pieces, release_freed_memory, RELEASE_EVERY)
+    release_freed_memory()
+    return {**counts, "col_ptr": col_ptr, "chunk": chunk_of, "tf": tf_of}
 
 
 def vocabulary(counts: dict) -> dict:
     """What the reduce needs of a partition's counts: its terms, each one's df in the
     partition, and its chunks' lengths — a few MB, never the postings; and where its
     documents start and its chunks' numbers of postings, which place the shards."""
-    return {"terms": counts["terms"], "df": np.diff(counts["col_ptr"]), "lengths": counts["lengths"],
-            **layout.chunk_facts(counts)}
+    df = counts["df"] if "pieces" in counts else np.diff(counts["col_ptr"])
+    return {"terms": counts["terms"], "df": df, "lengths": counts["lengths"], **layout.chunk_facts(counts)}
 
 
 class Plan:
@@ -354,10 +359,15 @@ class Plan:
 def term_slice(lo: int, hi: int, first_chunk: int, chunks: tuple | None, counts: dict) -> dict:
     """A partition's postings of its terms lo..hi-1 (runs where the counts are) in its
     chunks [chunks[0], chunks[1]) (None: all of them: the shard holds the whole
-    partition), chunks renumbered after the partitions before it."""
-    col_ptr = counts["col_ptr"]
-    a, z = int(col_ptr[lo]), int(col_ptr[hi])
-    chunk, tf, df = counts["chunk"][a:z], counts["tf"][a:z], np.diff(col_ptr[lo:hi + 1])
+    partition), chunks renumbered after the partitions before it.  Counts kept by batch
+    ("pieces") are put together here, for these terms only."""
+    if "pieces" in counts:
+        col_ptr, chunk, tf = counting.place(hi - lo, deque(p.terms_in(lo, hi) for p in counts["pieces"]))
+        df = np.diff(col_ptr)
+    else:
+        col_ptr = counts["col_ptr"]
+        a, z = int(col_ptr[lo]), int(col_ptr[hi])
+        chunk, tf, df = counts["chunk"][a:z], counts["tf"][a:z], np.diff(col_ptr[lo:hi + 1])
     if chunks is not None:  # the shard has part of this partition: its chunks' postings, term by term
         keep = (chunk >= chunks[0]) & (chunk < chunks[1])
         df = np.bincount(np.repeat(np.arange(hi - lo), df)[keep], minlength=hi - lo)
@@ -401,7 +411,8 @@ def shard_postings(k1: float, b: float, avgdl: float, shard: tuple) -> Iterator[
     slice, impacts from the corpus statistics, a block of whole terms (about 2M postings)
     at a time, so the float64 impacts of a million chunks never sit in memory at once."""
     t0, ids, idf, lengths, slices = shard
-    col_ptr, chunk_of, tf_of = merge_slices(len(idf), ids, slices)
+    # (a slice still to be made, on the local engine: `run` defers it to here)
+    col_ptr, chunk_of, tf_of = merge_slices(len(idf), ids, [s() if callable(s) else s for s in slices])
     df = np.diff(col_ptr)
     # Each chunk's length norm once, gathered per posting below: per posting it was four
     # passes over every posting for a value that depends on the chunk alone (same bits).
@@ -423,16 +434,43 @@ def shard_postings(k1: float, b: float, avgdl: float, shard: tuple) -> Iterator[
             "impact": pa.array(impacts(idf[term_of], tf, norm, k1), pa.float64()),
         })
         u = v
+    # This range's merged postings and temporaries, freed: kept in malloc's heaps, each range
+    # written raised RSS by its size again (+0.3 GB over a million passages' postings).
+    del col_ptr, chunk_of, tf_of
+    release_freed_memory()
+
+
+CHUNK_GROUP = 1 << 17  # rows of 04_chunks written at a time when they are read again (~30 MB)
 
 
 def chunk_rows(part: tuple) -> Iterator[pa.Table]:
     """A partition's rows of 04_chunks.parquet (runs where its counts are), given its
-    first chunk's number and its counts."""
+    first chunk's number and its counts: their cited columns as counted ("meta"), or read
+    again from the partition of 03_chunks they were counted from ("source"), a group of
+    rows at a time."""
     first_chunk, counts = part
-    meta, n = counts["meta"], len(counts["lengths"])
-    if meta is None:
+    lengths, source = counts["lengths"], counts.get("source")
+    if source is None:
+        if counts["meta"] is not None:
+            yield chunk_table(first_chunk, counts["meta"], lengths)
         return
-    yield pa.table({
+    names = [c for c in CITED if c in io.schema(Path(source.path)).names]
+    group, at = [], 0
+    for batch in iter_rows(source, names, batch_size=BATCH):
+        group.append(batch)
+        if sum(b.num_rows for b in group) >= CHUNK_GROUP:
+            meta = pa.Table.from_batches(group)
+            yield chunk_table(first_chunk + at, meta, lengths[at:at + meta.num_rows])
+            group, at = [], at + meta.num_rows
+    if group:
+        meta = pa.Table.from_batches(group)
+        yield chunk_table(first_chunk + at, meta, lengths[at:at + meta.num_rows])
+
+
+def chunk_table(first_chunk: int, meta: pa.Table, lengths: np.ndarray) -> pa.Table:
+    """Rows of 04_chunks.parquet: chunks numbered from first_chunk, their cited columns and lengths."""
+    n = len(lengths)
+    return pa.table({
         "chunk": pa.array(np.arange(first_chunk, first_chunk + n, dtype=np.int32)),
         **{c: meta.column(c) for c in ("chunk_id", "doc_id", "heading")},
         "page_start": meta.column("page_start").cast(pa.int32()),
@@ -440,7 +478,7 @@ def chunk_rows(part: tuple) -> Iterator[pa.Table]:
         # (a batch without labels, as tests build them: the page numbers, as for a PDF without any)
         **{f"page_label_{s}": meta.column(f"page_label_{s}") if f"page_label_{s}" in meta.column_names
            else meta.column(f"page_{s}").cast(pa.string()) for s in ("start", "end")},
-        "length": pa.array(counts["lengths"].astype(np.int32)),
+        "length": pa.array(lengths.astype(np.int32)),
         "content_hash": meta.column("content_hash") if "content_hash" in meta.column_names
         else pa.nulls(n, pa.string()),
     })
@@ -530,15 +568,21 @@ def run(ctx) -> None:
     # (pipekit/run/incremental.py, merged_counts).
     # A cluster's worker process is one core (engine.py starts one thread a worker), so its
     # partitions are counted on one thread: two there only oversubscribed the machine.
-    count = StageFunction(4, "count_partition", (sec, COUNTING_THREADS if engine.kind == "local" else 1))
+    threads = COUNTING_THREADS if engine.kind == "local" else 1
+    count = StageFunction(4, "count_partition", (sec, threads, True))
     with watched(ctx.upstream_rows if engine.kind == "local" else 0, "04 counting", "chunk", ctx.quiet):
-        counts, reused = reused_counts(ctx, count, CITED)
+        # (a rerun merges its new chunks' counts into the previous index's as one table)
+        counts, reused = reused_counts(ctx, StageFunction(4, "count_partition", (sec, threads, False)), CITED)
         counts = counts or [engine.submit(count, part) for part in parts]
     vocabs = engine.fetch([engine.submit(StageFunction(4, "vocabulary"), c) for c in counts],
                           progress_bar(ctx.quiet, "04 counting"))
     # Reduce: N, avgdl, df and idf, here, from a few MB; then the postings, shard by shard,
     # each merged and weighted by the worker that writes it (one shard here, when local).
-    plan = Plan(vocabs, k1, b, n_shards=len(parts))
+    # The local engine's postings are put together a term range of ~RANGE_POSTINGS at a
+    # time (term_slice), so only one range is ever held besides the batches' counts.
+    n_postings = sum(int(v["df"].sum()) for v in vocabs)
+    ranges = len(parts) if engine.kind != "local" else max(len(parts), -(-n_postings // RANGE_POSTINGS))
+    plan = Plan(vocabs, k1, b, n_shards=ranges)
     stats = corpus_stats(plan, analyzer, b, sec["path_weight"], sec["heading_weight"])
     # Shards by document (pipekit/index/layout.py): stage 05 on a cluster holds them apart.
     stats["shards"] = layout.plan_shards(vocabs, plan.first_chunk, sec["shard_chunks"])
@@ -553,7 +597,9 @@ def run(ctx) -> None:
     lengths = engine.share(plan.lengths)
     # Shard by shard (one: the whole corpus), each in term ranges written side by side.
     one = len(stats["shards"]) == 1
-    shards = [shard_of(plan, s, counts, lengths, engine.submit, None if one else shard)
+    # Here a range's slice is made when its postings are written, not all ranges' first.
+    slice_of = (lambda fn, c: partial(fn, c)) if engine.kind == "local" else engine.submit
+    shards = [shard_of(plan, s, counts, lengths, slice_of, None if one else shard)
               for shard in stats["shards"] for s in range(len(plan.bounds) - 1)]
     drain(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA,
                                StageFunction(4, "shard_postings", (k1, b, plan.avgdl)), shards, desc="04 impacts",
