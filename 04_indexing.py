@@ -458,6 +458,14 @@ def shard_postings(k1: float, b: float, avgdl: float, shard: tuple) -> Iterator[
 CHUNK_GROUP = 1 << 17  # rows of 04_chunks written at a time when they are read again (~30 MB)
 
 
+def ranges_postings(k1: float, b: float, avgdl: float, shards: list) -> Iterator[pa.Table]:
+    """The local engine's term ranges in order (`shard_postings` of each), two made at once:
+    putting a range together and its impacts are NumPy passes that let go of the GIL, and
+    made one at a time they left the second core to the Parquet writer alone."""
+    for tables in map_ahead(lambda shard: list(shard_postings(k1, b, avgdl, shard)), shards, COUNTING_THREADS):
+        yield from tables
+
+
 def chunk_rows(part: tuple) -> Iterator[pa.Table]:
     """A partition's rows of 04_chunks.parquet (runs where its counts are), given its
     first chunk's number and its counts: their cited columns as counted ("meta"), or read
@@ -616,9 +624,10 @@ def run(ctx) -> None:
     slice_of = (lambda fn, c: partial(fn, c)) if engine.kind == "local" else engine.submit
     shards = [shard_of(plan, s, counts, lengths, slice_of, None if one else shard)
               for shard in stats["shards"] for s in range(len(plan.bounds) - 1)]
-    drain(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA,
-                               StageFunction(4, "shard_postings", (k1, b, plan.avgdl)), shards, desc="04 impacts",
-                               meta=meta))
+    write = StageFunction(4, "shard_postings", (k1, b, plan.avgdl))
+    if engine.kind == "local":  # the term ranges, two made at once, as one partition (one file)
+        write, shards = StageFunction(4, "ranges_postings", (k1, b, plan.avgdl)), [shards]
+    drain(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA, write, shards, desc="04 impacts", meta=meta))
     if sec["dense_model"] is None:
         ctx.remove_output(dense.VECTORS)  # an older run's vectors are not this index's
     else:  # with a model, each chunk's vector too, embedded where its partition is (a worker, on a cluster);

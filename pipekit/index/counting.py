@@ -122,22 +122,25 @@ def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarra
     chunk = chunk.astype(np.int32, copy=False)
     chunk += np.int32(first_row)
     # merge_adjacent sums in int32; held until written, a count takes 2 bytes where it fits.
-    return Piece(present, df[present], chunk, narrow_counts(tf)), lengths
+    # (each term's start kept: summing the counts before a range's first term, per range and
+    # batch, was 0.5 s of a million passages' write)
+    return Piece(present, df[present], chunk, narrow_counts(tf), col_ptr[np.r_[present, n_terms]]), lengths
 
 
 class Piece(NamedTuple):
     """One batch's postings, term-major: its terms (ascending), each one's number of
-    postings, then every posting's chunk and tf, term after term."""
+    postings, then every posting's chunk and tf, term after term; `starts` (where each
+    term's postings start, and the end) only where `terms_in` will cut it."""
     terms: np.ndarray
     df: np.ndarray
     chunk: np.ndarray
     tf: np.ndarray
+    starts: np.ndarray | None = None
 
     def terms_in(self, lo: int, hi: int) -> "Piece":
         """Its postings of terms lo..hi-1 (views), terms numbered from lo."""
         i, j = np.searchsorted(self.terms, [lo, hi])
-        before = self.df[:i].sum(dtype=np.int64)
-        a, z = int(before), int(before + self.df[i:j].sum(dtype=np.int64))
+        a, z = int(self.starts[i]), int(self.starts[j])
         return Piece(self.terms[i:j] - np.int32(lo), self.df[i:j], self.chunk[a:z], self.tf[a:z])
 
 
@@ -162,7 +165,7 @@ def place(n_terms: int, pieces, release=None, every: int = 16):
     slot = np.int32 if total < 2**31 else np.int64  # int32 slots move half the bytes of int64 ones
     placed = 0
     while pieces:
-        present, n_of, rows, counts = pieces.popleft()
+        present, n_of, rows, counts, _ = pieces.popleft()
         start = np.zeros(len(n_of), dtype=np.int64)
         np.cumsum(n_of[:-1], out=start[1:])
         dest = np.repeat((free[present] - start).astype(slot), n_of)
