@@ -178,4 +178,3 @@ def place(n_terms: int, pieces, release=None, every: int = 16):
         if release is not None and placed % every == 0:
             release()
     return col_ptr, chunk, tf
-
