@@ -418,17 +418,24 @@ def merge_slices(n_terms: int, ids: list[np.ndarray], slices: list[dict]):
     return col_ptr, chunk, tf
 
 
-def shard_postings(k1: float, b: float, avgdl: float, shard: tuple) -> Iterator[pa.Table]:
+def chunk_norms(k1: float, b: float, avgdl: float, lengths: np.ndarray) -> np.ndarray | None:
+    # Each chunk's length norm once, gathered per posting: per posting it was four passes
+    # over every posting for a value that depends on the chunk alone (same bits).
+    # With no terms at all avgdl is 0; there are then no postings to normalise either.
+    return k1 * (1 - b + b * lengths / avgdl) if avgdl > 0 else None
+
+
+def shard_postings(k1: float, b: float, avgdl: float, shard: tuple, norm_of_chunk=False) -> Iterator[pa.Table]:
     """One shard of 04_postings.parquet: its term range merged from every partition's
     slice, impacts from the corpus statistics, a block of whole terms (about 2M postings)
-    at a time, so the float64 impacts of a million chunks never sit in memory at once."""
+    at a time, so the float64 impacts of a million chunks never sit in memory at once.
+    (`norm_of_chunk`: the chunks' norms, when the caller has them already.)"""
     t0, ids, idf, lengths, slices = shard
     # (a slice still to be made, on the local engine: `run` defers it to here)
     col_ptr, chunk_of, tf_of = merge_slices(len(idf), ids, [s() if callable(s) else s for s in slices])
     df = np.diff(col_ptr)
-    # Each chunk's length norm once, gathered per posting below: per posting it was four
-    # passes over every posting for a value that depends on the chunk alone (same bits).
-    norm_of_chunk = k1 * (1 - b + b * lengths / avgdl) if avgdl > 0 else None
+    if norm_of_chunk is False:
+        norm_of_chunk = chunk_norms(k1, b, avgdl, lengths)
     n_terms, target, u = len(idf), 1 << 21, 0
     while u < n_terms:
         # Whole terms per block, about `target` postings each (one very common term alone).
@@ -437,7 +444,6 @@ def shard_postings(k1: float, b: float, avgdl: float, shard: tuple) -> Iterator[
         lo, hi = int(col_ptr[u]), int(col_ptr[v])
         term_of = np.repeat(np.arange(u, v, dtype=np.int32), df[u:v])
         chunk, tf = chunk_of[lo:hi], tf_of[lo:hi]
-        # With no terms at all avgdl is 0; there are then no postings to normalise either.
         norm = norm_of_chunk[chunk] if norm_of_chunk is not None else np.zeros(len(chunk))
         impact = impacts(idf[term_of], tf, norm, k1)
         del norm
@@ -463,7 +469,10 @@ def ranges_postings(k1: float, b: float, avgdl: float, shards: list) -> Iterator
     """The local engine's term ranges in order (`shard_postings` of each), two made at once:
     putting a range together and its impacts are NumPy passes that let go of the GIL, and
     made one at a time they left the second core to the Parquet writer alone."""
-    for tables in map_ahead(lambda shard: list(shard_postings(k1, b, avgdl, shard)), shards, COUNTING_THREADS):
+    # The chunks' norms once for all ranges: per range they were four passes over every
+    # chunk, 54 times at a million passages.
+    norms = chunk_norms(k1, b, avgdl, shards[0][3]) if shards else None
+    for tables in map_ahead(lambda shard: list(shard_postings(k1, b, avgdl, shard, norms)), shards, COUNTING_THREADS):
         yield from tables
 
 
