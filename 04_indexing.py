@@ -43,11 +43,12 @@ are cut into words a batch at a time on whole Arrow columns; each batch numbers 
 distinct words and is counted against those numbers (a sparse-matrix build: scipy sums
 duplicate (chunk, word) pairs in C; pipekit/index/counting.py, which counts a handful of chunks
 in NumPy so that a small rerun does not load scipy); only at the end is each distinct word of the corpus
-analysed once (stopwords, stem) and the counts relabelled with term ids; the term-major
-postings are one CSR -> CSC conversion, which is linear; impacts are computed and
-written a block of terms at a time.  No Python loop ever runs per token.  Memory is the
-postings (int32 chunk and tf, float64 impact), never the text: each batch's text is
-dropped once it is counted.
+analysed once (stopwords, stem) and each batch's counts relabelled with term ids and
+turned term-major on their own (two batches at once); a range of terms is put together
+from every batch when it is written, its impacts computed then.  No Python loop ever runs
+per token.  Memory is the postings, once (int32 chunk, 2-byte tf, kept by batch), never
+the text: each batch's text is dropped once it is counted, and what 04_chunks cites is
+read again from 03_chunks when it is written.
 
 The stage is a map, a small reduce and a shuffle (`run`), whatever the engine:
 1. map: each partition of 03_chunks is counted (`count_partition`, its own vocabulary)
@@ -84,6 +85,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipekit.index import counting
+from pipekit.index.counting import merge_slices, term_slice  # noqa: F401 (term_slice: a StageFunction by name)
 from pipekit.index import dense
 from pipekit.index import layout
 from pipekit.run import io
@@ -289,7 +291,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
         lengths.append(n)
         if len(batch_pieces) % RELEASE_EVERY == 0:
             release_freed_memory()  # the converted batches' word ids, freed
-    del term_of_local
+    term_of_local = None  # (the closure above reads it: freed, not deleted)
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     counts = {"terms": terms, "lengths": lengths,
               "meta": pa.Table.from_batches(meta_cols) if meta_cols else None}
@@ -366,56 +368,6 @@ class Plan:
             "df": pa.array(self.df.astype(np.int32)),
             "idf": pa.array(self.idf, pa.float64()),
         })
-
-
-def term_slice(lo: int, hi: int, first_chunk: int, chunks: tuple | None, counts: dict) -> dict:
-    """A partition's postings of its terms lo..hi-1 (runs where the counts are) in its
-    chunks [chunks[0], chunks[1]) (None: all of them: the shard holds the whole
-    partition), chunks renumbered after the partitions before it.  Counts kept by batch
-    ("pieces") are put together here, for these terms only."""
-    if "pieces" in counts:
-        col_ptr, chunk, tf = counting.place(hi - lo, deque(p.terms_in(lo, hi) for p in counts["pieces"]))
-        df = np.diff(col_ptr)
-    else:
-        col_ptr = counts["col_ptr"]
-        a, z = int(col_ptr[lo]), int(col_ptr[hi])
-        chunk, tf, df = counts["chunk"][a:z], counts["tf"][a:z], np.diff(col_ptr[lo:hi + 1])
-    if chunks is not None:  # the shard has part of this partition: its chunks' postings, term by term
-        keep = (chunk >= chunks[0]) & (chunk < chunks[1])
-        df = np.bincount(np.repeat(np.arange(hi - lo), df)[keep], minlength=hi - lo)
-        chunk, tf = chunk[keep], tf[keep]
-    return {"df": df, "chunk": chunk + np.int32(first_chunk) if first_chunk else chunk, "tf": tf}
-
-
-def merge_slices(n_terms: int, ids: list[np.ndarray], slices: list[dict]):
-    """One term range's postings from every partition's slice, term-major: a term's
-    postings are its postings in partition 1, then 2, ... which is corpus order, as one
-    run gives.  `ids[i]` are slice i's terms' positions in the range.  Each posting moves
-    once, to a slot computed from the range's term offsets: linear, no sort."""
-    if len(slices) == 1 and len(ids[0]) == n_terms:  # the local engine: nothing to merge
-        return np.concatenate([[0], np.cumsum(slices[0]["df"])]), slices[0]["chunk"], slices[0]["tf"]
-    df = np.zeros(n_terms, dtype=np.int64)
-    for g, piece in zip(ids, slices):
-        df[g] += piece["df"]
-    col_ptr = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(df, out=col_ptr[1:])
-    total = int(col_ptr[-1])
-    chunk = np.empty(total, dtype=np.int32)
-    tf = np.empty(total, dtype=np.int32)
-    free = col_ptr[:-1].copy()  # each term's next empty slot
-    # int32 slots while they fit: int64 ones moved twice the bytes, and the merge took
-    # 0.4-1.5 s a 27M-posting shard instead of 0.3.
-    slot = np.int32 if total < 2**31 else np.int64
-    for g, piece in zip(ids, slices):
-        local_df = piece["df"]
-        local_start = np.zeros(len(local_df), dtype=np.int64)
-        np.cumsum(local_df[:-1], out=local_start[1:])
-        dest = np.repeat((free[g] - local_start).astype(slot), local_df)
-        dest += np.arange(len(piece["chunk"]), dtype=slot)
-        chunk[dest] = piece["chunk"]
-        tf[dest] = piece["tf"]
-        free[g] += local_df
-    return col_ptr, chunk, tf
 
 
 def chunk_norms(k1: float, b: float, avgdl: float, lengths: np.ndarray) -> np.ndarray | None:
