@@ -43,11 +43,12 @@ are cut into words a batch at a time on whole Arrow columns; each batch numbers 
 distinct words and is counted against those numbers (a sparse-matrix build: scipy sums
 duplicate (chunk, word) pairs in C; pipekit/index/counting.py, which counts a handful of chunks
 in NumPy so that a small rerun does not load scipy); only at the end is each distinct word of the corpus
-analysed once (stopwords, stem) and the counts relabelled with term ids; the term-major
-postings are one CSR -> CSC conversion, which is linear; impacts are computed and
-written a block of terms at a time.  No Python loop ever runs per token.  Memory is the
-postings (int32 chunk and tf, float64 impact), never the text: each batch's text is
-dropped once it is counted.
+analysed once (stopwords, stem) and each batch's counts relabelled with term ids and
+turned term-major on their own (two batches at once); a range of terms is put together
+from every batch when it is written, its impacts computed then.  No Python loop ever runs
+per token.  Memory is the postings, once (int32 chunk, 2-byte tf, kept by batch), never
+the text: each batch's text is dropped once it is counted, and what 04_chunks cites is
+read again from 03_chunks when it is written.
 
 The stage is a map, a small reduce and a shuffle (`run`), whatever the engine:
 1. map: each partition of 03_chunks is counted (`count_partition`, its own vocabulary)
@@ -74,6 +75,9 @@ from __future__ import annotations
 
 import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 import time
+from collections import deque
+from functools import partial
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -81,6 +85,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipekit.index import counting
+from pipekit.index.counting import merge_slices, term_slice  # noqa: F401 (term_slice: a StageFunction by name)
 from pipekit.index import dense
 from pipekit.index import layout
 from pipekit.run import io
@@ -97,7 +102,9 @@ INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start"
 CITED = ["chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_start", "page_label_end",
          "content_hash"]
 BATCH = 8192  # chunks analysed together: big enough that Arrow kernels dominate, small enough to stay flat
-TAKE_BLOCK = 1 << 20  # postings renumbered at a time (8 MB of temporaries)
+RELEASE_EVERY = 16  # batches between two hand-backs of freed memory (pipekit/run/malloc.py)
+RANGE_POSTINGS = 1 << 20  # postings of a term range put together at once by the local engine (~6 MB):
+# at 2M two ranges in flight raised the peak at 200k passages by ~70 MB, for 0.2 s less CPU at 1M
 COUNTING_THREADS = 2  # batches counted at once by the local engine (count_chunks)
 
 
@@ -156,11 +163,20 @@ class Vocabulary:
 
     def term_of_local(self) -> tuple[pa.Array, np.ndarray]:
         """The sorted terms, and for each local word id its term's index (-1: not a term)."""
-        words = pc.dictionary_encode(pa.concat_arrays(self.dictionaries)) if self.dictionaries else None
-        self.dictionaries = []
-        if words is None or len(words.dictionary) == 0:
+        if not self.dictionaries:
             return pa.array([], pa.string()), np.zeros(0, dtype=np.int32)
-        terms = pc.dictionary_encode(self.analyzer.terms_of_words(words.dictionary))
+        # Encoded as chunks, which share one dictionary: concatenated first, the batches'
+        # dictionaries were copied once more (0.12 GB at a million passages, at the stage's peak).
+        encoded = pc.dictionary_encode(pa.chunked_array(self.dictionaries))
+        if len({len(c.dictionary) for c in encoded.chunks}) > 1:  # (an Arrow that gave each chunk its own)
+            encoded = pa.chunked_array([pc.dictionary_encode(pa.concat_arrays(self.dictionaries))])
+        self.dictionaries = []
+        if encoded.num_chunks == 0 or len(encoded.chunks[0].dictionary) == 0:  # (no words at all)
+            return pa.array([], pa.string()), np.zeros(0, dtype=np.int32)
+        distinct = encoded.chunks[0].dictionary
+        local = np.concatenate([np.asarray(c.indices) for c in encoded.chunks])
+        del encoded
+        terms = pc.dictionary_encode(self.analyzer.terms_of_words(distinct))
         # Alphabetical term ids (Arrow sorts UTF-8 bytes, which is code-point order): a sorted table reads better.
         order = np.asarray(pc.sort_indices(terms.dictionary))
         rank = np.empty(len(order) + 1, dtype=np.int32)
@@ -168,7 +184,7 @@ class Vocabulary:
         rank[-1] = -1  # where the analyzer dropped the word
         term_index = np.asarray(pc.fill_null(terms.indices, len(order)), dtype=np.int64)
         term_of_word = rank[term_index]
-        return terms.dictionary.take(pa.array(order)), term_of_word[np.asarray(words.indices)]
+        return terms.dictionary.take(pa.array(order)), term_of_word[local]
 
 
 def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, heading_weight: int = 1):
@@ -200,100 +216,103 @@ def idf_of(df: np.ndarray, n_chunks: int) -> np.ndarray:
 
 
 def impacts(idf_t: np.ndarray, tf: np.ndarray, norm_c: np.ndarray, k1: float) -> np.ndarray:
-    """SPEC's BM25 term weight for postings with these idf, tf and chunk norms (float64)."""
+    """SPEC's BM25 term weight for postings with these idf, tf and chunk norms (float64),
+    written over idf_t."""
     # The formula's own order of operations, in place: each product and the sum as a new
     # array cost five passes over ~11M postings at 200k chunks (~0.4 s); same bits either way.
+    # idf_t (a gathered copy, the caller's to lose) becomes the result: one 8-byte array less.
     tfv = tf.astype(np.float64)
-    out = np.multiply(idf_t, tfv)
+    out = np.multiply(idf_t, tfv, out=idf_t)
     out *= k1 + 1
     tfv += norm_c
     out /= tfv
     return out
 
 
-def count_partition(section: dict, threads: int, part) -> dict:
+def count_partition(section: dict, threads: int, pieces: bool, part) -> dict:
     """The map step: the term counts of one partition of 03_chunks.parquet (a worker may
-    run it; `section` is the plain config dict, which travels), on `threads` threads."""
+    run it; `section` is the plain config dict, which travels), on `threads` threads.
+    What 04_chunks cites is read again from the partition when 04_chunks is written
+    (`chunk_rows`): held through the counting, those columns were 218 MB of stage 04's
+    peak at a million passages; only doc_id stays (the shard plan needs it first)."""
     analyzer = Analyzer(stemmer=section["stemmer"], stopwords=section["stopwords"],
                         single_letters=section["single_letters"])
-    return count_chunks(iter_rows(part, INDEXED_COLUMNS, batch_size=BATCH), analyzer, section["path_weight"],
-                        heading_weight=section["heading_weight"], threads=threads)
+    counts = count_chunks(iter_rows(part, INDEXED_COLUMNS, batch_size=BATCH), analyzer, section["path_weight"],
+                          heading_weight=section["heading_weight"], threads=threads, cited=["doc_id"],
+                          pieces=pieces)
+    counts["source"] = part
+    return counts
 
 
 def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, heading_weight: int = 1,
-                 threads: int = COUNTING_THREADS) -> dict:
+                 threads: int = COUNTING_THREADS, cited: list[str] = CITED, pieces: bool = False) -> dict:
     """Term counts of a run of chunk batches, term-major: for each of the (sorted) terms
-    its chunks (numbered from 0 in this run) and tf, plus each chunk's length."""
+    its chunks (numbered from 0 in this run) and tf ("col_ptr", "chunk", "tf"), plus each
+    chunk's length, and the batches' `cited` columns ("meta": what 04_chunks prints, when
+    nobody reads them again).  With `pieces`, the postings stay as each batch's
+    (counting.Piece, "pieces") with each term's df and each chunk's number of postings
+    ("nnz"): `term_slice` puts a range of terms together when it is written, so the
+    corpus's postings are never held twice (as the batches' and as one table)."""
     vocab = Vocabulary(analyzer)
-    indices, data, row_nnz, meta_cols = [], [], [], []
+    parts, meta_cols = deque(), []
     # Two batches counted at once: Arrow's kernels and NumPy's loops let go of the GIL,
     # and on one thread stage 04 left the second core idle while the first cut words.
     count = lambda batch: (batch, count_batch(analyzer, batch, path_weight, heading_weight))
     for batch, (dictionary, ids, counts, nnz) in map_ahead(count, progress(batches), threads):
         advance(batch.num_rows)  # the local engine's bar (a cluster counts partitions instead)
         ids += np.int32(vocab.add(dictionary))
-        indices.append(ids)
-        data.append(counting.narrow_counts(counts))  # 2 bytes a count while they fit
-        row_nnz.append(nnz)
-        meta_cols.append(batch.select([c for c in CITED if c in batch.schema.names]))
-    # One statement each: a concatenation holds its parts and the whole, never two lists' worth.
-    cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)
-    indices = cat(indices, np.int32)
-    data = cat(data, np.result_type(*data) if data else np.int32)  # uint16 unless a batch needed int32
-    row_nnz = cat(row_nnz, np.int64)
+        parts.append((ids, counting.narrow_counts(counts), nnz))  # 2 bytes a count while they fit
+        meta_cols.append(batch.select([c for c in cited if c in batch.schema.names]))
+        if len(parts) % RELEASE_EVERY == 0:
+            # The batches' temporaries, freed between the arrays kept, stay in malloc's heaps
+            # as holes until asked for: at a million passages RSS grew ~2x the counts kept.
+            release_freed_memory()
     release_freed_memory()  # the loop's freed arrays: held, they raised the peak by ~20% (pipekit/run/malloc.py)
-    n = len(row_nnz)
     terms, term_of_local = vocab.term_of_local()
     release_freed_memory()  # Arrow's pool holds what the vocabulary's kernels freed until asked
     n_terms = len(terms)
-    # Local word id -> term id, in place, a block at a time: one np.take over all of them
-    # first copied the ids to int64 and buffered its output (+0.6 GB at 1M passages: the
-    # stage's peak).  Every id is in range, so "clip" changes nothing but the buffering.
-    for at in range(0, len(indices), TAKE_BLOCK):
-        block = indices[at:at + TAKE_BLOCK]
-        np.take(term_of_local, block, out=block, mode="clip")
-    # Words the analyzer drops (stopwords, one letter) leave the matrix; rows shrink.
-    is_term = indices >= 0
-    if not is_term.all():
-        # A row keeps the entries counted up to its end less those up to its start.  The
-        # running count is int32 and read only at row ends: an int64 one (copied once more
-        # to prepend a 0, and alive until the function returned) was stage 04's peak at 1M
-        # passages, 0.9 GB of its 2.0-2.3 (bench/README.md, "Stage 04's memory").
-        running = np.cumsum(is_term, dtype=np.int32 if len(is_term) < 2**31 else np.int64)
-        ends = np.cumsum(row_nnz)
-        has = ends > 0  # (rows before the first entry keep none)
-        kept = np.zeros(n + 1, dtype=np.int64)
-        kept[1:][has] = running[ends[has] - 1]
-        del running
-        row_nnz = np.diff(kept)
-        indices, data = counting.compact(is_term, indices, data)  # in place: no second copy
-    del is_term
-    nnz = len(indices)
-    # int32 positions while they fit (scipy keeps int32 indices only if indptr is int32 too).
-    idx_t = np.int32 if nnz < 2**31 - 1 else np.int64
-    indptr = np.zeros(n + 1, dtype=idx_t)
-    np.cumsum(row_nnz, out=indptr[1:])
-    lengths = np.zeros(n, dtype=np.int64)
-    nonempty = row_nnz > 0
-    if nnz:
-        lengths[nonempty] = np.add.reduceat(data, indptr[:-1][nonempty], dtype=np.int64)
+    # Each batch into term space and term-major order on its own (two at once), each
+    # batch's word ids freed as it is converted.  One CSR of the corpus (every batch
+    # concatenated: parts and whole alive at once) and its CSC side by side were 2.4
+    # copies of the postings on one core (bench/README.md, session 20).
+    firsts = np.concatenate([[0], np.cumsum([len(p[2]) for p in parts])]).astype(np.int64)
 
-    # Term-major order: CSR -> CSC moves each posting once (a counting sort, so within a
-    # term the chunks stay in corpus order). The chunk-major copy is dropped right after.
-    csc = counting.to_csc(indptr, indices, data, (n, max(n_terms, 1)))
-    del data, indices
-    col_ptr, chunk_of, tf_of = counting.merge_adjacent(*csc)
-    del csc
-    return {"terms": terms, "col_ptr": col_ptr[:n_terms + 1], "chunk": chunk_of, "tf": tf_of,
-            "lengths": lengths, "meta": pa.Table.from_batches(meta_cols) if meta_cols else None}
+    def taken():
+        for first in firsts[:-1].tolist():
+            yield first, parts.popleft()
+
+    def convert(item):
+        first, part = item
+        return counting.batch_postings(term_of_local, *part, n_terms, first)
+
+    batch_pieces, lengths = deque(), []
+    for piece, n in map_ahead(convert, taken(), threads):
+        batch_pieces.append(piece)
+        lengths.append(n)
+        if len(batch_pieces) % RELEASE_EVERY == 0:
+            release_freed_memory()  # the converted batches' word ids, freed
+    term_of_local = None  # (the closure above reads it: freed, not deleted)
+    lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+    counts = {"terms": terms, "lengths": lengths,
+              "meta": pa.Table.from_batches(meta_cols) if meta_cols else None}
+    if pieces:  # kept by batch: each term range of the postings is put together when it is written
+        df = np.zeros(n_terms, dtype=np.int64)
+        nnz = np.zeros(len(lengths), dtype=np.int32)
+        for piece, first, end in zip(batch_pieces, firsts[:-1], firsts[1:]):
+            df[piece.terms] += piece.df
+            nnz[first:end] = np.bincount(piece.chunk - np.int32(first), minlength=int(end - first))
+        return {**counts, "pieces": list(batch_pieces), "df": df, "nnz": nnz}
+    col_ptr, chunk_of, tf_of = counting.place(n_terms, batch_pieces, release_freed_memory, RELEASE_EVERY)
+    release_freed_memory()
+    return {**counts, "col_ptr": col_ptr, "chunk": chunk_of, "tf": tf_of}
 
 
 def vocabulary(counts: dict) -> dict:
     """What the reduce needs of a partition's counts: its terms, each one's df in the
     partition, and its chunks' lengths — a few MB, never the postings; and where its
     documents start and its chunks' numbers of postings, which place the shards."""
-    return {"terms": counts["terms"], "df": np.diff(counts["col_ptr"]), "lengths": counts["lengths"],
-            **layout.chunk_facts(counts)}
+    df = counts["df"] if "pieces" in counts else np.diff(counts["col_ptr"])
+    return {"terms": counts["terms"], "df": df, "lengths": counts["lengths"], **layout.chunk_facts(counts)}
 
 
 class Plan:
@@ -351,61 +370,24 @@ class Plan:
         })
 
 
-def term_slice(lo: int, hi: int, first_chunk: int, chunks: tuple | None, counts: dict) -> dict:
-    """A partition's postings of its terms lo..hi-1 (runs where the counts are) in its
-    chunks [chunks[0], chunks[1]) (None: all of them: the shard holds the whole
-    partition), chunks renumbered after the partitions before it."""
-    col_ptr = counts["col_ptr"]
-    a, z = int(col_ptr[lo]), int(col_ptr[hi])
-    chunk, tf, df = counts["chunk"][a:z], counts["tf"][a:z], np.diff(col_ptr[lo:hi + 1])
-    if chunks is not None:  # the shard has part of this partition: its chunks' postings, term by term
-        keep = (chunk >= chunks[0]) & (chunk < chunks[1])
-        df = np.bincount(np.repeat(np.arange(hi - lo), df)[keep], minlength=hi - lo)
-        chunk, tf = chunk[keep], tf[keep]
-    return {"df": df, "chunk": chunk + np.int32(first_chunk) if first_chunk else chunk, "tf": tf}
+def chunk_norms(k1: float, b: float, avgdl: float, lengths: np.ndarray) -> np.ndarray | None:
+    # Each chunk's length norm once, gathered per posting: per posting it was four passes
+    # over every posting for a value that depends on the chunk alone (same bits).
+    # With no terms at all avgdl is 0; there are then no postings to normalise either.
+    return k1 * (1 - b + b * lengths / avgdl) if avgdl > 0 else None
 
 
-def merge_slices(n_terms: int, ids: list[np.ndarray], slices: list[dict]):
-    """One term range's postings from every partition's slice, term-major: a term's
-    postings are its postings in partition 1, then 2, ... which is corpus order, as one
-    run gives.  `ids[i]` are slice i's terms' positions in the range.  Each posting moves
-    once, to a slot computed from the range's term offsets: linear, no sort."""
-    if len(slices) == 1 and len(ids[0]) == n_terms:  # the local engine: nothing to merge
-        return np.concatenate([[0], np.cumsum(slices[0]["df"])]), slices[0]["chunk"], slices[0]["tf"]
-    df = np.zeros(n_terms, dtype=np.int64)
-    for g, piece in zip(ids, slices):
-        df[g] += piece["df"]
-    col_ptr = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(df, out=col_ptr[1:])
-    total = int(col_ptr[-1])
-    chunk = np.empty(total, dtype=np.int32)
-    tf = np.empty(total, dtype=np.int32)
-    free = col_ptr[:-1].copy()  # each term's next empty slot
-    # int32 slots while they fit: int64 ones moved twice the bytes, and the merge took
-    # 0.4-1.5 s a 27M-posting shard instead of 0.3.
-    slot = np.int32 if total < 2**31 else np.int64
-    for g, piece in zip(ids, slices):
-        local_df = piece["df"]
-        local_start = np.zeros(len(local_df), dtype=np.int64)
-        np.cumsum(local_df[:-1], out=local_start[1:])
-        dest = np.repeat((free[g] - local_start).astype(slot), local_df)
-        dest += np.arange(len(piece["chunk"]), dtype=slot)
-        chunk[dest] = piece["chunk"]
-        tf[dest] = piece["tf"]
-        free[g] += local_df
-    return col_ptr, chunk, tf
-
-
-def shard_postings(k1: float, b: float, avgdl: float, shard: tuple) -> Iterator[pa.Table]:
+def shard_postings(k1: float, b: float, avgdl: float, shard: tuple, norm_of_chunk=False) -> Iterator[pa.Table]:
     """One shard of 04_postings.parquet: its term range merged from every partition's
     slice, impacts from the corpus statistics, a block of whole terms (about 2M postings)
-    at a time, so the float64 impacts of a million chunks never sit in memory at once."""
+    at a time, so the float64 impacts of a million chunks never sit in memory at once.
+    (`norm_of_chunk`: the chunks' norms, when the caller has them already.)"""
     t0, ids, idf, lengths, slices = shard
-    col_ptr, chunk_of, tf_of = merge_slices(len(idf), ids, slices)
+    # (a slice still to be made, on the local engine: `run` defers it to here)
+    col_ptr, chunk_of, tf_of = merge_slices(len(idf), ids, [s() if callable(s) else s for s in slices])
     df = np.diff(col_ptr)
-    # Each chunk's length norm once, gathered per posting below: per posting it was four
-    # passes over every posting for a value that depends on the chunk alone (same bits).
-    norm_of_chunk = k1 * (1 - b + b * lengths / avgdl) if avgdl > 0 else None
+    if norm_of_chunk is False:
+        norm_of_chunk = chunk_norms(k1, b, avgdl, lengths)
     n_terms, target, u = len(idf), 1 << 21, 0
     while u < n_terms:
         # Whole terms per block, about `target` postings each (one very common term alone).
@@ -414,25 +396,66 @@ def shard_postings(k1: float, b: float, avgdl: float, shard: tuple) -> Iterator[
         lo, hi = int(col_ptr[u]), int(col_ptr[v])
         term_of = np.repeat(np.arange(u, v, dtype=np.int32), df[u:v])
         chunk, tf = chunk_of[lo:hi], tf_of[lo:hi]
-        # With no terms at all avgdl is 0; there are then no postings to normalise either.
         norm = norm_of_chunk[chunk] if norm_of_chunk is not None else np.zeros(len(chunk))
+        impact = impacts(idf[term_of], tf, norm, k1)
+        del norm
+        term_of += np.int32(t0)  # (in place: a block's temporaries are the write's peak at 200k passages)
         yield pa.table({
-            "term_id": pa.array(term_of + np.int32(t0)),
+            "term_id": pa.array(term_of),
             "chunk": pa.array(chunk.astype(np.int32, copy=False)),
             "tf": pa.array(tf.astype(np.int32, copy=False)),
-            "impact": pa.array(impacts(idf[term_of], tf, norm, k1), pa.float64()),
+            "impact": pa.array(impact, pa.float64()),
         })
+        del term_of, impact
         u = v
+    # This range's merged postings and temporaries, freed: kept in malloc's heaps, each range
+    # written raised RSS by its size again (+0.3 GB over a million passages' postings).
+    del col_ptr, chunk_of, tf_of
+    release_freed_memory()
+
+
+CHUNK_GROUP = 1 << 17  # rows of 04_chunks written at a time when they are read again (~30 MB)
+
+
+def ranges_postings(k1: float, b: float, avgdl: float, shards: list) -> Iterator[pa.Table]:
+    """The local engine's term ranges in order (`shard_postings` of each), two made at once:
+    putting a range together and its impacts are NumPy passes that let go of the GIL, and
+    made one at a time they left the second core to the Parquet writer alone."""
+    # The chunks' norms once for all ranges: per range they were four passes over every
+    # chunk, 54 times at a million passages.
+    norms = chunk_norms(k1, b, avgdl, shards[0][3]) if shards else None
+    for tables in map_ahead(lambda shard: list(shard_postings(k1, b, avgdl, shard, norms)), shards, COUNTING_THREADS):
+        yield from tables
 
 
 def chunk_rows(part: tuple) -> Iterator[pa.Table]:
     """A partition's rows of 04_chunks.parquet (runs where its counts are), given its
-    first chunk's number and its counts."""
+    first chunk's number and its counts: their cited columns as counted ("meta"), or read
+    again from the partition of 03_chunks they were counted from ("source"), a group of
+    rows at a time."""
     first_chunk, counts = part
-    meta, n = counts["meta"], len(counts["lengths"])
-    if meta is None:
+    lengths, source = counts["lengths"], counts.get("source")
+    if source is None:
+        if counts["meta"] is not None:
+            yield chunk_table(first_chunk, counts["meta"], lengths)
         return
-    yield pa.table({
+    names = [c for c in CITED if c in io.schema(Path(source.path)).names]
+    group, at = [], 0
+    for batch in iter_rows(source, names, batch_size=BATCH):
+        group.append(batch)
+        if sum(b.num_rows for b in group) >= CHUNK_GROUP:
+            meta = pa.Table.from_batches(group)
+            yield chunk_table(first_chunk + at, meta, lengths[at:at + meta.num_rows])
+            group, at = [], at + meta.num_rows
+    if group:
+        meta = pa.Table.from_batches(group)
+        yield chunk_table(first_chunk + at, meta, lengths[at:at + meta.num_rows])
+
+
+def chunk_table(first_chunk: int, meta: pa.Table, lengths: np.ndarray) -> pa.Table:
+    """Rows of 04_chunks.parquet: chunks numbered from first_chunk, their cited columns and lengths."""
+    n = len(lengths)
+    return pa.table({
         "chunk": pa.array(np.arange(first_chunk, first_chunk + n, dtype=np.int32)),
         **{c: meta.column(c) for c in ("chunk_id", "doc_id", "heading")},
         "page_start": meta.column("page_start").cast(pa.int32()),
@@ -440,7 +463,7 @@ def chunk_rows(part: tuple) -> Iterator[pa.Table]:
         # (a batch without labels, as tests build them: the page numbers, as for a PDF without any)
         **{f"page_label_{s}": meta.column(f"page_label_{s}") if f"page_label_{s}" in meta.column_names
            else meta.column(f"page_{s}").cast(pa.string()) for s in ("start", "end")},
-        "length": pa.array(counts["lengths"].astype(np.int32)),
+        "length": pa.array(lengths.astype(np.int32)),
         "content_hash": meta.column("content_hash") if "content_hash" in meta.column_names
         else pa.nulls(n, pa.string()),
     })
@@ -530,15 +553,21 @@ def run(ctx) -> None:
     # (pipekit/run/incremental.py, merged_counts).
     # A cluster's worker process is one core (engine.py starts one thread a worker), so its
     # partitions are counted on one thread: two there only oversubscribed the machine.
-    count = StageFunction(4, "count_partition", (sec, COUNTING_THREADS if engine.kind == "local" else 1))
+    threads = COUNTING_THREADS if engine.kind == "local" else 1
+    count = StageFunction(4, "count_partition", (sec, threads, True))
     with watched(ctx.upstream_rows if engine.kind == "local" else 0, "04 counting", "chunk", ctx.quiet):
-        counts, reused = reused_counts(ctx, count, CITED)
+        # (a rerun merges its new chunks' counts into the previous index's as one table)
+        counts, reused = reused_counts(ctx, StageFunction(4, "count_partition", (sec, threads, False)), CITED)
         counts = counts or [engine.submit(count, part) for part in parts]
     vocabs = engine.fetch([engine.submit(StageFunction(4, "vocabulary"), c) for c in counts],
                           progress_bar(ctx.quiet, "04 counting"))
     # Reduce: N, avgdl, df and idf, here, from a few MB; then the postings, shard by shard,
     # each merged and weighted by the worker that writes it (one shard here, when local).
-    plan = Plan(vocabs, k1, b, n_shards=len(parts))
+    # The local engine's postings are put together a term range of ~RANGE_POSTINGS at a
+    # time (term_slice), so only one range is ever held besides the batches' counts.
+    n_postings = sum(int(v["df"].sum()) for v in vocabs)
+    ranges = len(parts) if engine.kind != "local" else max(len(parts), -(-n_postings // RANGE_POSTINGS))
+    plan = Plan(vocabs, k1, b, n_shards=ranges)
     stats = corpus_stats(plan, analyzer, b, sec["path_weight"], sec["heading_weight"])
     # Shards by document (pipekit/index/layout.py): stage 05 on a cluster holds them apart.
     stats["shards"] = layout.plan_shards(vocabs, plan.first_chunk, sec["shard_chunks"])
@@ -553,11 +582,18 @@ def run(ctx) -> None:
     lengths = engine.share(plan.lengths)
     # Shard by shard (one: the whole corpus), each in term ranges written side by side.
     one = len(stats["shards"]) == 1
-    shards = [shard_of(plan, s, counts, lengths, engine.submit, None if one else shard)
+    # Here a range's slice is made when its postings are written, not all ranges' first.
+    slice_of = (lambda fn, c: partial(fn, c)) if engine.kind == "local" else engine.submit
+    shards = [shard_of(plan, s, counts, lengths, slice_of, None if one else shard)
               for shard in stats["shards"] for s in range(len(plan.bounds) - 1)]
-    drain(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA,
-                               StageFunction(4, "shard_postings", (k1, b, plan.avgdl)), shards, desc="04 impacts",
-                               meta=meta))
+    write = StageFunction(4, "shard_postings", (k1, b, plan.avgdl))
+    if engine.kind == "local":  # the term ranges, two made at once, as one partition (one file)
+        write, shards = StageFunction(4, "ranges_postings", (k1, b, plan.avgdl)), [shards]
+    drain(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA, write, shards, desc="04 impacts", meta=meta))
+    # The counts, freed and handed back: run_pipeline.py runs stage 05 in this process next,
+    # and the counting threads' malloc arenas kept what they had freed (+30 MB at 200k passages).
+    del shards, counts, slice_of
+    release_freed_memory()
     if sec["dense_model"] is None:
         ctx.remove_output(dense.VECTORS)  # an older run's vectors are not this index's
     else:  # with a model, each chunk's vector too, embedded where its partition is (a worker, on a cluster);

@@ -210,6 +210,58 @@ def test_batches_counted_on_threads_equal_one_batch(docs, cuts, threads):
         assert np.array_equal(cut[key], whole[key]), key
 
 
+@settings(max_examples=60, deadline=None)
+@given(docs=st.lists(st.lists(st.sampled_from(WORDS), max_size=8).map(" ".join), min_size=1, max_size=12),
+       cuts=st.lists(st.integers(0, 12), max_size=5), threads=st.sampled_from([1, 2]),
+       ranges=st.lists(st.integers(0, 12), max_size=4))
+def test_counts_kept_by_batch_give_every_term_range_as_one_table(docs, cuts, threads, ranges):
+    """Counts kept as each batch's term-major postings (`pieces`, what stage 04 holds
+    since session 20 instead of one table of the corpus) give, for any range of terms,
+    the postings one table gives (df, chunks in corpus order, tf), the same df and each
+    chunk's number of postings; and an index written a term range at a time from them
+    is the index one table gives, row for row."""
+    a = Analyzer("english", "english")
+    bounds = sorted({0, len(docs), *(min(c, len(docs)) for c in cuts)})
+    batches = [chunks(*docs).slice(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:])]
+    kept = indexing.count_chunks(batches, a, 1, threads=threads, pieces=True)
+    whole = indexing.count_chunks([chunks(*docs)], a, 1)
+    assert "chunk" not in kept and kept["terms"].equals(whole["terms"])
+    assert np.array_equal(indexing.vocabulary(kept)["df"], indexing.vocabulary(whole)["df"])
+    assert np.array_equal(indexing.vocabulary(kept)["nnz"], indexing.vocabulary(whole)["nnz"])
+    n = len(whole["terms"])
+    for lo, hi in zip([0, *sorted(min(r, n) for r in ranges)], [*sorted(min(r, n) for r in ranges), n]):
+        got, want = (indexing.term_slice(lo, hi, 0, None, c) for c in (kept, whole))
+        for key in ("df", "chunk", "tf"):
+            assert np.array_equal(got[key], want[key]), (lo, hi, key)
+    one = indexing.build_index([chunks(*docs)], a, 1.2, 0.75, 1)
+    for n_ranges in (1, 3):
+        by_range = indexing.index_in_process([kept], a, 1.2, 0.75, 1, n_shards=n_ranges)
+        for x, y in zip(one[:3], by_range[:3]):
+            assert x.equals(y)
+
+
+def test_chunk_rows_read_again_from_03_are_the_rows_counted(tmp_path, monkeypatch):
+    """04_chunks' cited columns are read again from the partition of 03_chunks they were
+    counted from (held through the counting they were 218 MB at a million passages), a
+    group of rows at a time: the same rows as from the columns kept while counting."""
+    import pyarrow.parquet as pq
+    from pipekit.run.engine import RowRange
+
+    batch = chunks(*[f"word{i} other" for i in range(23)])
+    batch = batch.append_column("content_hash", pa.array([f"h{i}" for i in range(23)]))
+    pq.write_table(pa.Table.from_batches([batch]), tmp_path / "03_chunks.parquet", row_group_size=5)
+    a = Analyzer("none", "none")
+    counts = indexing.count_chunks([batch], a, 1)
+    monkeypatch.setattr(indexing, "BATCH", 4)
+    monkeypatch.setattr(indexing, "CHUNK_GROUP", 7)
+    source = {"lengths": counts["lengths"], "meta": None, "source": RowRange(str(tmp_path / "03_chunks.parquet"), 3, 23)}
+    held = {"lengths": counts["lengths"][3:], "meta": pa.Table.from_batches([batch.slice(3)])}
+    read_again = list(indexing.chunk_rows((10, source)))
+    assert len(read_again) == 3  # 20 rows in groups of 7
+    assert pa.concat_tables(read_again).equals(pa.concat_tables(indexing.chunk_rows((10, held))))
+    assert pa.concat_tables(read_again).column("chunk").to_pylist() == list(range(10, 30))
+
+
 def test_postings_keep_dictionaries_only_for_columns_that_repeat(tmp_path):
     """chunk and impact are nearly all distinct: a dictionary attempt per row group there
     only cost time (writing 27M postings 3.2 s instead of 1.4); term_id and tf repeat."""
@@ -305,24 +357,6 @@ def test_merging_two_words_of_one_term_sums_past_two_bytes():
     counts = indexing.count_chunks([chunks(" ".join(["runs"] * 40_000 + ["running"] * 40_000))], a, 1)
     assert counts["terms"].to_pylist() == ["run"]
     assert counts["tf"].tolist() == [80_000] and counts["lengths"].tolist() == [80_000]
-
-
-@settings(max_examples=60, deadline=None)
-@given(keep=st.lists(st.booleans(), max_size=40), block=st.integers(1, 9))
-def test_compact_in_place_is_boolean_indexing(keep, block):
-    """counting.compact removes the dropped entries of several arrays in place, a block
-    at a time: the same arrays as boolean indexing, whatever the block size."""
-    keep = np.array(keep, dtype=bool)
-    a = np.arange(len(keep), dtype=np.int32) * 3
-    b = (np.arange(len(keep)) % 7).astype(np.uint16)
-    want = a[keep], b[keep]
-    saved, counting.COMPACT_BLOCK = counting.COMPACT_BLOCK, block
-    try:
-        got = counting.compact(keep, a, b)
-    finally:
-        counting.COMPACT_BLOCK = saved
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.tolist() == w.tolist()
 
 
 def test_drain_holds_none_of_what_it_runs_through():

@@ -4,11 +4,16 @@
    counting: a word said twice in a chunk is one entry of weight 2.
 2. `to_csc`: rows -> columns (term-major postings), each column's rows in order.
 3. `merge_adjacent`: a term's postings of one chunk, side by side after 2, summed into one.
-4. `narrow_counts` and `compact`: what keeps the counts small while they are all in memory
-   (a count in 2 bytes when the batch's counts fit; words the analyzer drops removed in
-   place, a block at a time, instead of into a second copy of every entry).
+4. `narrow_counts`: a count in 2 bytes when the batch's counts fit (they are all held at once).
+5. `batch_postings`, `Piece` and `place`: stage 04's counts kept by batch, each batch in term
+   space and term-major on its own (1-3 for one batch), and any range of terms put together
+   from every batch when it is written (`place`): the corpus's postings are held once, as
+   the batches', never also as one table (nor as one CSR beside its CSC).
+6. `term_slice` and `merge_slices`: stage 04's map/reduce of postings: a partition's slice
+   of a range of terms (and of a shard's chunks), and one range merged from every
+   partition's slices in corpus order (a cluster's partitions; one, locally).
 
-scipy does both with counting sorts in C, which is what keeps stage 04 linear at a million
+scipy does 1 and 2 with counting sorts in C, which is what keeps stage 04 linear at a million
 chunks.  But importing scipy takes 0.17 s, and a rerun after one added file (stage 04
 counts only the new file's chunks, pipekit/run/incremental.py) is about a second in all: a
 sixth of it went to loading scipy for a few hundred words.  Below SMALL entries NumPy's
@@ -16,6 +21,9 @@ sorts give the same arrays in well under a millisecond; tests/test_04_indexing.p
 both ways against each other.
 """
 from __future__ import annotations
+
+from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
@@ -77,30 +85,150 @@ def merge_adjacent(indptr: np.ndarray, chunk: np.ndarray, tf: np.ndarray):
 
 
 COUNT_16 = np.iinfo(np.uint16).max
-COMPACT_BLOCK = 1 << 20  # entries filtered at a time by `compact` (a few MB of temporaries)
 
 
 def narrow_counts(counts: np.ndarray) -> np.ndarray:
     """A batch's counts as uint16 when every one fits (nearly always: a word said 65,536
-    times in one chunk), else as they are.  Stage 04 holds every count of the corpus at once,
-    twice during the CSR -> CSC step: at a million passages, 4 bytes a count was 0.2 GB each
-    time.  Sums of counts (a chunk's length, merged postings) are taken in a wider type."""
+    times in one chunk), else as they are.  Stage 04 holds every count of the corpus at once
+    (a batch's word counts, then its postings' tf): at a million passages, 4 bytes a count
+    was 0.2 GB.  Sums of counts (a chunk's length, merged postings) are taken in a wider type."""
     if len(counts) and int(counts.max()) <= COUNT_16:
         return counts.astype(np.uint16)
     return counts
 
 
-def compact(keep: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-    """`a[keep]` for each array, written over the array's own front a block at a time (the
-    kept entries of a block never land past where the block starts), as views of length
-    keep.sum().  Boolean indexing made a second copy of every array while the first was
-    alive: stage 04's words-the-analyzer-drops step then held 17 bytes an entry, its peak
-    at a million passages after the postings write stopped holding every table."""
-    at = 0
-    for lo in range(0, len(keep), COMPACT_BLOCK):
-        sel = keep[lo:lo + COMPACT_BLOCK]
-        n = int(np.count_nonzero(sel))
-        for a in arrays:
-            a[at:at + n] = a[lo:lo + COMPACT_BLOCK][sel]  # a copy first: the ranges may overlap
-        at += n
-    return tuple(a[:at] for a in arrays)
+def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarray, row_nnz: np.ndarray,
+                   n_terms: int, first_row: int = 0):
+    """One batch's counts in term space, term-major: a `Piece` (the terms it holds, each
+    one's number of postings in it, the postings' chunks — the batch's rows numbered from
+    `first_row` — and their tf), and each row's length.
+
+    `ids` are the batch's word ids, numbered over every batch (the Vocabulary's), turned
+    into term ids here in place; words the analyzer drops (term -1) leave.  A function of
+    its batch alone, so two batches are converted at once on two threads: as one CSR of the
+    whole corpus this step ran on one core, and concatenating every batch into it first held
+    the parts and the whole at once (stage 04's peak at a million passages, bench/README.md).
+    """
+    np.take(term_of_local, ids, out=ids, mode="clip")  # every id is in range: "clip" only spares a buffer
+    n = len(row_nnz)
+    rows = np.repeat(np.arange(n, dtype=np.int32), row_nnz)
+    is_term = ids >= 0
+    if not is_term.all():
+        ids, counts, rows = ids[is_term], counts[is_term], rows[is_term]
+    # A row's length is the sum of its counts (weights included), taken wider than a count.
+    lengths = np.bincount(rows, weights=counts, minlength=n).astype(np.int64) if n else np.zeros(0, np.int64)
+    indptr = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    del rows
+    col_ptr, chunk, tf = merge_adjacent(*to_csc(indptr, ids, counts, (n, max(n_terms, 1))))
+    df = np.diff(col_ptr)
+    present = np.flatnonzero(df).astype(np.int32)
+    chunk = chunk.astype(np.int32, copy=False)
+    chunk += np.int32(first_row)
+    # merge_adjacent sums in int32; held until written, a count takes 2 bytes where it fits.
+    # (each term's start kept: summing the counts before a range's first term, per range and
+    # batch, was 0.5 s of a million passages' write)
+    return Piece(present, df[present], chunk, narrow_counts(tf), col_ptr[np.r_[present, n_terms]]), lengths
+
+
+class Piece(NamedTuple):
+    """One batch's postings, term-major: its terms (ascending), each one's number of
+    postings, then every posting's chunk and tf, term after term; `starts` (where each
+    term's postings start, and the end) only where `terms_in` will cut it."""
+    terms: np.ndarray
+    df: np.ndarray
+    chunk: np.ndarray
+    tf: np.ndarray
+    starts: np.ndarray | None = None
+
+    def terms_in(self, lo: int, hi: int) -> "Piece":
+        """Its postings of terms lo..hi-1 (views), terms numbered from lo."""
+        i, j = np.searchsorted(self.terms, [lo, hi])
+        a, z = int(self.starts[i]), int(self.starts[j])
+        return Piece(self.terms[i:j] - np.int32(lo), self.df[i:j], self.chunk[a:z], self.tf[a:z])
+
+
+def place(n_terms: int, pieces, release=None, every: int = 16):
+    """(col_ptr, chunk, tf) of every batch's postings (`Piece`s, in corpus order) as one
+    term-major table: a term's postings are its postings in batch 1, then batch 2, ... so
+    chunks stay in order within a term, as one CSR -> CSC of the whole corpus gives.  Each
+    posting moves once, to a slot from the term's offset: linear.
+
+    `pieces` is a deque, emptied as it is read, so each batch's arrays are freed once
+    placed (`release()` every `every` batches hands their memory back): the postings are
+    then held about once, not as the batches and the whole side by side."""
+    df = np.zeros(n_terms, dtype=np.int64)
+    for piece in pieces:
+        df[piece.terms] += piece.df  # a term appears once per batch: no repeated index
+    col_ptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(df, out=col_ptr[1:])
+    total = int(col_ptr[-1])
+    chunk = np.empty(total, dtype=np.int32)
+    tf = np.empty(total, dtype=np.result_type(np.uint16, *(p.tf.dtype for p in pieces)))
+    free = col_ptr[:-1].copy()  # each term's next empty slot
+    slot = np.int32 if total < 2**31 else np.int64  # int32 slots move half the bytes of int64 ones
+    placed = 0
+    while pieces:
+        present, n_of, rows, counts, _ = pieces.popleft()
+        start = np.zeros(len(n_of), dtype=np.int64)
+        np.cumsum(n_of[:-1], out=start[1:])
+        dest = np.repeat((free[present] - start).astype(slot), n_of)
+        dest += np.arange(len(rows), dtype=slot)
+        chunk[dest] = rows
+        tf[dest] = counts
+        free[present] += n_of
+        del present, n_of, rows, counts, dest
+        placed += 1
+        if release is not None and placed % every == 0:
+            release()
+    return col_ptr, chunk, tf
+
+
+def term_slice(lo: int, hi: int, first_chunk: int, chunks: tuple | None, counts: dict) -> dict:
+    """A partition's postings of its terms lo..hi-1 (runs where the counts are) in its
+    chunks [chunks[0], chunks[1]) (None: all of them: the shard holds the whole
+    partition), chunks renumbered after the partitions before it.  Counts kept by batch
+    ("pieces") are put together here, for these terms only."""
+    if "pieces" in counts:
+        col_ptr, chunk, tf = place(hi - lo, deque(p.terms_in(lo, hi) for p in counts["pieces"]))
+        df = np.diff(col_ptr)
+    else:
+        col_ptr = counts["col_ptr"]
+        a, z = int(col_ptr[lo]), int(col_ptr[hi])
+        chunk, tf, df = counts["chunk"][a:z], counts["tf"][a:z], np.diff(col_ptr[lo:hi + 1])
+    if chunks is not None:  # the shard has part of this partition: its chunks' postings, term by term
+        keep = (chunk >= chunks[0]) & (chunk < chunks[1])
+        df = np.bincount(np.repeat(np.arange(hi - lo), df)[keep], minlength=hi - lo)
+        chunk, tf = chunk[keep], tf[keep]
+    return {"df": df, "chunk": chunk + np.int32(first_chunk) if first_chunk else chunk, "tf": tf}
+
+
+def merge_slices(n_terms: int, ids: list[np.ndarray], slices: list[dict]):
+    """One term range's postings from every partition's slice, term-major: a term's
+    postings are its postings in partition 1, then 2, ... which is corpus order, as one
+    run gives.  `ids[i]` are slice i's terms' positions in the range.  Each posting moves
+    once, to a slot computed from the range's term offsets: linear, no sort."""
+    if len(slices) == 1 and len(ids[0]) == n_terms:  # the local engine: nothing to merge
+        return np.concatenate([[0], np.cumsum(slices[0]["df"])]), slices[0]["chunk"], slices[0]["tf"]
+    df = np.zeros(n_terms, dtype=np.int64)
+    for g, piece in zip(ids, slices):
+        df[g] += piece["df"]
+    col_ptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(df, out=col_ptr[1:])
+    total = int(col_ptr[-1])
+    chunk = np.empty(total, dtype=np.int32)
+    tf = np.empty(total, dtype=np.int32)
+    free = col_ptr[:-1].copy()  # each term's next empty slot
+    # int32 slots while they fit: int64 ones moved twice the bytes, and the merge took
+    # 0.4-1.5 s a 27M-posting shard instead of 0.3.
+    slot = np.int32 if total < 2**31 else np.int64
+    for g, piece in zip(ids, slices):
+        local_df = piece["df"]
+        local_start = np.zeros(len(local_df), dtype=np.int64)
+        np.cumsum(local_df[:-1], out=local_start[1:])
+        dest = np.repeat((free[g] - local_start).astype(slot), local_df)
+        dest += np.arange(len(piece["chunk"]), dtype=slot)
+        chunk[dest] = piece["chunk"]
+        tf[dest] = piece["tf"]
+        free[g] += local_df
+    return col_ptr, chunk, tf

@@ -29,6 +29,7 @@ from pipekit.run import io
 from pipekit.run.errors import PipelineError
 
 READ_ROWS = 1 << 20  # postings decoded at a time while merging shards (8 MB of impacts)
+BINCOUNT_BLOCK = 1 << 22  # postings counted per chunk at a time (32 MB of int64 temporaries)
 
 
 # --- stage 04: where the shards start and end ---------------------------------------------
@@ -38,7 +39,13 @@ def chunk_facts(counts: dict) -> dict:
     (positions in the partition), its first and last doc_id (a document may continue in
     the next partition) and each chunk's number of postings (its distinct terms)."""
     n = len(counts["lengths"])
-    nnz = np.bincount(counts["chunk"], minlength=n).astype(np.int32) if n else np.zeros(0, np.int32)
+    nnz = counts.get("nnz")  # counts kept by batch know it (04_indexing.count_chunks)
+    if nnz is None:
+        nnz = np.zeros(n, dtype=np.int32)
+        # A block of postings at a time: np.bincount copies its input to int64 first, which over
+        # every posting at once was 8 bytes a posting (0.4 GB at a million passages: stage 04's peak).
+        for lo in range(0, len(counts["chunk"]), BINCOUNT_BLOCK):
+            nnz += np.bincount(counts["chunk"][lo:lo + BINCOUNT_BLOCK], minlength=n).astype(np.int32)
     meta = counts.get("meta")
     if meta is None or n == 0:
         return {"doc_starts": np.zeros(0, np.int64), "first_doc": None, "last_doc": None, "nnz": nnz}

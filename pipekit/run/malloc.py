@@ -13,15 +13,22 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # from glibc's malloc.h
+
+
+@functools.lru_cache(maxsize=None)
+def _libc() -> ctypes.CDLL:
+    """The C library, found once: find_library runs `ldconfig -p` in a subprocess each time
+    (a fork of the whole process), and stage 04 hands memory back dozens of times a run."""
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 
 
 def keep_freed_memory(mmap_threshold: int = 1 << 30, top_pad: int = 64 << 20) -> bool:
     """True if glibc took the settings."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        mallopt = _libc().mallopt
     except (OSError, AttributeError):
         return False
     return all(mallopt(opt, value) == 1 for opt, value in (
@@ -40,6 +47,6 @@ def release_freed_memory() -> None:
 
     pa.default_memory_pool().release_unused()
     try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+        _libc().malloc_trim(0)
     except (OSError, AttributeError):
         pass  # not glibc: nothing to trim
