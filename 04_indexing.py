@@ -77,7 +77,6 @@ import pipekit  # first: outside the virtualenv it says how to activate it, not 
 import time
 from collections import deque
 from functools import partial
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -414,9 +413,6 @@ def shard_postings(k1: float, b: float, avgdl: float, shard: tuple, norm_of_chun
     release_freed_memory()
 
 
-CHUNK_GROUP = 1 << 17  # rows of 04_chunks written at a time when they are read again (~30 MB)
-
-
 def ranges_postings(k1: float, b: float, avgdl: float, shards: list) -> Iterator[pa.Table]:
     """The local engine's term ranges in order (`shard_postings` of each), two made at once:
     putting a range together and its impacts are NumPy passes that let go of the GIL, and
@@ -429,44 +425,9 @@ def ranges_postings(k1: float, b: float, avgdl: float, shards: list) -> Iterator
 
 
 def chunk_rows(part: tuple) -> Iterator[pa.Table]:
-    """A partition's rows of 04_chunks.parquet (runs where its counts are), given its
-    first chunk's number and its counts: their cited columns as counted ("meta"), or read
-    again from the partition of 03_chunks they were counted from ("source"), a group of
-    rows at a time."""
-    first_chunk, counts = part
-    lengths, source = counts["lengths"], counts.get("source")
-    if source is None:
-        if counts["meta"] is not None:
-            yield chunk_table(first_chunk, counts["meta"], lengths)
-        return
-    names = [c for c in CITED if c in io.schema(Path(source.path)).names]
-    group, at = [], 0
-    for batch in iter_rows(source, names, batch_size=BATCH):
-        group.append(batch)
-        if sum(b.num_rows for b in group) >= CHUNK_GROUP:
-            meta = pa.Table.from_batches(group)
-            yield chunk_table(first_chunk + at, meta, lengths[at:at + meta.num_rows])
-            group, at = [], at + meta.num_rows
-    if group:
-        meta = pa.Table.from_batches(group)
-        yield chunk_table(first_chunk + at, meta, lengths[at:at + meta.num_rows])
-
-
-def chunk_table(first_chunk: int, meta: pa.Table, lengths: np.ndarray) -> pa.Table:
-    """Rows of 04_chunks.parquet: chunks numbered from first_chunk, their cited columns and lengths."""
-    n = len(lengths)
-    return pa.table({
-        "chunk": pa.array(np.arange(first_chunk, first_chunk + n, dtype=np.int32)),
-        **{c: meta.column(c) for c in ("chunk_id", "doc_id", "heading")},
-        "page_start": meta.column("page_start").cast(pa.int32()),
-        "page_end": meta.column("page_end").cast(pa.int32()),
-        # (a batch without labels, as tests build them: the page numbers, as for a PDF without any)
-        **{f"page_label_{s}": meta.column(f"page_label_{s}") if f"page_label_{s}" in meta.column_names
-           else meta.column(f"page_{s}").cast(pa.string()) for s in ("start", "end")},
-        "length": pa.array(lengths.astype(np.int32)),
-        "content_hash": meta.column("content_hash") if "content_hash" in meta.column_names
-        else pa.nulls(n, pa.string()),
-    })
+    """A partition's rows of 04_chunks.parquet, given its first chunk's number and its counts:
+    their cited columns as counted, or read again from 03_chunks (pipekit/index/layout.py)."""
+    return layout.chunk_rows(part, CITED, BATCH)
 
 
 def vector_rows(spec: str, heading_weight: int, previous: str | None, windows: bool, part: tuple) -> Iterator[tuple]:

@@ -253,7 +253,8 @@ def test_chunk_rows_read_again_from_03_are_the_rows_counted(tmp_path, monkeypatc
     a = Analyzer("none", "none")
     counts = indexing.count_chunks([batch], a, 1)
     monkeypatch.setattr(indexing, "BATCH", 4)
-    monkeypatch.setattr(indexing, "CHUNK_GROUP", 7)
+    from pipekit.index import layout
+    monkeypatch.setattr(layout, "CHUNK_GROUP", 7)
     source = {"lengths": counts["lengths"], "meta": None, "source": RowRange(str(tmp_path / "03_chunks.parquet"), 3, 23)}
     held = {"lengths": counts["lengths"][3:], "meta": pa.Table.from_batches([batch.slice(3)])}
     read_again = list(indexing.chunk_rows((10, source)))

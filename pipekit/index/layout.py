@@ -22,14 +22,64 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import Iterator
+
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipekit.run import io
+from pipekit.run.engine import iter_rows
 from pipekit.run.errors import PipelineError
 
 READ_ROWS = 1 << 20  # postings decoded at a time while merging shards (8 MB of impacts)
 BINCOUNT_BLOCK = 1 << 22  # postings counted per chunk at a time (32 MB of int64 temporaries)
+
+
+# --- stage 04: the rows of 04_chunks.parquet ----------------------------------------------
+
+CHUNK_GROUP = 1 << 17  # rows of 04_chunks written at a time when they are read again (~30 MB)
+
+
+def chunk_rows(part: tuple, cited: list[str], batch_size: int) -> Iterator[pa.Table]:
+    """A partition's rows of 04_chunks.parquet (runs where its counts are), given its
+    first chunk's number and its counts: their cited columns as counted ("meta"), or read
+    again from the partition of 03_chunks they were counted from ("source"), a group of
+    rows at a time."""
+    first_chunk, counts = part
+    lengths, source = counts["lengths"], counts.get("source")
+    if source is None:
+        if counts["meta"] is not None:
+            yield chunk_table(first_chunk, counts["meta"], lengths)
+        return
+    names = [c for c in cited if c in io.schema(Path(source.path)).names]
+    group, at = [], 0
+    for batch in iter_rows(source, names, batch_size=batch_size):
+        group.append(batch)
+        if sum(b.num_rows for b in group) >= CHUNK_GROUP:
+            meta = pa.Table.from_batches(group)
+            yield chunk_table(first_chunk + at, meta, lengths[at:at + meta.num_rows])
+            group, at = [], at + meta.num_rows
+    if group:
+        meta = pa.Table.from_batches(group)
+        yield chunk_table(first_chunk + at, meta, lengths[at:at + meta.num_rows])
+
+
+def chunk_table(first_chunk: int, meta: pa.Table, lengths: np.ndarray) -> pa.Table:
+    """Rows of 04_chunks.parquet: chunks numbered from first_chunk, their cited columns and lengths."""
+    n = len(lengths)
+    return pa.table({
+        "chunk": pa.array(np.arange(first_chunk, first_chunk + n, dtype=np.int32)),
+        **{c: meta.column(c) for c in ("chunk_id", "doc_id", "heading")},
+        "page_start": meta.column("page_start").cast(pa.int32()),
+        "page_end": meta.column("page_end").cast(pa.int32()),
+        # (a batch without labels, as tests build them: the page numbers, as for a PDF without any)
+        **{f"page_label_{s}": meta.column(f"page_label_{s}") if f"page_label_{s}" in meta.column_names
+           else meta.column(f"page_{s}").cast(pa.string()) for s in ("start", "end")},
+        "length": pa.array(lengths.astype(np.int32)),
+        "content_hash": meta.column("content_hash") if "content_hash" in meta.column_names
+        else pa.nulls(n, pa.string()),
+    })
 
 
 # --- stage 04: where the shards start and end ---------------------------------------------
