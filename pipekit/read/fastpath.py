@@ -51,7 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
-__all__ = ["beir_tables", "clean_texts", "already_clean"]
+__all__ = ["beir_tables", "clean_texts", "already_clean", "ahead_unless"]
 
 
 # ---- stage 01: a BEIR corpus into columns ---------------------------------------------------
@@ -62,26 +62,52 @@ _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # an escape json.loads may leave
 
 
 def beir_tables(path: Path, max_bytes: int | None, start: int, end: int | None, schema: pa.Schema,
-                max_rows: int, max_chars: int) -> Iterator[pa.Table]:
+                max_rows: int, max_chars: int, threads: int = 1) -> Iterator[pa.Table]:
     """`iter_beir`'s rows as tables of `max_rows` rows or `max_chars` characters of text
     (whichever comes first, as 01_documents.batches cuts them), built as columns.
 
     The corpus is read in blocks of whole lines.  A block whose every non-blank line is one
     JSON object of the usual shape is parsed by Arrow's JSON reader in C, on another thread
-    while this one hashes its lines; any other block goes line by line through json.loads
-    and `_beir_record`, which converts what it accepts and raises its exact message."""
+    while its lines are hashed; any other block goes line by line through json.loads and
+    `_beir_record`, which converts what it accepts and raises its exact message.
+
+    `threads` blocks are made at once (engine.map_ahead, order kept): Arrow's parse and
+    kernels let go of the GIL, so one block's parse runs beside another's hashing.  What
+    depends on the blocks before (an `_id` seen twice, a line-by-line block, the cut into
+    tables) stays on this thread, in order."""
     from concurrent.futures import ThreadPoolExecutor
+    from functools import partial
+    from pipekit.run.engine import map_ahead
 
     path = Path(path)
     seen: set[str] = set()
     cutter = _Batches(max_rows, max_chars)
-    with ThreadPoolExecutor(1) as pool:
-        for first_line, data, starts, ends in _line_blocks(path, start, end):
-            table = _arrow_block(pool, path, data, starts, ends, first_line, seen, max_bytes, schema)
-            if table is None:
+    threads = max(int(threads), 1)
+    # One parse thread per block in flight: a block waiting on its parse never waits for another's.
+    with ThreadPoolExecutor(threads) as pool:
+        made = partial(_arrow_block, pool, path, max_bytes=max_bytes, schema=schema)
+        for block, parsed in map_ahead(lambda b: (b, made(*b[1:])), _line_blocks(path, start, end), threads):
+            first_line, data, starts, ends = block
+            if parsed is None:
                 table = _python_block(path, data, starts, ends, first_line, seen, max_bytes, schema)
+            else:
+                table, listed, rows = parsed
+                _check_seen(path, seen, listed, rows, first_line)
             yield from cutter.add(table)
     yield from cutter.rest()
+
+
+def _check_seen(path: Path, seen: set, listed: list, rows: np.ndarray, first_line: int) -> None:
+    """Add a block's ids to those seen, stopping at the first seen before (in the block or
+    an earlier one) with `iter_beir`'s message: on this thread, the blocks in order."""
+    from pipekit.run.errors import PipelineError
+
+    if len(set(listed)) < len(listed) or not seen.isdisjoint(listed):
+        for i, doc_id in enumerate(listed):  # the first id seen before, for the message
+            if doc_id in seen:
+                raise PipelineError(f"{path}, line {first_line + int(rows[i])}: _id {doc_id!r} appears twice")
+            seen.add(doc_id)
+    seen.update(listed)
 
 
 def _line_blocks(path: Path, start: int, end: int | None) -> Iterator[tuple[int, bytes, np.ndarray, np.ndarray]]:
@@ -121,8 +147,10 @@ def _line_blocks(path: Path, start: int, end: int | None) -> Iterator[tuple[int,
             pending, at = ([data[cut:]] if cut < len(data) else []), at + cut
 
 
-def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: set, max_bytes, schema):
-    """The block's table parsed by Arrow, or None where json.loads' reading might differ.
+def _arrow_block(pool, path, data: bytes, starts, ends, max_bytes, schema):
+    """(the block's table parsed by Arrow, its ids as a list, each id's line in the block),
+    or None where json.loads' reading might differ.  A function of the block alone (the ids
+    seen before are checked by the caller, in order), so blocks may be made on threads.
 
     Only a block that is valid UTF-8, whose non-blank lines each run from `{` to `}` (so a
     line is one object: an object spread over lines, or two on one line, is left to the
@@ -131,7 +159,6 @@ def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: s
     given twice, a control character in a string and a lone surrogate, so those blocks
     fall back too, and `_beir_record` words the error as before."""
     from pipekit.read.beir import read_records
-    from pipekit.run.errors import PipelineError
     from pipekit.run.hashing import content_hash
 
     buf = np.frombuffer(data, dtype=np.uint8)
@@ -143,7 +170,7 @@ def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: s
         if data[starts[i]:ends[i]].strip():
             return None
     if not record.any():
-        return _table({}, 0, schema)  # blank lines only
+        return _table({}, 0, schema), [], record  # blank lines only
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -159,14 +186,8 @@ def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: s
     ids, titles, texts = (parsed.column(k).combine_chunks() for k in ("_id", "title", "text"))
     if ids.null_count or pc.any(pc.equal(pc.binary_length(ids), 0)).as_py():
         return None
-    listed = ids.to_pylist()
-    if len(set(listed)) < len(listed) or not seen.isdisjoint(listed):
-        for i, doc_id in enumerate(listed):  # the first id seen before, for the message
-            if doc_id in seen:
-                raise PipelineError(f"{path}, line {first_line + int(rows[i])}: _id {doc_id!r} appears twice")
-            seen.add(doc_id)
-    seen.update(listed)
-    return _beir_table(path, ids, titles, texts, r_ends - r_starts, hashes, max_bytes, schema)
+    table = _beir_table(path, ids, titles, texts, r_ends - r_starts, hashes, max_bytes, schema)
+    return table, ids.to_pylist(), rows
 
 
 def _python_block(path, data: bytes, starts, ends, first_line: int, seen: set, max_bytes, schema) -> pa.Table:
@@ -306,3 +327,34 @@ def clean_texts(texts: pa.Array, notes: pa.Array,
     out = pc.replace_with_mask(out, mask, pa.array([c[0] for c in cleaned], pa.string()))
     notes = pc.replace_with_mask(notes, mask, pa.array([c[1] for c in cleaned], pa.string()))
     return out, notes, sum(c[2] for c in cleaned), sum(c[2] > 0 for c in cleaned)
+
+
+def ahead_unless(fn: Callable, items: Iterator, workers: int, alone: Callable) -> Iterator[tuple]:
+    """(item, fn(item)) for each item, in order, fn on `workers` threads at once as
+    engine.map_ahead does, except an item for which `alone(item)` is true: it comes back as
+    (item, None) once every item before it is done, and no item after it is taken until the
+    caller asks for the next, so the caller works on it with nothing else in flight.
+
+    Stage 02: a batch of short documents is Arrow's scans (two at once use both cores), a
+    batch holding a document over 8 MB is cleaned by slices to bound the peak, and two of
+    those at once would hold two large documents where one thread held one."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    if workers <= 1:
+        for item in items:
+            yield (item, None) if alone(item) else (item, fn(item))
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="clean-ahead") as pool:
+        pending: deque = deque()
+        for item in items:
+            if alone(item):
+                while pending:
+                    yield pending.popleft().result()
+                yield item, None
+                continue
+            pending.append(pool.submit(lambda x: (x, fn(x)), item))
+            if len(pending) >= workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
