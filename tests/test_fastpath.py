@@ -234,6 +234,30 @@ def test_plain_records_take_the_column_path_and_others_do_not():
     assert fastpath.already_clean(texts).tolist() == [True, True, False, True, False, False, False, False, False, False]
 
 
+def _needs_no_cleaning_by_re2(texts: pa.Array) -> list:
+    """already_clean's rule as RE2 states it (what stage 02 ran before the NumPy scan)."""
+    import pyarrow.compute as pc
+
+    ok = pc.and_(pc.string_is_ascii(texts), pc.invert(pc.match_substring_regex(texts, fastpath._NEEDS_CLEANING)))
+    return pc.fill_null(pc.and_(ok, pc.match_substring_regex(texts, r"[^ \t\n]")), False).to_pylist()
+
+
+@settings(max_examples=examples(300))
+@given(texts=st.lists(st.none() | TEXTS | PLAIN | st.sampled_from(["--- page ", "x--- page", "a -- page ", " \n", "\t"]),
+                      max_size=12), cut=st.tuples(st.integers(0, 12), st.integers(0, 12)), large=st.booleans())
+def test_already_clean_is_the_re2_rule(texts, cut, large):
+    """The NumPy scan of the column's bytes picks the texts the RE2 pattern picks, on slices
+    of a column too (offsets not starting at 0: a rule must not look past a text's ends)."""
+    column = pa.array(texts, pa.large_string() if large else pa.string())
+    column = column.slice(min(cut), max(cut) - min(cut))
+    assert fastpath.already_clean(column).tolist() == _needs_no_cleaning_by_re2(column)
+
+
+def test_already_clean_refuses_what_it_would_misread():
+    with pytest.raises(TypeError, match="string_view"):
+        fastpath.already_clean(pa.array(["a"], pa.string_view()))
+
+
 def test_ahead_unless_keeps_order_and_cleans_a_large_batch_alone():
     """Ordinary items two at once, in order; an item `alone` picks comes back after every
     item before it is done and before the one after it is taken from the input."""
