@@ -314,8 +314,6 @@ def clean_partition(form: str, threads: int, part) -> Iterator[tuple[pa.Table, i
     """Stage 02 on one partition of 01_documents.parquet: its `ok` rows cleaned, table by
     table, each with the furniture lines removed and the documents that had any.  It
     depends on the partition alone, so the engine may run it anywhere."""
-    from functools import partial
-
     batches = iter_rows(part, ["status"] + COLUMNS)
     # `threads` batches of ordinary documents cleaned at once (their scans are Arrow's, which
     # let go of the GIL: on one thread the second core sat idle through a BEIR corpus).  A
