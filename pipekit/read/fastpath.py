@@ -15,8 +15,8 @@ Stage 01, `beir_tables`: the same lines as `readers.beir_lines` (cut on b"\n", n
 same way), read in blocks of whole lines.  A block whose non-blank lines are each one JSON
 object from `{` to `}`, valid UTF-8, with a non-empty string `_id` and string (or absent)
 `title` and `text`, is parsed by Arrow's JSON reader in C, on a thread of its own while
-this one hashes the lines; json.loads and a dict per line cost 0.6 s of stage 01's 1.2 s at
-200,000 passages.  Any other block goes line by line: json.loads, and `readers._beir_record`
+its lines are hashed, two blocks at once (the `_id` check across blocks stays in order);
+json.loads and a dict per line cost 0.6 s of stage 01's 1.2 s at 200,000 passages.  Any other block goes line by line: json.loads, and `readers._beir_record`
 for a line of another shape, which converts it (an integer `_id`, a null title) or raises
 its exact message.  Where the two readers disagree, Arrow's is the stricter (a key given
 twice, a number too large for a double, a lone surrogate: json.loads takes them, Arrow
@@ -28,7 +28,9 @@ holds no control character (so no CR, no form feed), no `--- page ` (no page, so
 furniture), no space or tab before a line end or at the end, no three newlines in a row,
 does not start with a newline and holds something besides whitespace: every rule of
 `clean_document` leaves it unchanged except the last, which strips the newlines at its
-end and adds one.  That is one Arrow expression; the rest are cleaned one by one.
+end and adds one.  Those texts are found by NumPy over the column's bytes and finished by
+one Arrow expression; the rest are cleaned one by one.  Stage 02 cleans two batches at once
+(`ahead_unless`), a batch holding a large document alone.
 
 Deliberately not fast-pathed: anything with non-ASCII text (Unicode normalisation and
 Unicode whitespace are the per-record code's to decide), a text of several lines in stage
