@@ -132,7 +132,7 @@ FILES_PER_PART = 256  # files per task on a cluster, at most
 def input_partitions(section: dict, rows_per_part: int | None, entries: list | None = None,
                      previous: tuple[str, list[int]] | None = None, workers: int = 1) -> list[tuple]:
     """The input, listed and cut into the parts the engine reads (anywhere):
-    ("files", entries, reuse, workers) or ("beir", path, max_bytes, start byte, end byte).
+    ("files", entries, reuse, workers) or ("beir", path, max_bytes, start byte, end byte, threads).
     `rows_per_part` None is one part (the local engine reads the input in one pass, as a
     stream).  `previous` is (01 output of the last run, its row for each entry or -1):
     a file unchanged since then is not read again, its row is copied.  `workers`: the
@@ -143,9 +143,12 @@ def input_partitions(section: dict, rows_per_part: int | None, entries: list | N
                               build_files=section["build_files"], test_files=section["test_files"])
     if len(entries) == 1 and entries[0].format == "beir":
         path, max_bytes = str(entries[0].path), section["max_bytes"]
+        # Two blocks of records at once where there are two cores (one parsed while the
+        # other is hashed): stage 01 on one core left the second idle through a corpus.
+        threads = min(workers, 2)
         if rows_per_part is None:
-            return [("beir", path, max_bytes, 0, None)]
-        return [("beir", path, max_bytes, a, b) for a, b in line_ranges(path, rows_per_part)]
+            return [("beir", path, max_bytes, 0, None, threads)]
+        return [("beir", path, max_bytes, a, b, threads) for a, b in line_ranges(path, rows_per_part)]
     # Files vary from bytes to megabytes (a PDF): small groups even when records are many.
     step = max(len(entries) if rows_per_part is None else min(rows_per_part, FILES_PER_PART), 1)
     path, rows = previous if previous else (None, [-1] * len(entries))
@@ -157,7 +160,7 @@ def read_partition(part: tuple) -> Iterator[pa.Table]:
     """The stage-01 rows of one part, in order (one row per entry), as tables of bounded size."""
     if part[0] == "beir":
         # Columns, not a dict per record: iter_beir's rows, in the same batches (pipekit/read/fastpath.py).
-        for table in beir_tables(Path(part[1]), part[2], part[3], part[4], SCHEMA, BATCH_ROWS, BATCH_CHARS):
+        for table in beir_tables(Path(part[1]), part[2], part[3], part[4], SCHEMA, BATCH_ROWS, BATCH_CHARS, part[5]):
             advance(table.num_rows)
             yield table
         return

@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 from pipekit.run.arrays import string_buffers
 from pipekit.cli import stage_main
 from pipekit.run.engine import StageFunction, advance, iter_rows
-from pipekit.read.fastpath import clean_texts
+from pipekit.read.fastpath import ahead_unless, clean_texts
 from pipekit.run.incremental import reuse_parts
 from pipekit.read.pages import ANCHORS_TYPE, OUTLINE_TYPE, FurnitureDropper, FurnitureFinder, strip_furniture
 from pipekit.chunk.unchunked import ONLY_WHITESPACE
@@ -310,48 +310,64 @@ SCHEMA = pa.schema([("doc_id", pa.string()), ("source", pa.string()), ("format",
                     ("anchors", ANCHORS_TYPE)])  # carried for stage 03: each heading's id (HTML, reST)
 
 
-def clean_partition(form: str, part) -> Iterator[tuple[pa.Table, int, int]]:
+def clean_partition(form: str, threads: int, part) -> Iterator[tuple[pa.Table, int, int]]:
     """Stage 02 on one partition of 01_documents.parquet: its `ok` rows cleaned, table by
     table, each with the furniture lines removed and the documents that had any.  It
     depends on the partition alone, so the engine may run it anywhere."""
-    for batch in iter_rows(part, ["status"] + COLUMNS):
+    batches = iter_rows(part, ["status"] + COLUMNS)
+    # `threads` batches of ordinary documents cleaned at once (their scans are Arrow's, which
+    # let go of the GIL: on one thread the second core sat idle through a BEIR corpus).  A
+    # batch holding a large document is cleaned here, alone, after those before it: one
+    # large document in flight, as on one thread (pipekit/read/fastpath.py, ahead_unless).
+    for batch, tables in ahead_unless(lambda b: list(clean_batch(form, b)), batches, threads,
+                                      alone=lambda b: any(_ok_and_large(b)[1])):
         advance(batch.num_rows)
-        ok = np.asarray(pc.fill_null(pc.equal(batch.column("status"), "ok"), False))
-        large = (ok & (np.asarray(pc.binary_length(batch.column("text")).fill_null(0)) > LARGE)).tolist()
-        ok = ok.tolist()
-        batch = batch.select(COLUMNS)
-        # Runs of ordinary documents together; each large one alone, by slices, written
-        # straight from the cleaned bytes, so it is never a Python string at all.  Slices
-        # of the batch, not a filtered copy: that copy was one more whole document.
-        k, n = 0, batch.num_rows
-        while k < n:
-            if not ok[k]:
-                k += 1
-                continue
-            if large[k]:
-                view = utf8_view(batch.column("text"), k)
-                if has_pages(view):
-                    text, removed = clean_large_paged(view, form)
-                else:
-                    text, removed = clean_large(view, form), 0
-                row = batch.slice(k, 1).select([c for c in COLUMNS if c != "text"]).to_pydict()
-                offsets = pa.py_buffer(np.array([0, text.size], dtype=np.int32))
-                row["text"] = pa.StringArray.from_buffers(1, offsets, text)
-                del text, view
-                yield pa.table(row, schema=SCHEMA), removed, int(removed > 0)
-                k += 1
-                continue
-            j = k + 1
-            while j < n and ok[j] and not large[j]:
-                j += 1
-            # Texts that are clean already (short ASCII records, mostly) are finished as a
-            # column; the others go through clean_document one by one (pipekit/read/fastpath.py).
-            run = batch.slice(k, j - k)
-            texts, notes, furniture, paged = clean_texts(run.column("text"), run.column("note"),
-                                                         lambda t, n: _clean_one(t, n, form))
-            cols = {c: texts if c == "text" else notes if c == "note" else run.column(c) for c in COLUMNS}
-            yield pa.Table.from_arrays(list(cols.values()), schema=SCHEMA), furniture, paged
-            k = j
+        yield from clean_batch(form, batch) if tables is None else tables
+
+
+def _ok_and_large(batch: pa.RecordBatch) -> tuple[list[bool], list[bool]]:
+    """Which rows are `ok`, and which of those are larger than LARGE (UTF-8 bytes)."""
+    ok = np.asarray(pc.fill_null(pc.equal(batch.column("status"), "ok"), False))
+    large = ok & (np.asarray(pc.binary_length(batch.column("text")).fill_null(0)) > LARGE)
+    return ok.tolist(), large.tolist()
+
+
+def clean_batch(form: str, batch: pa.RecordBatch) -> Iterator[tuple[pa.Table, int, int]]:
+    """One batch of 01_documents.parquet cleaned: (table, furniture lines, documents with furniture)."""
+    ok, large = _ok_and_large(batch)
+    batch = batch.select(COLUMNS)
+    # Runs of ordinary documents together; each large one alone, by slices, written
+    # straight from the cleaned bytes, so it is never a Python string at all.  Slices
+    # of the batch, not a filtered copy: that copy was one more whole document.
+    k, n = 0, batch.num_rows
+    while k < n:
+        if not ok[k]:
+            k += 1
+            continue
+        if large[k]:
+            view = utf8_view(batch.column("text"), k)
+            if has_pages(view):
+                text, removed = clean_large_paged(view, form)
+            else:
+                text, removed = clean_large(view, form), 0
+            row = batch.slice(k, 1).select([c for c in COLUMNS if c != "text"]).to_pydict()
+            offsets = pa.py_buffer(np.array([0, text.size], dtype=np.int32))
+            row["text"] = pa.StringArray.from_buffers(1, offsets, text)
+            del text, view
+            yield pa.table(row, schema=SCHEMA), removed, int(removed > 0)
+            k += 1
+            continue
+        j = k + 1
+        while j < n and ok[j] and not large[j]:
+            j += 1
+        # Texts that are clean already (short ASCII records, mostly) are finished as a
+        # column; the others go through clean_document one by one (pipekit/read/fastpath.py).
+        run = batch.slice(k, j - k)
+        texts, notes, furniture, paged = clean_texts(run.column("text"), run.column("note"),
+                                                     lambda t, n: _clean_one(t, n, form))
+        cols = {c: texts if c == "text" else notes if c == "note" else run.column(c) for c in COLUMNS}
+        yield pa.Table.from_arrays(list(cols.values()), schema=SCHEMA), furniture, paged
+        k = j
 
 
 def _clean_one(raw: str | None, note: str | None, form: str) -> tuple[str, str | None, int]:
@@ -361,7 +377,8 @@ def _clean_one(raw: str | None, note: str | None, form: str) -> tuple[str, str |
 
 
 def run(ctx) -> None:
-    clean = StageFunction(2, "clean_partition", (ctx.section["unicode_form"],))
+    threads = 2 if ctx.engine.kind == "local" else 1  # a cluster's worker process is one core: a batch at a time
+    clean = StageFunction(2, "clean_partition", (ctx.section["unicode_form"], threads))
     # A document cleaned last time from the same stage-01 row is not cleaned again.
     clean, parts, reused = reuse_parts(ctx, ctx.upstream_parts(), clean, nothing_column="status", extras=(0, 0))
     kept = furniture = paged = 0

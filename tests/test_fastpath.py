@@ -18,7 +18,7 @@ from hypothesis import given, settings, strategies as st
 
 from pipekit.chunk import fastpath as chunk_fastpath
 from pipekit.read import fastpath
-from pipekit.run.engine import RowRange
+from pipekit.run.engine import RowRange, iter_rows as S2_iter_rows
 from pipekit.run.errors import PipelineError
 from pipekit.read.beir import iter_beir
 from pipekit.run.stages import load_stage
@@ -71,10 +71,11 @@ def _rows(fn):
 @settings(max_examples=examples(150))
 @given(records=RECORDS, blank=st.booleans(), bom=st.booleans(), max_bytes=st.sampled_from([None, 60, 10_000]),
        rows=st.sampled_from([1, 3, 4096]), chars=st.sampled_from([5, 32 * 1024 * 1024]),
-       block=st.sampled_from([fastpath.BLOCK_BYTES, 7, 64]), cut=st.floats(0, 1))
-def test_beir_tables_are_iter_beir(records, blank, bom, max_bytes, rows, chars, block, cut):
+       block=st.sampled_from([fastpath.BLOCK_BYTES, 7, 64]), cut=st.floats(0, 1), threads=st.sampled_from([1, 2]))
+def test_beir_tables_are_iter_beir(records, blank, bom, max_bytes, rows, chars, block, cut, threads):
     """Also read in blocks smaller than a line (a line longer than a block is read on), and
-    as two byte ranges split at a line start, as the engines split a corpus among workers."""
+    as two byte ranges split at a line start, as the engines split a corpus among workers;
+    one block at a time or two at once."""
     with tempfile.TemporaryDirectory() as tmp, mock.patch.object(fastpath, "BLOCK_BYTES", block):
         path = Path(tmp) / "corpus.jsonl"
         body = _jsonl(records, blank, bom)
@@ -84,7 +85,8 @@ def test_beir_tables_are_iter_beir(records, blank, bom, max_bytes, rows, chars, 
         for start, end in ((0, None), (0, middle), (middle, len(body))):
             slow, slow_err = _rows(lambda: [pa.Table.from_pylist(b, schema=S1.SCHEMA)
                                             for b in S1.batches(iter_beir(path, max_bytes, start, end), rows, chars)])
-            fast, fast_err = _rows(lambda: list(fastpath.beir_tables(path, max_bytes, start, end, S1.SCHEMA, rows, chars)))
+            fast, fast_err = _rows(lambda: list(fastpath.beir_tables(path, max_bytes, start, end, S1.SCHEMA, rows, chars,
+                                                                     threads)))
             assert fast_err == slow_err
             if slow is not None:
                 assert [t.num_rows for t in fast] == [t.num_rows for t in slow]  # the same row groups
@@ -164,6 +166,53 @@ def test_beir_tables_reports_a_bad_line_as_iter_beir_does(tmp_path):
             list(fastpath.beir_tables(path, None, 0, None, S1.SCHEMA, 10, 10_000))
 
 
+class _InFlight:
+    """A wrapper counting how many calls of `fn` run at once (each held `hold` seconds)."""
+
+    def __init__(self, fn, hold: float = 0.02):
+        import threading
+
+        self.fn, self.hold, self.now, self.most, self.lock = fn, hold, 0, 0, threading.Lock()
+
+    def __call__(self, *args, **kwargs):
+        import time
+
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            time.sleep(self.hold)
+            return self.fn(*args, **kwargs)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+def test_beir_tables_on_two_threads_give_one_threads_rows_and_errors(tmp_path):
+    """Blocks made two at once (one parsed while another is hashed): the tables one thread
+    makes, in order, with blocks that go line by line (an integer `_id`) between Arrow's; an
+    `_id` given twice across blocks stops the run at the same line, with the same message."""
+    import pipekit.read.beir as beir
+
+    path = tmp_path / "corpus.jsonl"
+    records = [{"_id": i if i % 37 == 0 else f"d{i}", "title": f"T{i}" if i % 3 else "", "text": f"w{i} " * (i % 9)}
+               for i in range(400)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    counted = _InFlight(beir.read_records)
+    with mock.patch.object(fastpath, "BLOCK_BYTES", 512), mock.patch.object(beir, "read_records", counted):
+        one = list(fastpath.beir_tables(path, 60, 0, None, S1.SCHEMA, 64, 10_000, threads=1))
+        assert counted.most == 1
+        two = list(fastpath.beir_tables(path, 60, 0, None, S1.SCHEMA, 64, 10_000, threads=2))
+        assert counted.most == 2  # two blocks' parses in flight at once
+    assert [t.num_rows for t in two] == [t.num_rows for t in one] and all(a.equals(b) for a, b in zip(one, two))
+    assert pa.concat_tables(two).equals(pa.Table.from_pylist(list(iter_beir(path, 60)), schema=S1.SCHEMA))
+    path.write_text("".join(json.dumps(r) + "\n" for r in records[:300] + [{"_id": "d5"}] + records[300:]))
+    with mock.patch.object(fastpath, "BLOCK_BYTES", 512):
+        errors = [_rows(lambda: list(fastpath.beir_tables(path, None, 0, None, S1.SCHEMA, 64, 10_000, threads=t)))[1]
+                  for t in (1, 2)]
+    assert errors[0] == errors[1] and "line 301: _id 'd5' appears twice" in errors[0]
+
+
 # ---- stage 02 -------------------------------------------------------------------------------
 
 @settings(max_examples=examples(300))
@@ -183,6 +232,76 @@ def test_plain_records_take_the_column_path_and_others_do_not():
     texts = pa.array(["one short paragraph", "ends with newlines\n\n", "trailing space \nx", "tab\there",
                       "Caf\u00e9", "\nleading", "a\rb", "--- page 2 ---\nx", "   ", None])
     assert fastpath.already_clean(texts).tolist() == [True, True, False, True, False, False, False, False, False, False]
+
+
+def _needs_no_cleaning_by_re2(texts: pa.Array) -> list:
+    """already_clean's rule as RE2 states it (what stage 02 ran before the NumPy scan)."""
+    import pyarrow.compute as pc
+
+    ok = pc.and_(pc.string_is_ascii(texts), pc.invert(pc.match_substring_regex(texts, fastpath._NEEDS_CLEANING)))
+    return pc.fill_null(pc.and_(ok, pc.match_substring_regex(texts, r"[^ \t\n]")), False).to_pylist()
+
+
+@settings(max_examples=examples(300))
+@given(texts=st.lists(st.none() | TEXTS | PLAIN | st.sampled_from(["--- page ", "x--- page", "a -- page ", " \n", "\t"]),
+                      max_size=12), cut=st.tuples(st.integers(0, 12), st.integers(0, 12)), large=st.booleans())
+def test_already_clean_is_the_re2_rule(texts, cut, large):
+    """The NumPy scan of the column's bytes picks the texts the RE2 pattern picks, on slices
+    of a column too (offsets not starting at 0: a rule must not look past a text's ends)."""
+    column = pa.array(texts, pa.large_string() if large else pa.string())
+    column = column.slice(min(cut), max(cut) - min(cut))
+    assert fastpath.already_clean(column).tolist() == _needs_no_cleaning_by_re2(column)
+
+
+def test_already_clean_refuses_what_it_would_misread():
+    with pytest.raises(TypeError, match="string_view"):
+        fastpath.already_clean(pa.array(["a"], pa.string_view()))
+
+
+def test_ahead_unless_keeps_order_and_cleans_a_large_batch_alone():
+    """Ordinary items two at once, in order; an item `alone` picks comes back after every
+    item before it is done and before the one after it is taken from the input."""
+    import threading
+
+    taken, done, log = [], set(), []
+    barrier = threading.Barrier(2, timeout=10)
+
+    def items():
+        for i in range(9):
+            taken.append(i)
+            yield i
+
+    def work(i):
+        if i < 2:
+            barrier.wait()  # items 0 and 1 must be in flight together, or this times out
+        done.add(i)
+        return -i
+
+    for item, result in fastpath.ahead_unless(work, items(), 2, alone=lambda i: i in (4, 5)):
+        if result is None:
+            assert done >= set(range(item)) and taken[-1] == item  # all before it done, nothing after it taken
+            done.add(item)  # the caller's own work on it
+        log.append((item, result))
+    assert log == [(i, None if i in (4, 5) else -i) for i in range(9)]
+    assert list(fastpath.ahead_unless(work, iter([2, 4, 3]), 1, alone=lambda i: i == 4)) == [(2, -2), (4, None), (3, -3)]
+
+
+def test_clean_partition_on_two_threads_gives_one_threads_rows(tmp_path):
+    """Stage 02 on batches of clean records, records to clean one by one, skipped rows and
+    large documents (cleaned by slices, alone): the rows one thread gives, in order."""
+    texts = ["plain words here", "trailing space \nx", None, "Caf\u00e9\r\nline", "big " * 60 + "\fpage two\n",
+             "big text " * 40, "\x00ctrl", "ok"] * 7
+    rows = [{"doc_id": f"d{i}", "source": "s", "format": "text", "text": t, "status": "ok" if t else "skipped",
+             "path": [], "content_hash": f"h{i}"} for i, t in enumerate(texts)]
+    path = tmp_path / "01_documents.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=S1.SCHEMA), path, row_group_size=5)
+    part = RowRange(str(path), 0, len(rows))
+    with mock.patch.object(S2, "LARGE", 200), mock.patch.object(S2, "iter_rows",
+                                                                 lambda p, c: S2_iter_rows(p, c, batch_size=5)):
+        one = [(t.to_pylist(), r, d) for t, r, d in S2.clean_partition("NFC", 1, part)]
+        two = [(t.to_pylist(), r, d) for t, r, d in S2.clean_partition("NFC", 2, part)]
+    assert two == one
+    assert sum(len(t) for t, _, _ in one) == 49 and sum(1 for t, _, _ in one if t[0]["text"].startswith("--- page 1")) == 7
 
 
 # ---- stage 03 -------------------------------------------------------------------------------

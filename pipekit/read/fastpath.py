@@ -15,8 +15,8 @@ Stage 01, `beir_tables`: the same lines as `readers.beir_lines` (cut on b"\n", n
 same way), read in blocks of whole lines.  A block whose non-blank lines are each one JSON
 object from `{` to `}`, valid UTF-8, with a non-empty string `_id` and string (or absent)
 `title` and `text`, is parsed by Arrow's JSON reader in C, on a thread of its own while
-this one hashes the lines; json.loads and a dict per line cost 0.6 s of stage 01's 1.2 s at
-200,000 passages.  Any other block goes line by line: json.loads, and `readers._beir_record`
+its lines are hashed, two blocks at once (the `_id` check across blocks stays in order);
+json.loads and a dict per line cost 0.6 s of stage 01's 1.2 s at 200,000 passages.  Any other block goes line by line: json.loads, and `readers._beir_record`
 for a line of another shape, which converts it (an integer `_id`, a null title) or raises
 its exact message.  Where the two readers disagree, Arrow's is the stricter (a key given
 twice, a number too large for a double, a lone surrogate: json.loads takes them, Arrow
@@ -28,7 +28,9 @@ holds no control character (so no CR, no form feed), no `--- page ` (no page, so
 furniture), no space or tab before a line end or at the end, no three newlines in a row,
 does not start with a newline and holds something besides whitespace: every rule of
 `clean_document` leaves it unchanged except the last, which strips the newlines at its
-end and adds one.  That is one Arrow expression; the rest are cleaned one by one.
+end and adds one.  Those texts are found by NumPy over the column's bytes and finished by
+one Arrow expression; the rest are cleaned one by one.  Stage 02 cleans two batches at once
+(`ahead_unless`), a batch holding a large document alone.
 
 Deliberately not fast-pathed: anything with non-ASCII text (Unicode normalisation and
 Unicode whitespace are the per-record code's to decide), a text of several lines in stage
@@ -51,7 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
-__all__ = ["beir_tables", "clean_texts", "already_clean"]
+__all__ = ["beir_tables", "clean_texts", "already_clean", "ahead_unless"]
 
 
 # ---- stage 01: a BEIR corpus into columns ---------------------------------------------------
@@ -62,26 +64,52 @@ _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # an escape json.loads may leave
 
 
 def beir_tables(path: Path, max_bytes: int | None, start: int, end: int | None, schema: pa.Schema,
-                max_rows: int, max_chars: int) -> Iterator[pa.Table]:
+                max_rows: int, max_chars: int, threads: int = 1) -> Iterator[pa.Table]:
     """`iter_beir`'s rows as tables of `max_rows` rows or `max_chars` characters of text
     (whichever comes first, as 01_documents.batches cuts them), built as columns.
 
     The corpus is read in blocks of whole lines.  A block whose every non-blank line is one
     JSON object of the usual shape is parsed by Arrow's JSON reader in C, on another thread
-    while this one hashes its lines; any other block goes line by line through json.loads
-    and `_beir_record`, which converts what it accepts and raises its exact message."""
+    while its lines are hashed; any other block goes line by line through json.loads and
+    `_beir_record`, which converts what it accepts and raises its exact message.
+
+    `threads` blocks are made at once (engine.map_ahead, order kept): Arrow's parse and
+    kernels let go of the GIL, so one block's parse runs beside another's hashing.  What
+    depends on the blocks before (an `_id` seen twice, a line-by-line block, the cut into
+    tables) stays on this thread, in order."""
     from concurrent.futures import ThreadPoolExecutor
+    from functools import partial
+    from pipekit.run.engine import map_ahead
 
     path = Path(path)
     seen: set[str] = set()
     cutter = _Batches(max_rows, max_chars)
-    with ThreadPoolExecutor(1) as pool:
-        for first_line, data, starts, ends in _line_blocks(path, start, end):
-            table = _arrow_block(pool, path, data, starts, ends, first_line, seen, max_bytes, schema)
-            if table is None:
+    threads = max(int(threads), 1)
+    # One parse thread per block in flight: a block waiting on its parse never waits for another's.
+    with ThreadPoolExecutor(threads) as pool:
+        made = partial(_arrow_block, pool, path, max_bytes=max_bytes, schema=schema)
+        for block, parsed in map_ahead(lambda b: (b, made(*b[1:])), _line_blocks(path, start, end), threads):
+            first_line, data, starts, ends = block
+            if parsed is None:
                 table = _python_block(path, data, starts, ends, first_line, seen, max_bytes, schema)
+            else:
+                table, listed, rows = parsed
+                _check_seen(path, seen, listed, rows, first_line)
             yield from cutter.add(table)
     yield from cutter.rest()
+
+
+def _check_seen(path: Path, seen: set, listed: list, rows: np.ndarray, first_line: int) -> None:
+    """Add a block's ids to those seen, stopping at the first seen before (in the block or
+    an earlier one) with `iter_beir`'s message: on this thread, the blocks in order."""
+    from pipekit.run.errors import PipelineError
+
+    if len(set(listed)) < len(listed) or not seen.isdisjoint(listed):
+        for i, doc_id in enumerate(listed):  # the first id seen before, for the message
+            if doc_id in seen:
+                raise PipelineError(f"{path}, line {first_line + int(rows[i])}: _id {doc_id!r} appears twice")
+            seen.add(doc_id)
+    seen.update(listed)
 
 
 def _line_blocks(path: Path, start: int, end: int | None) -> Iterator[tuple[int, bytes, np.ndarray, np.ndarray]]:
@@ -121,8 +149,10 @@ def _line_blocks(path: Path, start: int, end: int | None) -> Iterator[tuple[int,
             pending, at = ([data[cut:]] if cut < len(data) else []), at + cut
 
 
-def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: set, max_bytes, schema):
-    """The block's table parsed by Arrow, or None where json.loads' reading might differ.
+def _arrow_block(pool, path, data: bytes, starts, ends, max_bytes, schema):
+    """(the block's table parsed by Arrow, its ids as a list, each id's line in the block),
+    or None where json.loads' reading might differ.  A function of the block alone (the ids
+    seen before are checked by the caller, in order), so blocks may be made on threads.
 
     Only a block that is valid UTF-8, whose non-blank lines each run from `{` to `}` (so a
     line is one object: an object spread over lines, or two on one line, is left to the
@@ -131,7 +161,6 @@ def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: s
     given twice, a control character in a string and a lone surrogate, so those blocks
     fall back too, and `_beir_record` words the error as before."""
     from pipekit.read.beir import read_records
-    from pipekit.run.errors import PipelineError
     from pipekit.run.hashing import content_hash
 
     buf = np.frombuffer(data, dtype=np.uint8)
@@ -143,7 +172,7 @@ def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: s
         if data[starts[i]:ends[i]].strip():
             return None
     if not record.any():
-        return _table({}, 0, schema)  # blank lines only
+        return _table({}, 0, schema), [], record  # blank lines only
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -159,14 +188,8 @@ def _arrow_block(pool, path, data: bytes, starts, ends, first_line: int, seen: s
     ids, titles, texts = (parsed.column(k).combine_chunks() for k in ("_id", "title", "text"))
     if ids.null_count or pc.any(pc.equal(pc.binary_length(ids), 0)).as_py():
         return None
-    listed = ids.to_pylist()
-    if len(set(listed)) < len(listed) or not seen.isdisjoint(listed):
-        for i, doc_id in enumerate(listed):  # the first id seen before, for the message
-            if doc_id in seen:
-                raise PipelineError(f"{path}, line {first_line + int(rows[i])}: _id {doc_id!r} appears twice")
-            seen.add(doc_id)
-    seen.update(listed)
-    return _beir_table(path, ids, titles, texts, r_ends - r_starts, hashes, max_bytes, schema)
+    table = _beir_table(path, ids, titles, texts, r_ends - r_starts, hashes, max_bytes, schema)
+    return table, ids.to_pylist(), rows
 
 
 def _python_block(path, data: bytes, starts, ends, first_line: int, seen: set, max_bytes, schema) -> pa.Table:
@@ -275,15 +298,63 @@ class _Batches:
 # ---- stage 02: texts that are clean already -------------------------------------------------
 
 # Anything one of clean_document's rules would change, in an ASCII text (RE2 syntax: `$`
-# is the end of the text only, `^` its start).
+# is the end of the text only, `^` its start).  `already_clean` finds the same with NumPy;
+# this pattern is the rule it must agree with (tests/test_fastpath.py draws texts through both).
 _NEEDS_CLEANING = r"[\x00-\x08\x0b-\x1f\x7f]|[ \t]\n|[ \t]$|\n\n\n|^\n|--- page "
+_PAGE = np.frombuffer(b"--- page ", dtype=np.uint8)
 
 
 def already_clean(texts: pa.Array) -> np.ndarray:
-    """Which texts clean_document leaves as they are but for the newlines at their end."""
-    ok = pc.and_(pc.string_is_ascii(texts), pc.invert(pc.match_substring_regex(texts, _NEEDS_CLEANING)))
-    ok = pc.and_(ok, pc.match_substring_regex(texts, r"[^ \t\n]"))  # not only whitespace
-    return np.asarray(pc.fill_null(ok, False), dtype=bool)
+    """Which texts clean_document leaves as they are but for the newlines at their end:
+    ASCII, no `_NEEDS_CLEANING` match, and something besides whitespace.
+
+    Read from the column's bytes with NumPy, not by RE2: Arrow's regex (and its substring
+    search) read ~0.4 GB/s, 0.4 s of stage 02's 1.2 s at 200k passages; a byte comparison
+    over the whole buffer reads several GB/s.  One comparison finds every byte outside
+    printable ASCII (so control characters, non-ASCII, tabs and newlines), one every `-`;
+    the rules are then checked at those few positions only (a newline's neighbours, a
+    dash's next eight bytes), and each position is mapped to its text."""
+    from pipekit.run.arrays import string_buffers
+
+    kind = getattr(texts, "type", None)
+    if not (isinstance(texts, pa.Array) and (pa.types.is_string(kind) or pa.types.is_large_string(kind))):
+        raise TypeError(f"already_clean reads one string or large_string array, not {type(texts).__name__} "
+                        f"of {texts.type}")  # a string_view's buffers would be misread, silently
+    n = len(texts)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    offsets, data = string_buffers(texts)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    b = data[lo:hi]
+    starts, ends = offsets[:-1].astype(np.int64) - lo, offsets[1:].astype(np.int64) - lo
+    dirty = np.zeros(n, dtype=bool)
+    # Bytes outside 0x20-0x7e: b - 32 wraps below 0x20 to 224-255, and 0x7f and up stay >= 95.
+    odd = np.flatnonzero((b - np.uint8(32)) >= 95)
+    kind = b[odd]
+    dirty[np.searchsorted(ends, odd[(kind != 9) & (kind != 10)], side="right")] = True  # control, DEL, non-ASCII
+    nl = odd[kind == 10]
+    at = np.searchsorted(ends, nl, side="right")
+    first = nl == starts[at]                                                   # ^\n
+    before = b[np.maximum(nl - 1, 0)]
+    spaced = ~first & ((before == 32) | (before == 9))                         # [ \t]\n
+    two = nl + 2 < ends[at]
+    three = two & (b[np.minimum(nl + 1, len(b) - 1)] == 10) & (b[np.minimum(nl + 2, len(b) - 1)] == 10)  # \n\n\n
+    dirty[at[first | spaced | three]] = True
+    filled = ends > starts
+    last = b[np.maximum(ends - 1, 0)] if len(b) else np.zeros(n, dtype=np.uint8)
+    dirty |= filled & ((last == 32) | (last == 9))                             # [ \t]$
+    dash = np.flatnonzero(b == 45)
+    if len(dash):
+        at = np.searchsorted(ends, dash, side="right")
+        page = dash + len(_PAGE) <= ends[at]
+        for k, byte in enumerate(_PAGE.tolist()):
+            page &= b[np.minimum(dash + k, len(b) - 1)] == byte                # --- page
+        dirty[at[page]] = True
+    if texts.null_count:
+        dirty |= np.asarray(texts.is_null())
+    # Something besides whitespace: here only space, tab and newline are whitespace left.
+    dirty |= ~filled | np.asarray(pc.fill_null(pc.ascii_is_space(texts), True))
+    return ~dirty
 
 
 def _final_newline(texts: pa.Array) -> pa.Array:
@@ -306,3 +377,34 @@ def clean_texts(texts: pa.Array, notes: pa.Array,
     out = pc.replace_with_mask(out, mask, pa.array([c[0] for c in cleaned], pa.string()))
     notes = pc.replace_with_mask(notes, mask, pa.array([c[1] for c in cleaned], pa.string()))
     return out, notes, sum(c[2] for c in cleaned), sum(c[2] > 0 for c in cleaned)
+
+
+def ahead_unless(fn: Callable, items: Iterator, workers: int, alone: Callable) -> Iterator[tuple]:
+    """(item, fn(item)) for each item, in order, fn on `workers` threads at once as
+    engine.map_ahead does, except an item for which `alone(item)` is true: it comes back as
+    (item, None) once every item before it is done, and no item after it is taken until the
+    caller asks for the next, so the caller works on it with nothing else in flight.
+
+    Stage 02: a batch of short documents is Arrow's scans (two at once use both cores), a
+    batch holding a document over 8 MB is cleaned by slices to bound the peak, and two of
+    those at once would hold two large documents where one thread held one."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    if workers <= 1:
+        for item in items:
+            yield (item, None) if alone(item) else (item, fn(item))
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="clean-ahead") as pool:
+        pending: deque = deque()
+        for item in items:
+            if alone(item):
+                while pending:
+                    yield pending.popleft().result()
+                yield item, None
+                continue
+            pending.append(pool.submit(lambda x: (x, fn(x)), item))
+            if len(pending) >= workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
