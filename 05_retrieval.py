@@ -158,10 +158,9 @@ class Index:
                  f"{len(self.df):,} terms, {self.stats['N']:,} chunks)")
 
     def _derived(self, chunks: pa.Table, zeros) -> dict:
-        """What scoring needs beyond the terms, by name: built here, or for one part of the
-        index on a worker (pipekit/retrieve/shards.py).  Of the postings only the columns
-        scoring needs are read.  Documents become small integers (first-appearance order):
-        a document's best chunk is then a group-by on ints, not on a million strings."""
+        """What scoring needs beyond the terms, by name: built here, or for one part of the index
+        on a worker (pipekit/retrieve/shards.py).  Documents become small integers (first-appearance
+        order): a document's best chunk is then a group-by on ints, not on a million strings."""
         docs = pc.dictionary_encode(chunks.column("doc_id").combine_chunks())
         self.lengths = chunks.column("length").to_numpy()
         self.chunk = self._read_column("chunk", np.int32, zeros)
@@ -187,8 +186,8 @@ class Index:
         return self._shards.read(name, dtype, n, zeros((n,), dtype), cores())
 
     def drop_postings(self) -> None:
-        """Forget the postings and common rows, their memory handed back, when every query is
-        answered: the outputs then reuse it (at 1M passages they added ~130 MB). No scoring after."""
+        """The postings and common rows forgotten once every query is answered, so the outputs
+        reuse their memory (at 1M passages they added ~130 MB).  No scoring after."""
         self.chunk = self.impact = self._tf = self._forward = None
         self._dense, self._seeds = {}, None
         release_freed_memory()
@@ -224,8 +223,6 @@ class Index:
            of the other, "heavy" terms.  So only the heavy terms' postings are read in full.
         3. Each light term is then looked up only for the chunks still able to reach the
            floor, heaviest first, and chunks that no longer can are dropped at each step.
-        Zipf's law is why it pays: words like "the" are in nearly every chunk and carry
-        little weight, so a query's common words end up light and are never read in full.
         """
         m = len(term_ids)
         w = np.ones(m) if weights is None else np.asarray(weights, dtype=np.float64)
@@ -248,21 +245,16 @@ class Index:
         cand, part = self._reaching(term_ids[heavy], w[heavy], need)
         ids, wl = term_ids.tolist(), w.tolist()
         for i in reversed(light):  # heaviest light term first: it narrows the most
-            # (Finishing the best few candidates exactly before each light lookup, to raise
-            # the floor, used to pay; once a common term's lookup became a plain index into
-            # its dense row it cost more than it saved: without it the query phase takes
-            # 0.85x the time at 200k and 1M passages, every percentile lower. bench/README.md.)
+            # (Raising the floor before each lookup stopped paying once a common term's lookup
+            # became a plain index into its row: 0.85x the time without it. bench/README.md.)
             bound -= weight[i]
             part = part + self._lookup(ids[i], cand, wl[i])
             keep = part >= floor - max(bound, 0.0) * SAFE_UP
             cand, part = masked(keep, cand, part)
-        # `part` now holds each chunk's whole score, heavy terms first: which terms are heavy
-        # depends on the floor, so on what else the index holds.  The survivors' scores are
-        # summed once more in query order, as `scores` sums them: a chunk then scores the
-        # same bits on every path and in every shard of the index (pipekit/retrieve/shards.py),
-        # and two shards never break a tie that one index keeps.  Without light terms `part`
-        # was summed in query order already (`_reaching`).  It costs a tenth of this method's
-        # time (1,000 queries at 1M passages: 0.09 s of 0.77 s CPU).
+        # `part` summed heavy terms first, and which are heavy depends on what else the index
+        # holds: the survivors are summed again in query order, as `scores` does, so a chunk
+        # scores the same bits on every path and shard (pipekit/retrieve/shards.py) and two
+        # shards never break a tie one index keeps; a tenth of this method's time.
         return cand, self._looked_up(term_ids, w, cand) if light else part
 
     def _floor(self, term_ids: np.ndarray, w: np.ndarray, df: list[int], depth: int) -> float:
@@ -344,10 +336,8 @@ class Index:
         if dense is not None:
             return row_lookup(dense, cand)
         ch, imp = self._postings_of(t)
-        # Both sorted, so search the fewer in the more (the one searched for is the loop):
-        # NumPy's searchsorted starts each search where the last one ended.
-        # Same dtype on both sides, or NumPy would first copy the whole list to int64.
-        # take(mode="clip") reads a position past the end as the last: no pass to clamp them.
+        # Both sorted: search the fewer in the more, in one dtype (else NumPy copies the list
+        # to int64); take(mode="clip") reads a position past the end as the last, no clamping pass.
         cand = cand.astype(ch.dtype, copy=False)
         if len(cand) > SEARCH_SWAP * len(ch):
             pos = np.searchsorted(cand, ch)
@@ -486,11 +476,8 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
     `mask` (a bool per chunk, `search --in/--format`) keeps the others out before ranking,
     each chunk scored as without it (pipekit/retrieve/filters.py).
 
-    Threads (one per core, at most io.MAX_THREADS) pay only for long queries: NumPy lets another
-    thread run, Python does not (bench/scale.py, 200k passages: 0.34 s on one thread, 0.47 s on
-    two; 1M: 0.71 s and 0.53 s); an answer depends on its query alone, so never on threads.
-    `summary=False` (a Searcher's one query): no timing note (the CPU clock is a system call, a
-    tenth of a millisecond) and no document run, which a Searcher never reads.
+    Threads pay only for long queries (NumPy lets another thread run, Python does not:
+    bench/scale.py).  `summary=False`: no timing note and no document run (a Searcher's query).
     """
     t0, cpu0 = time.perf_counter(), time.process_time() if summary else 0.0
     doc_names, doc_codes = index.doc_names, index.doc_codes
