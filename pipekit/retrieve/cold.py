@@ -133,7 +133,7 @@ def write(searcher, before: dict | None) -> Path | None:
     # (the scores do not depend on it: SectionContext applies the weight per query).
     context = section_context(1.0, chunks_03, ix)
     if context is not None:
-        start, sections, scores = context._term_sections()
+        start, sections, scores = context.pairs()
         arrays["section_codes"] = context.codes.astype(np.int64)
         arrays["section_start"] = start.astype(np.int64)
         arrays["section_ids"] = sections

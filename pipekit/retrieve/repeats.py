@@ -130,6 +130,8 @@ class Repeats:
     def collapse(self, chunks: np.ndarray, k: int) -> tuple[np.ndarray, list[list[int]]]:
         """Walk a ranking (`chunks`, best first) until k hits are kept (or it ends): the
         positions kept, and for each the positions of its repeats, in rank order."""
+        if self.apart(chunks[:k]):  # none of the first k can repeat another: no word set is read
+            return np.arange(min(k, len(chunks)), dtype=np.int64), [[] for _ in range(min(k, len(chunks)))]
         kept: list[int] = []
         sets: list[frozenset] = []
         docs: list[int] = []
@@ -192,18 +194,17 @@ def collapse_answers(repeats: Repeats | None, answers: list[tuple], k: int, reac
     one of their chunks (a cluster's client), not by their codes."""
     out, also = [], []
     step = max(1, min(PREFETCH, KEEP // (2 * (k + BLOCK))))  # (what one read brings stays kept)
-    apart: list[bool] = []
     for i, a in enumerate(answers):
         if repeats is not None and i % step == 0:  # these queries' first hits: one read of their texts
             block = answers[i:i + step]
             # (sorted_unique, not np.unique: its first call imports numpy.ma, 10-30 ms of a one-shot search)
             repeats.titles(sorted_unique(np.concatenate([b[0][:k] for b in block])))
             # Texts only where a title of the first k is shared by two documents: elsewhere
-            # nothing can collapse (`Repeats.apart`), and reading and splitting the texts of
-            # every query's first hits was most of this function (stage 05 at 200k passages:
-            # 0.9 s, for one query in 5,000 that had a shared title; bench/README.md).
-            apart = [repeats.apart(b[0][:k]) for b in block]
-            wordy = [b[0][:k + BLOCK] for b, sep in zip(block, apart) if not sep]
+            # nothing can collapse (`Repeats.apart`, which `collapse` asks first), and reading
+            # and splitting the texts of every query's first hits was most of this function
+            # (stage 05 at 200k passages: 0.9 s, for one query in 5,000 that had a shared
+            # title; bench/README.md).
+            wordy = [b[0][:k + BLOCK] for b in block if not repeats.apart(b[0][:k])]
             if wordy:
                 repeats.term_sets(sorted_unique(np.concatenate(wordy)))
         if repeats is None:
@@ -211,11 +212,7 @@ def collapse_answers(repeats: Repeats | None, answers: list[tuple], k: int, reac
             also.append([NONE] * len(out[-1][0]))
             continue
         deep = reach
-        if apart[i % step]:  # what `collapse` would find without a word set: the first k, none repeated
-            kept = np.arange(min(k, len(a[0])), dtype=np.int64)
-            rep = [[] for _ in range(len(kept))]
-        else:
-            kept, rep = repeats.collapse(a[0], k)
+        kept, rep = repeats.collapse(a[0], k)
         while len(kept) < k and len(a[0]) >= deep and deeper is not None:
             deep *= 2
             a = deeper(i, deep)

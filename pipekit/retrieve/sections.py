@@ -138,16 +138,20 @@ class SectionContext:
         with self._lock:
             self._pairs = None  # scored again with these
 
+    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(start, sections, scores) of every term (`_term_sections`), found on first use."""
+        return self._pairs or self._term_sections()
+
     def term_scores(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         """The sections holding `term` (ascending) and its plain BM25 weight in each."""
-        start, sections, scores = self._pairs or self._term_sections()
+        start, sections, scores = self.pairs()
         lo, hi = start[term], start[term + 1]
         return sections[lo:hi], scores[lo:hi]
 
     def section_part(self, term_ids, weights, cols: np.ndarray) -> np.ndarray:
         """Per query term (a row each), w · weight · bm25(term, S(c)) for each chunk in `cols`."""
         sec = self.codes.take(cols)
-        start, sections, scores = self._pairs or self._term_sections()
+        start, sections, scores = self.pairs()
         ids = np.asarray(term_ids, dtype=np.int64)
         lo, hi = start[ids].tolist(), start[ids + 1].tolist()
         ww = (self.weight * np.asarray(weights, dtype=np.float64)).tolist()

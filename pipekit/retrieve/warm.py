@@ -123,7 +123,7 @@ class OneQuery:
         w times each score: a term said once adds w·score to a chunk of a section holding it,
         the same product (w · 1) · score as `section_part`'s, so found once, not per query.
         16 bytes a (term, section) pair beyond the context's (2.5 MB on the docs folder's 158k)."""
-        pairs = context._pairs or context._term_sections()
+        pairs = context.pairs()
         if self._evidence[0] is not pairs:  # (made again if the context is scored anew)
             start, sections, scores = pairs
             # Sections as NumPy's index type: an int32 index is copied to it by every scatter.
