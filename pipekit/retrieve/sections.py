@@ -32,8 +32,8 @@ Exercise 5d): a section that matches broadly lifts the wrong passage.
 
 Cost: the sections are found once per index load (one pass over 03's heading paths),
 and every term's section scores once, at the first query (one pass over the postings;
-12 bytes a (term, section) pair, kept: about as much memory again as the postings when
-sections are mostly single chunks, two thirds of it on documentation).  A query then
+24 bytes a (term, section) pair, kept: twice the postings' memory when sections are mostly
+single chunks, about as much again on documentation).  A query then
 reads its terms' section scores and every matching chunk, so with context it takes the
 plain path, not MaxScore's pruned one.
 """
@@ -51,7 +51,7 @@ from pipekit.run.errors import PipelineError
 from pipekit.chunk.headings import TRAIL_SEPARATOR
 
 LEVEL = 2  # heading levels that name a section: `#` page title, `##` topic
-ROWS_BYTES = 8 << 20  # a thread's scratch rows of section scores (section_part), at most: one row if sections are many
+ROWS_BYTES = 8 << 20  # a thread's scratch rows of section scores (`spread`), at most: one row if sections are many
 
 
 def section_codes(doc_id: pa.Array, heading_path: pa.Array, level: int = LEVEL) -> np.ndarray:
@@ -83,21 +83,24 @@ class SectionContext:
         self.k1, self.b = index.stats["k1"], index.stats["b"]
         self.index = index
         self.n_all, self.section_df = self.n, None  # the collection's, when this index is one shard of it
-        self._rows = threading.local()  # section_part's scratch row, one per thread
+        self._rows = threading.local()  # spread's scratch rows, one set per thread
         self._pairs = None  # each term's sections and its score in each (`_term_sections`), on first use
+        self._evidence = None  # ... and w times the score
         self._lock = threading.Lock()
 
     def _term_sections(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, sections, scores): term t's sections are sections[start[t]:start[t+1]],
-        ascending, its plain BM25 weight in each scores[...] — all found at once, on first use.
+        ascending, its plain BM25 weight in each scores[...] — all found at once, on first use
+        (and `_evidence`, w times each score: see `spread`).
 
         Per query, grouping a term's postings into sections and scoring them was a fifth of a
         search at 12,000 chunks, the whole of it with context at a third (bench/search_speed.py);
         the same terms are asked again and again.  Each number is the formula's, operation for
         operation as one term's were (elementwise, so the same bits; tests/test_search.py holds
-        it to a term-by-term reference).  12 bytes a (term, section) pair, fewer pairs than
-        postings (bench/out/links: 624k pairs for 925k postings, 7.5 MB, ~620 bytes a chunk,
-        beside the postings' 12 bytes each)."""
+        it to a term-by-term reference).  24 bytes a (term, section) pair: the section as
+        NumPy's index type (an int32 index was copied to it by every scatter, ~2 µs a term of
+        a query), its score and w times it; fewer pairs than postings (bench/out/links: 624k
+        pairs for 925k postings, 15 MB, ~1,240 bytes a chunk, beside the postings' 12 bytes each)."""
         with self._lock:  # stage 05 answers on threads: one builds it, the others wait for it
             if self._pairs is None:
                 ix = self.index
@@ -108,14 +111,16 @@ class SectionContext:
                 new[ix.indptr[:-1][ix.indptr[:-1] < len(sec)]] = True  # each term's first posting
                 at = np.flatnonzero(new)
                 start = np.searchsorted(at, ix.indptr)
-                ids = sec[at]
+                ids = sec[at].astype(np.intp)
                 # tf: whole numbers, so their sum is exact, in any order, as a float64 sum was.
                 tf = np.add.reduceat(ix.tf, at, dtype=np.int64).astype(np.float64) if len(at) else np.zeros(0)
                 df = np.diff(start) if self.section_df is None else np.asarray(self.section_df, dtype=np.int64)
                 idf = np.log(1 + (self.n_all - df + 0.5) / (df + 0.5))
                 norm = self.k1 * (1 - self.b + self.b * self.length / self.avgdl)
                 per_pair = np.repeat(idf, np.diff(start))
-                self._pairs = (start, ids, per_pair * tf * (self.k1 + 1) / (tf + norm[ids]))
+                scores = per_pair * tf * (self.k1 + 1) / (tf + norm[ids])
+                self._evidence = scores * self.weight  # (before _pairs: pairs() reads it unlocked)
+                self._pairs = (start, ids, scores)
             return self._pairs
 
     def facts(self) -> tuple[int, int, np.ndarray]:
@@ -148,43 +153,66 @@ class SectionContext:
         lo, hi = start[term], start[term + 1]
         return sections[lo:hi], scores[lo:hi]
 
+    def spread(self, term_ids, weights, cols: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """out[j] = w · weights[j] · bm25(term_ids[j], S(c)) for each chunk c of `cols` (0 where
+        its section lacks the term): the section evidence of each query term, a row each.
+
+        Each term's scores (w · score, made with the pairs, for a term said once; w · weight
+        times them for one said more often: the same product, so the same bits) are scattered
+        straight into a scratch row over the sections, all the terms' rows are read at the
+        chunks' sections in one take, and the rows wiped again.  A binary search of the chunks'
+        sections in each term's was half a search at 12,000 chunks, and a take, a product and
+        a sum per term over the matching chunks (often half of them) a third; concatenating the
+        terms' sections to scatter them in one call cost more than it saved (bench/README.md,
+        "One query at a time").  The rows are one set per thread (stage 05 answers batches of
+        queries on a thread each, a server on its workers), at most ROWS_BYTES: more terms
+        than they hold are spread a block of rows at a time."""
+        start, sections, scores = self.pairs()
+        evidence, weight = self._evidence, self.weight
+        ids = term_ids if isinstance(term_ids, list) else np.asarray(term_ids).tolist()
+        ws = weights if isinstance(weights, list) else np.asarray(weights, dtype=np.float64).tolist()
+        sec = self.codes.take(cols)
+        rows = getattr(self._rows, "rows", None)
+        if rows is None or (len(rows) < len(ids) and len(rows) * self.n * 8 < ROWS_BYTES):
+            # (zeros as needed, up to ROWS_BYTES: not a thread's 8 MB at its first query)
+            most = max(1, ROWS_BYTES // (8 * max(self.n, 1)))
+            rows = self._rows.rows = np.zeros((min(max(len(ids), 8), most), self.n))
+        for at in range(0, len(ids), len(rows)):
+            spans = []
+            for row, t, wt in zip(rows, ids[at:at + len(rows)], ws[at:at + len(rows)]):
+                lo, hi = start.item(t), start.item(t + 1)
+                mine = sections[lo:hi]
+                row[mine] = evidence[lo:hi] if wt == 1.0 else scores[lo:hi] * (weight * wt)
+                spans.append(mine)
+            # (mode="clip": the sections are in range, and NumPy's bounds check took half the time)
+            np.take(rows[:len(spans)], sec, axis=1, out=out[at:at + len(spans)], mode="clip")
+            for row, mine in zip(rows, spans):
+                row[mine] = 0.0
+        return out
+
     def section_part(self, term_ids, weights, cols: np.ndarray) -> np.ndarray:
         """Per query term (a row each), w · weight · bm25(term, S(c)) for each chunk in `cols`."""
-        sec = self.codes.take(cols)
-        start, sections, scores = self.pairs()
-        ids = np.asarray(term_ids, dtype=np.int64)
-        lo, hi = start[ids].tolist(), start[ids + 1].tolist()
-        ww = (self.weight * np.asarray(weights, dtype=np.float64)).tolist()
-        # Each term's section scores, times w · weight, are spread over a row of every section
-        # and read at the chunks' sections, all terms' rows in one take; then wiped again.  A
-        # binary search of the chunks' sections in each term's was half a search at 12,000
-        # chunks, and a take, a product and a sum per term over the matching chunks (often half
-        # of them) a third (bench/search_speed.py).  (w · weight) · s on a term's sections is
-        # the same product as on the chunks, so the same bits.  The rows are one set per
-        # thread (stage 05 answers batches of queries on a thread each), at most ROWS_BYTES.
-        rows = getattr(self._rows, "rows", None)
-        if rows is None:
-            rows = self._rows.rows = np.zeros((max(1, ROWS_BYTES // (8 * max(self.n, 1))), self.n))
-        flat_rows = rows.reshape(-1)  # a view: one scatter for all the block's terms
-        parts = np.empty((len(ids), len(sec)))
-        for at in range(0, len(ids), len(rows)):
-            block = range(at, min(at + len(rows), len(ids)))
-            lengths = [hi[j] - lo[j] for j in block]
-            where = np.concatenate([sections[lo[j]:hi[j]] for j in block]) + np.repeat(
-                np.arange(len(block), dtype=np.int64) * self.n, lengths)
-            flat_rows[where] = np.concatenate([scores[lo[j]:hi[j]] for j in block]) * np.repeat(
-                [ww[j] for j in block], lengths)
-            # (mode="clip": the sections are in range, and NumPy's bounds check took half the time)
-            np.take(rows[:len(block)], sec, axis=1, out=parts[at:block.stop], mode="clip")
-            flat_rows[where] = 0.0
-        return parts
+        return self.spread(term_ids, weights, cols, np.empty((len(term_ids), len(cols))))
 
     def rescore(self, term_ids, weights, cols: np.ndarray, vals: np.ndarray) -> np.ndarray:
-        """Chunk scores `vals` (of chunks `cols`) with their sections' evidence mixed in."""
-        total = vals.copy()
-        for part in self.section_part(term_ids, weights, cols):  # term by term: the same sums as ever
-            total += part
-        return total / (1 + self.weight)
+        """Chunk scores `vals` (of chunks `cols`) with their sections' evidence mixed in: each
+        chunk's score plus its query terms' evidence (`spread`) one after another in query
+        order, over 1 + w.  Stage 05, a Searcher's one query (pipekit/retrieve/warm.py) and
+        an explanation's shares (pipekit/retrieve/results.py) all mix it here."""
+        mixed = np.empty((len(term_ids) + 1, len(cols)))
+        mixed[0] = vals
+        self.spread(term_ids, weights, cols, mixed[1:])
+        if len(cols) > 1:
+            # Down the rows in one call: a reduction over the outer axis of a C-ordered array
+            # adds the rows one after another, column by column (the loop's sums: the same bits,
+            # tests/test_search.py) ...
+            total = np.add.reduce(mixed, axis=0)
+        else:  # ... but over a single column it sums pairwise, so not the same bits from 8 terms
+            total = mixed[0].copy()
+            for part in mixed[1:]:
+                total += part
+        total /= 1 + self.weight
+        return total
 
 
 def section_context(weight: float, chunks_03: Path, index) -> SectionContext | None:
