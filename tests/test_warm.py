@@ -276,8 +276,8 @@ def test_the_citation_records_joined_at_load_read_as_the_columns(sample):
     searcher = pipekit.Searcher(sample)
     assert searcher._records.ok
     rows = np.random.default_rng(5).permutation(len(searcher._texts))[:40]
-    want = searcher._cited.take(pa.array(rows)).to_pydict()
-    assert searcher._records(rows) == _as_a_passage_reads_them(want)
+    want = searcher._cited.append_column("text", searcher._texts).take(pa.array(rows)).to_pydict()
+    assert searcher._records(rows) == _as_a_passage_reads_them(want)  # the kept texts too
     # Nulls here and there and everywhere, trails empty, of one empty title, of several, and
     # non-ASCII; several row groups; no rows
     s = lambda *v: pa.array(list(v), pa.string())  # noqa: E731
@@ -294,6 +294,14 @@ def test_the_citation_records_joined_at_load_read_as_the_columns(sample):
     for at in ([4, 0, 3, 1, 2], [2, 2], [1], []):
         want = table.take(pa.array(at, pa.int64())).to_pydict()
         assert records(np.array(at, dtype=np.int64)) == _as_a_passage_reads_them(want), at
+    # ... with their texts, in row groups of their own (one sliced out of a bigger array)
+    texts = pa.chunked_array([pa.array(["zero", "één", "x"]).slice(1), pa.array(["", "ω" * 3, "five"]).slice(0, 3)])
+    with_texts = Records(table, texts)
+    for at in ([4, 0, 3, 1, 2], [2, 2], [1], []):
+        want = table.append_column("text", texts).take(pa.array(at, pa.int64())).to_pydict()
+        assert with_texts(np.array(at, dtype=np.int64)) == _as_a_passage_reads_them(want), at
+    # ... and a text null: none read here (the Searcher reads them from their column)
+    assert "text" not in Records(table, pa.array(["a", None, "b", "c", "d"]))(np.array([0, 2]))
     # A value holding a separator, or a trail a null item: not joined (the Searcher reads the columns)
     assert not Records(table.set_column(0, "chunk_id", s("a", "b\x1fc", "d", "e", "f"))).ok
     assert not Records(table.set_column(7, "heading_path", pa.array([["A\x1e"], None, [], [], []],

@@ -74,16 +74,18 @@ class OneQuery:
         is ~5, of words never seen ~38 (each analysed on its own)."""
         if not text.isascii():
             return self._counted(t for t in self.index._term_ids.few(self.index.analyzer.analyze(text)) if t >= 0)
-        words, kept = WORD.findall(text), self._words
-        found = [kept.get(w) for w in words]
-        if None in found:  # words not seen yet: analysed one by one, looked up together
-            new = self._learn({w for w, ids in zip(words, found) if ids is None})
-            found = [ids if ids is not None else new[w] for w, ids in zip(words, found)]
-        known: dict[int, int] = {}
-        for ids in found:
-            for t in ids:
-                known[t] = known.get(t, 0) + 1  # dicts keep first-seen order: query order
-        return list(known), [float(n) for n in known.values()]
+        words, kept, ids = WORD.findall(text), self._words, []
+        for w in words:
+            got = kept.get(w)
+            if got is None:  # words not seen yet: analysed one by one, looked up together
+                found = [kept.get(w) for w in words]
+                new = self._learn({w for w, got in zip(words, found) if got is None})
+                ids = [t for w, got in zip(words, found) for t in (got if got is not None else new[w])]
+                break
+            ids += got
+        if len(set(ids)) == len(ids):  # (each term said once: most queries)
+            return ids, [1.0] * len(ids)
+        return self._counted(ids)
 
     def _learn(self, words: set[str]) -> dict[str, tuple[int, ...]]:
         """Each word's known terms' ids, kept (all forgotten once WORDS_KEPT are)."""
@@ -101,7 +103,7 @@ class OneQuery:
     def _counted(ids) -> tuple[list[int], list[float]]:
         known: dict[int, int] = {}
         for t in ids:
-            known[t] = known.get(t, 0) + 1
+            known[t] = known.get(t, 0) + 1  # dicts keep first-seen order: query order
         return list(known), [float(n) for n in known.values()]
 
     def candidates(self, ids: list[int], weights: list[float], depth: int) -> tuple[np.ndarray, np.ndarray]:
