@@ -176,10 +176,7 @@ def _rescored_term_by_term(ctx, ids, weights, cols, vals):
        st.sampled_from([0, 3, 4]), st.sampled_from(["all", "one", "some"]))
 def test_the_section_context_mixed_in_is_the_formula_term_by_term(sample, terms, which, keep):
     # SectionContext.rescore: stage 05's and the short way's (one implementation, issue 47).
-    # Any terms, any weights; every matching chunk, one (a reduction down a single column adds
-    # pairwise), some; scratch rows for all the terms or for one at a time.
-    from pipekit.retrieve import sections
-
+    # Any terms, any weights; every matching chunk, one, some.
     ix = _searchers(sample)[which].index
     weight_of = {}
     for t, w in terms:
@@ -191,13 +188,12 @@ def test_the_section_context_mixed_in_is_the_formula_term_by_term(sample, terms,
     want = _rescored_term_by_term(ix.context, ids, weights, cols, vals).tobytes()
     assert ix.context.rescore(ids, weights, cols, vals).tobytes() == want
     assert ix.context.rescore(np.asarray(ids), np.asarray(weights), cols, vals).tobytes() == want  # stage 05's arrays
-    assert not ix.context._rows.rows.any()  # the scratch rows are left as found: zeros
-    with pytest.MonkeyPatch.context() as patch:  # rows for one term at a time
-        patch.setattr(sections, "ROWS_BYTES", 8)
-        ix.context._rows.rows = None
-        assert ix.context.rescore(ids, weights, cols, vals).tobytes() == want
-        assert len(ix.context._rows.rows) == 1
-    ix.context._rows.rows = None
+    assert not ix.context._rows.row.any()  # the scratch row is left as found: zeros
+    parts = ix.context.section_part(ids, weights, cols)  # (an explanation's shares: the same parts)
+    total = vals.copy()
+    for part in parts:
+        total += part
+    assert (total / (1 + ix.context.weight)).tobytes() == want
 
 
 def test_the_section_context_of_one_chunk_adds_many_terms_in_query_order(sample):

@@ -51,7 +51,6 @@ from pipekit.run.errors import PipelineError
 from pipekit.chunk.headings import TRAIL_SEPARATOR
 
 LEVEL = 2  # heading levels that name a section: `#` page title, `##` topic
-ROWS_BYTES = 8 << 20  # a thread's scratch rows of section scores (`spread`), at most: one row if sections are many
 
 
 def section_codes(doc_id: pa.Array, heading_path: pa.Array, level: int = LEVEL) -> np.ndarray:
@@ -83,7 +82,7 @@ class SectionContext:
         self.k1, self.b = index.stats["k1"], index.stats["b"]
         self.index = index
         self.n_all, self.section_df = self.n, None  # the collection's, when this index is one shard of it
-        self._rows = threading.local()  # spread's scratch rows, one set per thread
+        self._rows = threading.local()  # parts' scratch row, one per thread
         self._pairs = None  # each term's sections and its score in each (`_term_sections`), on first use
         self._evidence = None  # ... and w times the score
         self._lock = threading.Lock()
@@ -91,7 +90,7 @@ class SectionContext:
     def _term_sections(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, sections, scores): term t's sections are sections[start[t]:start[t+1]],
         ascending, its plain BM25 weight in each scores[...] — all found at once, on first use
-        (and `_evidence`, w times each score: see `spread`).
+        (and `_evidence`, w times each score: see `parts`).
 
         Per query, grouping a term's postings into sections and scoring them was a fifth of a
         search at 12,000 chunks, the whole of it with context at a third (bench/search_speed.py);
@@ -153,64 +152,54 @@ class SectionContext:
         lo, hi = start[term], start[term + 1]
         return sections[lo:hi], scores[lo:hi]
 
-    def spread(self, term_ids, weights, cols: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """out[j] = w · weights[j] · bm25(term_ids[j], S(c)) for each chunk c of `cols` (0 where
-        its section lacks the term): the section evidence of each query term, a row each.
+    def parts(self, term_ids, weights, cols: np.ndarray):
+        """Per query term, in query order, w · weight · bm25(term, S(c)) for each chunk c of
+        `cols` (0 where its section lacks the term): the section evidence of each term, one
+        array at a time (the same array, refilled: use each before asking for the next).
 
-        Each term's scores (w · score, made with the pairs, for a term said once; w · weight
+        A term's scores (w · score, made with the pairs, for a term said once; w · weight
         times them for one said more often: the same product, so the same bits) are scattered
-        straight into a scratch row over the sections, all the terms' rows are read at the
-        chunks' sections in one take, and the rows wiped again.  A binary search of the chunks'
-        sections in each term's was half a search at 12,000 chunks, and a take, a product and
-        a sum per term over the matching chunks (often half of them) a third; concatenating the
-        terms' sections to scatter them in one call cost more than it saved (bench/README.md,
-        "One query at a time").  The rows are one set per thread (stage 05 answers batches of
-        queries on a thread each, a server on its workers), at most ROWS_BYTES: more terms
-        than they hold are spread a block of rows at a time."""
+        straight into a scratch row over the sections, read at the chunks' sections, and the
+        row wiped again (before the part is handed on: the row is clean between parts).  A
+        binary search of the chunks' sections in each term's was half a search at 12,000
+        chunks; a row per term read in one take of them all and added down in one reduction
+        cost more than a take and an add per term (~49 against ~41 µs a docs question,
+        bench/README.md, "One query at a time"), the terms' sections concatenated to scatter
+        them in one call more still.  The row is one per thread: stage 05 answers batches of
+        queries on a thread each, a server on its workers."""
         start, sections, scores = self.pairs()
         evidence, weight = self._evidence, self.weight
         ids = term_ids if isinstance(term_ids, list) else np.asarray(term_ids).tolist()
         ws = weights if isinstance(weights, list) else np.asarray(weights, dtype=np.float64).tolist()
         sec = self.codes.take(cols)
-        rows = getattr(self._rows, "rows", None)
-        if rows is None or (len(rows) < len(ids) and len(rows) * self.n * 8 < ROWS_BYTES):
-            # (zeros as needed, up to ROWS_BYTES: not a thread's 8 MB at its first query)
-            most = max(1, ROWS_BYTES // (8 * max(self.n, 1)))
-            rows = self._rows.rows = np.zeros((min(max(len(ids), 8), most), self.n))
-        for at in range(0, len(ids), len(rows)):
-            spans = []
-            for row, t, wt in zip(rows, ids[at:at + len(rows)], ws[at:at + len(rows)]):
-                lo, hi = start.item(t), start.item(t + 1)
-                mine = sections[lo:hi]
-                row[mine] = evidence[lo:hi] if wt == 1.0 else scores[lo:hi] * (weight * wt)
-                spans.append(mine)
+        row = getattr(self._rows, "row", None)
+        if row is None:
+            row = self._rows.row = np.zeros(self.n)
+        part = np.empty(len(cols))
+        for t, wt in zip(ids, ws):
+            lo, hi = start.item(t), start.item(t + 1)
+            mine = sections[lo:hi]
+            row[mine] = evidence[lo:hi] if wt == 1.0 else scores[lo:hi] * (weight * wt)
             # (mode="clip": the sections are in range, and NumPy's bounds check took half the time)
-            np.take(rows[:len(spans)], sec, axis=1, out=out[at:at + len(spans)], mode="clip")
-            for row, mine in zip(rows, spans):
-                row[mine] = 0.0
-        return out
+            row.take(sec, out=part, mode="clip")
+            row[mine] = 0.0
+            yield part
 
     def section_part(self, term_ids, weights, cols: np.ndarray) -> np.ndarray:
         """Per query term (a row each), w · weight · bm25(term, S(c)) for each chunk in `cols`."""
-        return self.spread(term_ids, weights, cols, np.empty((len(term_ids), len(cols))))
+        out = np.empty((len(term_ids), len(cols)))
+        for row, part in zip(out, self.parts(term_ids, weights, cols)):
+            row[:] = part
+        return out
 
     def rescore(self, term_ids, weights, cols: np.ndarray, vals: np.ndarray) -> np.ndarray:
         """Chunk scores `vals` (of chunks `cols`) with their sections' evidence mixed in: each
-        chunk's score plus its query terms' evidence (`spread`) one after another in query
+        chunk's score plus its query terms' evidence (`parts`) one after another in query
         order, over 1 + w.  Stage 05, a Searcher's one query (pipekit/retrieve/warm.py) and
         an explanation's shares (pipekit/retrieve/results.py) all mix it here."""
-        mixed = np.empty((len(term_ids) + 1, len(cols)))
-        mixed[0] = vals
-        self.spread(term_ids, weights, cols, mixed[1:])
-        if len(cols) > 1:
-            # Down the rows in one call: a reduction over the outer axis of a C-ordered array
-            # adds the rows one after another, column by column (the loop's sums: the same bits,
-            # tests/test_search.py) ...
-            total = np.add.reduce(mixed, axis=0)
-        else:  # ... but over a single column it sums pairwise, so not the same bits from 8 terms
-            total = mixed[0].copy()
-            for part in mixed[1:]:
-                total += part
+        total = vals.copy()
+        for part in self.parts(term_ids, weights, cols):  # term by term: the same sums as ever
+            total += part
         total /= 1 + self.weight
         return total
 
