@@ -227,7 +227,7 @@ def test_the_k_best_are_the_first_k_of_stage_05s_ranking(values, k, pays):
     cols = np.arange(len(vals), dtype=np.int32) * 3
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(warm, "PARTITION_PAYS", pays)
-        got = warm.best(cols, vals, k)
+        got = warm.best(vals, k)
     order, _, _ = rank(cols, vals, np.arange(3 * len(vals) + 1), k, k)
     assert got.tolist() == order.tolist()
 

@@ -118,7 +118,7 @@ class Repeats:
         titles = self.titles(chunks)
         if len(set(titles)) == len(titles):  # (no title said twice: most rankings, no documents read)
             return True
-        return len(set(titles)) == len(set(zip(titles, self.doc_codes[np.asarray(chunks, np.int64)].tolist())))
+        return len(set(titles)) == len(set(zip(titles, self.doc_codes.take(np.asarray(chunks, np.int64)).tolist())))
 
     def alike(self, a: frozenset, b: frozenset) -> bool:
         """Jaccard(a, b) >= similar."""
