@@ -186,14 +186,39 @@ def test_the_section_context_mixed_in_is_the_formula_term_by_term(sample, terms,
     if keep != "all":
         cols, vals = (cols[:1], vals[:1]) if keep == "one" else (cols[::3], vals[::3])
     want = _rescored_term_by_term(ix.context, ids, weights, cols, vals).tobytes()
+    assert ix.context._common  # a Searcher keeps the common terms' rows ...
     assert ix.context.rescore(ids, weights, cols, vals).tobytes() == want
-    assert ix.context.rescore(np.asarray(ids), np.asarray(weights), cols, vals).tobytes() == want  # stage 05's arrays
+    with pytest.MonkeyPatch.context() as patch:  # ... stage 05 does not (and stage 05's arrays)
+        patch.setattr(ix.context, "_common", {})
+        assert ix.context.rescore(np.asarray(ids), np.asarray(weights), cols, vals).tobytes() == want
     assert not ix.context._rows.row.any()  # the scratch row is left as found: zeros
     parts = ix.context.section_part(ids, weights, cols)  # (an explanation's shares: the same parts)
     total = vals.copy()
     for part in parts:
         total += part
     assert (total / (1 + ix.context.weight)).tobytes() == want
+
+
+def test_the_common_terms_rows_are_the_most_common_within_the_bytes_allowed(sample):
+    from pipekit.retrieve import sections
+
+    ctx = pipekit.Searcher(sample).index.context
+    start, secs, _ = ctx.pairs()
+    counts = np.diff(start)
+    common = {t for t in range(len(counts)) if counts[t] * sections.COMMON_SHARE > ctx.n}
+    assert set(ctx._common) == common and len(common) > 10
+    for t, row in ctx._common.items():
+        assert row.tolist() == [ctx.weight * s for s in _section_row(ctx, t)]
+    with pytest.MonkeyPatch.context() as patch:  # room for three rows: the three most common terms
+        patch.setattr(sections, "COMMON_BYTES", 3 * 8 * ctx.n)
+        ctx.keep_common_rows()
+        assert len(ctx._common) == 3 and min(counts[list(ctx._common)]) >= sorted(counts[list(common)])[-3]
+
+
+def _section_row(ctx, term):
+    start, secs, scores = ctx.pairs()
+    by_section = dict(zip(secs[start[term]:start[term + 1]].tolist(), scores[start[term]:start[term + 1]].tolist()))
+    return [by_section.get(x, 0.0) for x in range(ctx.n)]
 
 
 def test_the_section_context_of_one_chunk_adds_many_terms_in_query_order(sample):

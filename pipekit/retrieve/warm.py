@@ -62,7 +62,7 @@ class OneQuery:
         self.depth = depth
         self._words: dict[str, tuple[int, ...]] = {}  # a word -> its known terms' ids (`terms`)
         if index.context is not None:
-            index.context.pairs()  # the section scores now, not at the first query
+            index.context.keep_common_rows()  # (the section scores now, not at the first query)
 
     def terms(self, text: str) -> tuple[list[int], list[float]]:
         """Stage 05's `Index.query_terms([text])` ids and weights (as lists): the distinct known
