@@ -56,7 +56,8 @@ def main() -> None:
     searcher = Searcher(args.folder)
     one, ix, k = searcher._one, searcher.index, args.k
     if ix.context is None:
-        raise SystemExit(f"{args.folder}: no section context to time (retrieval.section_context 0, or one-chunk sections)")
+        raise SystemExit(f"{args.folder}: no section context to time "
+                         "(retrieval.section_context 0, or sections of one chunk each)")
     for q in queries:
         searcher.search(q, k)
     mixed = ((lambda ids, w, c, v: one.mixed(ix.context, ids, w, c, v)) if hasattr(one, "mixed")
