@@ -160,25 +160,87 @@ def test_a_querys_terms_from_kept_words_are_stage_05s(sample):
                 assert len(one._words) <= limit
 
 
+def _rescored_term_by_term(ctx, ids, weights, cols, vals):
+    """The section context mixed in as its formula says, one term and one chunk at a time:
+    each chunk's score plus (w · weight) · bm25(term, its section), in query order, over 1 + w."""
+    total = vals.copy()
+    for t, w in zip(ids, weights):
+        lo, hi = ctx.pairs()[0][t], ctx.pairs()[0][t + 1]
+        by_section = dict(zip(ctx.pairs()[1][lo:hi].tolist(), ctx.pairs()[2][lo:hi].tolist()))
+        total += np.array([ctx.weight * w * by_section.get(s, 0.0) for s in ctx.codes[cols].tolist()])
+    return total / (1 + ctx.weight)
+
+
 @settings(max_examples=200)
 @given(st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from([1.0, 1.0, 2.0, 3.0, 0.5])), min_size=1, max_size=20),
-       st.sampled_from([0, 3, 4]))
-def test_the_section_context_mixed_the_short_way_is_rescores(sample, terms, which):
-    # Any terms (more than a set of rows holds too), any weights: SectionContext.rescore's bits
-    searcher = _searchers(sample)[which]
-    ix, one = searcher.index, searcher._one
+       st.sampled_from([0, 3, 4]), st.sampled_from(["all", "one", "some"]))
+def test_the_section_context_mixed_in_is_the_formula_term_by_term(sample, terms, which, keep):
+    # SectionContext.rescore: stage 05's and the short way's (one implementation, issue 47).
+    # Any terms, any weights; every matching chunk, one, some.
+    ix = _searchers(sample)[which].index
     weight_of = {}
     for t, w in terms:
         weight_of.setdefault(t % len(ix.df), w)
     ids, weights = list(weight_of), list(weight_of.values())
     cols, vals = ix.scores(ids, weights=weights)
-    want = ix.context.rescore(np.asarray(ids), np.asarray(weights), cols, vals)
-    assert one.mixed(ix.context, ids, weights, cols, vals).tobytes() == want.tobytes()
-    assert not one._rows.rows.any()  # the scratch rows are left as found: zeros
-    with pytest.MonkeyPatch.context() as patch:  # rows too big for the bytes allowed: the stage's way
-        patch.setattr(warm, "ROWS_BYTES", 8)
-        one._rows.rows = None
-        assert one.mixed(ix.context, ids, weights, cols, vals).tobytes() == want.tobytes()
+    if keep != "all":
+        cols, vals = (cols[:1], vals[:1]) if keep == "one" else (cols[::3], vals[::3])
+    want = _rescored_term_by_term(ix.context, ids, weights, cols, vals).tobytes()
+    assert ix.context._common  # a Searcher keeps the common terms' rows ...
+    assert ix.context.rescore(ids, weights, cols, vals).tobytes() == want
+    with pytest.MonkeyPatch.context() as patch:  # ... stage 05 does not (and stage 05's arrays)
+        patch.setattr(ix.context, "_common", {})
+        assert ix.context.rescore(np.asarray(ids), np.asarray(weights), cols, vals).tobytes() == want
+    assert not ix.context._rows.row.any()  # the scratch row is left as found: zeros
+    parts = ix.context.section_part(ids, weights, cols)  # (an explanation's shares: the same parts)
+    total = vals.copy()
+    for part in parts:
+        total += part
+    assert (total / (1 + ix.context.weight)).tobytes() == want
+
+
+def test_the_common_terms_rows_are_the_most_common_within_the_bytes_allowed(sample):
+    from pipekit.retrieve import sections
+
+    ctx = pipekit.Searcher(sample).index.context
+    start, secs, _ = ctx.pairs()
+    counts = np.diff(start)
+    common = {t for t in range(len(counts)) if counts[t] * sections.COMMON_SHARE > ctx.n}
+    assert set(ctx._common) == common and len(common) > 10
+    for t, row in ctx._common.items():
+        assert row.tolist() == [ctx.weight * s for s in _section_row(ctx, t)]
+    with pytest.MonkeyPatch.context() as patch:  # room for three rows: the three most common terms
+        patch.setattr(sections, "COMMON_BYTES", 3 * 8 * ctx.n)
+        ctx.keep_common_rows()
+        assert len(ctx._common) == 3 and min(counts[list(ctx._common)]) >= sorted(counts[list(common)])[-3]
+
+
+def _section_row(ctx, term):
+    start, secs, scores = ctx.pairs()
+    by_section = dict(zip(secs[start[term]:start[term + 1]].tolist(), scores[start[term]:start[term + 1]].tolist()))
+    return [by_section.get(x, 0.0) for x in range(ctx.n)]
+
+
+def test_the_section_context_of_one_chunk_adds_many_terms_in_query_order(sample):
+    # One chunk and many terms its section holds: every term adds to it, and a sum in another
+    # order (NumPy's reduction down one column is pairwise from 8 values) differs in the last bits.
+    ctx = pipekit.Searcher(sample).index.context
+    start, sections, _ = ctx.pairs()
+    term_of_pair = np.repeat(np.arange(len(start) - 1), np.diff(start))
+    differs = 0
+    for section in range(0, ctx.n, 7):
+        ids = term_of_pair[sections == section][:40].tolist()
+        if len(ids) < 16:
+            continue
+        weights = [1.0 + (i % 3) / 4 for i in range(len(ids))]
+        cols, vals = ctx.index.scores(ids, weights=weights)
+        at = np.flatnonzero(ctx.codes[cols] == section)[:1]
+        cols, vals = cols[at], vals[at]
+        want = _rescored_term_by_term(ctx, ids, weights, cols, vals)
+        assert ctx.rescore(ids, weights, cols, vals).tobytes() == want.tobytes(), section
+        parts = ctx.section_part(ids, weights, cols)
+        differs += (vals + np.add.reduce(parts, axis=0)) / (1 + ctx.weight) != want
+    assert differs > 0  # the order mattered on some of them: the comparison could fail
 
 
 @settings(max_examples=200)
@@ -190,7 +252,7 @@ def test_the_k_best_are_the_first_k_of_stage_05s_ranking(values, k, pays):
     cols = np.arange(len(vals), dtype=np.int32) * 3
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(warm, "PARTITION_PAYS", pays)
-        got = warm.best(cols, vals, k)
+        got = warm.best(vals, k)
     order, _, _ = rank(cols, vals, np.arange(3 * len(vals) + 1), k, k)
     assert got.tolist() == order.tolist()
 
@@ -235,8 +297,8 @@ def test_the_citation_records_joined_at_load_read_as_the_columns(sample):
     searcher = pipekit.Searcher(sample)
     assert searcher._records.ok
     rows = np.random.default_rng(5).permutation(len(searcher._texts))[:40]
-    want = searcher._cited.take(pa.array(rows)).to_pydict()
-    assert searcher._records(rows) == _as_a_passage_reads_them(want)
+    want = searcher._cited.append_column("text", searcher._texts).take(pa.array(rows)).to_pydict()
+    assert searcher._records(rows) == _as_a_passage_reads_them(want)  # the kept texts too
     # Nulls here and there and everywhere, trails empty, of one empty title, of several, and
     # non-ASCII; several row groups; no rows
     s = lambda *v: pa.array(list(v), pa.string())  # noqa: E731
@@ -253,6 +315,14 @@ def test_the_citation_records_joined_at_load_read_as_the_columns(sample):
     for at in ([4, 0, 3, 1, 2], [2, 2], [1], []):
         want = table.take(pa.array(at, pa.int64())).to_pydict()
         assert records(np.array(at, dtype=np.int64)) == _as_a_passage_reads_them(want), at
+    # ... with their texts, in row groups of their own (one sliced out of a bigger array)
+    texts = pa.chunked_array([pa.array(["zero", "één", "x"]).slice(1), pa.array(["", "ω" * 3, "five"]).slice(0, 3)])
+    with_texts = Records(table, texts)
+    for at in ([4, 0, 3, 1, 2], [2, 2], [1], []):
+        want = table.append_column("text", texts).take(pa.array(at, pa.int64())).to_pydict()
+        assert with_texts(np.array(at, dtype=np.int64)) == _as_a_passage_reads_them(want), at
+    # ... and a text null: none read here (the Searcher reads them from their column)
+    assert "text" not in Records(table, pa.array(["a", None, "b", "c", "d"]))(np.array([0, 2]))
     # A value holding a separator, or a trail a null item: not joined (the Searcher reads the columns)
     assert not Records(table.set_column(0, "chunk_id", s("a", "b\x1fc", "d", "e", "f"))).ok
     assert not Records(table.set_column(7, "heading_path", pa.array([["A\x1e"], None, [], [], []],

@@ -136,7 +136,7 @@ def write(searcher, before: dict | None) -> Path | None:
         start, sections, scores = context.pairs()
         arrays["section_codes"] = context.codes.astype(np.int64)
         arrays["section_start"] = start.astype(np.int64)
-        arrays["section_ids"] = sections
+        arrays["section_ids"] = sections.astype(np.int32)  # (NumPy's index type in memory: 4 bytes a pair here)
         arrays["section_scores"] = scores
     size = sum(a.nbytes for a in arrays.values())
     if size > COPY_MAX_BYTES:

@@ -87,7 +87,7 @@ class Repeats:
 
     def titles(self, chunks) -> list[str]:
         """Each chunk's own section title (its heading trail's last part), as words in lower case."""
-        chunks = [int(c) for c in chunks]
+        chunks = _ints(chunks)
         need = sorted({c for c in chunks if c not in self._titles})
         if need:
             if len(self._titles) + len(need) > KEEP:
@@ -99,7 +99,7 @@ class Repeats:
     def term_sets(self, chunks) -> list[frozenset]:
         """Each chunk's distinct words (letter and digit runs, lower-cased, of the text a reader
         sees), found once and kept."""
-        chunks = [int(c) for c in chunks]
+        chunks = _ints(chunks)
         need = sorted({c for c in chunks if c not in self._sets})
         if need:
             if len(self._sets) + len(need) > KEEP:
@@ -116,7 +116,9 @@ class Repeats:
         then none of them repeats another, and `collapse` keeps them all, in order, without
         a word set read (pipekit/retrieve/warm.py tests one query the same way)."""
         titles = self.titles(chunks)
-        return len(set(titles)) == len(set(zip(titles, self.doc_codes[np.asarray(chunks, np.int64)].tolist())))
+        if len(set(titles)) == len(titles):  # (no title said twice: most rankings, no documents read)
+            return True
+        return len(set(titles)) == len(set(zip(titles, self.doc_codes.take(np.asarray(chunks, np.int64)).tolist())))
 
     def alike(self, a: frozenset, b: frozenset) -> bool:
         """Jaccard(a, b) >= similar."""
@@ -175,6 +177,11 @@ def repeats_for(index, setting: str, texts_of) -> Repeats | None:
 
 
 NONE = (np.zeros(0, np.int64), np.zeros(0, np.float64))  # a hit with no repeats named
+
+
+def _ints(chunks) -> list[int]:
+    # (an array's tolist: int() of each of its items was ~1 µs a hit of a warm search's ten)
+    return chunks.tolist() if isinstance(chunks, np.ndarray) else [int(c) for c in chunks]
 
 
 def collapse_answers(repeats: Repeats | None, answers: list[tuple], k: int, reach: int, deeper=None,

@@ -65,12 +65,17 @@ class Records:
     one decode and one split, where twelve columns were twelve reads (`table_reader`: ~65 µs
     of a 0.37 ms search, ~20 here).
 
-    What it costs: the same strings again and seven numbers, 272 bytes a chunk on the docs
-    folder (1.8 MB), 149 at 200k passages (30 MB, 0.3 s to make).  A tuple of Python values
-    per chunk, made at load, was faster to read but 760 and 490 bytes a chunk (98 MB and
-    2 s at 200k): Python's objects, not the text, are what weigh (bench/README.md).
-    `ok` is False when a value holds a separator (or a trail a null item): then the caller
-    reads the columns (`table_reader`)."""
+    With `texts` (a Searcher's kept texts, as read: a buffer per row group) a chunk's row
+    also says where its text is (row group, start, end), so the same take finds the texts
+    too (`text` in the answer): reading them on their own was ~10 µs of ten hits, a lookup
+    of their row groups and a take per group.
+
+    What it costs: the same strings again and seven numbers (ten with texts), 272 bytes a
+    chunk on the docs folder (1.8 MB; 296 with texts), 149 at 200k passages (30 MB, 0.3 s
+    to make).  A tuple of Python values per chunk, made at load, was faster to read but 760
+    and 490 bytes a chunk (98 MB and 2 s at 200k): Python's objects, not the text, are what
+    weigh (bench/README.md).  `ok` is False when a value holds a separator (or a trail a
+    null item): then the caller reads the columns (`table_reader`)."""
 
     STRINGS = ("chunk_id", "doc_id", "heading", "page_label_start", "page_label_end", "format", "anchor")
     ORDER = ("chunk_id", "doc_id", "heading_path") + STRINGS[2:]  # a record's strings, in its order
@@ -78,10 +83,11 @@ class Records:
     # The numbers as they are in `numbers`' places 2-5; a null's bit is 1 << its place here.
     NULLABLE = ("page_start", "page_end", "start_char", "end_char", "page_label_start", "page_label_end", "format")
 
-    def __init__(self, table: pa.Table):
+    def __init__(self, table: pa.Table, texts: pa.ChunkedArray | pa.Array | None = None):
         import pyarrow.compute as pc
 
         n = table.num_rows
+        self.texts = None  # the texts' buffers, one a row group (None: no texts read here)
         col = lambda name: (table.column(name) if name in table.column_names  # noqa: E731
                             else pa.chunked_array([pa.nulls(n, pa.string())]))
         strings = [col(name) for name in self.STRINGS]
@@ -105,8 +111,18 @@ class Records:
         self._blob = blob  # (owns the buffer the view above reads)
         # A row: where the chunk's string starts and ends, its four numbers, its null bits
         # (one take and one list for all of a query's hits).
-        numbers = np.zeros((n, 7), dtype=np.int64)
+        groups = [] if texts is None or texts.null_count or len(texts) != n else (
+            texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts])  # (a text a row, none null)
+        numbers = np.zeros((n, 10 if groups else 7), dtype=np.int64)
         numbers[:, 0], numbers[:, 1] = offsets[:-1], offsets[1:]
+        if groups:
+            at, self.texts = 0, []
+            for g, strings in enumerate(groups):
+                bounds, data = string_buffers(strings)
+                numbers[at:at + len(strings), 7:] = np.stack([np.full(len(strings), g), bounds[:-1], bounds[1:]], 1)
+                self.texts.append(memoryview(data))
+                at += len(strings)
+            self._groups = groups  # (own the buffers the views above read)
         for j, name in enumerate(self.NUMBERS):
             if name in table.column_names:
                 numbers[:, 2 + j] = pc.fill_null(table.column(name), 0).to_numpy()
@@ -129,8 +145,9 @@ class Records:
         difference between them)."""
         m = len(rows)
         if m == 0:
-            return {name: [] for name in self.ORDER + self.NUMBERS}
-        starts, ends, *numbers, nulls = self.numbers.take(rows, axis=0).T.tolist()
+            return {name: [] for name in self.ORDER + self.NUMBERS + ("text",) * (self.texts is not None)}
+        taken = self.numbers.take(rows, axis=0).T.tolist()
+        starts, ends, numbers, nulls, texts = taken[0], taken[1], taken[2:6], taken[6], self.texts
         data = self.data
         # The rows' strings as one: one decode and one split for all (a decode, a split and a
         # tuple a hit were 2.4 µs each).
@@ -142,6 +159,8 @@ class Records:
             cols[name] = [None] * m
         for bit, name in self.some_null:
             cols[name] = [None if z >> bit & 1 else v for v, z in zip(cols[name], nulls)]
+        if texts is not None:
+            cols["text"] = [str(texts[g][a:b], "utf-8") for g, a, b in zip(*taken[7:])]
         return cols
 
 

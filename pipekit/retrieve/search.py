@@ -47,7 +47,7 @@ from pipekit.retrieve.passages import (SNIPPET_WORDS, Passage, also_places, prin
                                        result_lines, shortfall_line, snippet, terminal_mark)
 from pipekit.retrieve.queries import feedback_of, nothing_found
 from pipekit.retrieve.reading import MAX_READ_CHARS, Reading
-from pipekit.retrieve.repeats import repeats_for
+from pipekit.retrieve.repeats import NONE, repeats_for
 from pipekit.retrieve.rows import Records, column_reader, table_reader
 from pipekit.retrieve.sections import section_context
 from pipekit.retrieve.results import chunk_texts
@@ -144,7 +144,7 @@ class Searcher:
         # One query's hits (the short way): a chunk's citation strings joined into one now, so
         # that a hit's are one decode; its twelve columns read from their buffers (above) were
         # ~65 µs of a 0.37 ms search at 6,761 chunks, now ~20 (rows.Records: the strings again).
-        self._records = Records(self._cited)
+        self._records = Records(self._cited, self._texts)  # (and where each kept text is: one take for all)
         self._reading = None  # read(): made on first use
         self.filter = ChunkFilter(self.index.doc_names, self.index.doc_codes,
                                   cited.column("format").combine_chunks() if "format" in extra else None)
@@ -252,13 +252,12 @@ class Searcher:
         """One query's hits (rows of the index, best first) as Passages: their citation
         records (joined at load: rows.Records) and texts, their repeats named (`also`: per hit,
         (rows, scores))."""
-        if self._records.ok:
-            cols = self._records(rows)
-            texts = self._read_texts(rows) if self._read_texts is not None else chunk_texts(self._chunks_03, rows)
-        else:  # (a separator in a citation field: its columns read one by one)
-            cols = self._read_cited(rows)
-            texts = cols.pop("text") if "text" in cols else chunk_texts(self._chunks_03, rows)
-        return ranked_passages(text, scores.tolist(), cols, texts, self.link_base, self._also(also))
+        # (a separator in a citation field: its columns read one by one)
+        cols = self._records(rows) if self._records.ok else self._read_cited(rows)
+        texts = (cols.pop("text") if "text" in cols else self._read_texts(rows) if self._read_texts is not None
+                 else chunk_texts(self._chunks_03, rows))
+        places = [[] for _ in also] if all(a is NONE for a in also) else self._also(also)
+        return ranked_passages(text, scores.tolist(), cols, texts, self.link_base, places)
 
     def _also(self, also: list[tuple[np.ndarray, np.ndarray]]) -> list[list[dict]]:
         """For each hit the places its collapsed repeats are found, as a Passage names them."""

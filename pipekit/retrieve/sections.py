@@ -32,8 +32,9 @@ Exercise 5d): a section that matches broadly lifts the wrong passage.
 
 Cost: the sections are found once per index load (one pass over 03's heading paths),
 and every term's section scores once, at the first query (one pass over the postings;
-12 bytes a (term, section) pair, kept: about as much memory again as the postings when
-sections are mostly single chunks, two thirds of it on documentation).  A query then
+24 bytes a (term, section) pair, kept: twice the postings' memory when sections are mostly
+single chunks, about as much again on documentation; a Searcher also keeps the commonest
+terms' scores as rows over all sections, at most 16 MB).  A query then
 reads its terms' section scores and every matching chunk, so with context it takes the
 plain path, not MaxScore's pruned one.
 """
@@ -51,7 +52,8 @@ from pipekit.run.errors import PipelineError
 from pipekit.chunk.headings import TRAIL_SEPARATOR
 
 LEVEL = 2  # heading levels that name a section: `#` page title, `##` topic
-ROWS_BYTES = 8 << 20  # a thread's scratch rows of section scores (section_part), at most: one row if sections are many
+COMMON_SHARE = 16  # a term in over 1/16 of the sections may get a row over all of them (`keep_common_rows`) ...
+COMMON_BYTES = 16 << 20  # ... the most common first, these bytes at most
 
 
 def section_codes(doc_id: pa.Array, heading_path: pa.Array, level: int = LEVEL) -> np.ndarray:
@@ -83,21 +85,25 @@ class SectionContext:
         self.k1, self.b = index.stats["k1"], index.stats["b"]
         self.index = index
         self.n_all, self.section_df = self.n, None  # the collection's, when this index is one shard of it
-        self._rows = threading.local()  # section_part's scratch row, one per thread
+        self._rows = threading.local()  # parts' scratch row, one per thread
         self._pairs = None  # each term's sections and its score in each (`_term_sections`), on first use
+        self._evidence = None  # ... and w times the score
+        self._common: dict[int, np.ndarray] = {}  # term -> w·score in every section (`keep_common_rows`)
         self._lock = threading.Lock()
 
     def _term_sections(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, sections, scores): term t's sections are sections[start[t]:start[t+1]],
-        ascending, its plain BM25 weight in each scores[...] — all found at once, on first use.
+        ascending, its plain BM25 weight in each scores[...] — all found at once, on first use
+        (and `_evidence`, w times each score: see `parts`).
 
         Per query, grouping a term's postings into sections and scoring them was a fifth of a
         search at 12,000 chunks, the whole of it with context at a third (bench/search_speed.py);
         the same terms are asked again and again.  Each number is the formula's, operation for
         operation as one term's were (elementwise, so the same bits; tests/test_search.py holds
-        it to a term-by-term reference).  12 bytes a (term, section) pair, fewer pairs than
-        postings (bench/out/links: 624k pairs for 925k postings, 7.5 MB, ~620 bytes a chunk,
-        beside the postings' 12 bytes each)."""
+        it to a term-by-term reference).  24 bytes a (term, section) pair: the section as
+        NumPy's index type (an int32 index was copied to it by every scatter, ~2 µs a term of
+        a query), its score and w times it; fewer pairs than postings (bench/out/links: 624k
+        pairs for 925k postings, 15 MB, ~1,240 bytes a chunk, beside the postings' 12 bytes each)."""
         with self._lock:  # stage 05 answers on threads: one builds it, the others wait for it
             if self._pairs is None:
                 ix = self.index
@@ -108,14 +114,16 @@ class SectionContext:
                 new[ix.indptr[:-1][ix.indptr[:-1] < len(sec)]] = True  # each term's first posting
                 at = np.flatnonzero(new)
                 start = np.searchsorted(at, ix.indptr)
-                ids = sec[at]
+                ids = sec[at].astype(np.intp)
                 # tf: whole numbers, so their sum is exact, in any order, as a float64 sum was.
                 tf = np.add.reduceat(ix.tf, at, dtype=np.int64).astype(np.float64) if len(at) else np.zeros(0)
                 df = np.diff(start) if self.section_df is None else np.asarray(self.section_df, dtype=np.int64)
                 idf = np.log(1 + (self.n_all - df + 0.5) / (df + 0.5))
                 norm = self.k1 * (1 - self.b + self.b * self.length / self.avgdl)
                 per_pair = np.repeat(idf, np.diff(start))
-                self._pairs = (start, ids, per_pair * tf * (self.k1 + 1) / (tf + norm[ids]))
+                scores = per_pair * tf * (self.k1 + 1) / (tf + norm[ids])
+                self._evidence = scores * self.weight  # (before _pairs: pairs() reads it unlocked)
+                self._pairs = (start, ids, scores)
             return self._pairs
 
     def facts(self) -> tuple[int, int, np.ndarray]:
@@ -136,7 +144,7 @@ class SectionContext:
         avgdl as total / n: NumPy's mean of whole numbers is that exact sum over n, to the bit."""
         self.n_all, self.avgdl, self.section_df = n, total_length / n if n else 0.0, section_df
         with self._lock:
-            self._pairs = None  # scored again with these
+            self._pairs, self._common = None, {}  # scored again with these
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, sections, scores) of every term (`_term_sections`), found on first use."""
@@ -148,43 +156,78 @@ class SectionContext:
         lo, hi = start[term], start[term + 1]
         return sections[lo:hi], scores[lo:hi]
 
+    def keep_common_rows(self) -> None:
+        """Keep, for the terms in over 1/COMMON_SHARE of the sections (the most common first,
+        COMMON_BYTES at most), w·score in every section as a row, so that `parts` reads such a
+        term's row (said once) where it would scatter and wipe it: ~6 µs of a docs question's
+        ~40 (3.2 of its ~6.5 terms; 250 rows, 4.5 MB on the docs folder).  For a Searcher,
+        which answers one query at a time for as long as it lives; stage 05 does not keep them."""
+        start, sections, _ = self.pairs()
+        counts = np.diff(start)
+        common = np.flatnonzero(counts * COMMON_SHARE > self.n)
+        common = common[np.argsort(-counts[common], kind="stable")][:COMMON_BYTES // (8 * max(self.n, 1))]
+        rows = {}
+        for t in common.tolist():
+            lo, hi = start.item(t), start.item(t + 1)
+            row = rows[t] = np.zeros(self.n)
+            row[sections[lo:hi]] = self._evidence[lo:hi]  # (the values `parts` would scatter)
+        self._common = rows
+
+    def parts(self, term_ids, weights, cols: np.ndarray):
+        """Per query term, in query order, w · weight · bm25(term, S(c)) for each chunk c of
+        `cols` (0 where its section lacks the term): the section evidence of each term, one
+        array at a time (the same array, refilled: use each before asking for the next).
+
+        A term's scores (w · score, made with the pairs, for a term said once; w · weight
+        times them for one said more often: the same product, so the same bits) are scattered
+        straight into a scratch row over the sections, read at the chunks' sections, and the
+        row wiped again (before the part is handed on: the row is clean between parts).  A
+        binary search of the chunks' sections in each term's was half a search at 12,000
+        chunks; a row per term read in one take of them all and added down in one reduction
+        cost more than a take and an add per term (~49 against ~41 µs a docs question,
+        bench/README.md, "One query at a time"), the terms' sections concatenated to scatter
+        them in one call more still.  The row is one per thread: stage 05 answers batches of
+        queries on a thread each, a server on its workers."""
+        start, sections, scores = self.pairs()
+        evidence, weight = self._evidence, self.weight
+        ids = term_ids if isinstance(term_ids, list) else np.asarray(term_ids).tolist()
+        ws = weights if isinstance(weights, list) else np.asarray(weights, dtype=np.float64).tolist()
+        sec = self.codes.take(cols)
+        row = getattr(self._rows, "row", None)
+        if row is None:
+            row = self._rows.row = np.zeros(self.n)
+        part, common = np.empty(len(cols)), self._common
+        for t, wt in zip(ids, ws):
+            kept = common.get(t) if wt == 1.0 else None
+            if kept is not None:
+                kept.take(sec, out=part, mode="clip")
+                yield part
+                continue
+            lo, hi = start.item(t), start.item(t + 1)
+            mine = sections[lo:hi]
+            row[mine] = evidence[lo:hi] if wt == 1.0 else scores[lo:hi] * (weight * wt)
+            # (mode="clip": the sections are in range, and NumPy's bounds check took half the time)
+            row.take(sec, out=part, mode="clip")
+            row[mine] = 0.0
+            yield part
+
     def section_part(self, term_ids, weights, cols: np.ndarray) -> np.ndarray:
         """Per query term (a row each), w · weight · bm25(term, S(c)) for each chunk in `cols`."""
-        sec = self.codes.take(cols)
-        start, sections, scores = self.pairs()
-        ids = np.asarray(term_ids, dtype=np.int64)
-        lo, hi = start[ids].tolist(), start[ids + 1].tolist()
-        ww = (self.weight * np.asarray(weights, dtype=np.float64)).tolist()
-        # Each term's section scores, times w · weight, are spread over a row of every section
-        # and read at the chunks' sections, all terms' rows in one take; then wiped again.  A
-        # binary search of the chunks' sections in each term's was half a search at 12,000
-        # chunks, and a take, a product and a sum per term over the matching chunks (often half
-        # of them) a third (bench/search_speed.py).  (w · weight) · s on a term's sections is
-        # the same product as on the chunks, so the same bits.  The rows are one set per
-        # thread (stage 05 answers batches of queries on a thread each), at most ROWS_BYTES.
-        rows = getattr(self._rows, "rows", None)
-        if rows is None:
-            rows = self._rows.rows = np.zeros((max(1, ROWS_BYTES // (8 * max(self.n, 1))), self.n))
-        flat_rows = rows.reshape(-1)  # a view: one scatter for all the block's terms
-        parts = np.empty((len(ids), len(sec)))
-        for at in range(0, len(ids), len(rows)):
-            block = range(at, min(at + len(rows), len(ids)))
-            lengths = [hi[j] - lo[j] for j in block]
-            where = np.concatenate([sections[lo[j]:hi[j]] for j in block]) + np.repeat(
-                np.arange(len(block), dtype=np.int64) * self.n, lengths)
-            flat_rows[where] = np.concatenate([scores[lo[j]:hi[j]] for j in block]) * np.repeat(
-                [ww[j] for j in block], lengths)
-            # (mode="clip": the sections are in range, and NumPy's bounds check took half the time)
-            np.take(rows[:len(block)], sec, axis=1, out=parts[at:block.stop], mode="clip")
-            flat_rows[where] = 0.0
-        return parts
+        out = np.empty((len(term_ids), len(cols)))
+        for row, part in zip(out, self.parts(term_ids, weights, cols)):
+            row[:] = part
+        return out
 
     def rescore(self, term_ids, weights, cols: np.ndarray, vals: np.ndarray) -> np.ndarray:
-        """Chunk scores `vals` (of chunks `cols`) with their sections' evidence mixed in."""
+        """Chunk scores `vals` (of chunks `cols`) with their sections' evidence mixed in: each
+        chunk's score plus its query terms' evidence (`parts`) one after another in query
+        order, over 1 + w.  Stage 05, a Searcher's one query (pipekit/retrieve/warm.py) and
+        an explanation's shares (pipekit/retrieve/results.py) all mix it here."""
         total = vals.copy()
-        for part in self.section_part(term_ids, weights, cols):  # term by term: the same sums as ever
+        for part in self.parts(term_ids, weights, cols):  # term by term: the same sums as ever
             total += part
-        return total / (1 + self.weight)
+        total /= 1 + self.weight
+        return total
 
 
 def section_context(weight: float, chunks_03: Path, index) -> SectionContext | None:

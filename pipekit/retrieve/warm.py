@@ -15,9 +15,7 @@ for those):
   says it (a word's analysis, not a query's answer: nothing a query finds is kept);
 - every matching chunk scored by the index's own `scores` (or, without section context,
   `best_candidates` with the same depth stage 05 passes), then the section context mixed in
-  as `SectionContext.rescore` mixes it, in fewer calls (`mixed`: each term's w·scores made
-  once at load and scattered straight into a row per term; the same products and sums in
-  the same order, so the same bits);
+  by `SectionContext.rescore`, stage 05's own (its term scores made when the Searcher loads);
 - only the k best ranked (score descending, then corpus order: the same total order as
   `ranks.rank`, whose first k these are), found by one partition, and no documents named;
 - repeats: a repeat is a chunk of another document with the same own section title as a
@@ -33,14 +31,13 @@ What it does not do: several queries at once (stage 05's `search`, batched), fil
 (`--in`/`--format`), RM3 feedback, dense fusion, explanations.  tests/test_warm.py holds
 every Passage, score bits included, to stage 05's path on the docs questions, the sample
 and a folder of repeated passages, with section context on and off, repeats kept and
-collapsed, several k; and each piece (a query's terms from kept words, `mixed`, `best`)
+collapsed, several k; and each piece (a query's terms from kept words, `best`)
 to what it replaces, on random input.  What is left of a search's time and why the peers
-stay ahead: bench/README.md, "One warm query, fewer calls".
+stay ahead: bench/README.md, "One warm query: one section context, and the floor of NumPy calls".
 """
 from __future__ import annotations
 
 import re
-import threading
 
 import numpy as np
 
@@ -54,7 +51,6 @@ EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.float64), [])
 WORD = re.compile(r"[A-Za-z0-9]+")
 WORDS_KEPT = 50_000  # words whose term ids are kept (~200 bytes each); past it, forgotten and found again
 PARTITION_PAYS = 500  # values per hit up to which `best` partitions them all (nth_largest's blocks past it)
-ROWS_BYTES = 8 << 20  # the section rows of one thread's queries (`mixed`), at most; more terms: the stage's way
 
 
 class OneQuery:
@@ -65,10 +61,8 @@ class OneQuery:
         self.index = index
         self.depth = depth
         self._words: dict[str, tuple[int, ...]] = {}  # a word -> its known terms' ids (`terms`)
-        self._evidence = (None, None)  # (the context's section scores, w times them: `section_scores`)
-        self._rows = threading.local()  # `mixed`'s scratch rows, one set per thread (a server's workers)
         if index.context is not None:
-            self.section_scores(index.context)  # now, not at the first query
+            index.context.keep_common_rows()  # (the section scores now, not at the first query)
 
     def terms(self, text: str) -> tuple[list[int], list[float]]:
         """Stage 05's `Index.query_terms([text])` ids and weights (as lists): the distinct known
@@ -80,16 +74,18 @@ class OneQuery:
         is ~5, of words never seen ~38 (each analysed on its own)."""
         if not text.isascii():
             return self._counted(t for t in self.index._term_ids.few(self.index.analyzer.analyze(text)) if t >= 0)
-        words, kept = WORD.findall(text), self._words
-        found = [kept.get(w) for w in words]
-        if None in found:  # words not seen yet: analysed one by one, looked up together
-            new = self._learn({w for w, ids in zip(words, found) if ids is None})
-            found = [ids if ids is not None else new[w] for w, ids in zip(words, found)]
-        known: dict[int, int] = {}
-        for ids in found:
-            for t in ids:
-                known[t] = known.get(t, 0) + 1  # dicts keep first-seen order: query order
-        return list(known), [float(n) for n in known.values()]
+        words, kept, ids = WORD.findall(text), self._words, []
+        for w in words:
+            got = kept.get(w)
+            if got is None:  # words not seen yet: analysed one by one, looked up together
+                found = [kept.get(w) for w in words]
+                new = self._learn({w for w, got in zip(words, found) if got is None})
+                ids = [t for w, got in zip(words, found) for t in (got if got is not None else new[w])]
+                break
+            ids += got
+        if len(set(ids)) == len(ids):  # (each term said once: most queries)
+            return ids, [1.0] * len(ids)
+        return self._counted(ids)
 
     def _learn(self, words: set[str]) -> dict[str, tuple[int, ...]]:
         """Each word's known terms' ids, kept (all forgotten once WORDS_KEPT are)."""
@@ -107,7 +103,7 @@ class OneQuery:
     def _counted(ids) -> tuple[list[int], list[float]]:
         known: dict[int, int] = {}
         for t in ids:
-            known[t] = known.get(t, 0) + 1
+            known[t] = known.get(t, 0) + 1  # dicts keep first-seen order: query order
         return list(known), [float(n) for n in known.values()]
 
     def candidates(self, ids: list[int], weights: list[float], depth: int) -> tuple[np.ndarray, np.ndarray]:
@@ -116,48 +112,7 @@ class OneQuery:
         if ix.context is None:
             return ix.best_candidates(np.asarray(ids, dtype=np.int64), depth, np.asarray(weights, dtype=np.float64))
         cols, vals = ix.scores(ids, weights=weights)
-        return cols, self.mixed(ix.context, ids, weights, cols, vals)
-
-    def section_scores(self, context) -> tuple:
-        """The context's (start, sections, scores) per term (SectionContext.term_scores) and
-        w times each score: a term said once adds w·score to a chunk of a section holding it,
-        the same product (w · 1) · score as `section_part`'s, so found once, not per query.
-        16 bytes a (term, section) pair beyond the context's (2.5 MB on the docs folder's 158k)."""
-        pairs = context.pairs()
-        if self._evidence[0] is not pairs:  # (made again if the context is scored anew)
-            start, sections, scores = pairs
-            # Sections as NumPy's index type: an int32 index is copied to it by every scatter.
-            self._evidence = (pairs, (start, sections.astype(np.intp), scores), scores * context.weight)
-        return self._evidence
-
-    def mixed(self, context, ids: list[int], weights: list[float], cols: np.ndarray, vals: np.ndarray) -> np.ndarray:
-        """SectionContext.rescore(ids, weights, cols, vals), the same bits, in fewer calls:
-        each term's w·scores scattered straight from `section_scores` into a row over the
-        sections (no concatenation, no product for a term said once), all rows read at the
-        chunks' sections in one take, and added to the chunks' scores term by term in query
-        order, as `rescore` adds them (a sum over the rows at once may add them pairwise)."""
-        _, (start, sections, scores), evidence = self.section_scores(context)
-        m, rows = len(ids), getattr(self._rows, "rows", None)
-        if rows is None or len(rows) < m or rows.shape[1] != context.n:
-            if m * context.n * 8 > ROWS_BYTES:
-                return context.rescore(np.asarray(ids, dtype=np.int64), np.asarray(weights), cols, vals)
-            rows = self._rows.rows = np.zeros((max(m, 8), context.n))
-        spans = []
-        for row, t, wt in zip(rows, ids, weights):
-            lo, hi = start.item(t), start.item(t + 1)
-            at = sections[lo:hi]
-            row[at] = evidence[lo:hi] if wt == 1.0 else scores[lo:hi] * (context.weight * wt)
-            spans.append(at)
-        parts = np.empty((m, len(cols)))
-        # (mode="clip": the sections are in range, and NumPy's bounds check took half the time)
-        np.take(rows[:m], context.codes.take(cols), axis=1, out=parts, mode="clip")
-        for row, at in zip(rows, spans):
-            row[at] = 0.0
-        total = vals.copy()
-        for part in parts:
-            total += part
-        total /= 1 + context.weight
-        return total
+        return cols, ix.context.rescore(ids, weights, cols, vals)
 
     def hits(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray, list]:
         """The k best chunks (int64 rows), their scores and, per hit, its collapsed repeats
@@ -170,7 +125,7 @@ class OneQuery:
         repeats = ix.repeats
         reach = depth + k if repeats is not None else k  # stage 05's: the deeper ranking a collapse may use
         cols, vals = self.candidates(ids, weights, max(reach, depth))
-        top = best(cols, vals, k)
+        top = best(vals, k)  # (cols ascend: their order settles ties)
         chunks = cols[top].astype(np.int64)
         if repeats is None or repeats.apart(chunks):
             return chunks, vals[top], [NONE] * len(chunks)
@@ -190,9 +145,10 @@ class OneQuery:
         return answers[0][0].astype(np.int64), answers[0][1].astype(np.float64), also[0]
 
 
-def best(cols: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the k best of `vals` (score descending, then chunk ascending): the first
-    k of `ranks.rank`'s order, without its documents."""
+def best(vals: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k best of `vals` (score descending, then position ascending): the
+    first k of `ranks.rank`'s order, without its documents, for scores of chunks in corpus
+    order (as stage 05's candidates are: position order is chunk order)."""
     n = len(vals)
     if n <= k:
         pick = np.arange(n)
@@ -202,6 +158,7 @@ def best(cols: np.ndarray, vals: np.ndarray, k: int) -> np.ndarray:
         # 8.6 µs against 20.6).  Every value tied with it stays in: corpus order settles ties.
         cut = np.partition(vals, n - k)[n - k] if n < PARTITION_PAYS * k else nth_largest(vals, k)
         pick = (vals >= cut).nonzero()[0]  # (the method: np.flatnonzero's wrapper is ~1 µs more)
-    return pick[np.lexsort((cols.take(pick), -vals.take(pick)))][:k]
+    # (a stable sort of the scores alone keeps ties in position order: lexsort with the chunks took longer)
+    return pick[np.argsort(-vals.take(pick), kind="stable")[:k]]
 
 
