@@ -208,9 +208,9 @@ def finish(code: int | None) -> None:
     import atexit
     import threading
 
-    from pipekit.run import io
-
-    io.settle()  # the replaced outputs' blocks, freed on a thread (io.replace_output)
+    io = sys.modules.get("pipekit.run.io")  # not imported for this: it brings pyarrow
+    if io is not None:
+        io.settle()  # the replaced outputs' blocks, freed on a thread (io.replace_output)
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         raise SystemExit(code)  # someone's thread: Python's own exit joins it
     run = getattr(atexit, "_run_exitfuncs", None)
