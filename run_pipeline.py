@@ -23,7 +23,7 @@ from pipekit.run.config import load_config
 from pipekit.run.engine import make_engine
 from pipekit.run.errors import PipelineError
 from pipekit.cli import why_stale
-from pipekit.run.io import defer_pandas, steady_memory
+from pipekit.run.io import defer_pandas, settle, steady_memory
 from pipekit.run.overrides import made_with_other_settings
 from pipekit.tools.show import human_size
 from pipekit.run.stages import STAGES, load_stage
@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                           force=args.force, walk=walks.get(number))
         finally:
             engine.close()
+            settle()  # the old outputs' second names gone before main() returns (pipekit/run/io.py)
         print(f"pipeline: done in {time.perf_counter() - t0:.2f} s")
     except PipelineError as exc:
         print(f"run_pipeline: error: {exc}", file=sys.stderr)
