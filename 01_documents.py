@@ -84,6 +84,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipekit.cli import stage_main
+from pipekit.run.commands import finish
 from pipekit.run.engine import StageFunction, advance, line_ranges
 from pipekit.read.fastpath import beir_tables
 from pipekit.run.incremental import PreviousRows, listing_table, read_listing, reusable_rows
@@ -359,4 +360,4 @@ def run(ctx) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(stage_main(1, run, preview_columns=["doc_id", "format", "status", "title", "error"]))
+    finish(stage_main(1, run, preview_columns=["doc_id", "format", "status", "title", "error"]))

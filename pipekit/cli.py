@@ -310,6 +310,7 @@ def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str]
     try:
         cfg = load_config(args.config, args.overrides)
         ctx = run_stage(number, run, cfg, options=user_options(argv), force=args.force)
+        io.settle()  # the replaced outputs' second names gone before this returns (io.replace_output)
         if show_preview:
             print(f"first rows of {ctx.main_output.name}:\n{preview(ctx.main_output, preview_columns)}")
     except PipelineError as exc:

@@ -72,6 +72,17 @@ loaded()
     assert readers & after_html == {"pipekit.read.html"}  # the HTML reader, on its first page
 
 
+def test_stage_01_reading_a_few_files_here_loads_no_process_pool(tmp_path):
+    # A rerun that reads one changed file reads it in the stage's own process: multiprocessing
+    # and the pool's machinery (7.8 ms of the rerun's imports) wait for a run that starts a pool.
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nText.\n")
+    mods = imported("01_documents.py", "--set", f"documents.input={tmp_path / 'docs'}",
+                    "--set", f"paths.output={tmp_path / 'out'}", "--set", "engine.workers=2")
+    assert "pyarrow" in mods and (tmp_path / "out" / "01_documents.parquet").exists()
+    assert "multiprocessing" not in mods and "concurrent" in mods  # the writer's threads, not processes
+
+
 def test_deferred_pandas_still_makes_dataframes_and_reads_series():
     code = """
 import sys, math

@@ -40,18 +40,38 @@ core) or reading on a Dask cluster (each cluster worker reads its part in its ow
 """
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.context
 import os
 import sys
 import types
 from collections import deque
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Iterable, Iterator
 
 from pipekit.read.documents import READER_MODULES, failed_row, read_document
 from pipekit.read.walk import InputEntry
+
+# multiprocessing and the process pool are imported when a pool is first wanted: a rerun that
+# reads one changed file here paid 7.8 ms for them (`python -X importtime`: subprocess, locale,
+# the pool's machinery), a twentieth of its stage 01.  `parallel.ProcessPoolExecutor` and
+# `parallel.BrokenProcessPool` are still this module's names (tests replace the first).
+_LAZY = {"ProcessPoolExecutor": ("concurrent.futures", "ProcessPoolExecutor"),
+         "BrokenProcessPool": ("concurrent.futures.process", "BrokenProcessPool")}
+
+
+def __getattr__(name: str):
+    if name in ("_Worker", "_ReadersContext"):
+        _context_classes()
+        return globals()[name]
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    value = getattr(__import__(module, fromlist=[attr]), attr)
+    globals()[name] = value  # found as a plain global from now on (and replaceable by a test)
+    return value
+
+
+def _lazy(name: str):
+    return globals()[name] if name in globals() else __getattr__(name)
+
 
 # One core's reading speed by format, MB/s (stage 01's readers on the Python manual, R's PDF
 # manuals, docs_qa's Markdown and docs_qa2's reST, bench/README.md): only to tell a run worth
@@ -145,7 +165,7 @@ class Readers:
 
     def _start(self) -> ProcessPoolExecutor:
         if self.pool is None:
-            self.pool = ProcessPoolExecutor(self.workers, mp_context=_context(self.reader))
+            self.pool = _lazy("ProcessPoolExecutor")(self.workers, mp_context=_context(self.reader))
         return self.pool
 
     def _pooled(self, tasks: Iterable[list[InputEntry]]) -> Iterator[dict]:
@@ -167,7 +187,7 @@ class Readers:
             task, future = pending.popleft()
             try:
                 rows = future.result()
-            except BrokenProcessPool:
+            except _lazy("BrokenProcessPool"):
                 # Which task's file killed the pool is unknown: every task in flight failed with
                 # it.  The one waited for is read file by file, alone; the others start again.
                 self.close()
@@ -198,41 +218,51 @@ def _read_task(read: Callable[[InputEntry], dict], entries: list[InputEntry]) ->
 
 def _alone(read: Callable[[InputEntry], dict], entry: InputEntry) -> dict:
     """`entry` read in a process of its own: its row, or an error row if that process dies too."""
-    with ProcessPoolExecutor(1, mp_context=_context(read)) as pool:
+    with _lazy("ProcessPoolExecutor")(1, mp_context=_context(read)) as pool:
         try:
             return pool.submit(_read_task, read, [entry]).result()[0]
-        except BrokenProcessPool:
+        except _lazy("BrokenProcessPool"):
             return failed_row(entry, DIED)
 
 
-class _Worker(multiprocessing.context.ForkServerProcess):
-    """A fork-server process started without the script that started the run (`__main__`)."""
+def _context_classes() -> None:
+    """`_Worker`, a fork-server process started without the script that started the run
+    (`__main__`), and `_ReadersContext`, whose processes are such workers: made with
+    multiprocessing, at the first pool, as this module's own names (a worker unpickles its
+    process object by `pipekit.read.parallel._Worker`, which `__getattr__` makes there too)."""
+    import multiprocessing.context
 
-    @staticmethod
-    def _Popen(process_obj):
-        # What the child runs first is decided here, in this process, from sys.modules["__main__"]
-        # (multiprocessing.spawn.get_preparation_data: its __spec__ or __file__): a module that
-        # has neither is left alone.  Swapped for the launch only (a few ms; the stage's other
-        # threads, the Parquet writer's, never look at __main__).
-        main = sys.modules["__main__"]
-        sys.modules["__main__"] = _NO_MAIN
-        try:
-            return multiprocessing.context.ForkServerProcess._Popen(process_obj)
-        finally:
-            sys.modules["__main__"] = main
+    class _Worker(multiprocessing.context.ForkServerProcess):
+        @staticmethod
+        def _Popen(process_obj):
+            # What the child runs first is decided here, in this process, from sys.modules["__main__"]
+            # (multiprocessing.spawn.get_preparation_data: its __spec__ or __file__): a module that
+            # has neither is left alone.  Swapped for the launch only (a few ms; the stage's other
+            # threads, the Parquet writer's, never look at __main__).
+            main = sys.modules["__main__"]
+            sys.modules["__main__"] = _NO_MAIN
+            try:
+                return multiprocessing.context.ForkServerProcess._Popen(process_obj)
+            finally:
+                sys.modules["__main__"] = main
+
+    class _ReadersContext(multiprocessing.context.ForkServerContext):
+        Process = _Worker
+
+    for cls in (_Worker, _ReadersContext):
+        cls.__qualname__ = cls.__name__
+        globals()[cls.__name__] = cls
 
 
 _NO_MAIN = types.ModuleType("__main__")
 
 
-class _ReadersContext(multiprocessing.context.ForkServerContext):
-    Process = _Worker
-
-
 def _context(read: Callable | None = read_document):
     # A reader defined in the script itself needs the script in the worker to be found by name.
+    import multiprocessing
+
     light = read is None or getattr(read, "__module__", None) != "__main__"
-    ctx = _ReadersContext() if light else multiprocessing.get_context("forkserver")
+    ctx = _lazy("_ReadersContext")() if light else multiprocessing.get_context("forkserver")
     # Imported once in the server, before it forks each worker: a worker starts with the readers
     # loaded (pipekit.read.documents imports each at its format's first file, which a rerun
     # reading one Markdown file needs), and with the HTML path's two libraries, which the readers

@@ -213,13 +213,57 @@ def replace_output(tmp: Path, target: Path) -> None:
     see the old output or the new, and a run killed between the two renames leaves
     `<name>.old-<pid>`, which the next run sweeps, and the new output already in place."""
     if not (target.is_dir() or tmp.is_dir()) or not target.exists():
-        os.replace(tmp, target)
+        _replace_file(tmp, target)
         return
     old = target.with_name(f"{target.name}.old-{os.getpid()}")
     _remove(old)
     os.replace(target, old)
     os.replace(tmp, target)
     _remove(old)
+
+
+# Old outputs being unlinked on a thread of their own (`_replace_file`); `settle` waits for them.
+_FREEING: list[threading.Thread] = []
+
+
+def _replace_file(tmp: Path, target: Path) -> None:
+    """One atomic rename of a finished file over the previous output, as before; only the
+    freeing of the old file's blocks is taken off the stage's path.
+
+    Renamed over, an 8-11 MB output is unlinked inside the rename, and the file system frees
+    its blocks there: 5.8-6.7 ms a rename, against 0.1-0.3 ms for a small file (`strace -T`,
+    a one-file rerun of the bench folder, four such files a run).  So the old file gets a
+    second name first (a hard link, `<name>.old-freed-<pid>`), the rename then only drops a
+    name, and the second name is unlinked on a thread while the next stage starts.  The
+    rename is still the one step that switches old for new: a crash before it leaves the old
+    output in place, after it the new (the extra name is swept by the next run, as every
+    `.old-<pid>`).  Where hard links fail (a file system without them, a name already
+    taken), the plain rename."""
+    aside = target.with_name(f"{target.name}.old-freed-{os.getpid()}")
+    try:
+        os.link(target, aside)
+    except OSError:
+        os.replace(tmp, target)
+        return
+    try:
+        os.replace(tmp, target)
+    finally:  # renamed or not, the second name goes: the target holds the old file or the new
+        freeing = threading.Thread(target=_unlink_quietly, args=(aside,), name="pipekit-free-old-output")
+        freeing.start()
+        _FREEING[:] = [t for t in _FREEING if t.is_alive()] + [freeing]  # a server commits for days
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # gone already (swept by another run), or not ours to remove: the next run's sweep
+
+
+def settle() -> None:
+    """Wait until the old outputs replaced so far are unlinked (before a command ends)."""
+    while _FREEING:
+        _FREEING.pop().join()
 
 
 def _alive(pid: int) -> bool:
