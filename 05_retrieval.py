@@ -91,6 +91,7 @@ from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, feedback_no
 from pipekit.retrieve.shards import answer as shard_answer, on_shards
 from pipekit.retrieve.results import (METRICS, added_terms, also_column, chunk_texts, collect_answers, evaluate,
                              explain_rows, judged_in_index, no_terms_line, print_results, results_table)
+from pipekit.retrieve.asked import AskedPostings
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
@@ -120,7 +121,9 @@ class Index:
     """The stage-04 tables loaded for scoring, each term's postings as one slice: `chunk[indptr[t]:
     indptr[t+1]]` are the chunks term t occurs in (in corpus order), `impact[...]` its BM25 weight in each."""
 
-    def __init__(self, ctx, postings: bool = True):
+    asked = None  # with `queries`: the postings held are only their terms' (pipekit/retrieve/asked.py)
+
+    def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None):
         # postings=False: no scoring (a client whose workers score: pipekit/retrieve/shards.py).
         t0 = time.perf_counter()
         chunks_path = ctx.require("04_chunks.parquet", get_stage(4))
@@ -141,6 +144,10 @@ class Index:
         self._postings_path = ctx.path("04_postings.parquet")
         # Postings cut into shards by document are merged here term by term (pipekit/index/layout.py).
         self._shards = ShardedPostings(self._postings_path, self.stats.get("shards"), len(self.df))
+        if postings and queries is not None and (self._shards.shards is None or len(self._shards.shards) == 1):
+            ids = self._term_ids(self.analyzer.tokens(queries)[0])
+            self.asked = AskedPostings(self.df, ids[ids >= 0])
+            self.indptr = self.asked.indptr  # every other term's run is empty
         self._tf = self._forward = self._noise = None
         # Not the columns nothing reads (at 1M passages the hashes alone were 19 MB of 100).
         self.chunks = io.read_table(chunks_path, [n for n in io.schema(chunks_path).names if n not in UNREAD_04])
@@ -154,7 +161,8 @@ class Index:
         self.repeats = None  # with retrieval.repeats: collapse, what finds them (pipekit/retrieve/repeats.py)
         self.note = ctx.note
         self.load_seconds = time.perf_counter() - t0
-        ctx.note(f"index loaded in {self.load_seconds:.2f} s ({int(self.indptr[-1]):,} postings, "
+        held = f" of the {self.asked.terms:,} asked" if self.asked is not None else ""
+        ctx.note(f"index loaded in {self.load_seconds:.2f} s ({int(self.indptr[-1]):,} postings{held}, "
                  f"{len(self.df):,} terms, {self.stats['N']:,} chunks)")
 
     def _derived(self, chunks: pa.Table, zeros) -> dict:
@@ -167,7 +175,7 @@ class Index:
         self.impact = self._read_column("impact", np.float64, zeros)
         # Each term's largest impact: the most it can add to any chunk's score (for pruning).
         max_impact = np.zeros(len(self.df), dtype=np.float64)
-        has = self.df > 0
+        has = np.diff(self.indptr) > 0  # (the terms whose postings are held)
         if has.any():
             max_impact[has] = np.maximum.reduceat(self.impact, self.indptr[:-1][has])
         dense_ids, dense = self._dense_rows(zeros)
@@ -182,6 +190,9 @@ class Index:
         return self._tf
 
     def _read_column(self, name: str, dtype, zeros=np.empty) -> np.ndarray:
+        if self.asked is not None:  # (a single table: only an index of several shards is read whole)
+            out = self.asked.read(self._postings_path, name, dtype, cores(), zeros)
+            return out - dtype(self._shards.first) if name == "chunk" and self._shards.first else out
         n = int(self.indptr[-1])
         return self._shards.read(name, dtype, n, zeros((n,), dtype), cores())
 
@@ -199,6 +210,8 @@ class Index:
         twice as hard)."""
         flat, parent = self.analyzer.tokens(texts)
         ids = self._term_ids(flat)
+        if self.asked is not None:
+            self.asked.check(ids)
         qtf: list[dict[str, int]] = [{} for _ in texts]
         known: list[dict[int, int]] = [{} for _ in texts]
         for q, w, t in zip(parent.tolist(), flat.to_pylist(), ids.tolist()):  # a few terms per query: cheap
@@ -324,7 +337,8 @@ class Index:
     def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, list]:
         """The commonest terms' ids, and their impacts in every chunk (0 where absent), coded: a term in
         over 1/DENSE_SHARE of the chunks is looked up by a plain index (ranks.common_term_rows)."""
-        return common_term_rows(self.df, len(self.lengths), self._postings_of, DENSE_SHARE, DENSE_TERMS, zeros)
+        held = np.diff(self.indptr)  # df, or 0 for a term not asked
+        return common_term_rows(held, len(self.lengths), self._postings_of, DENSE_SHARE, DENSE_TERMS, zeros)
 
     def _lookup(self, t, cand: np.ndarray, w: float = 1.0) -> np.ndarray:
         """Term t's impact times w in each of the sorted chunks `cand` (0 where it is absent)."""
@@ -546,7 +560,9 @@ def run(ctx) -> None:
     qrels = load_qrels(sec["qrels"]) if sec["qrels"] else None  # fail before any work
     here, feedback, depth = ctx.engine.kind == "local", feedback_of(sec), max(DEPTH, sec["top_k"])
     mixing = (sec["section_context"], sec["dense_weight"])  # what a worker scores with, beside the index
-    index = Index(ctx, postings=here or sec["explain"])  # on a cluster the workers score
+    # Only the postings of the queries' terms (feedback adds terms found in the results: all of them).
+    asked = [text for _, text in queries] if feedback is None else None
+    index = Index(ctx, postings=here or sec["explain"], queries=asked)  # on a cluster the workers score
     chunks_03 = ctx.require("03_chunks.parquet", get_stage(3))
     if io.read_meta(chunks_03).get("fingerprint") != index.meta["inputs"]["upstream"]:
         raise PipelineError("03_chunks.parquet changed since the index was built: run `python 04_indexing.py`")
