@@ -95,8 +95,8 @@ from pipekit.retrieve.asked import AskedPostings
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
-from pipekit.retrieve.ranks import (TopPostings, common_term_rows, masked, nth_best_document, rank, row_lookup,
-                                    sorted_unique)
+from pipekit.retrieve.ranks import (TopPostings, common_term_rows, document_codes, masked, nth_best_document, rank,
+                                    row_lookup, sorted_unique)
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
 from pipekit.run.arrays import run_starts
 from pipekit.retrieve.sections import section_context
@@ -169,7 +169,7 @@ class Index:
         """What scoring needs beyond the terms, by name: built here, or for one part of the index
         on a worker (pipekit/retrieve/shards.py).  Documents become small integers (first-appearance
         order): a document's best chunk is then a group-by on ints, not on a million strings."""
-        docs = pc.dictionary_encode(chunks.column("doc_id").combine_chunks())
+        doc_names, doc_codes = document_codes(chunks.column("doc_id").combine_chunks())
         self.lengths = chunks.column("length").to_numpy()
         self.chunk = self._read_column("chunk", np.int32, zeros)
         self.impact = self._read_column("impact", np.float64, zeros)
@@ -179,7 +179,7 @@ class Index:
         if has.any():
             max_impact[has] = np.maximum.reduceat(self.impact, self.indptr[:-1][has])
         dense_ids, dense = self._dense_rows(zeros)
-        return {"lengths": self.lengths, "doc_names": docs.dictionary, "doc_codes": np.asarray(docs.indices, np.int64),
+        return {"lengths": self.lengths, "doc_names": doc_names, "doc_codes": doc_codes,
                 "chunk": self.chunk, "impact": self.impact, "max_impact": max_impact, "dense_ids": dense_ids,
                 "dense": dense}
 
