@@ -452,6 +452,8 @@ def test_an_index_loaded_for_its_queries_answers_them_as_the_whole_index(tmp_pat
     queries = random_queries(rng, words[:60], n=120)
     asked = retrieval.Index(OutputReader(tmp_path), queries=[t for _, t in queries])
     assert 0 < len(asked.chunk) < len(whole.chunk) and len(asked.impact) == len(asked.chunk)
+    analysed = []  # the queries it was loaded for are not analysed again (200k stems: 0.63 s)
+    monkeypatch.setattr(asked, "analyzer", type("Counting", (), {"tokens": lambda self, t: analysed.append(t)})())
     assert 0 < len(asked.dense_ids) <= len(whole.dense_ids)
     for way in WAYS.values():
         with monkeypatch.context() as m:
@@ -466,6 +468,8 @@ def test_an_index_loaded_for_its_queries_answers_them_as_the_whole_index(tmp_pat
             for x, y in zip(a, b):
                 assert x.tolist() == y.tolist()
             assert run_a == run_b
+    assert analysed == []
+    monkeypatch.undo()
     assert asked.tf.tolist() == np.concatenate([whole.tf[whole.indptr[t]:whole.indptr[t + 1]]
                                                for t in np.flatnonzero(np.diff(asked.indptr))]).tolist()
     unasked = next(w for w in words[60:] if whole._term_ids(pa.array([w]))[0] >= 0)
