@@ -60,7 +60,8 @@ BM25 candidates are fused with the query's cosine to every chunk (pipekit/retrie
 (1 − w)·BM25 + w·cosine, each divided by the best of its own top 100, so a passage that
 answers in other words than the question's can still rank (`candidates`, then `fuse`).
 
-Public pieces (other tools reuse them): `Index(ctx)`, `Index.query_terms(texts)` ->
+Public pieces (other tools reuse them): `Index(ctx, queries=None)` (given the queries, only their
+terms' postings: pipekit/retrieve/asked.py), `Index.query_terms(texts)` ->
 [QueryTerms], `Index.expand(q, Feedback)`, `Index.best_candidates(ids, depth, weights)`,
 `Index.scores(ids, at_least, weights)`, `Index.explain(q, chunk)`, `rank(...)` (pipekit/retrieve/ranks.py), and
 `search(index, queries, top_k, depth, feedback=...)` which does all of it for a list.
@@ -76,7 +77,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipekit.run import io
 from pipekit.index.analyzer import Analyzer
@@ -122,7 +122,6 @@ class Index:
     indptr[t+1]]` are the chunks term t occurs in (in corpus order), `impact[...]` its BM25 weight in each."""
 
     asked = None  # with `queries`: the postings held are only their terms' (pipekit/retrieve/asked.py)
-
     def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None):
         # postings=False: no scoring (a client whose workers score: pipekit/retrieve/shards.py).
         t0 = time.perf_counter()
@@ -145,10 +144,8 @@ class Index:
         # Postings cut into shards by document are merged here term by term (pipekit/index/layout.py).
         self._shards = ShardedPostings(self._postings_path, self.stats.get("shards"), len(self.df))
         if postings and queries is not None and (self._shards.shards is None or len(self._shards.shards) == 1):
-            # Analysed once: a query set over the whole vocabulary spent 0.63 s of 200k stems on it.
-            self._scored = (list(queries), self.query_terms(queries))
-            ids = [np.zeros(0, np.int64)] + [q.ids for q in self._scored[1]]
-            self.asked = AskedPostings(self.df, np.concatenate(ids))
+            self._scored = (list(queries), self.query_terms(queries))  # analysed once (200k stems: 0.63 s)
+            self.asked = AskedPostings(self.df, [q.ids for q in self._scored[1]], self._shards.first)
             self.indptr = self.asked.indptr  # every other term's run is empty
         self._tf = self._forward = self._noise = None
         # Not the columns nothing reads (at 1M passages the hashes alone were 19 MB of 100).
@@ -193,8 +190,7 @@ class Index:
 
     def _read_column(self, name: str, dtype, zeros=np.empty) -> np.ndarray:
         if self.asked is not None:  # (a single table: only an index of several shards is read whole)
-            out = self.asked.read(self._postings_path, name, dtype, cores(), zeros)
-            return out - dtype(self._shards.first) if name == "chunk" and self._shards.first else out
+            return self.asked.read(self._postings_path, name, dtype, cores(), zeros)
         n = int(self.indptr[-1])
         return self._shards.read(name, dtype, n, zeros((n,), dtype), cores())
 
@@ -213,9 +209,7 @@ class Index:
         if self.asked is not None and texts == self._scored[0]:
             return list(self._scored[1])  # the queries it was loaded for
         flat, parent = self.analyzer.tokens(texts)
-        ids = self._term_ids(flat)
-        if self.asked is not None:
-            self.asked.check(ids)
+        ids = self._term_ids(flat) if self.asked is None else self.asked.check(self._term_ids(flat))
         qtf: list[dict[str, int]] = [{} for _ in texts]
         known: list[dict[int, int]] = [{} for _ in texts]
         for q, w, t in zip(parent.tolist(), flat.to_pylist(), ids.tolist()):  # a few terms per query: cheap
@@ -564,9 +558,8 @@ def run(ctx) -> None:
     qrels = load_qrels(sec["qrels"]) if sec["qrels"] else None  # fail before any work
     here, feedback, depth = ctx.engine.kind == "local", feedback_of(sec), max(DEPTH, sec["top_k"])
     mixing = (sec["section_context"], sec["dense_weight"])  # what a worker scores with, beside the index
-    # Only the postings of the queries' terms (feedback adds terms found in the results: all of them).
-    asked = [text for _, text in queries] if feedback is None else None
-    index = Index(ctx, postings=here or sec["explain"], queries=asked)  # on a cluster the workers score
+    asked = [text for _, text in queries] if feedback is None else None  # (rm3 adds terms from the results)
+    index = Index(ctx, here or sec["explain"], asked)  # only the asked terms' postings; on a cluster the workers score
     chunks_03 = ctx.require("03_chunks.parquet", get_stage(3))
     if io.read_meta(chunks_03).get("fingerprint") != index.meta["inputs"]["upstream"]:
         raise PipelineError("03_chunks.parquet changed since the index was built: run `python 04_indexing.py`")

@@ -34,10 +34,14 @@ SLICES = 1024  # runs in a row group up to which each is a slice copied (~1 µs)
 class AskedPostings:
     """The asked terms' runs of rows in a term-major postings file, and where each lands."""
 
-    def __init__(self, df: np.ndarray, term_ids: np.ndarray):
+    def __init__(self, df: np.ndarray, term_ids, first: int = 0):
+        """`term_ids`: the asked terms, an array or a list of arrays (each query's);
+        `first`: the number of the file's first chunk (the held chunks count from it)."""
         df = np.asarray(df, dtype=np.int64)
         self.held = np.zeros(len(df), dtype=bool)
-        self.held[np.asarray(term_ids, dtype=np.int64)] = True
+        for ids in term_ids if isinstance(term_ids, list) else [term_ids]:
+            self.held[np.asarray(ids, dtype=np.int64)] = True
+        self.first = int(first)
         self.terms = int(self.held.sum())
         start = np.zeros(len(df) + 1, dtype=np.int64)  # each term's first row in the file
         np.cumsum(df, out=start[1:])
@@ -60,13 +64,15 @@ class AskedPostings:
         """Postings held."""
         return int(self.indptr[-1])
 
-    def check(self, term_ids: np.ndarray) -> None:
-        """Refuse terms whose postings were not read (a query the index was not loaded for)."""
+    def check(self, term_ids: np.ndarray) -> np.ndarray:
+        """The term ids (-1: unknown), or an error for a term whose postings were not read
+        (a query the index was not loaded for)."""
         ids = np.asarray(term_ids, dtype=np.int64)
         missing = ids[(ids >= 0) & ~self.held[np.maximum(ids, 0)]]
         if len(missing):
             raise PipelineError(f"this index holds the postings of {self.terms:,} terms only (those of the queries "
                                 f"it was loaded for); term {int(missing[0])} is not one of them: load it whole")
+        return term_ids
 
     def read(self, path: Path, name: str, dtype, threads: int = 1, zeros=np.empty) -> np.ndarray:
         """Column `name` of the held postings (term-major, as the file orders them)."""
@@ -104,4 +110,6 @@ class AskedPostings:
         # Row groups decode and copy outside the GIL: one thread per core fills its share.
         with ThreadPoolExecutor(max(threads, 1)) as pool:
             list(pool.map(fill, groups))
+        if name == "chunk" and self.first:
+            out -= dtype(self.first)  # chunks numbered from this index's first
         return out
