@@ -60,7 +60,8 @@ BM25 candidates are fused with the query's cosine to every chunk (pipekit/retrie
 (1 − w)·BM25 + w·cosine, each divided by the best of its own top 100, so a passage that
 answers in other words than the question's can still rank (`candidates`, then `fuse`).
 
-Public pieces (other tools reuse them): `Index(ctx)`, `Index.query_terms(texts)` ->
+Public pieces (other tools reuse them): `Index(ctx, queries=None)` (given the queries, only their
+terms' postings: pipekit/retrieve/asked.py), `Index.query_terms(texts)` ->
 [QueryTerms], `Index.expand(q, Feedback)`, `Index.best_candidates(ids, depth, weights)`,
 `Index.scores(ids, at_least, weights)`, `Index.explain(q, chunk)`, `rank(...)` (pipekit/retrieve/ranks.py), and
 `search(index, queries, top_k, depth, feedback=...)` which does all of it for a list.
@@ -76,7 +77,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from pipekit.run import io
 from pipekit.index.analyzer import Analyzer
@@ -91,11 +91,12 @@ from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, feedback_no
 from pipekit.retrieve.shards import answer as shard_answer, on_shards
 from pipekit.retrieve.results import (METRICS, added_terms, also_column, chunk_texts, collect_answers, evaluate,
                              explain_rows, judged_in_index, no_terms_line, print_results, results_table)
+from pipekit.retrieve.asked import AskedPostings
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
-from pipekit.retrieve.ranks import (TopPostings, common_term_rows, masked, nth_best_document, rank, row_lookup,
-                                    sorted_unique)
+from pipekit.retrieve.ranks import (TopPostings, common_term_rows, document_codes, masked, nth_best_document, rank,
+                                    row_lookup, sorted_unique)
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
 from pipekit.run.arrays import run_starts
 from pipekit.retrieve.sections import section_context
@@ -120,7 +121,8 @@ class Index:
     """The stage-04 tables loaded for scoring, each term's postings as one slice: `chunk[indptr[t]:
     indptr[t+1]]` are the chunks term t occurs in (in corpus order), `impact[...]` its BM25 weight in each."""
 
-    def __init__(self, ctx, postings: bool = True):
+    asked = None  # with `queries`: the postings held are only their terms' (pipekit/retrieve/asked.py)
+    def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None):
         # postings=False: no scoring (a client whose workers score: pipekit/retrieve/shards.py).
         t0 = time.perf_counter()
         chunks_path = ctx.require("04_chunks.parquet", get_stage(4))
@@ -141,6 +143,10 @@ class Index:
         self._postings_path = ctx.path("04_postings.parquet")
         # Postings cut into shards by document are merged here term by term (pipekit/index/layout.py).
         self._shards = ShardedPostings(self._postings_path, self.stats.get("shards"), len(self.df))
+        if postings and queries is not None and (self._shards.shards is None or len(self._shards.shards) == 1):
+            self._scored = (list(queries), self.query_terms(queries))  # analysed once (200k stems: 0.63 s)
+            self.asked = AskedPostings(self.df, [q.ids for q in self._scored[1]], self._shards.first)
+            self.indptr = self.asked.indptr  # every other term's run is empty
         self._tf = self._forward = self._noise = None
         # Not the columns nothing reads (at 1M passages the hashes alone were 19 MB of 100).
         self.chunks = io.read_table(chunks_path, [n for n in io.schema(chunks_path).names if n not in UNREAD_04])
@@ -154,24 +160,25 @@ class Index:
         self.repeats = None  # with retrieval.repeats: collapse, what finds them (pipekit/retrieve/repeats.py)
         self.note = ctx.note
         self.load_seconds = time.perf_counter() - t0
-        ctx.note(f"index loaded in {self.load_seconds:.2f} s ({int(self.indptr[-1]):,} postings, "
+        held = f" of the {self.asked.terms:,} asked" if self.asked is not None else ""
+        ctx.note(f"index loaded in {self.load_seconds:.2f} s ({int(self.indptr[-1]):,} postings{held}, "
                  f"{len(self.df):,} terms, {self.stats['N']:,} chunks)")
 
     def _derived(self, chunks: pa.Table, zeros) -> dict:
         """What scoring needs beyond the terms, by name: built here, or for one part of the index
         on a worker (pipekit/retrieve/shards.py).  Documents become small integers (first-appearance
         order): a document's best chunk is then a group-by on ints, not on a million strings."""
-        docs = pc.dictionary_encode(chunks.column("doc_id").combine_chunks())
+        doc_names, doc_codes = document_codes(chunks.column("doc_id").combine_chunks())
         self.lengths = chunks.column("length").to_numpy()
         self.chunk = self._read_column("chunk", np.int32, zeros)
         self.impact = self._read_column("impact", np.float64, zeros)
         # Each term's largest impact: the most it can add to any chunk's score (for pruning).
         max_impact = np.zeros(len(self.df), dtype=np.float64)
-        has = self.df > 0
+        has = np.diff(self.indptr) > 0  # (the terms whose postings are held)
         if has.any():
             max_impact[has] = np.maximum.reduceat(self.impact, self.indptr[:-1][has])
         dense_ids, dense = self._dense_rows(zeros)
-        return {"lengths": self.lengths, "doc_names": docs.dictionary, "doc_codes": np.asarray(docs.indices, np.int64),
+        return {"lengths": self.lengths, "doc_names": doc_names, "doc_codes": doc_codes,
                 "chunk": self.chunk, "impact": self.impact, "max_impact": max_impact, "dense_ids": dense_ids,
                 "dense": dense}
 
@@ -182,6 +189,8 @@ class Index:
         return self._tf
 
     def _read_column(self, name: str, dtype, zeros=np.empty) -> np.ndarray:
+        if self.asked is not None:  # (a single table: only an index of several shards is read whole)
+            return self.asked.read(self._postings_path, name, dtype, cores(), zeros)
         n = int(self.indptr[-1])
         return self._shards.read(name, dtype, n, zeros((n,), dtype), cores())
 
@@ -197,8 +206,10 @@ class Index:
         order), each weighted by qtf, how many times the query says it (SPEC; Lucene,
         Anserini and bm25s count a repeated term each time: "flow ... flow" asks for flow
         twice as hard)."""
+        if self.asked is not None and texts == self._scored[0]:
+            return list(self._scored[1])  # the queries it was loaded for
         flat, parent = self.analyzer.tokens(texts)
-        ids = self._term_ids(flat)
+        ids = self._term_ids(flat) if self.asked is None else self.asked.check(self._term_ids(flat))
         qtf: list[dict[str, int]] = [{} for _ in texts]
         known: list[dict[int, int]] = [{} for _ in texts]
         for q, w, t in zip(parent.tolist(), flat.to_pylist(), ids.tolist()):  # a few terms per query: cheap
@@ -324,7 +335,8 @@ class Index:
     def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, list]:
         """The commonest terms' ids, and their impacts in every chunk (0 where absent), coded: a term in
         over 1/DENSE_SHARE of the chunks is looked up by a plain index (ranks.common_term_rows)."""
-        return common_term_rows(self.df, len(self.lengths), self._postings_of, DENSE_SHARE, DENSE_TERMS, zeros)
+        held = np.diff(self.indptr)  # df, or 0 for a term not asked
+        return common_term_rows(held, len(self.lengths), self._postings_of, DENSE_SHARE, DENSE_TERMS, zeros)
 
     def _lookup(self, t, cand: np.ndarray, w: float = 1.0) -> np.ndarray:
         """Term t's impact times w in each of the sorted chunks `cand` (0 where it is absent)."""
@@ -546,7 +558,8 @@ def run(ctx) -> None:
     qrels = load_qrels(sec["qrels"]) if sec["qrels"] else None  # fail before any work
     here, feedback, depth = ctx.engine.kind == "local", feedback_of(sec), max(DEPTH, sec["top_k"])
     mixing = (sec["section_context"], sec["dense_weight"])  # what a worker scores with, beside the index
-    index = Index(ctx, postings=here or sec["explain"])  # on a cluster the workers score
+    asked = [text for _, text in queries] if feedback is None else None  # (rm3 adds terms from the results)
+    index = Index(ctx, here or sec["explain"], asked)  # only the asked terms' postings; on a cluster the workers score
     chunks_03 = ctx.require("03_chunks.parquet", get_stage(3))
     if io.read_meta(chunks_03).get("fingerprint") != index.meta["inputs"]["upstream"]:
         raise PipelineError("03_chunks.parquet changed since the index was built: run `python 04_indexing.py`")

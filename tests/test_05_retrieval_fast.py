@@ -388,3 +388,105 @@ def test_the_index_holds_no_unread_columns_and_drops_its_postings(tmp_path):
     assert len(index._dense) > 0 and index.impact is not None
     index.drop_postings()
     assert index.chunk is None and index.impact is None and index._dense == {}
+
+
+def postings_file(path, rng, n_terms=60, group=7):
+    """A term-major postings file as 04_postings lays it out (a run of rows a term, some
+    terms with none), in row groups of `group` rows; and each term's df."""
+    df = rng.integers(0, 9, size=n_terms) * (rng.random(n_terms) < 0.8)
+    n = int(df.sum())
+    table = pa.table({"term_id": np.repeat(np.arange(n_terms, dtype=np.int32), df),
+                      "chunk": rng.integers(0, 1000, size=n).astype(np.int32),
+                      "tf": rng.integers(1, 5, size=n).astype(np.int32), "impact": rng.random(n)})
+    pq.write_table(table, path, row_group_size=group)
+    return df, table
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0.02, 0.3, 0.9, 1.0]), st.sampled_from([0, 10**9]))
+def test_asked_postings_hold_each_asked_terms_run_and_decode_no_other_group(tmp_path_factory, seed, share, slices):
+    # Stage 05 reads of 04_postings only the runs of the terms its queries ask (issue 47):
+    # each asked term's postings exactly as the whole file has them, every other term's run
+    # empty, and a row group holding no asked posting is never decoded.  Both ways of
+    # copying a group's runs (a slice each, one mask) give the same.
+    import pyarrow.parquet as parquet
+    from pipekit.retrieve import asked as asked_module
+
+    rng = np.random.default_rng(seed)
+    path = tmp_path_factory.mktemp("asked") / "04_postings.parquet"
+    df, table = postings_file(path, rng)
+    ids = np.flatnonzero(rng.random(len(df)) < share)
+    held = asked_module.AskedPostings(df, ids)
+    start = np.concatenate([[0], np.cumsum(df)])
+    decoded = []
+    read = parquet.ParquetFile.read_row_group
+    try:
+        parquet.ParquetFile.read_row_group = lambda self, g, **kw: decoded.append(g) or read(self, g, **kw)
+        asked_module.SLICES, before = slices, asked_module.SLICES
+        got = {name: held.read(path, name, dtype, threads=2) for name, dtype in
+               (("chunk", np.int32), ("tf", np.int32), ("impact", np.float64))}
+    finally:
+        parquet.ParquetFile.read_row_group = read
+        asked_module.SLICES = before
+    for name in got:
+        whole = table.column(name).to_numpy()
+        assert got[name].dtype == whole.dtype and len(got[name]) == int(df[ids].sum())
+        for t in range(len(df)):
+            lo, hi = held.indptr[t], held.indptr[t + 1]
+            if t in ids:
+                assert got[name][lo:hi].tolist() == whole[start[t]:start[t + 1]].tolist()
+            else:
+                assert lo == hi
+    rows_of_group = np.arange(len(table)) // 7
+    wanted = sorted(set(rows_of_group[np.isin(table.column("term_id").to_numpy(), ids)].tolist()))
+    assert sorted(decoded) == sorted(wanted * 3)  # each wanted group once a column, no other
+
+
+def test_an_index_loaded_for_its_queries_answers_them_as_the_whole_index(tmp_path, monkeypatch):
+    # Stage 05 loads the postings of its queries' terms only; every way of answering gives
+    # the same bits as the whole index, and a term it was not loaded for is refused, not
+    # scored as found nowhere.
+    rng = np.random.default_rng(11)
+    words, texts, doc_ids = random_corpus(rng, vocab=120)
+    whole = build(tmp_path, texts, doc_ids)
+    queries = random_queries(rng, words[:60], n=120)
+    asked = retrieval.Index(OutputReader(tmp_path), queries=[t for _, t in queries])
+    assert 0 < len(asked.chunk) < len(whole.chunk) and len(asked.impact) == len(asked.chunk)
+    analysed = []  # the queries it was loaded for are not analysed again (200k stems: 0.63 s)
+    monkeypatch.setattr(asked, "analyzer", type("Counting", (), {"tokens": lambda self, t: analysed.append(t)})())
+    assert 0 < len(asked.dense_ids) <= len(whole.dense_ids)
+    for way in WAYS.values():
+        with monkeypatch.context() as m:
+            for name, value in way.items():
+                m.setattr(retrieval, name, value)
+            for ix in (whole, asked):
+                ix.small_query = 0
+                ix.__dict__.update(ix._derived(ix.chunks, np.zeros))  # the rows as this way sets them
+                ix._dense, ix.dense = dict(zip(ix.dense_ids.tolist(), ix.dense)), None  # (None: no vectors)
+            a, run_a, _ = retrieval.search(whole, queries, 5, 12)
+            b, run_b, _ = retrieval.search(asked, queries, 5, 12)
+            for x, y in zip(a, b):
+                assert x.tolist() == y.tolist()
+            assert run_a == run_b
+    assert analysed == []
+    monkeypatch.undo()
+    assert asked.tf.tolist() == np.concatenate([whole.tf[whole.indptr[t]:whole.indptr[t + 1]]
+                                               for t in np.flatnonzero(np.diff(asked.indptr))]).tolist()
+    unasked = next(w for w in words[60:] if whole._term_ids(pa.array([w]))[0] >= 0)
+    with pytest.raises(retrieval.PipelineError, match="postings of .* terms only"):
+        retrieval.search(asked, [("x", unasked)], 5, 12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 5), max_size=40), st.randoms(use_true_random=False))
+def test_document_codes_are_dictionary_encodings_of_consecutive_documents(runs, rnd):
+    # A document's chunks are consecutive (stage 03 writes them so): numbering documents from
+    # the runs of doc_id gives exactly what hashing every id gave (0.3 s at 1M chunks).
+    import pyarrow.compute as pc
+
+    names = rnd.sample([f"doc{i}" for i in range(200)], len(runs))
+    doc_id = pa.array([name for name, n in zip(names, runs) for _ in range(n)], pa.string())
+    got_names, got_codes = ranks.document_codes(doc_id)
+    want = pc.dictionary_encode(doc_id)
+    assert got_names.to_pylist() == want.dictionary.to_pylist()
+    assert got_codes.dtype == np.int64 and got_codes.tolist() == np.asarray(want.indices).tolist()

@@ -81,6 +81,20 @@ def own_documents(doc_codes: np.ndarray) -> bool:
     return len(doc_codes) == 0 or int(doc_codes[-1]) == len(doc_codes) - 1
 
 
+def document_codes(doc_id: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """Each chunk's document as a number, in order of first appearance, and each number's
+    doc_id: what `pc.dictionary_encode` gives, found from runs instead.  A document's chunks
+    are consecutive in corpus order (stage 03 writes them so; `nth_best_document` relies on
+    it too), so a document starts where doc_id differs from the chunk before: one comparison
+    of neighbours, 6 ms at 1M chunks, where hashing the million ids took 0.29-0.34 s of stage
+    05's load (bench/README.md, issue 47)."""
+    n = len(doc_id)
+    new = np.ones(n, dtype=bool)
+    if n > 1:
+        new[1:] = np.asarray(pc.not_equal(doc_id.slice(1), doc_id.slice(0, n - 1)))
+    return doc_id.take(pa.array(np.flatnonzero(new))), np.cumsum(new) - 1
+
+
 def nth_best_document(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, n: int) -> float:
     """The n-th best document's score among chunks `cols` (in corpus order), 0 if fewer."""
     if len(vals) < n:

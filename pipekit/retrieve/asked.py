@@ -1,0 +1,115 @@
+"""The postings of the terms a set of queries asks for, and no others (stage 05, issue 47).
+
+Stage 05 knows every query before it scores, and a term no query has is never looked up:
+its postings need not be in memory.  On the bench's 1M-passage corpus its 1,000 queries ask
+2,427 of 200k terms, 48 % of the 54M postings (650 MB as the index holds them, chunk int32 +
+impact float64); 50 questions ask ~20 %, nine tenths of it the commonest terms' (counted;
+bench/README.md, "Stage 05 loads only what its queries ask").
+
+04_postings is term-major, so a term's postings are one run of rows, where the df of the
+terms before it says (04_terms).  `AskedPostings` reads those runs, row group by row group
+on a thread per core, into arrays that hold only them, and gives the index an `indptr` over
+those arrays in which every other term's run is empty.  Asked terms next to each other are
+one run: when every term is asked, a row group is copied in one slice, as a whole read does.
+
+What it does not do: read less than a row group (04_postings has no page index, and
+pyarrow reads no row range below a group: a group that holds one asked posting is decoded
+whole, so time falls only where whole groups are skipped), or answer a term it was not
+built for: `check` refuses it, rather than score it as absent from every chunk.  A
+Searcher and a server load every term: they do not know their queries yet.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from pipekit.run import io
+from pipekit.run.errors import PipelineError
+
+SLICES = 1024  # runs in a row group up to which each is a slice copied (~1 µs); past it one mask (~5 ms a group)
+
+
+class AskedPostings:
+    """The asked terms' runs of rows in a term-major postings file, and where each lands."""
+
+    def __init__(self, df: np.ndarray, term_ids, first: int = 0):
+        """`term_ids`: the asked terms, an array or a list of arrays (each query's);
+        `first`: the number of the file's first chunk (the held chunks count from it)."""
+        df = np.asarray(df, dtype=np.int64)
+        self.held = np.zeros(len(df), dtype=bool)
+        for ids in term_ids if isinstance(term_ids, list) else [term_ids]:
+            self.held[np.asarray(ids, dtype=np.int64)] = True
+        self.first = int(first)
+        self.terms = int(self.held.sum())
+        start = np.zeros(len(df) + 1, dtype=np.int64)  # each term's first row in the file
+        np.cumsum(df, out=start[1:])
+        self.rows = int(start[-1])
+        self.indptr = np.zeros(len(df) + 1, dtype=np.int64)  # ... and in the held arrays
+        np.cumsum(np.where(self.held, df, 0), out=self.indptr[1:])
+        t = np.flatnonzero(self.held & (df > 0))
+        lo, hi = start[t], start[t + 1]
+        # Runs that touch are one: t and t+1 both asked lie side by side in the file.
+        first = np.ones(len(t), dtype=bool)
+        first[1:] = lo[1:] != hi[:-1]
+        last = np.ones(len(t), dtype=bool)
+        last[:-1] = first[1:]
+        self.lo, self.hi = lo[first], hi[last]
+        self.dest = np.zeros(len(self.lo), dtype=np.int64)  # where each run starts in the held arrays
+        np.cumsum((self.hi - self.lo)[:-1], out=self.dest[1:])
+
+    @property
+    def n(self) -> int:
+        """Postings held."""
+        return int(self.indptr[-1])
+
+    def check(self, term_ids: np.ndarray) -> np.ndarray:
+        """The term ids (-1: unknown), or an error for a term whose postings were not read
+        (a query the index was not loaded for)."""
+        ids = np.asarray(term_ids, dtype=np.int64)
+        missing = ids[(ids >= 0) & ~self.held[np.maximum(ids, 0)]]
+        if len(missing):
+            raise PipelineError(f"this index holds the postings of {self.terms:,} terms only (those of the queries "
+                                f"it was loaded for); term {int(missing[0])} is not one of them: load it whole")
+        return term_ids
+
+    def read(self, path: Path, name: str, dtype, threads: int = 1, zeros=np.empty) -> np.ndarray:
+        """Column `name` of the held postings (term-major, as the file orders them)."""
+        if io.row_count(path) != self.rows:
+            raise PipelineError(f"{path}: {io.row_count(path):,} postings where 04_terms.parquet's df adds up to "
+                                f"{self.rows:,}: rerun `python 04_indexing.py`")
+        out = zeros((self.n,), dtype)
+        reader = io.thread_readers()
+        groups = io.row_groups(path)
+
+        def fill(group) -> None:
+            f, g, at, rows = group
+            # The runs this group holds rows of: [i, j), clipped to the group.
+            i = int(np.searchsorted(self.hi, at, side="right"))
+            j = int(np.searchsorted(self.lo, at + rows, side="left"))
+            if i >= j:
+                return  # no asked term here: the group is never decoded
+            col = reader(f).read_row_group(g, columns=[name]).column(0)
+            values = (col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()).to_numpy()
+            lo = np.maximum(self.lo[i:j], at) - at
+            hi = np.minimum(self.hi[i:j], at + rows) - at
+            d0 = int(self.dest[i] + (at + lo[0] - self.lo[i]))
+            if j - i <= SLICES:
+                for a, b in zip(lo.tolist(), hi.tolist()):
+                    out[d0:d0 + b - a] = values[a:b]
+                    d0 += b - a
+            else:
+                # Many short runs (rare terms side by side): one pass with a mask beats a
+                # Python slice a run; the group's held rows are consecutive in `out`.
+                edge = np.zeros(rows + 1, dtype=np.int8)
+                edge[lo], edge[hi] = 1, -1  # (runs never touch: no position is both)
+                keep = np.cumsum(edge[:-1], dtype=np.int8).view(bool)
+                np.compress(keep, values, out=out[d0:d0 + int((hi - lo).sum())])
+
+        # Row groups decode and copy outside the GIL: one thread per core fills its share.
+        with ThreadPoolExecutor(max(threads, 1)) as pool:
+            list(pool.map(fill, groups))
+        if name == "chunk" and self.first:
+            out -= dtype(self.first)  # chunks numbered from this index's first
+        return out
