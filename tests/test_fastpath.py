@@ -397,6 +397,23 @@ def test_word_counts_are_split_and_count_words(texts, skip):
     assert budget.tolist() == [count_words(t) for t in texts]
 
 
+@settings(max_examples=examples(300))
+@given(st.lists(st.none() | TEXTS | st.lists(st.sampled_from(["a", "Z", "7", " ", "\t", "\n", "\r", "\x00", "\x0b",
+                                                               "\x1f", "\x7f", "\x80", "é", "-", "@", "[", "`", "{"]),
+                                             max_size=8).map("".join), max_size=10), st.integers(0, 3))
+def test_ascii_one_line_is_the_regex(texts, skip):
+    """Stage 03's NumPy scan picks the texts Arrow's ASCII test and `_ONE_LINE` pick, nulls
+    and a slice's offset included."""
+    import pyarrow.compute as pc
+
+    column = pa.array(["pad"] * skip + texts, pa.string()).slice(skip)
+    want = pc.fill_null(pc.and_(pc.string_is_ascii(column), pc.match_substring_regex(column, chunk_fastpath._ONE_LINE)),
+                        False).to_pylist()
+    assert chunk_fastpath.ascii_one_line(column).tolist() == want
+    with pytest.raises(TypeError):
+        chunk_fastpath.ascii_one_line(column.cast(pa.string_view()))
+
+
 def test_one_chunk_picks_short_beir_lines_within_max():
     settings_ = S3.Settings(target=5, max=8, min=1)
     batch = pa.record_batch({
