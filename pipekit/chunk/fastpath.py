@@ -80,7 +80,7 @@ def _words(lines: pa.Array, budget: bool = True) -> tuple[np.ndarray, np.ndarray
     n_words = np.zeros(n, dtype=np.int64)
     if len(first):  # a sum from each non-empty string's start to the next one's (the empty ones hold no byte)
         n_words[filled] = np.add.reduceat(start, first, dtype=np.int64)
-    if not budget or not len(data):
+    if not budget or not _has_long_word(space, first, _RUN):
         return n_words, n_words
     # A word ends before a space, before the next string's first byte, or at the data's end.
     end = ~space
@@ -92,6 +92,25 @@ def _words(lines: pa.Array, budget: bool = True) -> tuple[np.ndarray, np.ndarray
     extra = (ends[long] - begins[long] - 1) // _RUN
     rows = np.searchsorted(offsets, begins[long], side="right") - 1
     return n_words, n_words + np.bincount(rows, weights=extra, minlength=n).astype(np.int64)
+
+
+def _has_long_word(space: np.ndarray, first: np.ndarray, run: int) -> bool:
+    """Whether any string holds more than `run` bytes in a row that are not `space`
+    (`first`: each non-empty string's first byte, where no run continues from the string
+    before).  Runs of 2, 4, 8 ... found by shifted ANDs: a few passes over the bytes, where
+    finding every word's start and end took 0.2 s at 200k passages that hold no such word."""
+    if len(space) <= run:
+        return False  # no room for run + 1 bytes
+    cont = ~space
+    cont[first] = False  # a string's first byte continues no run
+    # ahead[p]: bytes p .. p + width - 1 all continue a run
+    ahead, width = cont, 1
+    while width * 2 <= run:
+        ahead, width = ahead[:-width] & ahead[width:], width * 2
+    if width < run:
+        ahead = ahead[:-(run - width)] & ahead[run - width:]
+    # a byte that is not a space, followed by `run` bytes that continue its run
+    return bool((~space[:len(ahead) - 1] & ahead[1:]).any()) if len(ahead) > 1 else False
 
 
 def ascii_one_line(texts: pa.Array) -> np.ndarray:
