@@ -318,8 +318,13 @@ class ParquetSink:
         if data.num_rows == 0:
             return
         mark = (data.schema.metadata or {}).get(COPIED)
-        # Cast so a batch built from Python lists (int64, string) lands in the declared schema.
-        table = data.select(self.schema.names).cast(self.schema)
+        # Cast so a batch built from Python lists (int64, string) lands in the declared schema;
+        # only then: Table.cast rebuilt the table under the schema's provenance metadata even
+        # when every column already had its type, ~0.9 ms a batch (0.085 s of stage 02 at 200k
+        # passages).  The writer keeps its own schema's metadata either way.
+        table = data.select(self.schema.names)
+        if not table.schema.equals(self.schema, check_metadata=False):
+            table = table.cast(self.schema)
         self.rows += data.num_rows
         mark = json.loads(mark) if mark else None
         if mark and not mark[3]:
