@@ -590,17 +590,18 @@ def test_stage_writes_one_row_per_file_with_the_schema(tmp_path):
     assert any("blob.txt: binary file" in n for n in ctx.notes)
 
 
-def test_texts_are_stored_for_fast_reading_and_every_column_compressed(tmp_path):
-    """Texts are most of the bytes stages 02-05 read back: LZ4 decodes them ~5x faster than
-    Parquet's default (snappy) at the same size.  Per-column codecs name every leaf column
-    (a list's values, a struct's fields): one left out would be written uncompressed."""
+def test_texts_are_stored_for_fast_reading_and_every_other_column_compressed(tmp_path):
+    """Texts are most of the bytes stages 01-03 write and 02-05 read back: written as they
+    are (compressing them was most of the writer's time, issue 47), every other column
+    snappy.  Per-column codecs name every leaf column (a list's values, a struct's fields):
+    one left out would be written uncompressed."""
     corpus = tmp_path / "corpus"
     write(corpus / "a.md", "# A\n\nsome text\n")
     run_documents(tmp_path, corpus)
     meta = pq.ParquetFile(tmp_path / "out" / "01_documents.parquet").metadata.row_group(0)
     codecs_ = {meta.column(i).path_in_schema: meta.column(i).compression for i in range(meta.num_columns)}
     assert "outline.list.element.title" in codecs_ and "path.list.element" in codecs_
-    assert codecs_.pop("text") == "LZ4"
+    assert codecs_.pop("text") == "UNCOMPRESSED"
     assert set(codecs_.values()) == {"SNAPPY"}
     # Column types the stages do not write today are named as Parquet names them too.
     import pyarrow as pa
@@ -612,7 +613,7 @@ def test_texts_are_stored_for_fast_reading_and_every_column_compressed(tmp_path)
     sink.write(pa.table({"text": ["t"], "vector": [[1.0, 2.0]], "m": [[("k", 1)]], "ll": [[[1]]]}, schema=schema))
     sink.commit()
     meta = pq.ParquetFile(tmp_path / "odd.parquet").metadata.row_group(0)
-    assert [meta.column(i).compression for i in range(meta.num_columns)] == ["LZ4"] + ["SNAPPY"] * 4
+    assert [meta.column(i).compression for i in range(meta.num_columns)] == ["UNCOMPRESSED"] + ["SNAPPY"] * 4
 
 
 def test_rerun_gives_the_same_rows(tmp_path):

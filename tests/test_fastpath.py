@@ -397,6 +397,23 @@ def test_word_counts_are_split_and_count_words(texts, skip):
     assert budget.tolist() == [count_words(t) for t in texts]
 
 
+@settings(max_examples=examples(300))
+@given(st.lists(st.none() | TEXTS | st.lists(st.sampled_from(["a", "Z", "7", " ", "\t", "\n", "\r", "\x00", "\x0b",
+                                                               "\x1f", "\x7f", "\x80", "é", "-", "@", "[", "`", "{"]),
+                                             max_size=8).map("".join), max_size=10), st.integers(0, 3))
+def test_ascii_one_line_is_the_regex(texts, skip):
+    """Stage 03's NumPy scan picks the texts Arrow's ASCII test and `_ONE_LINE` pick, nulls
+    and a slice's offset included."""
+    import pyarrow.compute as pc
+
+    column = pa.array(["pad"] * skip + texts, pa.string()).slice(skip)
+    want = pc.fill_null(pc.and_(pc.string_is_ascii(column), pc.match_substring_regex(column, chunk_fastpath._ONE_LINE)),
+                        False).to_pylist()
+    assert chunk_fastpath.ascii_one_line(column).tolist() == want
+    with pytest.raises(TypeError):
+        chunk_fastpath.ascii_one_line(column.cast(pa.string_view()))
+
+
 def test_one_chunk_picks_short_beir_lines_within_max():
     settings_ = S3.Settings(target=5, max=8, min=1)
     batch = pa.record_batch({
@@ -421,3 +438,20 @@ def test_chunk_rows_hand_out_batches_of_exactly_the_size():
         sizes.append(rows.take().column("chunk_id").to_pylist())
     sizes.append(rows.take(everything=True).column("chunk_id").to_pylist())
     assert sizes == [["d#0", "e0#0", "e1#0"], ["e2#0", "e3#0", "d#0"], []]
+
+
+@settings(max_examples=examples(300))
+@given(st.lists(st.lists(st.sampled_from(["a", "bc", "x" * 9, "y" * 10, "z" * 11, " ", "\t", "\n", "\x1c"]),
+                         max_size=6).map("".join), max_size=6), st.integers(1, 12))
+def test_a_long_word_is_found_within_its_string_only(texts, run):
+    """`_has_long_word`'s shifted ANDs: more than `run` non-space bytes in a row inside one
+    string, never a run made of one string's end and the next one's start."""
+    import re
+
+    column = pa.array(texts, pa.string())
+    data = b"".join(t.encode() for t in texts)
+    space = np.isin(np.frombuffer(data, dtype=np.uint8), [32, 9, 10, 11, 12, 13, 28, 29, 30, 31])
+    lengths = np.array([len(t.encode()) for t in texts], dtype=np.int64)
+    first = (np.cumsum(lengths) - lengths)[lengths > 0]
+    want = any(re.search(r"[^ \t\n\x0b\x0c\r\x1c-\x1f]{%d}" % (run + 1), t) for t in texts)
+    assert chunk_fastpath._has_long_word(space, first, run) == want, (texts, column)

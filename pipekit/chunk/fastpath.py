@@ -40,7 +40,8 @@ __all__ = ["one_chunk", "single_chunks", "fast_pieces", "ChunkRows", "runs"]
 
 # ---- stage 03: records that are one chunk ----------------------------------------------------
 
-# One line (a newline only at the end), no control character, starting with a letter or digit.
+# One line (a newline only at the end), no control character, starting with a letter or digit:
+# the rule `ascii_one_line` must agree with (tests/test_fastpath.py draws texts through both).
 _ONE_LINE = r"^[A-Za-z0-9][^\n\x00-\x08\x0b-\x1f\x7f]*\n?$"
 
 
@@ -52,17 +53,16 @@ def runs(mask: np.ndarray) -> Iterator[tuple[int, int, bool]]:
         yield a, b, bool(mask[a])
 
 
-_LONG_RUN = r"[^ \t\n\x0b\x0c\r\x1c-\x1f]{11}"  # 11 characters str.split() does not split at (RE2)
-
-
 def _words(lines: pa.Array, budget: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """(len(s.split()), doctext.count_words(s)) of each ASCII string.  Words are counted
-    with NumPy over the column's bytes (a word starts where a space ends, or where its
-    string starts); the budget's count differs only for a string with a run of more than
-    10 characters, found by one regex search and counted by count_words itself (rare: a
-    URL).  Arrow's split made a string per word (2 s on 200k passages), its regex counts
-    a match at a time (1 s each).  `budget` False: the first count only (returned twice)."""
-    from pipekit.chunk.doctext import count_words
+    """(len(s.split()), doctext.count_words(s)) of each ASCII string (a string with other
+    characters gets counts of its bytes: one_chunk sizes ASCII texts only).  Words are
+    counted with NumPy over the column's bytes (a word starts where a space ends, or where
+    its string starts); the budget's count adds (length - 1) // 10 for each word longer than
+    10 characters (rare: a URL), from each word's length, its end minus its start.  Arrow's
+    split made a string per word (2 s on 200k passages), its regex counts a match at a time
+    (1 s each), and an RE2 search for such runs read the texts again (0.2 s at 200k,
+    issue 47).  `budget` False: the first count only (returned twice)."""
+    from pipekit.chunk.doctext import _RUN  # count_words' characters per word in a run without spaces
 
     lines = pc.fill_null(lines, "")
     n = len(lines)
@@ -74,17 +74,75 @@ def _words(lines: pa.Array, budget: bool = True) -> tuple[np.ndarray, np.ndarray
     space = (data == 32) | ((byte - 9).view(np.uint8) <= 4) | ((byte - 28).view(np.uint8) <= 3)
     start = ~space
     start[1:] &= space[:-1]
-    first = offsets[:-1][np.diff(offsets) > 0]  # each non-empty string's first byte
+    filled = np.diff(offsets) > 0
+    first = offsets[:-1][filled]  # each non-empty string's first byte
     start[first] = ~space[first]
     n_words = np.zeros(n, dtype=np.int64)
     if len(first):  # a sum from each non-empty string's start to the next one's (the empty ones hold no byte)
-        n_words[np.diff(offsets) > 0] = np.add.reduceat(start, first, dtype=np.int64)
-    if not budget:
+        n_words[filled] = np.add.reduceat(start, first, dtype=np.int64)
+    if not budget or not _has_long_word(space, first, _RUN):
         return n_words, n_words
-    units = n_words.copy()
-    for i in np.flatnonzero(np.asarray(pc.fill_null(pc.match_substring_regex(lines, _LONG_RUN), False))):
-        units[i] = count_words(lines[int(i)].as_py())
-    return n_words, units
+    # A word ends before a space, before the next string's first byte, or at the data's end.
+    end = ~space
+    end[:-1] &= space[1:] | start[1:]
+    begins, ends = np.flatnonzero(start), np.flatnonzero(end) + 1
+    long = np.flatnonzero(ends - begins > _RUN)
+    if not len(long):
+        return n_words, n_words
+    extra = (ends[long] - begins[long] - 1) // _RUN
+    rows = np.searchsorted(offsets, begins[long], side="right") - 1
+    return n_words, n_words + np.bincount(rows, weights=extra, minlength=n).astype(np.int64)
+
+
+def _has_long_word(space: np.ndarray, first: np.ndarray, run: int) -> bool:
+    """Whether any string holds more than `run` bytes in a row that are not `space`
+    (`first`: each non-empty string's first byte, where no run continues from the string
+    before).  Runs of 2, 4, 8 ... found by shifted ANDs: a few passes over the bytes, where
+    finding every word's start and end took 0.2 s at 200k passages that hold no such word."""
+    if len(space) <= run:
+        return False  # no room for run + 1 bytes
+    cont = ~space
+    cont[first] = False  # a string's first byte continues no run
+    # ahead[p]: bytes p .. p + width - 1 all continue a run
+    ahead, width = cont, 1
+    while width * 2 <= run:
+        ahead, width = ahead[:-width] & ahead[width:], width * 2
+    if width < run:
+        ahead = ahead[:-(run - width)] & ahead[run - width:]
+    # a byte that is not a space, followed by `run` bytes that continue its run
+    return bool((~space[:len(ahead) - 1] & ahead[1:]).any()) if len(ahead) > 1 else False
+
+
+def ascii_one_line(texts: pa.Array) -> np.ndarray:
+    """Which texts are ASCII and match `_ONE_LINE`: a letter or digit first, no newline but
+    one at the very end, no control character but tabs.  Read from the column's bytes with
+    NumPy, as stage 02's `already_clean` is: Arrow's regex read the texts at ~0.5 GB/s
+    (0.19 s of stage 03's 0.75 s of column work at 200k passages, issue 47).  One
+    comparison finds every byte outside printable ASCII; only those few are looked at."""
+    kind = getattr(texts, "type", None)
+    if not (isinstance(texts, pa.Array) and (pa.types.is_string(kind) or pa.types.is_large_string(kind))):
+        raise TypeError(f"ascii_one_line reads one string or large_string array, not {type(texts).__name__} "
+                        f"of {texts.type}")  # a string_view's buffers would be misread, silently
+    n = len(texts)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    offsets, data = string_buffers(texts)
+    lo = int(offsets[0])
+    b = data[lo:int(offsets[-1])]
+    starts, ends = offsets[:-1].astype(np.int64) - lo, offsets[1:].astype(np.int64) - lo
+    filled = ends > starts
+    head = b[np.minimum(starts, max(len(b) - 1, 0))] if len(b) else np.zeros(n, dtype=np.uint8)
+    lower = head | 0x20  # ASCII letters' lower case; digits and the rest stay apart from a-z
+    good = filled & (((head - np.uint8(48)) <= 9) | ((lower - np.uint8(97)) <= 25))
+    # Bytes outside 0x20-0x7e: b - 32 wraps below 0x20 to 224-255, and 0x7f and up stay >= 95.
+    odd = np.flatnonzero((b - np.uint8(32)) >= 95)
+    kind = b[odd]
+    at = np.searchsorted(ends, odd, side="right")
+    allowed = (kind == 9) | ((kind == 10) & (odd == ends[at] - 1))  # a tab, or the final newline
+    good[at[~allowed]] = False
+    if texts.null_count:
+        good &= np.asarray(texts.is_valid())
+    return good
 
 
 def one_chunk(batch: pa.RecordBatch, settings) -> tuple[np.ndarray, np.ndarray | None]:
@@ -96,8 +154,7 @@ def one_chunk(batch: pa.RecordBatch, settings) -> tuple[np.ndarray, np.ndarray |
         return np.zeros(n, dtype=bool), None
     text = batch.column("text")
     ok = pc.and_(pc.equal(batch.column("format"), "beir"), pc.is_valid(batch.column("path")))
-    ok = pc.and_(ok, pc.string_is_ascii(text))
-    ok = np.asarray(pc.fill_null(pc.and_(ok, pc.match_substring_regex(text, _ONE_LINE)), False), dtype=bool)
+    ok = np.asarray(pc.fill_null(ok, False), dtype=bool) & ascii_one_line(text)
     if not ok.any():
         return ok, None
     line = pc.utf8_rtrim(text, characters="\n")

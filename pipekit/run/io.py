@@ -41,10 +41,14 @@ from pipekit.run.errors import PipelineError
 META_KEY = b"pipekit"
 LONG_TEXT = frozenset({"text"})  # columns holding whole documents or chunks: written plain
 DISTINCT = frozenset({"chunk", "impact"})  # columns whose values rarely repeat: no dictionary
-# LONG_TEXT columns' codec; the rest keep Parquet's default, snappy.  LZ4 (pyarrow writes the
-# interoperable LZ4_RAW) decodes 200k passages' texts in 84 ms where snappy took 579, and
-# encodes them faster, at the same size; zstd is 30 % smaller but half as fast to read.
-TEXT_CODEC = "lz4"
+# LONG_TEXT columns' codec; the rest keep Parquet's default, snappy.  None: stages 01-03 each
+# write the texts once and the next stage reads them once, and compressing them was the
+# largest item of the writer (LZ4, the codec before: 0.27 s of CPU of 0.43 s to write 200k
+# passages' 01_documents, against 0.06 s plain; its decoding 84 ms a read, where snappy's
+# took 579).  The price is disk: LZ4 kept 66 % of the bench's synthetic texts (a 200k
+# corpus's 01-03 outputs 79-85 MB each, 115-121 MB plain); every stage's CPU, stage 05's
+# reads of its hits' texts and the trade measured: bench/README.md, "Scale" (issue 47).
+TEXT_CODEC = "none"
 # Row groups of an output with a LONG_TEXT column hold about this many bytes (decoded), so
 # a rerun copies unchanged groups as bytes (COPIED, below) and encodes again only the few
 # a change falls in: a group is copied whole or not at all.  Written as one group, stage
@@ -320,7 +324,8 @@ class ParquetSink:
             options["use_dictionary"] = [c for c, f in leaves if f not in LONG_TEXT | DISTINCT]
             if any(n in LONG_TEXT for n in schema.names):
                 options["write_statistics"] = [c for c, f in leaves if f not in LONG_TEXT]
-                # Texts are most of every byte stages 01-03 write and stages 02-05 read back.
+                # Texts are most of every byte stages 01-03 write and stages 02-05 read back:
+                # written as they are (TEXT_CODEC), the other columns compressed.
                 options["compression"] = {c: TEXT_CODEC if f in LONG_TEXT else "snappy" for c, f in leaves}
         self._writer = pq.ParquetWriter(self.tmp, self.schema, **options)
         # Encoding and compressing a batch (Parquet's C++, which lets go of the GIL) runs on
@@ -357,8 +362,13 @@ class ParquetSink:
         if data.num_rows == 0:
             return
         mark = (data.schema.metadata or {}).get(COPIED)
-        # Cast so a batch built from Python lists (int64, string) lands in the declared schema.
-        table = data.select(self.schema.names).cast(self.schema)
+        # Cast so a batch built from Python lists (int64, string) lands in the declared schema;
+        # only then: Table.cast rebuilt the table under the schema's provenance metadata even
+        # when every column already had its type, ~0.9 ms a batch (0.085 s of stage 02 at 200k
+        # passages).  The writer keeps its own schema's metadata either way.
+        table = data.select(self.schema.names)
+        if not table.schema.equals(self.schema, check_metadata=False):
+            table = table.cast(self.schema)
         self.rows += data.num_rows
         mark = json.loads(mark) if mark else None
         if mark and not mark[3]:
