@@ -87,6 +87,7 @@ from pipekit.index import counting
 from pipekit.index.counting import merge_slices, term_slice  # noqa: F401 (term_slice: a StageFunction by name)
 from pipekit.index import dense
 from pipekit.index import layout
+from pipekit.index.spill import Spill, SpilledPiece
 from pipekit.run import io
 from pipekit.index.analyzer import Analyzer
 from pipekit.cli import stage_main
@@ -228,39 +229,53 @@ def impacts(idf_t: np.ndarray, tf: np.ndarray, norm_c: np.ndarray, k1: float) ->
     return out
 
 
-def count_partition(section: dict, threads: int, pieces: bool, part) -> dict:
+def count_partition(section: dict, threads: int, pieces: bool, spill_to: str | None, part) -> dict:
     """The map step: the term counts of one partition of 03_chunks.parquet (a worker may
     run it; `section` is the plain config dict, which travels), on `threads` threads.
     What 04_chunks cites is read again from the partition when 04_chunks is written
     (`chunk_rows`): held through the counting, those columns were 218 MB of stage 04's
-    peak at a million passages; only doc_id stays (the shard plan needs it first)."""
+    peak at a million passages; only doc_id stays (the shard plan needs it first).
+    `spill_to`: a folder where the counts wait on disk (pipekit/index/spill.py)."""
     analyzer = Analyzer(stemmer=section["stemmer"], stopwords=section["stopwords"],
                         single_letters=section["single_letters"])
     counts = count_chunks(iter_rows(part, INDEXED_COLUMNS, batch_size=BATCH), analyzer, section["path_weight"],
                           heading_weight=section["heading_weight"], threads=threads, cited=["doc_id"],
-                          pieces=pieces)
+                          pieces=pieces, spill=Spill(spill_to) if spill_to and pieces else None)
     counts["source"] = part
     return counts
 
 
 def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, heading_weight: int = 1,
-                 threads: int = COUNTING_THREADS, cited: list[str] = CITED, pieces: bool = False) -> dict:
+                 threads: int = COUNTING_THREADS, cited: list[str] = CITED, pieces: bool = False,
+                 spill: Spill | None = None) -> dict:
     """Term counts of a run of chunk batches, term-major: for each of the (sorted) terms
     its chunks (numbered from 0 in this run) and tf ("col_ptr", "chunk", "tf"), plus each
     chunk's length, and the batches' `cited` columns ("meta": what 04_chunks prints, when
     nobody reads them again).  With `pieces`, the postings stay as each batch's
     (counting.Piece, "pieces") with each term's df and each chunk's number of postings
     ("nnz"): `term_slice` puts a range of terms together when it is written, so the
-    corpus's postings are never held twice (as the batches' and as one table)."""
+    corpus's postings are never held twice (as the batches' and as one table).  With a
+    `spill` file too, each batch's counts wait in it, not in memory, from the moment they
+    are counted (its word counts) and converted (its postings): what is held then grows
+    with the vocabulary and the chunks, not with the postings (pipekit/index/spill.py)."""
     vocab = Vocabulary(analyzer)
     parts, meta_cols = deque(), []
+    if not pieces:
+        spill = None  # (one table of the corpus is made in memory anyway)
+
     # Two batches counted at once: Arrow's kernels and NumPy's loops let go of the GIL,
     # and on one thread stage 04 left the second core idle while the first cut words.
-    count = lambda batch: (batch, count_batch(analyzer, batch, path_weight, heading_weight))
-    for batch, (dictionary, ids, counts, nnz) in map_ahead(count, progress(batches), threads):
+    def count(batch):
+        dictionary, ids, counts, nnz = count_batch(analyzer, batch, path_weight, heading_weight)
+        counts = counting.narrow_counts(counts)  # 2 bytes a count while they fit
+        if spill is not None:
+            ids, counts = spill.put(ids), spill.put(counts)
+        return batch, dictionary, ids, counts, nnz
+
+    for batch, dictionary, ids, counts, nnz in map_ahead(count, progress(batches), threads):
         advance(batch.num_rows)  # the local engine's bar (a cluster counts partitions instead)
-        ids += np.int32(vocab.add(dictionary))
-        parts.append((ids, counting.narrow_counts(counts), nnz))  # 2 bytes a count while they fit
+        # (each batch's word ids are made unique across batches when it is converted, below)
+        parts.append((vocab.add(dictionary), ids, counts, nnz))
         meta_cols.append(batch.select([c for c in cited if c in batch.schema.names]))
         if len(parts) % RELEASE_EVERY == 0:
             # The batches' temporaries, freed between the arrays kept, stay in malloc's heaps
@@ -274,20 +289,34 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     # batch's word ids freed as it is converted.  One CSR of the corpus (every batch
     # concatenated: parts and whole alive at once) and its CSC side by side were 2.4
     # copies of the postings on one core (bench/README.md, session 20).
-    firsts = np.concatenate([[0], np.cumsum([len(p[2]) for p in parts])]).astype(np.int64)
+    firsts = np.concatenate([[0], np.cumsum([len(p[3]) for p in parts])]).astype(np.int64)
 
     def taken():
         for first in firsts[:-1].tolist():
             yield first, parts.popleft()
 
     def convert(item):
-        first, part = item
-        return counting.batch_postings(term_of_local, *part, n_terms, first)
+        first, (start, ids, counts, nnz) = item
+        if spill is not None:
+            ids, counts = spill.get(ids), spill.get(counts)
+        ids += np.int32(start)
+        piece, n = counting.batch_postings(term_of_local, ids, counts, nnz, n_terms, first)
+        if not pieces:
+            return piece, n, None
+        # What the reduce needs of the batch (its terms' df, its chunks' numbers of postings),
+        # taken before its postings go to the spill file.
+        summary = (piece.terms, piece.df, np.bincount(piece.chunk - np.int32(first), minlength=len(n)))
+        return (SpilledPiece(spill, piece) if spill is not None else piece), n, summary
 
     batch_pieces, lengths = deque(), []
-    for piece, n in map_ahead(convert, taken(), threads):
+    df = np.zeros(n_terms, dtype=np.int64)
+    nnz = []
+    for piece, n, summary in map_ahead(convert, taken(), threads):
         batch_pieces.append(piece)
         lengths.append(n)
+        if summary is not None:
+            df[summary[0]] += summary[1]  # a term appears once per batch: no repeated index
+            nnz.append(summary[2].astype(np.int32))
         if len(batch_pieces) % RELEASE_EVERY == 0:
             release_freed_memory()  # the converted batches' word ids, freed
     term_of_local = None  # (the closure above reads it: freed, not deleted)
@@ -295,11 +324,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     counts = {"terms": terms, "lengths": lengths,
               "meta": pa.Table.from_batches(meta_cols) if meta_cols else None}
     if pieces:  # kept by batch: each term range of the postings is put together when it is written
-        df = np.zeros(n_terms, dtype=np.int64)
-        nnz = np.zeros(len(lengths), dtype=np.int32)
-        for piece, first, end in zip(batch_pieces, firsts[:-1], firsts[1:]):
-            df[piece.terms] += piece.df
-            nnz[first:end] = np.bincount(piece.chunk - np.int32(first), minlength=int(end - first))
+        nnz = np.concatenate(nnz) if nnz else np.zeros(0, np.int32)
         return {**counts, "pieces": list(batch_pieces), "df": df, "nnz": nnz}
     col_ptr, chunk_of, tf_of = counting.place(n_terms, batch_pieces, release_freed_memory, RELEASE_EVERY)
     release_freed_memory()
@@ -515,10 +540,14 @@ def run(ctx) -> None:
     # A cluster's worker process is one core (engine.py starts one thread a worker), so its
     # partitions are counted on one thread: two there only oversubscribed the machine.
     threads = COUNTING_THREADS if engine.kind == "local" else 1
-    count = StageFunction(4, "count_partition", (sec, threads, True))
+    # The local engine's counts wait in a file in the output folder (pipekit/index/spill.py), not
+    # in memory: there they made the stage's peak grow with the postings.  (A cluster's workers
+    # keep theirs in memory: that is where a cluster holds them.)
+    spill_to = str(ctx.output_dir) if engine.kind == "local" else None
+    count = StageFunction(4, "count_partition", (sec, threads, True, spill_to))
     with watched(ctx.upstream_rows if engine.kind == "local" else 0, "04 counting", "chunk", ctx.quiet):
         # (a rerun merges its new chunks' counts into the previous index's as one table)
-        counts, reused = reused_counts(ctx, StageFunction(4, "count_partition", (sec, threads, False)), CITED)
+        counts, reused = reused_counts(ctx, StageFunction(4, "count_partition", (sec, threads, False, None)), CITED)
         counts = counts or [engine.submit(count, part) for part in parts]
     vocabs = engine.fetch([engine.submit(StageFunction(4, "vocabulary"), c) for c in counts],
                           progress_bar(ctx.quiet, "04 counting"))
