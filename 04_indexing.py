@@ -34,7 +34,7 @@ above holds as written over those counts; `heading_weight: 1` is the plain formu
 
 The counting is per batch (`count_batch`: a batch in, its sparse counts out, against
 batch-local word ids, so two batches are counted at once on two threads; the Vocabulary
-only keeps each batch's dictionary and numbers them in order), and one step
+folds the batches' dictionaries into the corpus's word list beside them), and one step
 at the end of a partition (`count_chunks`) maps words to terms and sums: the split a
 map/reduce engine needs.
 
@@ -42,13 +42,16 @@ How it stays fast (a million passages in well under a minute, bench/scale.py): c
 are cut into words a batch at a time on whole Arrow columns; each batch numbers its own
 distinct words and is counted against those numbers (a sparse-matrix build: scipy sums
 duplicate (chunk, word) pairs in C; pipekit/index/counting.py, which counts a handful of chunks
-in NumPy so that a small rerun does not load scipy); only at the end is each distinct word of the corpus
-analysed once (stopwords, stem) and each batch's counts relabelled with term ids and
-turned term-major on their own (two batches at once); a range of terms is put together
-from every batch when it is written, its impacts computed then.  No Python loop ever runs
-per token.  Memory is the postings, once (int32 chunk, 2-byte tf, kept by batch), never
-the text: each batch's text is dropped once it is counted, and what 04_chunks cites is
-read again from 03_chunks when it is written.
+in NumPy so that a small rerun does not load scipy); each distinct word of the corpus is
+analysed once (stopwords, stem: pipekit/index/vocabulary.py), and at the end each batch's
+counts are relabelled with term ids and turned term-major on their own (two batches at
+once); a range of terms is put together from every batch when it is written, its impacts
+computed then.  No Python loop ever runs per token.  Memory is not the postings: each
+batch's counts wait in a spill file in the output folder (pipekit/index/spill.py), as a
+search engine's indexer flushes its segments; what is held is the vocabulary, a few
+numbers a chunk and the term range being written.  Never the text: each batch's text is
+dropped once it is counted, and what 04_chunks cites is read again from 03_chunks when it
+is written.
 
 The stage is a map, a small reduce and a shuffle (`run`), whatever the engine:
 1. map: each partition of 03_chunks is counted (`count_partition`, its own vocabulary)
@@ -88,6 +91,7 @@ from pipekit.index.counting import merge_slices, term_slice  # noqa: F401 (term_
 from pipekit.index import dense
 from pipekit.index import layout
 from pipekit.index.spill import Spill, SpilledPiece
+from pipekit.index.vocabulary import Vocabulary
 from pipekit.run import io
 from pipekit.index.analyzer import Analyzer
 from pipekit.cli import stage_main
@@ -135,56 +139,6 @@ def path_tokens(analyzer: Analyzer, paths: pa.Array) -> tuple[pa.Array, np.ndarr
     owner = np.asarray(pc.list_parent_indices(paths), dtype=np.int64)
     words, folder_of_word = analyzer.runs(folders)
     return words, owner[folder_of_word]
-
-
-class Vocabulary:
-    """Word ids batch by batch, turned into term ids once, at the end.
-
-    Each batch numbers its own distinct words (one hash pass in Arrow) and is counted
-    against those local ids.  Only when every batch is in are the local dictionaries
-    merged and each distinct word of the corpus analysed once (length, stopwords, stem
-    depend on the word alone): a million passages repeat a few hundred thousand words,
-    and only those ever reach Python or Snowball.  Looking words up in a growing global
-    table per batch instead cost as much again as the tokenizing.
-    """
-
-    def __init__(self, analyzer: Analyzer):
-        self.analyzer = analyzer
-        self.dictionaries: list[pa.Array] = []
-        self.size = 0  # local ids handed out so far, over all batches
-
-    def add(self, dictionary: pa.Array) -> int:
-        """Take a batch's distinct words; its local ids start at the number returned, so
-        that they are unique across batches."""
-        start = self.size
-        self.dictionaries.append(dictionary)
-        self.size += len(dictionary)
-        return start
-
-    def term_of_local(self) -> tuple[pa.Array, np.ndarray]:
-        """The sorted terms, and for each local word id its term's index (-1: not a term)."""
-        if not self.dictionaries:
-            return pa.array([], pa.string()), np.zeros(0, dtype=np.int32)
-        # Encoded as chunks, which share one dictionary: concatenated first, the batches'
-        # dictionaries were copied once more (0.12 GB at a million passages, at the stage's peak).
-        encoded = pc.dictionary_encode(pa.chunked_array(self.dictionaries))
-        if len({len(c.dictionary) for c in encoded.chunks}) > 1:  # (an Arrow that gave each chunk its own)
-            encoded = pa.chunked_array([pc.dictionary_encode(pa.concat_arrays(self.dictionaries))])
-        self.dictionaries = []
-        if encoded.num_chunks == 0 or len(encoded.chunks[0].dictionary) == 0:  # (no words at all)
-            return pa.array([], pa.string()), np.zeros(0, dtype=np.int32)
-        distinct = encoded.chunks[0].dictionary
-        local = np.concatenate([np.asarray(c.indices) for c in encoded.chunks])
-        del encoded
-        terms = pc.dictionary_encode(self.analyzer.terms_of_words(distinct))
-        # Alphabetical term ids (Arrow sorts UTF-8 bytes, which is code-point order): a sorted table reads better.
-        order = np.asarray(pc.sort_indices(terms.dictionary))
-        rank = np.empty(len(order) + 1, dtype=np.int32)
-        rank[order] = np.arange(len(order), dtype=np.int32)
-        rank[-1] = -1  # where the analyzer dropped the word
-        term_index = np.asarray(pc.fill_null(terms.indices, len(order)), dtype=np.int64)
-        term_of_word = rank[term_index]
-        return terms.dictionary.take(pa.array(order)), term_of_word[local]
 
 
 def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, heading_weight: int = 1):
@@ -258,10 +212,12 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     `spill` file too, each batch's counts wait in it, not in memory, from the moment they
     are counted (its word counts) and converted (its postings): what is held then grows
     with the vocabulary and the chunks, not with the postings (pipekit/index/spill.py)."""
-    vocab = Vocabulary(analyzer)
-    parts, meta_cols = deque(), []
     if not pieces:
         spill = None  # (one table of the corpus is made in memory anyway)
+    # Each batch's words are numbered in the corpus's word list a few batches at a time,
+    # beside the counting (pipekit/index/vocabulary.py), each new word analysed once.
+    vocab = Vocabulary(analyzer, spill=spill)
+    parts, meta_cols = deque(), []
 
     # Two batches counted at once: Arrow's kernels and NumPy's loops let go of the GIL,
     # and on one thread stage 04 left the second core idle while the first cut words.
@@ -274,7 +230,6 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
 
     for batch, dictionary, ids, counts, nnz in map_ahead(count, progress(batches), threads):
         advance(batch.num_rows)  # the local engine's bar (a cluster counts partitions instead)
-        # (each batch's word ids are made unique across batches when it is converted, below)
         parts.append((vocab.add(dictionary), ids, counts, nnz))
         meta_cols.append(batch.select([c for c in cited if c in batch.schema.names]))
         if len(parts) % RELEASE_EVERY == 0:
@@ -282,7 +237,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
             # as holes until asked for: at a million passages RSS grew ~2x the counts kept.
             release_freed_memory()
     release_freed_memory()  # the loop's freed arrays: held, they raised the peak by ~20% (pipekit/run/malloc.py)
-    terms, term_of_local = vocab.term_of_local()
+    terms = vocab.finish()
     release_freed_memory()  # Arrow's pool holds what the vocabulary's kernels freed until asked
     n_terms = len(terms)
     # Each batch into term space and term-major order on its own (two at once), each
@@ -296,11 +251,10 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
             yield first, parts.popleft()
 
     def convert(item):
-        first, (start, ids, counts, nnz) = item
+        first, (k, ids, counts, nnz) = item
         if spill is not None:
             ids, counts = spill.get(ids), spill.get(counts)
-        ids += np.int32(start)
-        piece, n = counting.batch_postings(term_of_local, ids, counts, nnz, n_terms, first)
+        piece, n = counting.batch_postings(vocab.term_of_batch(k), ids, counts, nnz, n_terms, first)
         if not pieces:
             return piece, n, None
         # What the reduce needs of the batch (its terms' df, its chunks' numbers of postings),
@@ -319,7 +273,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
             nnz.append(summary[2].astype(np.int32))
         if len(batch_pieces) % RELEASE_EVERY == 0:
             release_freed_memory()  # the converted batches' word ids, freed
-    term_of_local = None  # (the closure above reads it: freed, not deleted)
+    vocab = None  # (the closure above reads it: freed, not deleted)
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     counts = {"terms": terms, "lengths": lengths,
               "meta": pa.Table.from_batches(meta_cols) if meta_cols else None}

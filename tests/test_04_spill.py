@@ -107,3 +107,51 @@ def test_stage_04_spills_into_its_output_folder_and_leaves_nothing_there(tmp_pat
                                show_preview=False) == 0
     assert made == [str(out)]
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+
+
+class _OwnDictionaries:
+    """pyarrow.compute as an Arrow that gives each chunk its own dictionary would be
+    (`own`), or pyarrow.compute whose word-by-word lookup must not be needed."""
+
+    def __init__(self, own=True):
+        self.own = own
+
+    def __getattr__(self, name):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if name == "index_in" and not self.own:
+            raise AssertionError("the batches' words were looked up one by one: Arrow's shared dictionary was not used")
+        if name == "dictionary_encode" and self.own:
+            return lambda arr: (pa.chunked_array([pc.dictionary_encode(c) for c in arr.chunks])
+                                if isinstance(arr, pa.ChunkedArray) else pc.dictionary_encode(arr))
+        return getattr(pc, name)
+
+
+@settings(max_examples=40, deadline=None)
+@given(batches=st.lists(st.lists(st.sampled_from(WORDS + ["Running", "betas", "RUNS"]), max_size=9, unique=True),
+                        max_size=9),
+       every=st.integers(1, 10), own=st.booleans(), spilled=st.booleans())
+def test_the_vocabulary_folded_a_few_batches_at_a_time_numbers_terms_as_one_pass(
+        tmp_path_factory, batches, every, own, spilled):
+    """Each batch's local words get their term's place among the sorted terms (-1: dropped),
+    whether the batches' dictionaries are folded one, a few or all at a time, whether Arrow
+    shares one dictionary between chunks or not, and with the maps spilled or held: the
+    terms the analyzer gives each word on its own, sorted by code point."""
+    import pyarrow as pa
+
+    from pipekit.index import vocabulary
+
+    a = Analyzer("english", "english")
+    store = spill.Spill(tmp_path_factory.mktemp("spill")) if spilled else None
+    with pytest.MonkeyPatch.context() as mp:
+        if own or all(batches):  # (a batch without words is looked up the slow way: Arrow drops its chunk)
+            mp.setattr(vocabulary, "pc", _OwnDictionaries(own))
+        vocab = vocabulary.Vocabulary(a, every=every, spill=store)
+        numbers = [vocab.add(pa.array(words, pa.string())) for words in batches]
+        terms = vocab.finish().to_pylist()
+    term_of = {w: a.terms_of_words(pa.array([w])).to_pylist()[0] for words in batches for w in words}
+    assert terms == sorted({t for t in term_of.values() if t is not None})
+    for k, words in zip(numbers, batches):
+        want = [terms.index(term_of[w]) if term_of[w] is not None else -1 for w in words]
+        assert vocab.term_of_batch(k).tolist() == want
