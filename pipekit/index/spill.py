@@ -106,23 +106,31 @@ class SpilledPiece:
     def __init__(self, spill: Spill, piece: Piece):
         self.spill = spill
         self.sample = piece.terms[::SAMPLE].copy()  # every SAMPLE-th term: which block to read
-        self.refs = Piece(*(spill.put(a) for a in piece))
+        # (df is not stored: the starts give it)
+        self.refs = Piece(spill.put(piece.terms), None, spill.put(piece.chunk), spill.put(piece.tf),
+                          spill.put(piece.starts))
+        self.df_dtype = piece.df.dtype
+        self._found = (-1, 0)  # the last search's term and place: a range starts where the one before ended
 
     def _find(self, term: int) -> int:
         """np.searchsorted(terms, term) with the terms on disk: one block of SAMPLE read."""
+        if term == self._found[0]:
+            return self._found[1]
         k = int(np.searchsorted(self.sample, term, side="right"))
-        if k == 0:
-            return 0
-        base = (k - 1) * SAMPLE
-        block = self.spill.get(self.refs.terms, base, min(base + SAMPLE, self.refs.terms.n))
-        return base + int(np.searchsorted(block, term))
+        at = 0
+        if k:
+            base = (k - 1) * SAMPLE
+            block = self.spill.get(self.refs.terms, base, min(base + SAMPLE, self.refs.terms.n))
+            at = base + int(np.searchsorted(block, term))
+        self._found = (term, at)
+        return at
 
     def terms_in(self, lo: int, hi: int) -> Piece:
         """Its postings of terms lo..hi-1, terms numbered from lo (counting.Piece.terms_in)."""
         i, j = self._find(lo), self._find(hi)
         get, refs = self.spill.get, self.refs
-        a = int(get(refs.starts, i, i + 1)[0])
-        z = int(get(refs.starts, j, j + 1)[0])
+        starts = get(refs.starts, i, j + 1)  # (one read: both ends of the postings, and each term's df)
+        a, z = int(starts[0]), int(starts[-1])
         terms = get(refs.terms, i, j)
         terms -= np.int32(lo)
-        return Piece(terms, get(refs.df, i, j), get(refs.chunk, a, z), get(refs.tf, a, z))
+        return Piece(terms, np.diff(starts).astype(self.df_dtype), get(refs.chunk, a, z), get(refs.tf, a, z))
