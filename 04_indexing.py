@@ -99,7 +99,7 @@ from pipekit.run.engine import StageFunction, advance, drain, iter_rows, map_ahe
 from pipekit.chunk.headings import drop_heading_attribute_lists
 from pipekit.run.incremental import reused_counts
 from pipekit.index.link_text import drop_link_destinations
-from pipekit.run.malloc import release_freed_memory
+from pipekit.run.malloc import few_arenas, release_freed_memory
 
 INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start", "page_end",
                    "page_label_start", "page_label_end", "content_hash"]
@@ -481,6 +481,7 @@ def meta_model(ctx) -> str:
 
 def run(ctx) -> None:
     sec, engine = ctx.section, ctx.engine
+    few_arenas(COUNTING_THREADS)  # one malloc heap a core, not one a thread (pipekit/run/malloc.py)
     analyzer = Analyzer(stemmer=sec["stemmer"], stopwords=sec["stopwords"], single_letters=sec["single_letters"])
     k1, b = sec["k1"], sec["b"]
     if sec["dense_model"] is not None:
