@@ -34,7 +34,7 @@ above holds as written over those counts; `heading_weight: 1` is the plain formu
 
 The counting is per batch (`count_batch`: a batch in, its sparse counts out, against
 batch-local word ids, so two batches are counted at once on two threads; the Vocabulary
-only keeps each batch's dictionary and numbers them in order), and one step
+folds the batches' dictionaries into the corpus's word list beside them), and one step
 at the end of a partition (`count_chunks`) maps words to terms and sums: the split a
 map/reduce engine needs.
 
@@ -42,13 +42,16 @@ How it stays fast (a million passages in well under a minute, bench/scale.py): c
 are cut into words a batch at a time on whole Arrow columns; each batch numbers its own
 distinct words and is counted against those numbers (a sparse-matrix build: scipy sums
 duplicate (chunk, word) pairs in C; pipekit/index/counting.py, which counts a handful of chunks
-in NumPy so that a small rerun does not load scipy); only at the end is each distinct word of the corpus
-analysed once (stopwords, stem) and each batch's counts relabelled with term ids and
-turned term-major on their own (two batches at once); a range of terms is put together
-from every batch when it is written, its impacts computed then.  No Python loop ever runs
-per token.  Memory is the postings, once (int32 chunk, 2-byte tf, kept by batch), never
-the text: each batch's text is dropped once it is counted, and what 04_chunks cites is
-read again from 03_chunks when it is written.
+in NumPy so that a small rerun does not load scipy); each distinct word of the corpus is
+analysed once (stopwords, stem: pipekit/index/vocabulary.py), and at the end each batch's
+counts are relabelled with term ids and turned term-major on their own (two batches at
+once); a range of terms is put together from every batch when it is written, its impacts
+computed then.  No Python loop ever runs per token.  Memory is not the postings: each
+batch's counts wait in a spill file in the output folder (pipekit/index/spill.py), as a
+search engine's indexer flushes its segments; what is held is the vocabulary, a few
+numbers a chunk and the term range being written.  Never the text: each batch's text is
+dropped once it is counted, and what 04_chunks cites is read again from 03_chunks when it
+is written.
 
 The stage is a map, a small reduce and a shuffle (`run`), whatever the engine:
 1. map: each partition of 03_chunks is counted (`count_partition`, its own vocabulary)
@@ -87,6 +90,8 @@ from pipekit.index import counting
 from pipekit.index.counting import merge_slices, term_slice  # noqa: F401 (term_slice: a StageFunction by name)
 from pipekit.index import dense
 from pipekit.index import layout
+from pipekit.index.spill import Spill, SpilledPiece
+from pipekit.index.vocabulary import Vocabulary
 from pipekit.run import io
 from pipekit.index.analyzer import Analyzer
 from pipekit.cli import stage_main
@@ -94,7 +99,7 @@ from pipekit.run.engine import StageFunction, advance, drain, iter_rows, map_ahe
 from pipekit.chunk.headings import drop_heading_attribute_lists
 from pipekit.run.incremental import reused_counts
 from pipekit.index.link_text import drop_link_destinations
-from pipekit.run.malloc import release_freed_memory
+from pipekit.run.malloc import few_arenas, release_freed_memory
 
 INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start", "page_end",
                    "page_label_start", "page_label_end", "content_hash"]
@@ -134,56 +139,6 @@ def path_tokens(analyzer: Analyzer, paths: pa.Array) -> tuple[pa.Array, np.ndarr
     owner = np.asarray(pc.list_parent_indices(paths), dtype=np.int64)
     words, folder_of_word = analyzer.runs(folders)
     return words, owner[folder_of_word]
-
-
-class Vocabulary:
-    """Word ids batch by batch, turned into term ids once, at the end.
-
-    Each batch numbers its own distinct words (one hash pass in Arrow) and is counted
-    against those local ids.  Only when every batch is in are the local dictionaries
-    merged and each distinct word of the corpus analysed once (length, stopwords, stem
-    depend on the word alone): a million passages repeat a few hundred thousand words,
-    and only those ever reach Python or Snowball.  Looking words up in a growing global
-    table per batch instead cost as much again as the tokenizing.
-    """
-
-    def __init__(self, analyzer: Analyzer):
-        self.analyzer = analyzer
-        self.dictionaries: list[pa.Array] = []
-        self.size = 0  # local ids handed out so far, over all batches
-
-    def add(self, dictionary: pa.Array) -> int:
-        """Take a batch's distinct words; its local ids start at the number returned, so
-        that they are unique across batches."""
-        start = self.size
-        self.dictionaries.append(dictionary)
-        self.size += len(dictionary)
-        return start
-
-    def term_of_local(self) -> tuple[pa.Array, np.ndarray]:
-        """The sorted terms, and for each local word id its term's index (-1: not a term)."""
-        if not self.dictionaries:
-            return pa.array([], pa.string()), np.zeros(0, dtype=np.int32)
-        # Encoded as chunks, which share one dictionary: concatenated first, the batches'
-        # dictionaries were copied once more (0.12 GB at a million passages, at the stage's peak).
-        encoded = pc.dictionary_encode(pa.chunked_array(self.dictionaries))
-        if len({len(c.dictionary) for c in encoded.chunks}) > 1:  # (an Arrow that gave each chunk its own)
-            encoded = pa.chunked_array([pc.dictionary_encode(pa.concat_arrays(self.dictionaries))])
-        self.dictionaries = []
-        if encoded.num_chunks == 0 or len(encoded.chunks[0].dictionary) == 0:  # (no words at all)
-            return pa.array([], pa.string()), np.zeros(0, dtype=np.int32)
-        distinct = encoded.chunks[0].dictionary
-        local = np.concatenate([np.asarray(c.indices) for c in encoded.chunks])
-        del encoded
-        terms = pc.dictionary_encode(self.analyzer.terms_of_words(distinct))
-        # Alphabetical term ids (Arrow sorts UTF-8 bytes, which is code-point order): a sorted table reads better.
-        order = np.asarray(pc.sort_indices(terms.dictionary))
-        rank = np.empty(len(order) + 1, dtype=np.int32)
-        rank[order] = np.arange(len(order), dtype=np.int32)
-        rank[-1] = -1  # where the analyzer dropped the word
-        term_index = np.asarray(pc.fill_null(terms.indices, len(order)), dtype=np.int64)
-        term_of_word = rank[term_index]
-        return terms.dictionary.take(pa.array(order)), term_of_word[local]
 
 
 def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, heading_weight: int = 1):
@@ -228,78 +183,102 @@ def impacts(idf_t: np.ndarray, tf: np.ndarray, norm_c: np.ndarray, k1: float) ->
     return out
 
 
-def count_partition(section: dict, threads: int, pieces: bool, part) -> dict:
+def count_partition(section: dict, threads: int, pieces: bool, spill_to: str | None, part) -> dict:
     """The map step: the term counts of one partition of 03_chunks.parquet (a worker may
     run it; `section` is the plain config dict, which travels), on `threads` threads.
     What 04_chunks cites is read again from the partition when 04_chunks is written
     (`chunk_rows`): held through the counting, those columns were 218 MB of stage 04's
-    peak at a million passages; only doc_id stays (the shard plan needs it first)."""
+    peak at a million passages; only doc_id stays (the shard plan needs it first).
+    `spill_to`: a folder where the counts wait on disk (pipekit/index/spill.py)."""
     analyzer = Analyzer(stemmer=section["stemmer"], stopwords=section["stopwords"],
                         single_letters=section["single_letters"])
     counts = count_chunks(iter_rows(part, INDEXED_COLUMNS, batch_size=BATCH), analyzer, section["path_weight"],
                           heading_weight=section["heading_weight"], threads=threads, cited=["doc_id"],
-                          pieces=pieces)
+                          pieces=pieces, spill=Spill(spill_to) if spill_to and pieces else None)
     counts["source"] = part
     return counts
 
 
 def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, heading_weight: int = 1,
-                 threads: int = COUNTING_THREADS, cited: list[str] = CITED, pieces: bool = False) -> dict:
+                 threads: int = COUNTING_THREADS, cited: list[str] = CITED, pieces: bool = False,
+                 spill: Spill | None = None) -> dict:
     """Term counts of a run of chunk batches, term-major: for each of the (sorted) terms
     its chunks (numbered from 0 in this run) and tf ("col_ptr", "chunk", "tf"), plus each
     chunk's length, and the batches' `cited` columns ("meta": what 04_chunks prints, when
     nobody reads them again).  With `pieces`, the postings stay as each batch's
     (counting.Piece, "pieces") with each term's df and each chunk's number of postings
     ("nnz"): `term_slice` puts a range of terms together when it is written, so the
-    corpus's postings are never held twice (as the batches' and as one table)."""
-    vocab = Vocabulary(analyzer)
+    corpus's postings are never held twice (as the batches' and as one table).  With a
+    `spill` file too, each batch's counts wait in it, not in memory, from the moment they
+    are counted (its word counts) and converted (its postings): what is held then grows
+    with the vocabulary and the chunks, not with the postings (pipekit/index/spill.py)."""
+    if not pieces:
+        spill = None  # (one table of the corpus is made in memory anyway)
+    # Each batch's words are numbered in the corpus's word list a few batches at a time,
+    # beside the counting (pipekit/index/vocabulary.py), each new word analysed once.
+    vocab = Vocabulary(analyzer, spill=spill)
     parts, meta_cols = deque(), []
+
     # Two batches counted at once: Arrow's kernels and NumPy's loops let go of the GIL,
     # and on one thread stage 04 left the second core idle while the first cut words.
-    count = lambda batch: (batch, count_batch(analyzer, batch, path_weight, heading_weight))
-    for batch, (dictionary, ids, counts, nnz) in map_ahead(count, progress(batches), threads):
+    def count(batch):
+        dictionary, ids, counts, nnz = count_batch(analyzer, batch, path_weight, heading_weight)
+        counts = counting.narrow_counts(counts)  # 2 bytes a count while they fit
+        if spill is not None:
+            ids, counts = spill.put(ids), spill.put(counts)
+        return batch, dictionary, ids, counts, nnz
+
+    for batch, dictionary, ids, counts, nnz in map_ahead(count, progress(batches), threads):
         advance(batch.num_rows)  # the local engine's bar (a cluster counts partitions instead)
-        ids += np.int32(vocab.add(dictionary))
-        parts.append((ids, counting.narrow_counts(counts), nnz))  # 2 bytes a count while they fit
+        parts.append((vocab.add(dictionary), ids, counts, nnz))
         meta_cols.append(batch.select([c for c in cited if c in batch.schema.names]))
         if len(parts) % RELEASE_EVERY == 0:
             # The batches' temporaries, freed between the arrays kept, stay in malloc's heaps
             # as holes until asked for: at a million passages RSS grew ~2x the counts kept.
             release_freed_memory()
     release_freed_memory()  # the loop's freed arrays: held, they raised the peak by ~20% (pipekit/run/malloc.py)
-    terms, term_of_local = vocab.term_of_local()
+    terms = vocab.finish()
     release_freed_memory()  # Arrow's pool holds what the vocabulary's kernels freed until asked
     n_terms = len(terms)
     # Each batch into term space and term-major order on its own (two at once), each
     # batch's word ids freed as it is converted.  One CSR of the corpus (every batch
     # concatenated: parts and whole alive at once) and its CSC side by side were 2.4
     # copies of the postings on one core (bench/README.md, session 20).
-    firsts = np.concatenate([[0], np.cumsum([len(p[2]) for p in parts])]).astype(np.int64)
+    firsts = np.concatenate([[0], np.cumsum([len(p[3]) for p in parts])]).astype(np.int64)
 
     def taken():
         for first in firsts[:-1].tolist():
             yield first, parts.popleft()
 
     def convert(item):
-        first, part = item
-        return counting.batch_postings(term_of_local, *part, n_terms, first)
+        first, (k, ids, counts, nnz) = item
+        if spill is not None:
+            ids, counts = spill.get(ids), spill.get(counts)
+        piece, n = counting.batch_postings(vocab.term_of_batch(k), ids, counts, nnz, n_terms, first)
+        if not pieces:
+            return piece, n, None
+        # What the reduce needs of the batch (its terms' df, its chunks' numbers of postings),
+        # taken before its postings go to the spill file.
+        summary = (piece.terms, piece.df, np.bincount(piece.chunk - np.int32(first), minlength=len(n)))
+        return (SpilledPiece(spill, piece) if spill is not None else piece), n, summary
 
     batch_pieces, lengths = deque(), []
-    for piece, n in map_ahead(convert, taken(), threads):
+    df = np.zeros(n_terms, dtype=np.int64)
+    nnz = []
+    for piece, n, summary in map_ahead(convert, taken(), threads):
         batch_pieces.append(piece)
         lengths.append(n)
+        if summary is not None:
+            df[summary[0]] += summary[1]  # a term appears once per batch: no repeated index
+            nnz.append(summary[2].astype(np.int32))
         if len(batch_pieces) % RELEASE_EVERY == 0:
             release_freed_memory()  # the converted batches' word ids, freed
-    term_of_local = None  # (the closure above reads it: freed, not deleted)
+    vocab = None  # (the closure above reads it: freed, not deleted)
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     counts = {"terms": terms, "lengths": lengths,
               "meta": pa.Table.from_batches(meta_cols) if meta_cols else None}
     if pieces:  # kept by batch: each term range of the postings is put together when it is written
-        df = np.zeros(n_terms, dtype=np.int64)
-        nnz = np.zeros(len(lengths), dtype=np.int32)
-        for piece, first, end in zip(batch_pieces, firsts[:-1], firsts[1:]):
-            df[piece.terms] += piece.df
-            nnz[first:end] = np.bincount(piece.chunk - np.int32(first), minlength=int(end - first))
+        nnz = np.concatenate(nnz) if nnz else np.zeros(0, np.int32)
         return {**counts, "pieces": list(batch_pieces), "df": df, "nnz": nnz}
     col_ptr, chunk_of, tf_of = counting.place(n_terms, batch_pieces, release_freed_memory, RELEASE_EVERY)
     release_freed_memory()
@@ -502,6 +481,7 @@ def meta_model(ctx) -> str:
 
 def run(ctx) -> None:
     sec, engine = ctx.section, ctx.engine
+    few_arenas(COUNTING_THREADS)  # one malloc heap a core, not one a thread (pipekit/run/malloc.py)
     analyzer = Analyzer(stemmer=sec["stemmer"], stopwords=sec["stopwords"], single_letters=sec["single_letters"])
     k1, b = sec["k1"], sec["b"]
     if sec["dense_model"] is not None:
@@ -515,10 +495,14 @@ def run(ctx) -> None:
     # A cluster's worker process is one core (engine.py starts one thread a worker), so its
     # partitions are counted on one thread: two there only oversubscribed the machine.
     threads = COUNTING_THREADS if engine.kind == "local" else 1
-    count = StageFunction(4, "count_partition", (sec, threads, True))
+    # The local engine's counts wait in a file in the output folder (pipekit/index/spill.py), not
+    # in memory: there they made the stage's peak grow with the postings.  (A cluster's workers
+    # keep theirs in memory: that is where a cluster holds them.)
+    spill_to = str(ctx.output_dir) if engine.kind == "local" else None
+    count = StageFunction(4, "count_partition", (sec, threads, True, spill_to))
     with watched(ctx.upstream_rows if engine.kind == "local" else 0, "04 counting", "chunk", ctx.quiet):
         # (a rerun merges its new chunks' counts into the previous index's as one table)
-        counts, reused = reused_counts(ctx, StageFunction(4, "count_partition", (sec, threads, False)), CITED)
+        counts, reused = reused_counts(ctx, StageFunction(4, "count_partition", (sec, threads, False, None)), CITED)
         counts = counts or [engine.submit(count, part) for part in parts]
     vocabs = engine.fetch([engine.submit(StageFunction(4, "vocabulary"), c) for c in counts],
                           progress_bar(ctx.quiet, "04 counting"))

@@ -103,8 +103,8 @@ def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarra
     one's number of postings in it, the postings' chunks — the batch's rows numbered from
     `first_row` — and their tf), and each row's length.
 
-    `ids` are the batch's word ids, numbered over every batch (the Vocabulary's), turned
-    into term ids here in place; words the analyzer drops (term -1) leave.  A function of
+    `ids` are the batch's word ids, turned into term ids here in place (`term_of_local`:
+    each one's term, from the Vocabulary); words the analyzer drops (term -1) leave.  A function of
     its batch alone, so two batches are converted at once on two threads: as one CSR of the
     whole corpus this step ran on one core, and concatenating every batch into it first held
     the parts and the whole at once (stage 04's peak at a million passages, bench/README.md).
