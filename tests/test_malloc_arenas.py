@@ -7,7 +7,7 @@ import sys
 import pytest
 
 CHILD = r"""
-import ctypes, os, sys, tempfile, threading
+import ctypes, ctypes.util, os, sys, tempfile, threading
 import numpy as np
 from pipekit.run import malloc
 limit = int(sys.argv[1])
@@ -24,13 +24,15 @@ threads = [threading.Thread(target=work) for _ in range(6)]
 for t in threads:
     t.start()
 ready.wait()
-libc = ctypes.CDLL(ctypes.util.find_library("c"))
-libc.fopen.restype = ctypes.c_void_p
-path = tempfile.mktemp()
-f = libc.fopen(path.encode(), b"w")
-libc.malloc_info(0, ctypes.c_void_p(f))
-libc.fclose(ctypes.c_void_p(f))
-done.set()
+try:  # (a failure here must not leave the threads waiting: the test would time out, not fail)
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.fopen.restype = ctypes.c_void_p
+    path = tempfile.mktemp()
+    f = libc.fopen(path.encode(), b"w")
+    libc.malloc_info(0, ctypes.c_void_p(f))
+    libc.fclose(ctypes.c_void_p(f))
+finally:
+    done.set()
 for t in threads:
     t.join()
 print(open(path).read().count("<heap nr="))
