@@ -314,19 +314,12 @@ def already_clean(texts: pa.Array) -> np.ndarray:
     printable ASCII (so control characters, non-ASCII, tabs and newlines), one every `-`;
     the rules are then checked at those few positions only (a newline's neighbours, a
     dash's next eight bytes), and each position is mapped to its text."""
-    from pipekit.run.arrays import string_buffers
+    from pipekit.run.arrays import text_bytes
 
-    kind = getattr(texts, "type", None)
-    if not (isinstance(texts, pa.Array) and (pa.types.is_string(kind) or pa.types.is_large_string(kind))):
-        raise TypeError(f"already_clean reads one string or large_string array, not {type(texts).__name__} "
-                        f"of {texts.type}")  # a string_view's buffers would be misread, silently
-    n = len(texts)
+    b, starts, ends = text_bytes(texts, "already_clean")
+    n = len(starts)
     if n == 0:
         return np.zeros(0, dtype=bool)
-    offsets, data = string_buffers(texts)
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    b = data[lo:hi]
-    starts, ends = offsets[:-1].astype(np.int64) - lo, offsets[1:].astype(np.int64) - lo
     dirty = np.zeros(n, dtype=bool)
     # Bytes outside 0x20-0x7e: b - 32 wraps below 0x20 to 224-255, and 0x7f and up stay >= 95.
     odd = np.flatnonzero((b - np.uint8(32)) >= 95)

@@ -23,6 +23,27 @@ def string_buffers(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offsets, data
 
 
+def _plain_strings(strings, reader: str) -> None:
+    """Refuse anything but one string or large_string array, naming `reader`: a string_view's
+    buffers, or a chunked array's, would be misread by the byte scans here, silently."""
+    kind = getattr(strings, "type", None)
+    if not (isinstance(strings, pa.Array) and (pa.types.is_string(kind) or pa.types.is_large_string(kind))):
+        raise TypeError(f"{reader} reads one string or large_string array, not {type(strings).__name__} "
+                        f"of {kind}")
+
+
+def text_bytes(strings: pa.Array, reader: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bytes, starts, ends) of one string or large_string array, for a scan of every value at
+    once with NumPy: value i is bytes[starts[i]:ends[i]] (int64 positions, from 0), no copy.
+    `reader` names the caller when the array is of another kind (`_plain_strings`)."""
+    _plain_strings(strings, reader)
+    if len(strings) == 0:
+        return np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    offsets, data = string_buffers(strings)
+    lo = int(offsets[0])
+    return data[lo:int(offsets[-1])], offsets[:-1].astype(np.int64) - lo, offsets[1:].astype(np.int64) - lo
+
+
 def rows_with_byte(strings: pa.Array, byte: int) -> np.ndarray:
     """Indices (ascending) of the strings that hold this byte: one NumPy pass over the data.
 
@@ -30,10 +51,7 @@ def rows_with_byte(strings: pa.Array, byte: int) -> np.ndarray:
     substring search) reads text at ~0.6 GB/s, a byte comparison at several GB/s, and a
     pattern that needs a `}` or a `]` cannot match a text without one (nor can UTF-8 hide
     an ASCII byte inside another character)."""
-    kind = getattr(strings, "type", None)
-    if not (isinstance(strings, pa.Array) and (pa.types.is_string(kind) or pa.types.is_large_string(kind))):
-        raise TypeError(f"rows_with_byte reads one string or large_string array, not {type(strings).__name__} "
-                        f"of {strings.type}")  # a string_view's buffers would be misread, silently
+    _plain_strings(strings, "rows_with_byte")
     offsets, data = string_buffers(strings)
     lo = int(offsets[0]) if len(offsets) else 0
     hits = np.flatnonzero(data[lo:int(offsets[-1]) if len(offsets) else 0] == byte)
