@@ -25,21 +25,20 @@ gives the same top results while reading far fewer postings (MaxScore):
 
 Zipf's law is why it pays: the words in nearly every chunk carry the least weight, so
 they end up light and are never read in full.  A query weight (qtf) only scales a term's
-impacts and its bound, so the pruning holds for any positive weights.  The k best chunks
-and the 100 best documents are then one sort of what is left; ties go to the chunk
-earlier in the corpus.
-Queries are answered in batches on a thread per core (NumPy lets the others run while it
-works); each answer depends on its query alone, so the results never depend on threads.
-On a cluster (`engine.kind: dask`) each worker holds a part of the index (stage 04's shards
-by document) and answers every batch on it (`shard_partition`); the client merges the
-parts' answers and writes (pipekit/retrieve/shards.py).
+impacts and its bound, so the pruning holds for any positive weights.  The k best chunks and
+the 100 best documents are then one sort of what is left; ties go to the chunk earlier in the
+corpus.  Queries are answered in batches on a thread per core (NumPy lets the others run
+while it works); each answer depends on its query alone, so the results never depend on
+threads.  On a cluster (`engine.kind: dask`) each worker holds a part of the index (stage
+04's shards by document) and answers every batch on it (`shard_partition`); the client
+merges the parts' answers and writes (pipekit/retrieve/shards.py).
 
-Metrics are on documents: a document scores its best chunk, as a reader judges "did I
-find the right document".  They are computed by ir-measures (trec_eval's conventions)
-over the documents of the best 100 chunks (top_k's, when more): exactly what
-05_results.parquet gives at top_k >= 100 (issue 37: the 100 best documents reached past
-the file's last row), and a smaller top_k never changes them.
-Turning hits into rows, metrics and the terminal preview is plumbing: pipekit/retrieve/results.py.
+Metrics are on documents: a document scores its best chunk, as a reader judges "did I find
+the right document".  They are computed by ir-measures (trec_eval's conventions) over the
+documents of the best 100 chunks (top_k's, when more): exactly what 05_results.parquet gives
+at top_k >= 100 (issue 37: the 100 best documents reached past the file's last row), and a
+smaller top_k never changes them.  Turning hits into rows, metrics and the terminal preview
+is plumbing: pipekit/retrieve/results.py.
 
 With `retrieval.section_context` above 0 (0.5 in config.yaml), a chunk's score is mixed with
 its level-2 section's, BM25 over sections as units (pipekit/retrieve/sections.py): a question is
@@ -60,10 +59,10 @@ BM25 candidates are fused with the query's cosine to every chunk (pipekit/retrie
 (1 − w)·BM25 + w·cosine, each divided by the best of its own top 100, so a passage that
 answers in other words than the question's can still rank (`candidates`, then `fuse`).
 
-Public pieces (other tools reuse them): `Index(ctx, queries=None)` (given the queries, only their
-terms' postings: pipekit/retrieve/asked.py), `Index.query_terms(texts)` ->
-[QueryTerms], `Index.expand(q, Feedback)`, `Index.best_candidates(ids, depth, weights)`,
-`Index.scores(ids, at_least, weights)`, `Index.explain(q, chunk)`, `rank(...)` (pipekit/retrieve/ranks.py), and
+Public pieces (other tools reuse them): `Index(ctx, queries=None)` (given the queries, only
+their terms' postings: pipekit/retrieve/asked.py), `Index.query_terms(texts)` -> [QueryTerms],
+`Index.expand(q, Feedback)`, `Index.best_candidates(ids, depth, weights)`, `Index.scores(ids,
+at_least, weights)`, `Index.explain(q, chunk)`, `rank(...)` (pipekit/retrieve/ranks.py), and
 `search(index, queries, top_k, depth, feedback=...)` which does all of it for a list.
 
 What it deliberately does not do: re-rank, expand queries unless asked, or read
@@ -90,7 +89,7 @@ from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, feedback_no
                              trec_run)
 from pipekit.retrieve.shards import answer as shard_answer, on_shards
 from pipekit.retrieve.results import (METRICS, added_terms, also_column, chunk_texts, collect_answers, evaluate,
-                             explain_rows, judged_in_index, no_terms_line, print_results, results_table)
+                             explain_rows, judged_in_index, print_results, results_table, termless_queries)
 from pipekit.retrieve.asked import AskedPostings
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
@@ -122,6 +121,7 @@ class Index:
     indptr[t+1]]` are the chunks term t occurs in (in corpus order), `impact[...]` its BM25 weight in each."""
 
     asked = None  # with `queries`: the postings held are only their terms' (pipekit/retrieve/asked.py)
+
     def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None):
         # postings=False: no scoring (a client whose workers score: pipekit/retrieve/shards.py).
         t0 = time.perf_counter()
@@ -178,9 +178,8 @@ class Index:
         if has.any():
             max_impact[has] = np.maximum.reduceat(self.impact, self.indptr[:-1][has])
         dense_ids, dense = self._dense_rows(zeros)
-        return {"lengths": self.lengths, "doc_names": doc_names, "doc_codes": doc_codes,
-                "chunk": self.chunk, "impact": self.impact, "max_impact": max_impact, "dense_ids": dense_ids,
-                "dense": dense}
+        return {"lengths": self.lengths, "doc_names": doc_names, "doc_codes": doc_codes, "chunk": self.chunk,
+                "impact": self.impact, "max_impact": max_impact, "dense_ids": dense_ids, "dense": dense}
 
     @property
     def tf(self) -> np.ndarray:
@@ -202,10 +201,9 @@ class Index:
         release_freed_memory()
 
     def query_terms(self, texts: list[str]) -> list["QueryTerms"]:
-        """Each query as scored: its distinct analysed terms the index knows (in query
-        order), each weighted by qtf, how many times the query says it (SPEC; Lucene,
-        Anserini and bm25s count a repeated term each time: "flow ... flow" asks for flow
-        twice as hard)."""
+        """Each query as scored: its distinct analysed terms the index knows (in query order), each
+        weighted by qtf, how many times the query says it (SPEC; Lucene, Anserini and bm25s count
+        a repeated term each time: "flow ... flow" asks for flow twice as hard)."""
         if self.asked is not None and texts == self._scored[0]:
             return list(self._scored[1])  # the queries it was loaded for
         flat, parent = self.analyzer.tokens(texts)
@@ -224,17 +222,11 @@ class Index:
                         weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """A set of (chunk, score) pairs, chunks in corpus order, that holds the query's
         exact top `depth` documents and so its top k <= depth chunks — found while reading
-        few of the postings of its common terms (MaxScore).  The score is Σ weight·impact
-        over the terms (weights: qtf, or the expanded query's; None: all 1).
-
-        1. `floor`: score a few promising chunks exactly; the depth-th best document among
-           them is a lower bound of the final depth-th best.  Any chunk below it is out.
-        2. The lightest terms whose largest impacts add up to less than the floor cannot
-           lift a chunk over it on their own: a chunk that matters contains at least one
-           of the other, "heavy" terms.  So only the heavy terms' postings are read in full.
-        3. Each light term is then looked up only for the chunks still able to reach the
-           floor, heaviest first, and chunks that no longer can are dropped at each step.
-        """
+        few of the postings of its common terms (MaxScore, the module docstring's three
+        steps: `_floor`; the light terms, whose bounds add up to less than the floor, apart
+        from the heavy ones, read in full by `_reaching`; the light terms looked up for the
+        chunks still in the race).  The score is Σ weight·impact over the terms (weights:
+        qtf, or the expanded query's; None: all 1)."""
         m = len(term_ids)
         w = np.ones(m) if weights is None else np.asarray(weights, dtype=np.float64)
         df = self.df[term_ids].tolist()
@@ -262,10 +254,9 @@ class Index:
             part = part + self._lookup(ids[i], cand, wl[i])
             keep = part >= floor - max(bound, 0.0) * SAFE_UP
             cand, part = masked(keep, cand, part)
-        # `part` summed heavy terms first, and which are heavy depends on what else the index
-        # holds: the survivors are summed again in query order, as `scores` does, so a chunk
-        # scores the same bits on every path and shard (pipekit/retrieve/shards.py) and two
-        # shards never break a tie one index keeps; a tenth of this method's time.
+        # `part` summed heavy terms first (which are heavy depends on the rest of the index): summed
+        # again in query order, as `scores` does, a chunk scores the same bits on every path and
+        # shard (pipekit/retrieve/shards.py); a tenth of this method's time.
         return cand, self._looked_up(term_ids, w, cand) if light else part
 
     def _floor(self, term_ids: np.ndarray, w: np.ndarray, df: list[int], depth: int) -> float:
@@ -390,10 +381,9 @@ class Index:
             cols = (dense >= at_least if at_least > 0 else dense != 0).nonzero()[0]
             return cols.astype(self.chunk.dtype), dense.take(cols)
         else:
-            # Fewer: merge the sorted lists (a stable sort keeps a chunk's postings in query
-            # order) and add up each chunk's run of them: bincount over run numbers adds
-            # left to right, as promised above (np.add.reduceat adds a run pairwise, and
-            # took twice as long).
+            # Fewer: merge the sorted lists (a stable sort keeps a chunk's postings in query order) and
+            # add up each chunk's run: bincount over run numbers adds left to right, as promised
+            # above (np.add.reduceat adds a run pairwise, and took twice as long).
             ch = np.concatenate([p[0] for p in parts])
             imp = np.concatenate([p[1] for p in parts])
             order = np.argsort(ch, kind="stable")
@@ -601,11 +591,8 @@ def run(ctx) -> None:
     answered = len(np.unique(q))
     ctx.note(f"{len(queries)} queries, {answered} with results, {len(table)} result rows (top_k={sec['top_k']})")
     added = [index.added_terms(x) for x in scored[:8]] if feedback is not None else None
-    termless = [(qid, text) for qid, text in queries if not index.analyzer.analyze(text)]
-    if termless:  # said beside the summary too: only the first 8 queries' results are printed
-        ctx.note(no_terms_line(*termless[0]).strip() + (f" (and {len(termless) - 1} more such queries)"
-                                                        if len(termless) > 1 else ""))
-    ctx.show(lambda: print_results(table, queries, added, termless={qid for qid, _ in termless}))  # after the commit: `| head` costs no output
+    termless = termless_queries(index.analyzer, queries, ctx.note)
+    ctx.show(lambda: print_results(table, queries, added, termless=termless))  # after the commit: `| head` costs no output
 
 
 if __name__ == "__main__":

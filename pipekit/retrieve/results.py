@@ -241,6 +241,16 @@ def no_terms_line(qid: str, text: str) -> str:
             f"indexing.single_letters): no results")
 
 
+def termless_queries(analyzer, queries, note) -> set[str]:
+    """The ids of queries the analyzer leaves no term of, said in one note beside the summary
+    (only the first 8 queries' results are printed, where each would be said)."""
+    termless = [(qid, text) for qid, text in queries if not analyzer.analyze(text)]
+    if termless:
+        more = f" (and {len(termless) - 1} more such queries)" if len(termless) > 1 else ""
+        note(no_terms_line(*termless[0]).strip() + more)
+    return {qid for qid, _ in termless}
+
+
 def print_results(results: pa.Table, queries, added=None, max_queries: int = 8, termless=frozenset()) -> None:
     """The first queries' best five results (with their explanations, if any), and with
     feedback the terms it added to each query (`added`: per query [(term, weight)]).
