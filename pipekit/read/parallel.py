@@ -31,7 +31,7 @@ A worker does not import the script that started the run.  multiprocessing's `sp
 readers are all importable by name, and 01_documents.py's own imports (pyarrow, pipekit.cli and
 the engine: 0.3-0.45 s of CPU a worker, both workers at once, while the stage waited for its first
 row) were the workers' whole start-up.  So the workers are started with the script left out
-(`_Worker`); a reader given from `__main__` (a test's, a script's own) gets the usual start.
+(pipekit/read/workers.py); a reader given from `__main__` (a test's, a script's own) gets the usual start.
 One cost of processes remains, said here so nobody is surprised: memory peaks at about
 `workers` documents converting at once, not one.
 
@@ -41,13 +41,14 @@ core) or reading on a Dask cluster (each cluster worker reads its part in its ow
 from __future__ import annotations
 
 import os
-import sys
-import types
 from collections import deque
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from pipekit.read.documents import READER_MODULES, failed_row, read_document
 from pipekit.read.walk import InputEntry
+
+if TYPE_CHECKING:  # (annotations only: the pool itself is imported when first wanted)
+    from concurrent.futures import ProcessPoolExecutor
 
 # multiprocessing and the process pool are imported when a pool is first wanted: a rerun that
 # reads one changed file here paid 7.8 ms for them (`python -X importtime`: subprocess, locale,
@@ -58,9 +59,6 @@ _LAZY = {"ProcessPoolExecutor": ("concurrent.futures", "ProcessPoolExecutor"),
 
 
 def __getattr__(name: str):
-    if name in ("_Worker", "_ReadersContext"):
-        _context_classes()
-        return globals()[name]
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module, attr = _LAZY[name]
@@ -225,44 +223,14 @@ def _alone(read: Callable[[InputEntry], dict], entry: InputEntry) -> dict:
             return failed_row(entry, DIED)
 
 
-def _context_classes() -> None:
-    """`_Worker`, a fork-server process started without the script that started the run
-    (`__main__`), and `_ReadersContext`, whose processes are such workers: made with
-    multiprocessing, at the first pool, as this module's own names (a worker unpickles its
-    process object by `pipekit.read.parallel._Worker`, which `__getattr__` makes there too)."""
-    import multiprocessing.context
-
-    class _Worker(multiprocessing.context.ForkServerProcess):
-        @staticmethod
-        def _Popen(process_obj):
-            # What the child runs first is decided here, in this process, from sys.modules["__main__"]
-            # (multiprocessing.spawn.get_preparation_data: its __spec__ or __file__): a module that
-            # has neither is left alone.  Swapped for the launch only (a few ms; the stage's other
-            # threads, the Parquet writer's, never look at __main__).
-            main = sys.modules["__main__"]
-            sys.modules["__main__"] = _NO_MAIN
-            try:
-                return multiprocessing.context.ForkServerProcess._Popen(process_obj)
-            finally:
-                sys.modules["__main__"] = main
-
-    class _ReadersContext(multiprocessing.context.ForkServerContext):
-        Process = _Worker
-
-    for cls in (_Worker, _ReadersContext):
-        cls.__qualname__ = cls.__name__
-        globals()[cls.__name__] = cls
-
-
-_NO_MAIN = types.ModuleType("__main__")
-
-
 def _context(read: Callable | None = read_document):
     # A reader defined in the script itself needs the script in the worker to be found by name.
     import multiprocessing
 
+    from pipekit.read.workers import ReadersContext
+
     light = read is None or getattr(read, "__module__", None) != "__main__"
-    ctx = _lazy("_ReadersContext")() if light else multiprocessing.get_context("forkserver")
+    ctx = ReadersContext() if light else multiprocessing.get_context("forkserver")
     # Imported once in the server, before it forks each worker: a worker starts with the readers
     # loaded (pipekit.read.documents imports each at its format's first file, which a rerun
     # reading one Markdown file needs), and with the HTML path's two libraries, which the readers
