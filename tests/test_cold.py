@@ -7,7 +7,9 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+from hypothesis import given, settings as hsettings, strategies as st
 
 import pipekit
 from pipekit.retrieve import cold
@@ -91,6 +93,40 @@ def test_the_copy_answers_as_the_searcher_on_real_documentation(docs):
         for q in questions:
             for k in (5, 10):
                 assert passages(index.search(q, k, settings, None)) == passages(searcher.search(q, k)), (extra, q)
+
+
+@hsettings(max_examples=100)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from([1.0, 1.0, 2.0, 3.0, 0.5])), min_size=1,
+                max_size=12), st.sampled_from([0.5, 1.0, 0.25]), st.sampled_from(["all", "one", "some"]))
+def test_the_copy_mixes_the_section_context_with_stage_05s_own(sample, terms, weight, keep):
+    # One implementation (issue 47): the copy's context is a SectionContext on the mapped
+    # section scores, and mixes any terms, said any number of times, to the Searcher's bits.
+    from pipekit.retrieve.sections import SectionContext
+
+    index, ix = _mapped_and_loaded(sample, weight)
+    context = index.context(weight)
+    assert isinstance(context, SectionContext) and index.context(0) is None
+    weight_of = {}
+    for t, w in terms:
+        weight_of.setdefault(t % len(ix.df), w)
+    ids, weights = np.fromiter(weight_of, np.int64), np.fromiter(weight_of.values(), np.float64)
+    cols, vals = ix.scores(ids.tolist(), weights=weights.tolist())
+    if keep != "all":
+        cols, vals = (cols[:1], vals[:1]) if keep == "one" else (cols[::3], vals[::3])
+    want = ix.context.rescore(ids, weights, cols, vals)
+    assert context.rescore(ids, weights, cols, vals).tobytes() == want.tobytes()
+    assert context.section_part(ids, weights, cols).tobytes() == ix.context.section_part(ids, weights, cols).tobytes()
+
+
+_LOADED = {}
+
+
+def _mapped_and_loaded(out, weight):
+    """The folder's copy and a Searcher's index with section context `weight` (made once)."""
+    if (str(out), weight) not in _LOADED:
+        index = cold.ColdIndex.open(out) or made(out)
+        _LOADED[str(out), weight] = index, pipekit.Searcher(out, settings=settings_of(out, {"section_context": weight})).index
+    return _LOADED[str(out), weight]
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,8 @@ collapsed and kept, several k and `--json`):
   The Searcher's pruned MaxScore path scores its survivors with the same sums in the same
   order, and keeps every chunk that can reach its top documents, so ranking the whole set
   gives the same hits;
-- the section context mixed in as `SectionContext.rescore` does, from the section scores
-  the Searcher computed when it wrote the file (the same float64 values);
+- the section context mixed in by `SectionContext.rescore` itself (`SectionContext.mapped`:
+  the section scores the Searcher computed when it wrote the file, the same float64 values);
 - `ranks.rank`, `repeats.collapse_answers` with the same `Repeats`, the same `Passage`.
 
 Freshness: the file records the size, modification time and inode of each file it was made
@@ -283,21 +283,16 @@ class ColdIndex:
         first = run_starts(ch)
         return ch[first], np.bincount(np.cumsum(first) - 1, weights=imp)
 
-    def rescore(self, ids: np.ndarray, weights: np.ndarray, cols: np.ndarray, vals: np.ndarray,
-                weight: float) -> np.ndarray:
-        """`SectionContext.rescore`: each term's section score times weight·qtf, read at the
-        chunks' sections (0 where the section lacks the term), added term by term, over 1 + w."""
-        start, sections, scores = self._a["section_start"], self._a["section_ids"], self._a["section_scores"]
-        sec = self._a["section_codes"].take(cols)
-        total = vals.copy()
-        for t, ww in zip(ids.tolist(), (weight * np.asarray(weights, dtype=np.float64)).tolist()):
-            lo, hi = int(start[t]), int(start[t + 1])
-            mine = sections[lo:hi]
-            pos = np.searchsorted(mine, sec)
-            found = mine.take(pos, mode="clip") == sec if hi > lo else np.zeros(len(sec), dtype=bool)
-            part = np.where(found, scores[lo:hi].take(pos, mode="clip") * ww if hi > lo else 0.0, 0.0)
-            total += part
-        return total / (1 + weight)
+    def context(self, weight: float):
+        """The section context to mix in with `weight` (None: the copy holds no sections, as
+        a Searcher would mix none): stage 05's own `SectionContext`, on the mapped scores."""
+        if weight <= 0 or "section_codes" not in self._a:
+            return None
+        from pipekit.retrieve.sections import SectionContext
+
+        a = self._a
+        return SectionContext.mapped(a["section_codes"], a["section_start"], a["section_ids"], a["section_scores"],
+                                     weight)
 
     def search(self, text: str, k: int, settings: dict, link_base: str | None):
         """The k best passages for `text`, as `Searcher.search(text, k)` gives them."""
@@ -310,16 +305,15 @@ class ColdIndex:
             raise PipelineError(f"k must be a whole number > 0; got {k}")
         ids, weights = self.query_terms(text)
         depth = max(DEPTH, k)
-        weight = float(settings["section_context"])
-        context = weight > 0 and "section_codes" in self._a
+        context = self.context(float(settings["section_context"]))
         doc_codes = self._a["doc_codes"]
         repeats = self._repeats() if settings.get("repeats", "collapse") == "collapse" else None
         reach = depth + k if repeats is not None else k
 
         def one(i: int, reach: int) -> tuple:
             cols, vals = self.scores(ids, weights)
-            if context:
-                vals = self.rescore(ids, weights, cols, vals, weight)
+            if context is not None:
+                vals = context.rescore(ids, weights, cols, vals)
             order, docs, doc_scores = rank(cols, vals, doc_codes, reach, depth)
             return cols[order], vals[order], docs, doc_scores
 

@@ -36,7 +36,9 @@ and every term's section scores once, at the first query (one pass over the post
 single chunks, about as much again on documentation; a Searcher also keeps the commonest
 terms' scores as rows over all sections, at most 16 MB).  A query then
 reads its terms' section scores and every matching chunk, so with context it takes the
-plain path, not MaxScore's pruned one.
+plain path, not MaxScore's pruned one.  Stage 05, a Searcher's one query, an explanation's
+shares and the one-shot `python -m pipekit search` (from the scores in its mapped copy of
+the index: `SectionContext.mapped`) all mix the context in through `parts` here.
 """
 from __future__ import annotations
 
@@ -44,12 +46,14 @@ import threading
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from pipekit.run import io
 from pipekit.run.errors import PipelineError
+from pipekit.run.lazy import lazy
 from pipekit.chunk.headings import TRAIL_SEPARATOR
+
+# Imported on first use: `python -m pipekit search` mixes the context in from its mapped copy
+# (`SectionContext.mapped`, pipekit/retrieve/cold.py) and starts without Arrow (pipekit/run/lazy.py).
+pa, pc = lazy("pyarrow"), lazy("pyarrow.compute")
 
 LEVEL = 2  # heading levels that name a section: `#` page title, `##` topic
 COMMON_SHARE = 16  # a term in over 1/16 of the sections may get a row over all of them (`keep_common_rows`) ...
@@ -90,6 +94,26 @@ class SectionContext:
         self._evidence = None  # ... and w times the score
         self._common: dict[int, np.ndarray] = {}  # term -> w·score in every section (`keep_common_rows`)
         self._lock = threading.Lock()
+
+    @classmethod
+    def mapped(cls, codes: np.ndarray, start: np.ndarray, sections: np.ndarray, scores: np.ndarray,
+               weight: float) -> "SectionContext":
+        """A context that mixes from section scores made before: `pairs()` of a Searcher's
+        context as `python -m pipekit search` maps them from its copy of the index
+        (pipekit/retrieve/cold.py), with each chunk's section `codes`.  It answers `parts`,
+        `rescore` and `term_scores` as the context they were made by does, bit for bit
+        (tests/test_cold.py); it has no index, so it neither makes pairs nor shares a
+        collection's statistics.  Nothing is computed over all pairs here (w times each
+        score is made per query term, the same product): a one-shot search reads the pages
+        of its own terms' pairs only.  The cold path had its own way of mixing (a binary search of
+        each term's sections), a third beside stage 05's and the Searcher's (issue 47)."""
+        self = cls.__new__(cls)
+        self.weight, self.codes = float(weight), codes
+        self.n = int(codes[-1]) + 1 if len(codes) else 0
+        self.index, self.n_all, self.section_df = None, self.n, None
+        self._rows, self._lock, self._common = threading.local(), threading.Lock(), {}
+        self._pairs, self._evidence = (start, sections, scores), None
+        return self
 
     def _term_sections(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, sections, scores): term t's sections are sections[start[t]:start[t+1]],
@@ -190,6 +214,7 @@ class SectionContext:
         queries on a thread each, a server on its workers."""
         start, sections, scores = self.pairs()
         evidence, weight = self._evidence, self.weight
+        made = evidence is not None  # (a mapped context makes w · score per term: `mapped`)
         ids = term_ids if isinstance(term_ids, list) else np.asarray(term_ids).tolist()
         ws = weights if isinstance(weights, list) else np.asarray(weights, dtype=np.float64).tolist()
         sec = self.codes.take(cols)
@@ -205,7 +230,7 @@ class SectionContext:
                 continue
             lo, hi = start.item(t), start.item(t + 1)
             mine = sections[lo:hi]
-            row[mine] = evidence[lo:hi] if wt == 1.0 else scores[lo:hi] * (weight * wt)
+            row[mine] = evidence[lo:hi] if wt == 1.0 and made else scores[lo:hi] * (weight * wt)
             # (mode="clip": the sections are in range, and NumPy's bounds check took half the time)
             row.take(sec, out=part, mode="clip")
             row[mine] = 0.0
@@ -233,6 +258,8 @@ class SectionContext:
 def section_context(weight: float, chunks_03: Path, index) -> SectionContext | None:
     """The context to score with, or None when it changes nothing: weight 0, or every
     section a single chunk (then the mixed score *is* the chunk's own)."""
+    from pipekit.run import io  # (Arrow's Parquet reader: the stages' and a Searcher's, never the cold path's)
+
     if weight <= 0:
         return None
     doc_id = index.chunks.column("doc_id").combine_chunks()
