@@ -88,13 +88,15 @@ class Repeats:
     def titles(self, chunks) -> list[str]:
         """Each chunk's own section title (its heading trail's last part), as words in lower case."""
         chunks = _ints(chunks)
-        need = sorted({c for c in chunks if c not in self._titles})
-        if need:
+        got = list(map(self._titles.get, chunks))  # (in C: two comprehensions were ~1 µs of a warm search's 4)
+        if None in got:
+            need = sorted({c for c, t in zip(chunks, got) if t is None})
             if len(self._titles) + len(need) > KEEP:
                 self._titles.clear()
             for c, h in zip(need, self.headings_of(np.asarray(need, dtype=np.int64))):
                 self._titles[c] = " ".join(_WORD.findall((h or "").rpartition(TRAIL_SEPARATOR)[2].lower()))
-        return [self._titles[c] for c in chunks]
+            got = [self._titles[c] for c in chunks]
+        return got
 
     def term_sets(self, chunks) -> list[frozenset]:
         """Each chunk's distinct words (letter and digit runs, lower-cased, of the text a reader

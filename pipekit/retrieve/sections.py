@@ -248,9 +248,13 @@ class SectionContext:
         chunk's score plus its query terms' evidence (`parts`) one after another in query
         order, over 1 + w.  Stage 05, a Searcher's one query (pipekit/retrieve/warm.py) and
         an explanation's shares (pipekit/retrieve/results.py) all mix it here."""
-        total = vals.copy()
+        total = None
         for part in self.parts(term_ids, weights, cols):  # term by term: the same sums as ever
-            total += part
+            if total is None:
+                total = vals + part  # (the first term's sum is the new array: no copy of vals first)
+            else:
+                total += part
+        total = vals.copy() if total is None else total
         total /= 1 + self.weight
         return total
 
