@@ -33,8 +33,8 @@ every Passage, score bits included, to stage 05's path on the docs questions, th
 and a folder of repeated passages, with section context on and off, repeats kept and
 collapsed, several k; and each piece (a query's terms from kept words, `best`)
 to what it replaces, on random input.  What is left of a search's time and why the peers
-stay ahead: bench/README.md, "One warm query: one section context, and the floor of NumPy calls".
-"""
+stay ahead: bench/README.md, "One warm query: one section context, and the floor of NumPy calls"
+and "One warm query: the one-shot search's section context, and where the floor is"."""
 from __future__ import annotations
 
 import re
