@@ -98,15 +98,16 @@ class SectionContext:
     @classmethod
     def mapped(cls, codes: np.ndarray, start: np.ndarray, sections: np.ndarray, scores: np.ndarray,
                weight: float) -> "SectionContext":
-        """A context that mixes from section scores made before: `pairs()` of a Searcher's
-        context as `python -m pipekit search` maps them from its copy of the index
-        (pipekit/retrieve/cold.py), with each chunk's section `codes`.  It answers `parts`,
+        """A context that mixes from section scores made before: `pairs()` of a Searcher's context
+        as `python -m pipekit search` maps them from its copy of the index
+        (pipekit/retrieve/cold.py), with each chunk's section `codes`. It answers `parts`,
         `rescore` and `term_scores` as the context they were made by does, bit for bit
-        (tests/test_cold.py); it has no index, so it neither makes pairs nor shares a
-        collection's statistics.  Nothing is computed over all pairs here (w times each
-        score is made per query term, the same product): a one-shot search reads the pages
-        of its own terms' pairs only.  The cold path had its own way of mixing (a binary search of
-        each term's sections), a third beside stage 05's and the Searcher's (issue 47)."""
+        (tests/test_cold.py); it has no index, so it neither makes pairs, keeps common rows
+        (`keep_common_rows`: a Searcher's) nor shares a collection's statistics. Nothing is
+        computed over all pairs here (w times each score is made per query term, the same
+        product): a one-shot search reads the pages of its own terms' pairs only. The cold path
+        had its own way of mixing (a binary search of each term's sections), a third beside
+        stage 05's and the Searcher's (issue 47)."""
         self = cls.__new__(cls)
         self.weight, self.codes = float(weight), codes
         self.n = int(codes[-1]) + 1 if len(codes) else 0
