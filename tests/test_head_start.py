@@ -28,7 +28,7 @@ def _no_head_left(monkeypatch):
     yield
     head = parallel._HEAD
     if head is not None:
-        head.thread.join()
+        head.join()
         if head.pool is not None:
             head.pool.shutdown(wait=True, cancel_futures=True)
 
@@ -45,7 +45,7 @@ def _walk(root: Path):
 
 
 def _wait(head) -> None:
-    head.thread.join()
+    head.join()
     for f in head.futures:
         f.result()
 
@@ -138,7 +138,7 @@ def test_stage_01_alone_reads_ahead_and_writes_the_rows_of_a_run_without(tmp_pat
     env = {k: v for k, v in os.environ.items()}
     probe = ("import runpy, sys; from pipekit.read import parallel; parallel.POOL_SECONDS = 0.0; "
              "seen = []; adopt = parallel.HeadStart.adopt; "
-             "parallel.HeadStart.adopt = lambda self, t: (lambda r: (seen.append(len(r[1])), r)[1])(adopt(self, t)); "
+             "parallel.HeadStart.adopt = lambda self, t: (lambda r: (seen.append(len(r[1])), seen.append(self.method), r)[2])(adopt(self, t)); "
              "sys.argv = sys.argv[1:]; "
              "import atexit; atexit.register(lambda: print('ADOPTED', seen, file=sys.stderr)); "
              "runpy.run_path('01_documents.py', run_name='__main__')")
@@ -152,6 +152,8 @@ def test_stage_01_alone_reads_ahead_and_writes_the_rows_of_a_run_without(tmp_pat
         assert proc.returncode == 0, proc.stderr
         if head == "true":
             assert "ADOPTED [" in proc.stderr and "ADOPTED []" not in proc.stderr, proc.stderr
-            assert int(proc.stderr.split("ADOPTED [")[1].split("]")[0]) > 0
+            adopted, method = proc.stderr.split("ADOPTED [")[1].split("]")[0].split(", ")
+            assert int(adopted) > 0
+            assert method == "'fork'"  # the script has one thread before its imports: workers forked from it
         outs[name] = pq.read_table(out / "01_documents.parquet")
     assert outs["ahead"].equals(outs["plain"])

@@ -214,8 +214,15 @@ class HeadStart:
 
     Stage 01 run alone spent its first ~0.4 s on one core (the interpreter, pyarrow, the
     walk, the hashing of every file) before a page was read; the tasks submitted here keep
-    the second core reading meanwhile.  They are submitted on a thread: a worker's start
-    waits for the fork server's imports (~0.2 s), which the stage's own imports overlap.
+    the second core reading meanwhile.  How the workers start depends on the process:
+
+    - with one thread (stage 01's script before its imports: no Arrow, no writer thread yet,
+      `/proc/self/task` says so) they are forked from it at once, on this thread: a fork of a
+      ~30 MB interpreter takes milliseconds, where the fork server first starts an interpreter
+      and imports the readers (~0.2 s, the first page waited for it);
+    - otherwise (a process with threads, which a plain fork would copy mid-lock) from the fork
+      server, as `Readers` starts them, submitted on a thread so that the server's start does
+      not hold up the caller.
 
     A row read ahead is used only where it is provably the one `Readers.read` would make
     now: its task holds entries equal to the stage's walk (every field: a file the hashing
@@ -235,16 +242,30 @@ class HeadStart:
                 break
         self.futures: list = []
         self.pool = None
+        self.method = "fork" if _one_thread() else "forkserver"
         self.thread = threading.Thread(target=self._submit, name="pipekit-head-start", daemon=True)
-        self.thread.start()
+        if self.method == "fork":
+            self._submit()  # forks before any thread exists: the executor's own starts after
+        else:
+            self.thread.start()
 
     def _submit(self) -> None:
         try:
-            self.pool = _lazy("ProcessPoolExecutor")(self.workers, mp_context=_context(read_document))
+            if self.method == "fork":
+                import multiprocessing
+
+                context = multiprocessing.get_context("fork")
+            else:
+                context = _context(read_document)
+            self.pool = _lazy("ProcessPoolExecutor")(self.workers, mp_context=context)
             for task in self.tasks:
                 self.futures.append(self.pool.submit(_read_task, read_document, task))
         except Exception:  # no semaphores, no fork server: Readers finds the same and reads here
             self.futures.clear()
+
+    def join(self) -> None:
+        if self.thread.ident is not None:  # started (the fork server's way)
+            self.thread.join()
 
     def adopt(self, tasks: Iterator[list[InputEntry]]) -> tuple[Iterator[list[InputEntry]], deque]:
         """(the tasks still to submit, the submitted ones to wait for), for `Readers._pooled`."""
@@ -296,12 +317,20 @@ def _take_head_start(workers: int) -> "HeadStart | None":
     head, _HEAD = _HEAD, None
     if head is None:
         return None
-    head.thread.join()
+    head.join()
     if head.pool is None or not head.futures or head.workers != workers or head.listing is None:
         if head.pool is not None:
             head.pool.shutdown(wait=False, cancel_futures=True)
         return None
     return head
+
+
+def _one_thread() -> bool:
+    """True if this process runs one thread, native ones counted (Linux: /proc/self/task)."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False  # no /proc: assume threads, and use the fork server
 
 
 def _bytes(task: list[InputEntry]) -> int:
