@@ -15,6 +15,11 @@ reads them all (`start_early`, beside the hashing); a run with little to read (a
 one changed file) reads in this process and starts nothing: the work is estimated from each file's size and its format's
 measured speed (`_MB_PER_S`), and only more than `POOL_SECONDS` of it goes to the pool.
 
+Run alone with every file to read, stage 01 submits its first tasks before it imports Arrow
+(`HeadStart`, from pipekit/read/early.py): those workers are forked from the stage's process
+while it still has one thread, and their rows are used only where they are the rows the stage's
+own walk and listing call for.
+
 Files travel in tasks of consecutive entries (`_tasks`: ~50 ms of estimated work or 64 files),
 so a folder of small Markdown files does not pay one round trip per file; a bounded number of
 tasks are in flight (`IN_FLIGHT` per worker), so memory holds a few tasks' texts, never the
