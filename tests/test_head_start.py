@@ -157,3 +157,24 @@ def test_stage_01_alone_reads_ahead_and_writes_the_rows_of_a_run_without(tmp_pat
             assert method == "'fork'"  # the script has one thread before its imports: workers forked from it
         outs[name] = pq.read_table(out / "01_documents.parquet")
     assert outs["ahead"].equals(outs["plain"])
+
+
+def test_a_head_start_leaves_the_fork_server_unstarted():
+    # Its workers are forked from the stage's process; the server start_early would start for
+    # the stage's walk (an interpreter and the readers' imports) would be CPU for nothing.
+    code = """
+from pathlib import Path
+from multiprocessing import forkserver
+from pipekit.read import parallel
+from pipekit.read.walk import InputEntry
+
+pages = [InputEntry(Path("/nonexistent/x%d.html" % i), "x%d.html" % i, [], format="html", n_bytes=100_000) for i in range(200)]
+assert parallel.begin_head_start(2, pages)
+assert parallel._HEAD.method == "fork"
+assert parallel.start_early(pages, 2)
+assert forkserver._forkserver._forkserver_pid is None
+parallel._HEAD.pool.shutdown(wait=True, cancel_futures=True)
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "ok", proc.stderr

@@ -118,6 +118,8 @@ def start_early(entries: list[InputEntry], workers: int) -> bool:
     only when every file will be read (`--force`, or no previous output): a rerun reads what
     changed and starts nothing.  A server started and then not used costs its start, once,
     and ends with the stage's process."""
+    if _HEAD is not None:
+        return True  # reading began before the imports (HeadStart): its workers need no server
     if workers <= 1 or sum(map(estimated_seconds, entries)) < POOL_SECONDS:
         return False
     try:
