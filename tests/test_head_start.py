@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -178,3 +179,26 @@ print("ok")
 """
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_rows_nobody_takes_are_not_waited_for_at_exit(tmp_path, monkeypatch):
+    # A stage that fails before it takes the rows read ahead ends at once: the workers are
+    # ended mid-task, not waited for through the tasks queued to them.
+    root = tmp_path / "docs"
+    root.mkdir()
+    page = "<html><body>" + "<p>some <b>words</b> here</p>" * 12_000 + "</body></html>"
+    for i in range(40):
+        (root / f"p{i:02d}.html").write_text(page)
+    monkeypatch.setattr(parallel, "TASK_FILES", 64)
+    monkeypatch.setattr(parallel, "TASK_SECONDS", 100.0)  # one task of all 40 pages (seconds of work)
+    assert parallel.begin_head_start(2, _walk(root), seconds=100.0)
+    head = parallel._HEAD
+    head.join()
+    processes = list(head.pool._processes.values())
+    time.sleep(0.3)  # the task is being read
+    t0 = time.perf_counter()
+    parallel._drop_head_start()
+    for p in processes:
+        p.join(10)
+    assert time.perf_counter() - t0 < 1.0
+    assert not any(p.is_alive() for p in processes)

@@ -310,7 +310,24 @@ def begin_head_start(workers: int, entries: list[InputEntry], seconds: float = 1
     if _HEAD is not None or workers <= 1 or sum(map(estimated_seconds, entries)) < POOL_SECONDS:
         return False
     _HEAD = HeadStart(workers, entries, seconds)
+    # A stage that fails before it takes the rows (a bad output folder) must not wait, as it
+    # exits, for the tasks read ahead: 4.6 s against 1.6 for the same error on the manual.
+    # Registered where concurrent.futures registers the wait (run in reverse order: first).
+    import threading
+
+    getattr(threading, "_register_atexit", __import__("atexit").register)(_drop_head_start)
     return True
+
+
+def _drop_head_start() -> None:
+    head = _HEAD
+    if head is not None and head.pool is not None:
+        # Their rows are nobody's: the workers end now, mid-file (cancelling alone still waited
+        # for the tasks already queued to them, 1.2 s).
+        processes = list((getattr(head.pool, "_processes", None) or {}).values())
+        head.pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
 
 
 def listed(listing: dict | None) -> None:
