@@ -76,7 +76,14 @@ are read on every core (`engine.workers`), in processes, as no reader shares a c
 from __future__ import annotations
 
 import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
-from collections import Counter
+import sys
+
+if __name__ == "__main__":  # run alone: reading starts while the imports below load (pipekit/read/early.py)
+    from pipekit.read.early import begin
+
+    begin(sys.argv[1:])
+
+from collections import Counter  # noqa: E402 (below: the imports the early start overlaps)
 from pathlib import Path
 from typing import Iterable, Iterator
 

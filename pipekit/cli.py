@@ -98,6 +98,8 @@ class StageContext:
 
                 early = lambda entries: start_early(entries, workers_wanted(cfg["engine"]["workers"]))  # noqa: E731
             self.entries, self.listing = walk or input_listing(cfg, self.path(stage.outputs[1]), early)
+            if "pipekit.read.parallel" in sys.modules:  # rows read ahead are checked against it (early.py)
+                sys.modules["pipekit.read.parallel"].listed(self.listing)
         self.inputs = inputs_record(stage, cfg, upstream_fp, self.listing, model_identity(stage, cfg))
         self.fingerprint = digest(self.inputs)
         # What every row depends on besides its own document (pipekit/run/incremental.py).

@@ -7,6 +7,7 @@ few hundred rows make many of them, as 18 MB of text do in a real folder.
 """
 from __future__ import annotations
 
+import os
 import struct
 
 import pyarrow as pa
@@ -179,3 +180,33 @@ def test_groups_that_point_outside_themselves_are_not_copied(tmp_path):
     pq.write_table(rows(0, 50), path, write_page_index=True)
     with pytest.raises(parquet_copy.Unsupported):
         parquet_copy.span(parquet_copy.row_groups(parquet_copy.read_footer(path))[0])
+
+
+def test_copied_groups_start_their_writeback_while_later_ones_are_copied(tmp_path, small_groups, monkeypatch):
+    # Each copied group's bytes are handed to the disk right after their copy, and the file
+    # is still fsync'd after the last of them, before it can be renamed over the output.
+    before = tmp_path / "before.parquet"
+    write(before, [rows(0, 300)], "first")
+    calls = []
+    real_start, real_fsync = parquet_copy.start_writeback, os.fsync
+    monkeypatch.setattr(parquet_copy, "start_writeback",
+                        lambda fd, start, n: (calls.append(("writeback", start, n)), real_start(fd, start, n)))
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(("fsync",)), real_fsync(fd)))
+    after = tmp_path / "after.parquet"
+    previous = PreviousRows(str(before))
+    write(after, [*previous.take(0, 150), rows(1000, 1001, "new"), *previous.take(150, 300)], "second")
+    groups = list(map(parquet_copy.span, parquet_copy.row_groups(parquet_copy.read_footer(after))))
+    started = [c[1:] for c in calls if c[0] == "writeback"]
+    assert started == [(a, b - a) for a, b in groups]  # every group, where it landed, in order
+    spliced_fsync = next(i for i, c in enumerate(calls) if c[0] == "fsync" and i > 0)
+    assert all(c[0] == "writeback" for c in calls[1:spliced_fsync])  # the splice's fsync comes last
+    assert pq.ParquetFile(after).read().equals(
+        pa.concat_tables([rows(0, 150), rows(1000, 1001, "new"), rows(150, 300)]).cast(pq.ParquetFile(after).schema_arrow))
+
+
+def test_writeback_is_a_no_op_where_the_system_has_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(parquet_copy, "_SFR", None)
+    with open(tmp_path / "f", "wb") as fh:
+        fh.write(b"x" * 100)
+        parquet_copy.start_writeback(fh.fileno(), 0, 100)  # nothing to call: no error
+    assert (tmp_path / "f").read_bytes() == b"x" * 100

@@ -15,6 +15,11 @@ reads them all (`start_early`, beside the hashing); a run with little to read (a
 one changed file) reads in this process and starts nothing: the work is estimated from each file's size and its format's
 measured speed (`_MB_PER_S`), and only more than `POOL_SECONDS` of it goes to the pool.
 
+Run alone with every file to read, stage 01 submits its first tasks before it imports Arrow
+(`HeadStart`, from pipekit/read/early.py): those workers are forked from the stage's process
+while it still has one thread, and their rows are used only where they are the rows the stage's
+own walk and listing call for.
+
 Files travel in tasks of consecutive entries (`_tasks`: ~50 ms of estimated work or 64 files),
 so a folder of small Markdown files does not pay one round trip per file; a bounded number of
 tasks are in flight (`IN_FLIGHT` per worker), so memory holds a few tasks' texts, never the
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from itertools import chain
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from pipekit.read.documents import READER_MODULES, failed_row, read_document
@@ -112,6 +118,8 @@ def start_early(entries: list[InputEntry], workers: int) -> bool:
     only when every file will be read (`--force`, or no previous output): a rerun reads what
     changed and starts nothing.  A server started and then not used costs its start, once,
     and ends with the stage's process."""
+    if _HEAD is not None:
+        return True  # reading began before the imports (HeadStart): its workers need no server
     if workers <= 1 or sum(map(estimated_seconds, entries)) < POOL_SECONDS:
         return False
     try:
@@ -134,6 +142,7 @@ class Readers:
         # name, as anything sent to a worker.
         self.workers, self.pool_seconds, self.reader = workers, pool_seconds, read
         self.pool: ProcessPoolExecutor | None = None
+        self._head: HeadStart | None = None
 
     def __enter__(self) -> "Readers":
         return self
@@ -148,7 +157,9 @@ class Readers:
 
     def read(self, entries: list[InputEntry]) -> Iterator[dict]:
         entries = list(entries)
-        if self.workers > 1 and sum(map(estimated_seconds, entries)) >= self.pool_seconds:
+        # A head start's pool is running already: its start is paid, its rows maybe read.
+        ahead = _HEAD is not None and self.reader is read_document
+        if self.workers > 1 and (ahead or sum(map(estimated_seconds, entries)) >= self.pool_seconds):
             try:
                 self._start()
             except (OSError, ImportError, NotImplementedError):
@@ -162,6 +173,9 @@ class Readers:
             yield self.reader(entry)
 
     def _start(self) -> ProcessPoolExecutor:
+        if self.pool is None and self.reader is read_document:
+            self._head = _take_head_start(self.workers)
+            self.pool = self._head and self._head.pool
         if self.pool is None:
             self.pool = _lazy("ProcessPoolExecutor")(self.workers, mp_context=_context(self.reader))
         return self.pool
@@ -171,6 +185,9 @@ class Readers:
         # second) was tried, but a task it took (a 3 s PDF) stopped it feeding the pool, and
         # a native reader's crash here would end the stage.
         tasks, pending = iter(tasks), deque()
+        if self._head is not None:  # tasks submitted before the stage's imports (HeadStart)
+            tasks, pending = self._head.adopt(tasks)
+            self._head = None
         window, waiting = IN_FLIGHT * self.workers, None
         while True:
             # At most `window` tasks and IN_FLIGHT_BYTES of files in flight (one task always): a
@@ -192,6 +209,152 @@ class Readers:
                 rows = [_alone(self.reader, entry) for entry in task]
                 pending = deque((t, self._start().submit(_read_task, self.reader, t)) for t, _ in pending)
             yield from rows
+
+
+# ---- the head start: reading begun before the stage imports Arrow (pipekit/read/early.py)
+
+_HEAD: "HeadStart | None" = None
+
+
+class HeadStart:
+    """The pool and its first tasks, submitted while stage 01's process is still importing.
+
+    Stage 01 run alone spent its first ~0.4 s on one core (the interpreter, pyarrow, the
+    walk, the hashing of every file) before a page was read; the tasks submitted here keep
+    the second core reading meanwhile.  How the workers start depends on the process:
+
+    - with one thread (stage 01's script before its imports: no Arrow, no writer thread yet,
+      `/proc/self/task` says so) they are forked from it at once, on this thread: a fork of a
+      ~30 MB interpreter takes milliseconds, where the fork server first starts an interpreter
+      and imports the readers (~0.2 s, the first page waited for it);
+    - otherwise (a process with threads, which a plain fork would copy mid-lock) from the fork
+      server, as `Readers` starts them, submitted on a thread so that the server's start does
+      not hold up the caller.
+
+    A row read ahead is used only where it is provably the one `Readers.read` would make
+    now: its task holds entries equal to the stage's walk (every field: a file the hashing
+    found to be a copy, or one whose size changed, is not) and, file by file, the bytes it
+    read are the ones the stage's listing hashed (`listed`): a file changed between the two
+    is read again.  Tasks that do not match are dropped, their rows unread."""
+
+    def __init__(self, workers: int, entries: list[InputEntry], seconds: float):
+        import threading
+
+        self.workers, self.listing = workers, None
+        self.tasks: list[list[InputEntry]] = []
+        for task in _tasks(entries):  # the first tasks, `seconds` of estimated work
+            self.tasks.append(task)
+            if sum(estimated_seconds(e) for t in self.tasks for e in t) >= seconds or \
+                    sum(map(_bytes, self.tasks)) >= IN_FLIGHT_BYTES:
+                break
+        self.futures: list = []
+        self.pool = None
+        self.method = "fork" if _one_thread() else "forkserver"
+        self.thread = threading.Thread(target=self._submit, name="pipekit-head-start", daemon=True)
+        if self.method == "fork":
+            self._submit()  # forks before any thread exists: the executor's own starts after
+        else:
+            self.thread.start()
+
+    def _submit(self) -> None:
+        try:
+            if self.method == "fork":
+                import multiprocessing
+
+                context = multiprocessing.get_context("fork")
+            else:
+                context = _context(read_document)
+            self.pool = _lazy("ProcessPoolExecutor")(self.workers, mp_context=context)
+            for task in self.tasks:
+                self.futures.append(self.pool.submit(_read_task, read_document, task))
+        except Exception:  # no semaphores, no fork server: Readers finds the same and reads here
+            self.futures.clear()
+
+    def join(self) -> None:
+        if self.thread.ident is not None:  # started (the fork server's way)
+            self.thread.join()
+
+    def adopt(self, tasks: Iterator[list[InputEntry]]) -> tuple[Iterator[list[InputEntry]], deque]:
+        """(the tasks still to submit, the submitted ones to wait for), for `Readers._pooled`."""
+        pending: deque = deque()
+        for task, future in zip(self.tasks, self.futures):
+            mine = next(tasks, None)
+            if mine is None:
+                break
+            if mine != task or self.listing is None:
+                return chain([mine], tasks), pending  # from here on, the stage's own tasks
+            pending.append((task, _Checked(future, task, self.listing)))
+        return tasks, pending
+
+
+class _Checked:
+    """A task's future whose rows are kept only where the listing hashed the bytes they read."""
+
+    def __init__(self, future, task: list[InputEntry], listing: dict):
+        self.future, self.task, self.listing = future, task, listing
+
+    def result(self) -> list[dict]:
+        rows = self.future.result()
+        files = self.listing["files"]
+        for i, (entry, row) in enumerate(zip(self.task, rows)):
+            key = (files.get(entry.doc_id) or [None] * 4)[3]
+            listed = key.rsplit("|", 2)[-2] if key and "|" in key else None  # incremental.content_of
+            if row.get("content_hash") is None or row["content_hash"] != listed:
+                rows[i] = read_document(entry)  # changed since, or a row with no bytes to vouch for it
+        return rows
+
+
+def begin_head_start(workers: int, entries: list[InputEntry], seconds: float = 1.0) -> bool:
+    """Submit the first `seconds` of estimated reading now, if there is enough for the pool."""
+    global _HEAD
+    if _HEAD is not None or workers <= 1 or sum(map(estimated_seconds, entries)) < POOL_SECONDS:
+        return False
+    _HEAD = HeadStart(workers, entries, seconds)
+    # A stage that fails before it takes the rows (a bad output folder) must not wait, as it
+    # exits, for the tasks read ahead: 4.6 s against 1.6 for the same error on the manual.
+    # Registered where concurrent.futures registers the wait (run in reverse order: first).
+    import threading
+
+    getattr(threading, "_register_atexit", __import__("atexit").register)(_drop_head_start)
+    return True
+
+
+def _drop_head_start() -> None:
+    head = _HEAD
+    if head is not None and head.pool is not None:
+        # Their rows are nobody's: the workers end now, mid-file (cancelling alone still waited
+        # for the tasks already queued to them, 1.2 s).
+        processes = list((getattr(head.pool, "_processes", None) or {}).values())
+        head.pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+
+
+def listed(listing: dict | None) -> None:
+    """The stage's listing, which a head start's rows are checked against (HeadStart)."""
+    if _HEAD is not None:
+        _HEAD.listing = listing
+
+
+def _take_head_start(workers: int) -> "HeadStart | None":
+    global _HEAD
+    head, _HEAD = _HEAD, None
+    if head is None:
+        return None
+    head.join()
+    if head.pool is None or not head.futures or head.workers != workers or head.listing is None:
+        if head.pool is not None:
+            head.pool.shutdown(wait=False, cancel_futures=True)
+        return None
+    return head
+
+
+def _one_thread() -> bool:
+    """True if this process runs one thread, native ones counted (Linux: /proc/self/task)."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False  # no /proc: assume threads, and use the fork server
 
 
 def _bytes(task: list[InputEntry]) -> int:

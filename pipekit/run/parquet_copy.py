@@ -370,6 +370,43 @@ def _copy(src, dst, start: int, n: int) -> None:
         n -= done
 
 
+SYNC_FILE_RANGE_WRITE = 2  # from Linux's fcntl.h: start writing the range back, do not wait
+
+
+def _sync_file_range():
+    """Linux's sync_file_range, or None (another system, a C library without it)."""
+    global _SFR
+    if _SFR is False:
+        try:
+            import ctypes
+
+            from pipekit.run.malloc import _libc
+
+            _SFR = _libc().sync_file_range
+            _SFR.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+        except (OSError, AttributeError, ImportError):
+            _SFR = None
+    return _SFR
+
+
+_SFR = False
+
+
+def start_writeback(fd: int, start: int, n: int) -> None:
+    """Have the system start writing bytes [start, start + n) of `fd` to disk now, without
+    waiting: the fsync that must follow (the file is renamed over an output only once its
+    bytes are on disk) then waits for what is left instead of for all of it.
+
+    A rerun's splices copy ~18 MB of unchanged row groups each (01, 02, 03), and their fsync
+    wrote all of it after the last copy: 40-47 ms each here.  Started group by group, the
+    disk writes while the next groups are copied: a splice of 01_documents.parquet with its
+    fsync 63 -> 54 ms (median of 8 each, bench/README.md "Reruns on a real folder").  It
+    changes no byte and no order: durability still comes from the fsync alone."""
+    sfr = _sync_file_range()
+    if sfr is not None and n > 0:
+        sfr(fd, start, n, SYNC_FILE_RANGE_WRITE)  # -1 (a file system without it): the fsync does it all
+
+
 def splice(target: Path, pieces: list[tuple[Path, list]], footer: list) -> None:
     """Write a Parquet file at `target` whose row groups are `pieces`, in order: (file,
     a row group struct of its footer), each copied as bytes.  `footer` gives
@@ -386,6 +423,7 @@ def splice(target: Path, pieces: list[tuple[Path, list]], footer: list) -> None:
                 at = out.tell()
                 _copy(files[path], out, start, stop - start)
                 out.seek(0, os.SEEK_END)
+                start_writeback(out.fileno(), at, stop - start)  # beside the next copies
                 groups.append(moved(group, at - start, k))
                 total += num_rows(group)
             fields = []
