@@ -15,7 +15,8 @@ Stage 01, `beir_tables`: the same lines as `readers.beir_lines` (cut on b"\n", n
 same way), read in blocks of whole lines.  A block whose non-blank lines are each one JSON
 object from `{` to `}`, valid UTF-8, with a non-empty string `_id` and string (or absent)
 `title` and `text`, is parsed by Arrow's JSON reader in C, on a thread of its own while
-its lines are hashed, two blocks at once (the `_id` check across blocks stays in order);
+its lines are hashed (in a process of their own on a large corpus with a second core:
+pipekit/read/line_hashes.py), two blocks at once (the `_id` check across blocks stays in order);
 json.loads and a dict per line cost 0.6 s of stage 01's 1.2 s at 200,000 passages.  Any other block goes line by line: json.loads, and `readers._beir_record`
 for a line of another shape, which converts it (an integer `_id`, a null title) or raises
 its exact message.  Where the two readers disagree, Arrow's is the stricter (a key given
@@ -70,7 +71,7 @@ def beir_tables(path: Path, max_bytes: int | None, start: int, end: int | None, 
 
     The corpus is read in blocks of whole lines.  A block whose every non-blank line is one
     JSON object of the usual shape is parsed by Arrow's JSON reader in C, on another thread
-    while its lines are hashed; any other block goes line by line through json.loads and
+    while its lines are hashed (by the hashing process, when there is one); any other block goes line by line through json.loads and
     `_beir_record`, which converts what it accepts and raises its exact message.
 
     `threads` blocks are made at once (engine.map_ahead, order kept): Arrow's parse and
@@ -79,57 +80,85 @@ def beir_tables(path: Path, max_bytes: int | None, start: int, end: int | None, 
     tables) stays on this thread, in order."""
     from concurrent.futures import ThreadPoolExecutor
     from functools import partial
+    from pipekit.read.line_hashes import LineHasher, asked_ahead
     from pipekit.run.engine import map_ahead
 
     path = Path(path)
     seen: set[str] = set()
     cutter = _Batches(max_rows, max_chars)
     threads = max(int(threads), 1)
-    # One parse thread per block in flight: a block waiting on its parse never waits for another's.
-    with ThreadPoolExecutor(threads) as pool:
-        made = partial(_arrow_block, pool, path, max_bytes=max_bytes, schema=schema)
-        for block, parsed in map_ahead(lambda b: (b, made(*b[1:])), _line_blocks(path, start, end), threads):
-            first_line, data, starts, ends = block
-            if parsed is None:
-                table = _python_block(path, data, starts, ends, first_line, seen, max_bytes, schema)
-            else:
-                table, listed, rows = parsed
-                _check_seen(path, seen, listed, rows, first_line)
-            yield from cutter.add(table)
-    yield from cutter.rest()
+    # The lines' hashes in a process of their own where there is a second core: they keep
+    # the GIL (pipekit/read/line_hashes.py).  Asked for a few blocks ahead of their parse.
+    hasher = LineHasher.start(path, None if end is None else end - start) if threads > 1 else None
+    blocks = _line_blocks(path, start, end)
+    if hasher is not None:
+        blocks = asked_ahead(hasher, blocks)
+    try:
+        # One parse thread per block in flight: a block waiting on its parse never waits for another's.
+        with ThreadPoolExecutor(threads) as pool:
+            made = partial(_arrow_block, pool, path, max_bytes=max_bytes, schema=schema)
+            for block, parsed in map_ahead(lambda b: (b, made(*b[2:])), blocks, threads):
+                first_line, _, data, starts, ends = block[:5]
+                if parsed is None:
+                    table, lengths = _python_block(path, data, starts, ends, first_line, seen, max_bytes, schema), None
+                else:
+                    table, listed, rows, lengths = parsed
+                    _check_seen(path, seen, listed, rows, first_line)
+                yield from cutter.add(table, lengths)
+        yield from cutter.rest()
+    finally:
+        if hasher is not None:
+            hasher.close()
 
 
 def _check_seen(path: Path, seen: set, listed: list, rows: np.ndarray, first_line: int) -> None:
     """Add a block's ids to those seen, stopping at the first seen before (in the block or
-    an earlier one) with `iter_beir`'s message: on this thread, the blocks in order."""
+    an earlier one) with `iter_beir`'s message: on this thread, the blocks in order.
+
+    Two passes over the ids when none repeats (a disjointness test, then the update, whose
+    growth tells a repeat inside the block), not three: at 1M passages the third
+    (`set(listed)`) was ~0.2 s of this thread, which the other threads' work waits behind."""
     from pipekit.run.errors import PipelineError
 
-    if len(set(listed)) < len(listed) or not seen.isdisjoint(listed):
-        for i, doc_id in enumerate(listed):  # the first id seen before, for the message
-            if doc_id in seen:
-                raise PipelineError(f"{path}, line {first_line + int(rows[i])}: _id {doc_id!r} appears twice")
-            seen.add(doc_id)
-    seen.update(listed)
+    before = len(seen)
+    if seen.isdisjoint(listed):
+        seen.update(listed)
+        if len(seen) - before == len(listed):
+            return
+        seen.difference_update(listed)  # as it was: none of these was in it
+    for i, doc_id in enumerate(listed):  # the first id seen before, for the message
+        if doc_id in seen:
+            raise PipelineError(f"{path}, line {first_line + int(rows[i])}: _id {doc_id!r} appears twice")
+        seen.add(doc_id)
 
 
-def _line_blocks(path: Path, start: int, end: int | None) -> Iterator[tuple[int, bytes, np.ndarray, np.ndarray]]:
-    """(number of the block's first line, bytes, line starts, line ends) for blocks of whole
-    lines that begin in [start, end), as `beir_lines` numbers and cuts them (on b"\n" only;
-    the file's BOM, when `start` is 0, left out of its first line)."""
+def _line_blocks(path: Path, start: int, end: int | None) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+    """(number of the block's first line, its offset in the file, its bytes, line starts,
+    line ends) for blocks of whole lines that begin in [start, end), as `beir_lines` numbers
+    and cuts them (on b"\n" only; the file's BOM, when `start` is 0, left out of its first line).
+
+    Each block is read into a NumPy array of its own, after the part line the block before
+    left (`readinto`, one copy of each byte): reading a block, joining it to that part line
+    and slicing off the next one copied each block three times, each into a fresh 2 MB
+    buffer that costs its page faults (at 200k passages, timed apart: the reads 0.15 s, the
+    joins 0.10, the slices 0.08, on the thread every other one waits for)."""
     from pipekit.read.beir import open_corpus
 
     with open_corpus(path, start) as handle:
-        at, pending, line_no, last = start, [], 1, False
+        at, tail, line_no, last = start, np.empty(0, dtype=np.uint8), 1, False
         while not last:
-            piece = handle.read(BLOCK_BYTES)
-            last = not piece
-            # Only the new piece is searched: what is pending holds no newline.
-            newline = np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10)
+            # A line longer than a block is read on into a buffer twice as large, so a long
+            # line costs a few copies of itself, not one per block it spans.
+            buf = np.empty(len(tail) + max(BLOCK_BYTES, len(tail)), dtype=np.uint8)
+            buf[:len(tail)] = tail
+            got = handle.readinto(memoryview(buf)[len(tail):]) or 0
+            last = not got
+            # Only the new bytes are searched: the part line before holds no newline.
+            newline = np.flatnonzero(buf[len(tail):len(tail) + got] == 10) + len(tail)
+            data = buf[:len(tail) + got]
             if not last and len(newline) == 0:
-                pending.append(piece)  # a line longer than a block: read on until it ends (joined once)
+                tail = data
                 continue
-            newline += sum(map(len, pending))
-            data = b"".join([*pending, piece])
             cut = len(data) if last else int(newline[-1]) + 1
             ends = newline + 1
             if last and cut > (int(ends[-1]) if len(ends) else 0):
@@ -139,20 +168,22 @@ def _line_blocks(path: Path, start: int, end: int | None) -> Iterator[tuple[int,
                 inside = at + starts < end
                 if not inside.all():
                     starts, ends, last = starts[inside], ends[inside], True
-            if line_no == 1 and start == 0 and len(starts) and data.startswith(_BOM):
+            if line_no == 1 and start == 0 and len(starts) and data[:len(_BOM)].tobytes() == _BOM:
                 starts[0] = min(len(_BOM), int(ends[0]))
             if len(starts):
                 # Only the range's lines: handed to Arrow, a line past `end` could complete
                 # an object the last line in range leaves open.
-                yield line_no, data[:int(ends[-1])], starts, ends
+                yield line_no, at, data[:int(ends[-1])], starts, ends
             line_no += len(starts)
-            pending, at = ([data[cut:]] if cut < len(data) else []), at + cut
+            tail, at = data[cut:], at + cut
 
 
-def _arrow_block(pool, path, data: bytes, starts, ends, max_bytes, schema):
-    """(the block's table parsed by Arrow, its ids as a list, each id's line in the block),
-    or None where json.loads' reading might differ.  A function of the block alone (the ids
-    seen before are checked by the caller, in order), so blocks may be made on threads.
+def _arrow_block(pool, path, data: np.ndarray, starts, ends, hashed=None, *, max_bytes, schema):
+    """(the block's table parsed by Arrow, its ids as a list, each id's line in the block,
+    its texts' lengths in characters), or None where json.loads' reading might differ.  A
+    function of the block alone (the ids seen before are checked by the caller, in order),
+    so blocks may be made on threads.  `hashed`: the block's lines' digests being made in
+    the hashing process (pipekit/read/line_hashes.py); None: they are made here.
 
     Only a block that is valid UTF-8, whose non-blank lines each run from `{` to `}` (so a
     line is one object: an object spread over lines, or two on one line, is left to the
@@ -160,28 +191,32 @@ def _arrow_block(pool, path, data: bytes, starts, ends, max_bytes, schema):
     strings or absent.  Arrow's reader refuses a number where the schema says string, a key
     given twice, a control character in a string and a lone surrogate, so those blocks
     fall back too, and `_beir_record` words the error as before."""
+    import codecs
     from pipekit.read.beir import read_records
-    from pipekit.run.hashing import content_hash
+    from pipekit.read.line_hashes import LineHasher, digests, hex_column
 
-    buf = np.frombuffer(data, dtype=np.uint8)
+    buf = np.asarray(data, dtype=np.uint8)
     body_end = ends - (buf[ends - 1] == 10)  # the line without its newline (and without a CR before it)
     body_end -= (body_end > starts) & (buf[np.maximum(body_end - 1, 0)] == 13)
     filled = body_end > starts
     record = filled & (buf[np.minimum(starts, len(buf) - 1)] == 123) & (buf[np.maximum(body_end - 1, 0)] == 125)
     for i in np.flatnonzero(filled & ~record):  # only blank lines (spaces, tabs) may be neither
-        if data[starts[i]:ends[i]].strip():
+        if buf[starts[i]:ends[i]].tobytes().strip():
             return None
     if not record.any():
-        return _table({}, 0, schema), [], record  # blank lines only
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    parsing = pool.submit(read_records, pa.py_buffer(data).slice(int(starts[0])))
+        return _table({}, 0, schema), [], record, None  # blank lines only
+    if buf.max(initial=0) >= 128:  # ASCII is UTF-8: only a block with other bytes is decoded to check
+        try:
+            codecs.utf_8_decode(memoryview(buf), "strict", True)
+        except UnicodeDecodeError:
+            return None
+    parsing = pool.submit(read_records, pa.py_buffer(buf).slice(int(starts[0])))
     rows = np.flatnonzero(record)
     r_starts, r_ends = starts[rows], ends[rows]
-    view = memoryview(data)
-    hashes = [content_hash(view[a:b]) for a, b in zip(r_starts.tolist(), r_ends.tolist())]
+    if hashed is None:
+        hashes = hex_column(digests(buf, r_starts, r_ends))
+    else:  # every line's digest was asked for: the records' are kept
+        hashes = hex_column(LineHasher.result(hashed, buf, starts, ends), None if len(rows) == len(starts) else rows)
     parsed = parsing.result()  # None: whatever Arrow refuses, the line-by-line path words it
     if parsed is None or parsed.num_rows != len(rows):
         return None
@@ -189,7 +224,9 @@ def _arrow_block(pool, path, data: bytes, starts, ends, max_bytes, schema):
     if ids.null_count or pc.any(pc.equal(pc.binary_length(ids), 0)).as_py():
         return None
     table = _beir_table(path, ids, titles, texts, r_ends - r_starts, hashes, max_bytes, schema)
-    return table, ids.to_pylist(), rows
+    # The lengths the cut into tables needs, here on the block's thread, not on the one
+    # every block passes through (where, at 1M passages, it waited 1.6 s for the GIL).
+    return table, ids.to_pylist(), rows, _text_lengths(table)
 
 
 def _python_block(path, data: bytes, starts, ends, first_line: int, seen: set, max_bytes, schema) -> pa.Table:
@@ -199,6 +236,7 @@ def _python_block(path, data: bytes, starts, ends, first_line: int, seen: set, m
     from pipekit.read.beir import _beir_record
     from pipekit.run.hashing import content_hash
 
+    data = data.tobytes() if isinstance(data, np.ndarray) else data
     loads = json.loads
     ids, titles, texts, sizes, hashes = [], [], [], [], []
     for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
@@ -249,7 +287,7 @@ def _beir_table(path, ids, titles, texts, sizes: np.ndarray, hashes: list, max_b
         "path": pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.string())),
         "title": pc.if_else(pc.fill_null(pc.equal(titles, ""), True), pa.scalar(None, pa.string()), titles),
         "encoding": pa.array(["utf-8"] * n, pa.string()), "n_bytes": pa.array(sizes, pa.int64()),
-        "content_hash": pa.array(hashes, pa.string()),
+        "content_hash": hashes if isinstance(hashes, pa.Array) else pa.array(hashes, pa.string()),
     }
     return _table(columns, n, schema)
 
@@ -257,6 +295,11 @@ def _beir_table(path, ids, titles, texts, sizes: np.ndarray, hashes: list, max_b
 def _table(columns: dict, n: int, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays([columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in schema],
                                 schema=schema)
+
+
+def _text_lengths(table: pa.Table) -> np.ndarray:
+    """Each row's text length in characters (0 for none), as 01_documents.batches counts it."""
+    return np.asarray(pc.fill_null(pc.utf8_length(table.column("text")), 0), dtype=np.int64)
 
 
 class _Batches:
@@ -268,8 +311,10 @@ class _Batches:
         self.pending: list[pa.Table] = []
         self.rows = self.chars = 0
 
-    def add(self, table: pa.Table) -> Iterator[pa.Table]:
-        lengths = np.asarray(pc.fill_null(pc.utf8_length(table.column("text")), 0), dtype=np.int64)
+    def add(self, table: pa.Table, lengths: np.ndarray | None = None) -> Iterator[pa.Table]:
+        """The tables complete with `table`'s rows; `lengths`: its texts' lengths in
+        characters (`_text_lengths`), when the block's thread made them."""
+        lengths = _text_lengths(table) if lengths is None else lengths
         total = np.concatenate([[0], np.cumsum(lengths)])  # characters before each row
         i, n = 0, table.num_rows
         while i < n:
