@@ -97,7 +97,7 @@ from pipekit.retrieve.links import hit_links, with_link
 from pipekit.retrieve.ranks import (TopPostings, common_term_rows, document_codes, masked, nth_best_document, rank,
                                     row_lookup, row_postings, sorted_unique, summed)
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
-from pipekit.run.arrays import run_starts
+from pipekit.run.arrays import one_array, run_starts
 from pipekit.retrieve.sections import section_context
 from pipekit.run.stages import get_stage
 
@@ -175,7 +175,7 @@ class Index:
         """What scoring needs beyond the terms, by name: built here, or for one part of the index
         on a worker (pipekit/retrieve/shards.py).  Documents become small integers (first-appearance
         order): a document's best chunk is then a group-by on ints, not on a million strings."""
-        doc_names, doc_codes = document_codes(chunks.column("doc_id").combine_chunks())
+        doc_names, doc_codes = document_codes(one_array(chunks.column("doc_id")))
         self.lengths = chunks.column("length").to_numpy()
         if self.asked is not None and len(self.asked.apart):  # each row coded as its term is read
             self.chunk, self.impact, self._whole = self.asked.postings(self._postings_path, len(self.lengths), cores(), zeros)

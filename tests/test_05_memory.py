@@ -1,4 +1,5 @@
-"""Stage 05 holding its commonest asked terms only as coded rows (issue 47, branch mem5).
+"""Stage 05's memory (issue 47, branch mem5): its commonest asked terms held only as coded
+rows, and columns taken from in place.
 
 A term in over 1/ROWS_ONLY_SHARE of the chunks already has a coded row over every chunk
 (ranks.common_term_rows); its postings were held beside it (~100 MB at 1M passages).  With
@@ -9,12 +10,14 @@ scores must keep their bits: these tests compare against the index that holds ev
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from pipekit.retrieve import asked as asked_module, ranks
 from pipekit.retrieve.search import OutputReader
+from pipekit.run.arrays import one_array
 from test_05_retrieval_fast import WAYS, build, postings_file, random_corpus, random_queries, retrieval
 
 
@@ -129,3 +132,17 @@ def test_an_index_of_rows_only_answers_as_the_whole_index(tmp_path, monkeypatch,
         for weights in (None, q.weights):
             for x, y in zip(whole.scores(q.ids, weights=weights), rows.scores(q.ids, weights=weights)):
                 assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+
+
+def test_one_array_is_a_one_chunk_column_itself_and_combines_several():
+    # pyarrow's combine_chunks copies a column of one chunk (32 MB of headings at 1M passages,
+    # held through stage 05's queries): one_array hands over the chunk itself.
+    strings = pa.array([f"title {i}" for i in range(1000)])
+    column = pa.chunked_array([strings])
+    before = pa.total_allocated_bytes()
+    got = one_array(column)
+    assert pa.total_allocated_bytes() == before
+    assert got.buffers()[2].address == strings.buffers()[2].address
+    several = pa.chunked_array([strings.slice(0, 300), strings.slice(300)])
+    assert one_array(several).equals(strings) and one_array(strings) is strings
+    assert one_array(pa.chunked_array([], pa.string())).to_pylist() == []
