@@ -125,9 +125,7 @@ class Index:
     _whole: dict = {}  # term -> coded row, for the terms held only as rows (`rows_only`)
 
     def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None, rows_only: bool = False):
-        # postings=False: no scoring (a client whose workers score: pipekit/retrieve/shards.py).
-        # rows_only (with `queries`; stage 05 without explain or sections, which read postings
-        # directly): the asked terms in over 1/ROWS_ONLY_SHARE of the chunks only as coded rows.
+        # postings=False: no scoring (a client whose workers score: shards.py); rows_only: ROWS_ONLY_SHARE.
         t0 = time.perf_counter()
         chunks_path = ctx.require("04_chunks.parquet", get_stage(4))
         metas = [io.read_meta(ctx.require(n, get_stage(4))) for n in get_stage(4).outputs]
@@ -177,18 +175,15 @@ class Index:
         order): a document's best chunk is then a group-by on ints, not on a million strings."""
         doc_names, doc_codes = document_codes(one_array(chunks.column("doc_id")))
         self.lengths = chunks.column("length").to_numpy()
-        if self.asked is not None and len(self.asked.apart):  # each row coded as its term is read
-            self.chunk, self.impact, self._whole = self.asked.postings(self._postings_path, len(self.lengths), cores(), zeros)
-        else:
-            self.chunk = self._read_column("chunk", np.int32, zeros)
-            self.impact = self._read_column("impact", np.float64, zeros)
+        self.chunk, self.impact, self._whole = (  # (asked: each row-only term coded as its rows are read)
+            self.asked.postings(self._postings_path, len(self.lengths), cores(), zeros) if self.asked is not None
+            else (self._read_column("chunk", np.int32, zeros), self._read_column("impact", np.float64, zeros), {}))
         # Each term's largest impact: the most it can add to any chunk's score (for pruning).
         max_impact = np.zeros(len(self.df), dtype=np.float64)
         has = np.diff(self.indptr) > 0  # (the terms whose postings are held)
         if has.any():
             max_impact[has] = np.maximum.reduceat(self.impact, self.indptr[:-1][has])
-        for t, row in self._whole.items():
-            max_impact[t] = row[1].max()
+        max_impact[list(self._whole)] = [values.max() for _, values in self._whole.values()]  # (rows only)
         dense_ids, dense = self._dense_rows(zeros)
         return {"lengths": self.lengths, "doc_names": doc_names, "doc_codes": doc_codes, "chunk": self.chunk,
                 "impact": self.impact, "max_impact": max_impact, "dense_ids": dense_ids, "dense": dense}
@@ -314,9 +309,8 @@ class Index:
             # On the unweighted impacts (no pass to multiply the list), a hair lower: the
             # exact scores below decide, the cut only has to keep every chunk that could pass.
             cut = (need - later * SAFE_UP) / w[i] * SAFE_DOWN
-            row = self._whole.get(int(term_ids[i]))  # (a term held only as a row: cut on its codes)
-            ch, imp = self._postings_of(term_ids[i]) if row is None else row_postings(row, self.chunk.dtype, cut)
-            parts.append(ch[imp >= cut] if cut > 0 and row is None else ch)
+            ch, imp = self._postings_of(term_ids[i], cut)  # (a row-only term's: cut on its codes already)
+            parts.append(ch[imp >= cut] if cut > 0 else ch)
             kept += len(parts[-1])
             if kept * CUT_PAYS > total:  # the cuts keep too much (and will only keep more): add the lists whole
                 return self.scores(term_ids, need, weights=w)
@@ -332,19 +326,18 @@ class Index:
             score += self._lookup(t, cand, wt)  # in place: the same sums, no new array each time
         return score
 
-    def _postings_of(self, t) -> tuple[np.ndarray, np.ndarray]:
+    def _postings_of(self, t, at_least: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         row = self._whole.get(int(t)) if self._whole else None
-        if row is not None:  # held only as its row: the same postings, decoded
-            return row_postings(row, self.chunk.dtype)
+        if row is not None:  # held only as its row: the same postings decoded (those >= at_least, if > 0)
+            return row_postings(row, self.chunk.dtype, at_least)
         lo, hi = self.indptr[t], self.indptr[t + 1]
         return self.chunk[lo:hi], self.impact[lo:hi]
 
     def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, list]:
         """The commonest terms' ids, and their impacts in every chunk (0 where absent), coded: a term in
         over 1/DENSE_SHARE of the chunks is looked up by a plain index (ranks.common_term_rows)."""
-        held, whole = np.diff(self.indptr), self._whole  # (df, or 0 for a term not asked or held only as a row)
-        ids, rows = common_term_rows(held, len(self.lengths), self._postings_of, DENSE_SHARE, DENSE_TERMS - len(whole), zeros)
-        return np.concatenate([np.fromiter(whole, np.int64, len(whole)), ids]), list(whole.values()) + rows
+        held = np.diff(self.indptr)  # df, or 0 for a term not asked or held only as a row (`_whole`, coded already)
+        return common_term_rows(held, len(self.lengths), self._postings_of, DENSE_SHARE, DENSE_TERMS, zeros, self._whole)
 
     def _lookup(self, t, cand: np.ndarray, w: float = 1.0) -> np.ndarray:
         """Term t's impact times w in each of the sorted chunks `cand` (0 where it is absent)."""
@@ -382,18 +375,17 @@ class Index:
         w = ([1.0] * len(term_ids) if weights is None else weights if isinstance(weights, list)
              else np.asarray(weights, dtype=np.float64).tolist())
         # Bounds as Python ints: per-term NumPy scalars were a quarter of a Searcher's one query here.
-        indptr, parts, postings, whole, rows = self.indptr, [], 0, self._whole, False
+        indptr, parts, postings, whole = self.indptr, [], 0, self._whole
         for t, wt in zip(term_ids, w):
-            if whole and t in whole:  # held only as its coded row: (None, (codes, values)), as ranks.summed takes
+            if whole and t in whole:  # held only as its coded row: (None, (codes, values)), summed over every chunk
                 parts.append((None, (whole[t][0], whole[t][1] if wt == 1.0 else whole[t][1] * wt)))
-                rows = True  # (summed over every chunk: the bincount way)
                 continue
             lo, hi = indptr.item(t), indptr.item(t + 1)
             parts.append((self.chunk[lo:hi], self.impact[lo:hi] if wt == 1.0 else self.impact[lo:hi] * wt))
             postings += hi - lo
         if len(parts) == 1:  # one term: its postings are the answer as they stand
             cols, vals = parts[0] if parts[0][0] is not None else row_postings(parts[0][1], self.chunk.dtype)
-        elif rows or postings * BINCOUNT_SHARE > len(self.lengths):
+        elif postings * BINCOUNT_SHARE > len(self.lengths) or any(p[0] is None for p in parts):
             # Postings rivalling the corpus in number: one bincount pass in C over all of
             # them (adding in query order) beats gathering and scattering them term by term.
             dense = summed(len(self.lengths), parts)
@@ -569,8 +561,8 @@ def run(ctx) -> None:
     here, feedback, depth = ctx.engine.kind == "local", feedback_of(sec), max(DEPTH, sec["top_k"])
     mixing = (sec["section_context"], sec["dense_weight"])  # what a worker scores with, beside the index
     asked = [text for _, text in queries] if feedback is None else None  # (rm3 adds terms from the results)
-    rows_only = here and not sec["explain"] and not sec["section_context"]  # (both read postings directly)
-    index = Index(ctx, here or sec["explain"], asked, rows_only)  # only the asked terms' postings; on a cluster the workers score
+    # The asked terms' postings only, the commonest as rows alone (not for explain or sections); a cluster's workers score
+    index = Index(ctx, here or sec["explain"], asked, here and not sec["explain"] and not sec["section_context"])
     chunks_03 = ctx.require("03_chunks.parquet", get_stage(3))
     if io.read_meta(chunks_03).get("fingerprint") != index.meta["inputs"]["upstream"]:
         raise PipelineError("03_chunks.parquet changed since the index was built: run `python 04_indexing.py`")

@@ -157,8 +157,8 @@ def rank(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, k: int, dept
     return order[:k], docs[first], vals[order[first]]
 
 
-def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int,
-                     zeros=np.zeros) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int, zeros=np.zeros,
+                     coded: dict | None = None) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
     """The ids of the terms in over 1/`share` of the `n` chunks (at most `most`, commonest
     first), and for each a row over every chunk that gives its impact there (0 where absent),
     as (codes, values): the impact in chunk c is `values[codes[c]]`, `values[0]` = 0.
@@ -166,7 +166,8 @@ def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int,
     Such a term is looked up by nearly every query that has it, in a list too long to search
     cheaply: a row over all chunks makes each lookup a plain index.  Built once with the
     index, because building one costs as much as a hundred lookups, and the same rows serve
-    every query.  `postings_of(t)`: term t's (chunks, impacts).
+    every query.  `postings_of(t)`: term t's (chunks, impacts).  `coded`: {term: row} of terms
+    coded already (the commonest, held only as rows: stage 05), first, and counted in `most`.
 
     Why codes, not the impacts themselves: a term's impact depends only on its count in the
     chunk and the chunk's length, so a common term has few distinct impacts (at most 945 on
@@ -174,7 +175,8 @@ def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int,
     stage 05's peak).  A row of uint16 codes (uint8 when 255 do) is a quarter of that or
     less, and `values` holds the term's impacts exactly as stored: a lookup gives the same
     bits, so scores do not change."""
-    common = commonest(df, n, share, most)
+    coded = coded or {}
+    common = commonest(df, n, share, max(most - len(coded), 0))
     rows: list = [None] * len(common)
 
     def row(i: int) -> None:
@@ -186,7 +188,7 @@ def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int,
     # A row is mostly page faults, hashing and a scatter, all outside the GIL: one per core.
     with ThreadPoolExecutor(cores()) as pool:
         list(pool.map(row, range(len(common))))
-    return common.astype(np.int64), rows
+    return np.concatenate([np.fromiter(coded, np.int64, len(coded)), common]).astype(np.int64), list(coded.values()) + rows
 
 
 def commonest(df: np.ndarray, n: int, share: int, most: int) -> np.ndarray:
