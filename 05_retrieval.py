@@ -385,7 +385,7 @@ class Index:
             postings += hi - lo
         if len(parts) == 1:  # one term: its postings are the answer as they stand
             cols, vals = parts[0] if parts[0][0] is not None else row_postings(parts[0][1], self.chunk.dtype)
-        elif postings * BINCOUNT_SHARE > len(self.lengths) or any(p[0] is None for p in parts):
+        elif postings * BINCOUNT_SHARE > len(self.lengths) or whole and any(p[0] is None for p in parts):
             # Postings rivalling the corpus in number: one bincount pass in C over all of
             # them (adding in query order) beats gathering and scattering them term by term.
             dense = summed(len(self.lengths), parts)
