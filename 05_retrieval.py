@@ -90,14 +90,14 @@ from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, feedback_no
 from pipekit.retrieve.shards import answer as shard_answer, on_shards
 from pipekit.retrieve.results import (METRICS, added_terms, also_column, chunk_texts, collect_answers, evaluate,
                              explain_rows, judged_in_index, print_results, results_table, termless_queries)
-from pipekit.retrieve.asked import AskedPostings
+from pipekit.retrieve.asked import AskedPostings, rows_only as only_rows
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
 from pipekit.retrieve.ranks import (TopPostings, common_term_rows, document_codes, masked, nth_best_document, rank,
-                                    row_lookup, sorted_unique)
+                                    row_lookup, row_postings, sorted_unique, summed)
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
-from pipekit.run.arrays import run_starts
+from pipekit.run.arrays import one_array, run_starts
 from pipekit.retrieve.sections import section_context
 from pipekit.run.stages import get_stage
 
@@ -105,6 +105,7 @@ DEPTH = 100  # documents evaluated per query, whatever top_k is
 UNREAD_04 = ("chunk", "content_hash")  # 04_chunks columns the Index does not hold
 DENSE_SHARE = 16  # a term in over 1/16 of the chunks gets an array over all chunks for lookups ...
 DENSE_TERMS = 96  # ... for at most this many terms (a 1-2 byte code a chunk each: ranks.common_term_rows)
+ROWS_ONLY_SHARE = 4  # ... and one in over 1/4 is held only so, never as postings too (-96 MB at 1M passages)
 BINCOUNT_SHARE = 16  # lists adding up to over 1/16 of the chunks are summed into an array over all chunks
 # (merging sorted lists costs ~12 ns a posting, the array ~0.3 ns a chunk: it wins from ~1/30)
 SMALL_QUERY = 4096  # a query with fewer postings is scored in full: pruning would not pay
@@ -121,9 +122,10 @@ class Index:
     indptr[t+1]]` are the chunks term t occurs in (in corpus order), `impact[...]` its BM25 weight in each."""
 
     asked = None  # with `queries`: the postings held are only their terms' (pipekit/retrieve/asked.py)
+    _whole: dict = {}  # term -> coded row, for the terms held only as rows (`rows_only`)
 
-    def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None):
-        # postings=False: no scoring (a client whose workers score: pipekit/retrieve/shards.py).
+    def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None, rows_only: bool = False):
+        # postings=False: no scoring (a client whose workers score: shards.py); rows_only: ROWS_ONLY_SHARE.
         t0 = time.perf_counter()
         chunks_path = ctx.require("04_chunks.parquet", get_stage(4))
         metas = [io.read_meta(ctx.require(n, get_stage(4))) for n in get_stage(4).outputs]
@@ -145,7 +147,9 @@ class Index:
         self._shards = ShardedPostings(self._postings_path, self.stats.get("shards"), len(self.df))
         if postings and queries is not None and (self._shards.shards is None or len(self._shards.shards) == 1):
             self._scored = (list(queries), self.query_terms(queries))  # analysed once (200k stems: 0.63 s)
-            self.asked = AskedPostings(self.df, [q.ids for q in self._scored[1]], self._shards.first)
+            ids = [q.ids for q in self._scored[1]]
+            apart = only_rows(self.df, ids, self.stats["N"], DENSE_SHARE, DENSE_TERMS, ROWS_ONLY_SHARE) if rows_only else ()
+            self.asked = AskedPostings(self.df, ids, self._shards.first, apart)
             self.indptr = self.asked.indptr  # every other term's run is empty
         self._tf = self._forward = self._noise = None
         # Not the columns nothing reads (at 1M passages the hashes alone were 19 MB of 100).
@@ -160,7 +164,8 @@ class Index:
         self.repeats = None  # with retrieval.repeats: collapse, what finds them (pipekit/retrieve/repeats.py)
         self.note = ctx.note
         self.load_seconds = time.perf_counter() - t0
-        held = f" of the {self.asked.terms:,} asked" if self.asked is not None else ""
+        held = (f" of the {self.asked.terms:,} asked" if self.asked is not None else "") + (
+            f", {len(self._whole)} terms as rows only" if self._whole else "")
         ctx.note(f"index loaded in {self.load_seconds:.2f} s ({int(self.indptr[-1]):,} postings{held}, "
                  f"{len(self.df):,} terms, {self.stats['N']:,} chunks)")
 
@@ -168,15 +173,17 @@ class Index:
         """What scoring needs beyond the terms, by name: built here, or for one part of the index
         on a worker (pipekit/retrieve/shards.py).  Documents become small integers (first-appearance
         order): a document's best chunk is then a group-by on ints, not on a million strings."""
-        doc_names, doc_codes = document_codes(chunks.column("doc_id").combine_chunks())
+        doc_names, doc_codes = document_codes(one_array(chunks.column("doc_id")))
         self.lengths = chunks.column("length").to_numpy()
-        self.chunk = self._read_column("chunk", np.int32, zeros)
-        self.impact = self._read_column("impact", np.float64, zeros)
+        self.chunk, self.impact, self._whole = (  # (asked: each row-only term coded as its rows are read)
+            self.asked.postings(self._postings_path, len(self.lengths), cores(), zeros) if self.asked is not None
+            else (self._read_column("chunk", np.int32, zeros), self._read_column("impact", np.float64, zeros), {}))
         # Each term's largest impact: the most it can add to any chunk's score (for pruning).
         max_impact = np.zeros(len(self.df), dtype=np.float64)
         has = np.diff(self.indptr) > 0  # (the terms whose postings are held)
         if has.any():
             max_impact[has] = np.maximum.reduceat(self.impact, self.indptr[:-1][has])
+        max_impact[list(self._whole)] = [values.max() for _, values in self._whole.values()]  # (rows only)
         dense_ids, dense = self._dense_rows(zeros)
         return {"lengths": self.lengths, "doc_names": doc_names, "doc_codes": doc_codes, "chunk": self.chunk,
                 "impact": self.impact, "max_impact": max_impact, "dense_ids": dense_ids, "dense": dense}
@@ -197,7 +204,7 @@ class Index:
         """The postings and common rows forgotten once every query is answered, so the outputs
         reuse their memory (at 1M passages they added ~130 MB).  No scoring after."""
         self.chunk = self.impact = self._tf = self._forward = None
-        self._dense, self._seeds = {}, None
+        self._dense, self._seeds, self._whole = {}, None, {}
         release_freed_memory()
 
     def query_terms(self, texts: list[str]) -> list["QueryTerms"]:
@@ -302,7 +309,7 @@ class Index:
             # On the unweighted impacts (no pass to multiply the list), a hair lower: the
             # exact scores below decide, the cut only has to keep every chunk that could pass.
             cut = (need - later * SAFE_UP) / w[i] * SAFE_DOWN
-            ch, imp = self._postings_of(term_ids[i])
+            ch, imp = self._postings_of(term_ids[i], cut)  # (a row-only term's: cut on its codes already)
             parts.append(ch[imp >= cut] if cut > 0 else ch)
             kept += len(parts[-1])
             if kept * CUT_PAYS > total:  # the cuts keep too much (and will only keep more): add the lists whole
@@ -319,15 +326,18 @@ class Index:
             score += self._lookup(t, cand, wt)  # in place: the same sums, no new array each time
         return score
 
-    def _postings_of(self, t) -> tuple[np.ndarray, np.ndarray]:
+    def _postings_of(self, t, at_least: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        row = self._whole.get(int(t)) if self._whole else None
+        if row is not None:  # held only as its row: the same postings decoded (those >= at_least, if > 0)
+            return row_postings(row, self.chunk.dtype, at_least)
         lo, hi = self.indptr[t], self.indptr[t + 1]
         return self.chunk[lo:hi], self.impact[lo:hi]
 
     def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, list]:
         """The commonest terms' ids, and their impacts in every chunk (0 where absent), coded: a term in
         over 1/DENSE_SHARE of the chunks is looked up by a plain index (ranks.common_term_rows)."""
-        held = np.diff(self.indptr)  # df, or 0 for a term not asked
-        return common_term_rows(held, len(self.lengths), self._postings_of, DENSE_SHARE, DENSE_TERMS, zeros)
+        held = np.diff(self.indptr)  # df, or 0 for a term not asked or held only as a row (`_whole`, coded already)
+        return common_term_rows(held, len(self.lengths), self._postings_of, DENSE_SHARE, DENSE_TERMS, zeros, self._whole)
 
     def _lookup(self, t, cand: np.ndarray, w: float = 1.0) -> np.ndarray:
         """Term t's impact times w in each of the sorted chunks `cand` (0 where it is absent)."""
@@ -365,18 +375,20 @@ class Index:
         w = ([1.0] * len(term_ids) if weights is None else weights if isinstance(weights, list)
              else np.asarray(weights, dtype=np.float64).tolist())
         # Bounds as Python ints: per-term NumPy scalars were a quarter of a Searcher's one query here.
-        indptr, parts, postings = self.indptr, [], 0
+        indptr, parts, postings, whole = self.indptr, [], 0, self._whole
         for t, wt in zip(term_ids, w):
+            if whole and t in whole:  # held only as its coded row: (None, (codes, values)), summed over every chunk
+                parts.append((None, (whole[t][0], whole[t][1] if wt == 1.0 else whole[t][1] * wt)))
+                continue
             lo, hi = indptr.item(t), indptr.item(t + 1)
             parts.append((self.chunk[lo:hi], self.impact[lo:hi] if wt == 1.0 else self.impact[lo:hi] * wt))
             postings += hi - lo
         if len(parts) == 1:  # one term: its postings are the answer as they stand
-            cols, vals = parts[0]
-        elif postings * BINCOUNT_SHARE > len(self.lengths):
+            cols, vals = parts[0] if parts[0][0] is not None else row_postings(parts[0][1], self.chunk.dtype)
+        elif postings * BINCOUNT_SHARE > len(self.lengths) or whole and any(p[0] is None for p in parts):
             # Postings rivalling the corpus in number: one bincount pass in C over all of
             # them (adding in query order) beats gathering and scattering them term by term.
-            dense = np.bincount(np.concatenate([p[0] for p in parts]),
-                                weights=np.concatenate([p[1] for p in parts]), minlength=len(self.lengths))
+            dense = summed(len(self.lengths), parts)
             # (`dense != 0`, not `dense`: nonzero over floats took 4x as long as over bools)
             cols = (dense >= at_least if at_least > 0 else dense != 0).nonzero()[0]
             return cols.astype(self.chunk.dtype), dense.take(cols)
@@ -549,7 +561,8 @@ def run(ctx) -> None:
     here, feedback, depth = ctx.engine.kind == "local", feedback_of(sec), max(DEPTH, sec["top_k"])
     mixing = (sec["section_context"], sec["dense_weight"])  # what a worker scores with, beside the index
     asked = [text for _, text in queries] if feedback is None else None  # (rm3 adds terms from the results)
-    index = Index(ctx, here or sec["explain"], asked)  # only the asked terms' postings; on a cluster the workers score
+    # The asked terms' postings only, the commonest as rows alone (not for explain or sections); a cluster's workers score
+    index = Index(ctx, here or sec["explain"], asked, here and not sec["explain"] and not sec["section_context"])
     chunks_03 = ctx.require("03_chunks.parquet", get_stage(3))
     if io.read_meta(chunks_03).get("fingerprint") != index.meta["inputs"]["upstream"]:
         raise PipelineError("03_chunks.parquet changed since the index was built: run `python 04_indexing.py`")

@@ -24,6 +24,7 @@ from pipekit.run.engine import make_engine
 from pipekit.run.errors import PipelineError
 from pipekit.cli import why_stale
 from pipekit.run.io import defer_pandas, settle, steady_memory
+from pipekit.run.malloc import release_freed_memory
 from pipekit.run.overrides import made_with_other_settings
 from pipekit.tools.show import human_size
 from pipekit.run.stages import STAGES, load_stage
@@ -104,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{stage.label}: running ({reasons[0]}{', …' if len(reasons) > 1 else ''})")
                 run_stage(number, load_stage(number).run, cfg, options=user_options(argv), engine=engine,
                           force=args.force, walk=walks.get(number))
+                # What the stage freed, handed back before the next one grows: nothing of it is
+                # referenced (Arrow's pool holds 0 bytes), but glibc's heaps and Arrow's pool kept
+                # 5-15 MB a stage at 200k passages (bench/README.md, "What one process keeps").
+                release_freed_memory()
         finally:
             engine.close()
             settle()  # the old outputs' second names gone before main() returns (pipekit/run/io.py)

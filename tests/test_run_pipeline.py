@@ -115,3 +115,19 @@ def test_a_closed_pipe_stops_quietly(sample_run):
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr
+
+
+def test_one_process_hands_back_what_each_stage_freed(sample_run, monkeypatch):
+    # run_pipeline runs every stage in one process: what a stage freed is handed back to
+    # the system (glibc's heaps, Arrow's pool) before the next stage grows (issue 47).
+    import run_pipeline
+
+    out, _ = sample_run
+    events = []
+    real_run = run_pipeline.run_stage
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(run_pipeline, "run_stage", lambda number, *a, **k: events.append(("ran", number))
+                        or real_run(number, *a, **k))
+    monkeypatch.setattr(run_pipeline, "release_freed_memory", lambda: events.append(("released",)))
+    assert run_pipeline.main(["--set", f"paths.output={out}", "--from", "4", "--force"]) == 0
+    assert events == [("ran", 4), ("released",), ("ran", 5), ("released",)]

@@ -20,23 +20,40 @@ Searcher and a server load every term: they do not know their queries yet.
 """
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
+from pipekit.retrieve.ranks import coded_row, commonest
 from pipekit.run import io
 from pipekit.run.errors import PipelineError
 
 SLICES = 1024  # runs in a row group up to which each is a slice copied (~1 µs); past it one mask (~5 ms a group)
 
 
+def rows_only(df: np.ndarray, term_ids: list, n: int, share: int, most: int, only: int) -> np.ndarray:
+    """Of the asked terms (`term_ids`, each query's) that get a coded row (in over 1/`share` of
+    the `n` chunks, the `most` commonest: ranks.common_term_rows), those in over 1/`only` of
+    them: held as rows alone (`AskedPostings.postings`), their postings never beside them.
+    Why not every row's term: a row answers a cut or a sum in a pass over all n chunks where the
+    postings take one over df; past n/`only` postings the two cost about the same."""
+    asked = np.zeros(len(df), dtype=bool)
+    for ids in term_ids:
+        asked[np.asarray(ids, dtype=np.int64)] = True
+    common = commonest(np.where(asked, df, 0), n, share, most)
+    return common[df[common] * only > n]
+
+
 class AskedPostings:
     """The asked terms' runs of rows in a term-major postings file, and where each lands."""
 
-    def __init__(self, df: np.ndarray, term_ids, first: int = 0):
+    def __init__(self, df: np.ndarray, term_ids, first: int = 0, apart=()):
         """`term_ids`: the asked terms, an array or a list of arrays (each query's);
-        `first`: the number of the file's first chunk (the held chunks count from it)."""
+        `first`: the number of the file's first chunk (the held chunks count from it);
+        `apart`: asked terms whose postings are handed over whole, term by term, by
+        `read_columns` (stage 05 codes them as rows), never held in the arrays."""
         df = np.asarray(df, dtype=np.int64)
         self.held = np.zeros(len(df), dtype=bool)
         for ids in term_ids if isinstance(term_ids, list) else [term_ids]:
@@ -46,9 +63,16 @@ class AskedPostings:
         start = np.zeros(len(df) + 1, dtype=np.int64)  # each term's first row in the file
         np.cumsum(df, out=start[1:])
         self.rows = int(start[-1])
+        runs = self.held.copy()
+        self.apart = np.asarray(apart, dtype=np.int64)
+        if len(self.apart) and not self.held[self.apart].all():
+            raise ValueError("a term handed over apart must be asked")
+        runs[self.apart] = False
+        self.apart = np.sort(self.apart[df[self.apart] > 0])
+        self.apart_lo, self.apart_hi = start[self.apart], start[self.apart + 1]
         self.indptr = np.zeros(len(df) + 1, dtype=np.int64)  # ... and in the held arrays
-        np.cumsum(np.where(self.held, df, 0), out=self.indptr[1:])
-        t = np.flatnonzero(self.held & (df > 0))
+        np.cumsum(np.where(runs, df, 0), out=self.indptr[1:])
+        t = np.flatnonzero(runs & (df > 0))
         lo, hi = start[t], start[t + 1]
         # Runs that touch are one: t and t+1 both asked lie side by side in the file.
         first = np.ones(len(t), dtype=bool)
@@ -74,42 +98,88 @@ class AskedPostings:
                                 f"it was loaded for); term {int(missing[0])} is not one of them: load it whole")
         return term_ids
 
+    def postings(self, path: Path, n: int, threads: int = 1, zeros=np.empty) -> tuple[np.ndarray, np.ndarray, dict]:
+        """The held postings' chunk and impact, and each `apart` term as a coded row over the `n`
+        chunks ({term: (codes, values)}, ranks.coded_row), coded as its last row group comes in."""
+        rows: dict[int, tuple] = {}
+        keep = lambda t, arrays: rows.__setitem__(t, coded_row(arrays[0], arrays[1], n, zeros))
+        chunk, impact = self.read_columns(path, {"chunk": np.int32, "impact": np.float64}, threads, zeros, keep)
+        return chunk, impact, rows
+
     def read(self, path: Path, name: str, dtype, threads: int = 1, zeros=np.empty) -> np.ndarray:
         """Column `name` of the held postings (term-major, as the file orders them)."""
+        return self.read_columns(path, {name: dtype}, threads, zeros)[0]
+
+    def read_columns(self, path: Path, columns: dict, threads: int = 1, zeros=np.empty,
+                     whole=None) -> list[np.ndarray]:
+        """Columns {name: dtype} of the held postings, each row group decoded once for all of
+        them; and each `apart` term's rows of those columns handed to `whole(t, arrays)` as
+        soon as its last row group is in (on the reading thread), then forgotten: a term in
+        most chunks is never in memory as postings beside what `whole` makes of it."""
         if io.row_count(path) != self.rows:
             raise PipelineError(f"{path}: {io.row_count(path):,} postings where 04_terms.parquet's df adds up to "
                                 f"{self.rows:,}: rerun `python 04_indexing.py`")
-        out = zeros((self.n,), dtype)
+        names = list(columns)
+        outs = [zeros((self.n,), dtype) for dtype in columns.values()]
         reader = io.thread_readers()
         groups = io.row_groups(path)
+        pieces: dict[int, list] = {}  # apart term (index in self.apart) -> its parts read so far
+        lock = threading.Lock()
 
         def fill(group) -> None:
             f, g, at, rows = group
-            # The runs this group holds rows of: [i, j), clipped to the group.
+            # The runs this group holds rows of: [i, j), clipped to the group; the apart terms [ai, aj).
             i = int(np.searchsorted(self.hi, at, side="right"))
             j = int(np.searchsorted(self.lo, at + rows, side="left"))
-            if i >= j:
+            ai = int(np.searchsorted(self.apart_hi, at, side="right"))
+            aj = int(np.searchsorted(self.apart_lo, at + rows, side="left"))
+            if i >= j and ai >= aj:
                 return  # no asked term here: the group is never decoded
-            col = reader(f).read_row_group(g, columns=[name]).column(0)
-            values = (col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()).to_numpy()
-            lo = np.maximum(self.lo[i:j], at) - at
-            hi = np.minimum(self.hi[i:j], at + rows) - at
-            d0 = int(self.dest[i] + (at + lo[0] - self.lo[i]))
-            if j - i <= SLICES:
-                for a, b in zip(lo.tolist(), hi.tolist()):
-                    out[d0:d0 + b - a] = values[a:b]
-                    d0 += b - a
-            else:
-                # Many short runs (rare terms side by side): one pass with a mask beats a
-                # Python slice a run; the group's held rows are consecutive in `out`.
-                edge = np.zeros(rows + 1, dtype=np.int8)
-                edge[lo], edge[hi] = 1, -1  # (runs never touch: no position is both)
-                keep = np.cumsum(edge[:-1], dtype=np.int8).view(bool)
-                np.compress(keep, values, out=out[d0:d0 + int((hi - lo).sum())])
+            table = reader(f).read_row_group(g, columns=names)
+            for c, out in enumerate(outs):
+                col = table.column(c)
+                values = (col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()).to_numpy()
+                if i < j:
+                    self._fill_runs(values, out, i, j, at, rows)
+                for k in range(ai, aj):
+                    lo, hi = int(self.apart_lo[k]), int(self.apart_hi[k])
+                    a, b = max(lo, at), min(hi, at + rows)
+                    with lock:
+                        pieces.setdefault(k, []).append((c, a, values[a - at:b - at].copy()))
+            for k in range(ai, aj):
+                with lock:  # complete once every column has every row of the term
+                    got = pieces.get(k)  # (None: the other thread, whose part came last, took it)
+                    if got is None or sum(len(v) for _, _, v in got) < len(outs) * int(self.apart_hi[k] - self.apart_lo[k]):
+                        continue
+                    del pieces[k]
+                parts = [[v for c2, _, v in sorted(got, key=lambda p: (p[0], p[1])) if c2 == c]
+                         for c in range(len(outs))]
+                arrays = [p[0] if len(p) == 1 else np.concatenate(p) for p in parts]
+                if "chunk" in names and self.first:
+                    arrays[names.index("chunk")] -= arrays[names.index("chunk")].dtype.type(self.first)
+                whole(int(self.apart[k]), arrays)
 
         # Row groups decode and copy outside the GIL: one thread per core fills its share.
         with ThreadPoolExecutor(max(threads, 1)) as pool:
             list(pool.map(fill, groups))
-        if name == "chunk" and self.first:
-            out -= dtype(self.first)  # chunks numbered from this index's first
-        return out
+        if "chunk" in names and self.first:
+            out = outs[names.index("chunk")]
+            out -= out.dtype.type(self.first)  # chunks numbered from this index's first
+        return outs
+
+    def _fill_runs(self, values: np.ndarray, out: np.ndarray, i: int, j: int, at: int, rows: int) -> None:
+        """Copy the held runs [i, j) of a row group (its rows at..at+rows: `values`) into `out`."""
+        lo = np.maximum(self.lo[i:j], at) - at
+        hi = np.minimum(self.hi[i:j], at + rows) - at
+        d0 = int(self.dest[i] + (at + lo[0] - self.lo[i]))
+        if j - i <= SLICES:
+            for a, b in zip(lo.tolist(), hi.tolist()):
+                out[d0:d0 + b - a] = values[a:b]
+                d0 += b - a
+        else:
+            # Many short runs (rare terms side by side): one pass with a mask beats a
+            # Python slice a run; the group's held rows are consecutive in `out`.
+            edge = np.zeros(rows + 1, dtype=np.int8)
+            edge[lo], edge[hi] = 1, -1  # (runs never touch: no position is both)
+            keep = np.cumsum(edge[:-1], dtype=np.int8).view(bool)
+            np.compress(keep, values, out=out[d0:d0 + int((hi - lo).sum())])

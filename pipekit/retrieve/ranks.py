@@ -157,8 +157,8 @@ def rank(cols: np.ndarray, vals: np.ndarray, doc_codes: np.ndarray, k: int, dept
     return order[:k], docs[first], vals[order[first]]
 
 
-def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int,
-                     zeros=np.zeros) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int, zeros=np.zeros,
+                     coded: dict | None = None) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
     """The ids of the terms in over 1/`share` of the `n` chunks (at most `most`, commonest
     first), and for each a row over every chunk that gives its impact there (0 where absent),
     as (codes, values): the impact in chunk c is `values[codes[c]]`, `values[0]` = 0.
@@ -166,7 +166,8 @@ def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int,
     Such a term is looked up by nearly every query that has it, in a list too long to search
     cheaply: a row over all chunks makes each lookup a plain index.  Built once with the
     index, because building one costs as much as a hundred lookups, and the same rows serve
-    every query.  `postings_of(t)`: term t's (chunks, impacts).
+    every query.  `postings_of(t)`: term t's (chunks, impacts).  `coded`: {term: row} of terms
+    coded already (the commonest, held only as rows: stage 05), first, and counted in `most`.
 
     Why codes, not the impacts themselves: a term's impact depends only on its count in the
     chunk and the chunk's length, so a common term has few distinct impacts (at most 945 on
@@ -174,18 +175,12 @@ def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int,
     stage 05's peak).  A row of uint16 codes (uint8 when 255 do) is a quarter of that or
     less, and `values` holds the term's impacts exactly as stored: a lookup gives the same
     bits, so scores do not change."""
-    common = np.flatnonzero(df * share > n)
-    common = common[np.argsort(-df[common], kind="stable")[:most]]
+    coded = coded or {}
+    common = commonest(df, n, share, max(most - len(coded), 0))
     rows: list = [None] * len(common)
 
     def row(i: int) -> None:
-        ch, imp = postings_of(common[i])
-        # Equal impacts get one code (Arrow hashes them; equal positive floats are equal bits).
-        coded = pc.dictionary_encode(pa.array(imp, pa.float64()))
-        values = np.concatenate([np.zeros(1), coded.dictionary.to_numpy()])
-        codes = zeros((n,), dtype=code_dtype(len(values)))
-        codes[ch] = np.asarray(coded.indices) + 1  # 0: the term is absent
-        rows[i] = (codes, values)
+        rows[i] = coded_row(*postings_of(common[i]), n, zeros)
 
     from concurrent.futures import ThreadPoolExecutor  # (both here: `search` starts without them,
     from pipekit.run.io import cores                    # pipekit/retrieve/cold.py; io loads Arrow's Parquet reader)
@@ -193,7 +188,55 @@ def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int,
     # A row is mostly page faults, hashing and a scatter, all outside the GIL: one per core.
     with ThreadPoolExecutor(cores()) as pool:
         list(pool.map(row, range(len(common))))
-    return common.astype(np.int64), rows
+    return np.concatenate([np.fromiter(coded, np.int64, len(coded)), common]).astype(np.int64), list(coded.values()) + rows
+
+
+def commonest(df: np.ndarray, n: int, share: int, most: int) -> np.ndarray:
+    """The ids of the terms in over 1/`share` of the `n` chunks, at most `most`, commonest first."""
+    common = np.flatnonzero(df * share > n)
+    return common[np.argsort(-df[common], kind="stable")[:most]]
+
+
+def summed(n: int, parts: list) -> np.ndarray:
+    """Each of `n` chunks' sum of the parts' impacts, added part by part in the order given:
+    a part is a term's postings (chunks, impacts), or (None, (codes, values)) for a term held
+    only as its coded row.  The postings before the first row are one bincount (which adds in
+    the order of its input); each later part is added to the sums as it comes, so every chunk
+    gets ((0 + a) + b) + c, the bits of one bincount over all the postings: a row adds 0.0
+    where its term is absent, which changes no sum."""
+    lead = next((i for i, p in enumerate(parts) if p[0] is None), len(parts))
+    if lead:
+        dense = np.bincount(np.concatenate([p[0] for p in parts[:lead]]),
+                            weights=np.concatenate([p[1] for p in parts[:lead]]), minlength=n)
+    else:
+        dense = np.zeros(n)
+    for ch, imp in parts[lead:]:
+        if ch is None:
+            dense += imp[1].take(imp[0])
+        else:
+            dense[ch] += imp  # (a term's chunks are distinct: each is added once)
+    return dense
+
+
+def coded_row(ch: np.ndarray, imp: np.ndarray, n: int, zeros=np.zeros) -> tuple[np.ndarray, np.ndarray]:
+    """One term's row over `n` chunks from its postings (chunks `ch`, impacts `imp`), as
+    `common_term_rows` describes: (codes, values), values[0] = 0 for the chunks without it."""
+    # Equal impacts get one code (Arrow hashes them; equal positive floats are equal bits).
+    coded = pc.dictionary_encode(pa.array(imp, pa.float64()))
+    values = np.concatenate([np.zeros(1), coded.dictionary.to_numpy()])
+    codes = zeros((n,), dtype=code_dtype(len(values)))
+    codes[ch] = np.asarray(coded.indices) + 1  # 0: the term is absent
+    return codes, values
+
+
+def row_postings(row: tuple[np.ndarray, np.ndarray], dtype=np.int32,
+                 at_least: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """A coded row's postings as the index would hold them: the chunks the term is in (in
+    corpus order, as `dtype`) and its impact in each, the same bits; with `at_least` > 0 only
+    those whose impact is >= it (a pass over the row's codes, not over its postings)."""
+    codes, values = row
+    ch = np.flatnonzero(codes if at_least <= 0 else (values >= at_least).take(codes)).astype(dtype, copy=False)
+    return ch, values.take(codes.take(ch))
 
 
 def code_dtype(values: int) -> type:

@@ -59,6 +59,7 @@ from pipekit.chunk.headings import TRAIL_SEPARATOR
 from pipekit.index.link_text import link_text
 from pipekit.read.pages import passage_text
 from pipekit.retrieve.ranks import sorted_unique
+from pipekit.run.arrays import one_array
 
 pa, pc = lazy("pyarrow"), lazy("pyarrow.compute")  # imported on first use: `search` starts without Arrow (pipekit/run/lazy.py)
 
@@ -173,8 +174,8 @@ def repeats_for(index, setting: str, texts_of) -> Repeats | None:
         return None
     codes = getattr(index, "doc_codes", None)  # (a cluster's client holds no postings, nor these)
     if codes is None:
-        codes = np.asarray(pc.dictionary_encode(index.chunks.column("doc_id").combine_chunks()).indices, np.int64)
-    headings = index.chunks.column("heading").combine_chunks()
+        codes = np.asarray(pc.dictionary_encode(one_array(index.chunks.column("doc_id"))).indices, np.int64)
+    headings = one_array(index.chunks.column("heading"))  # (not a copy of the column: arrays.one_array)
     return Repeats(texts_of, codes, lambda rows: headings.take(pa.array(rows, pa.int64())).to_pylist())
 
 

@@ -1,4 +1,5 @@
-"""Array helpers several stages share: Arrow string buffers as NumPy, run starts of sorted codes.
+"""Array helpers several stages share: Arrow string buffers as NumPy, run starts of sorted codes,
+a column as one array.
 
 Kept at the bottom of the house so that the analyzer (04), the cleaning fast path (02), the
 query reader and the ranks (05) and the reuse plan (every stage) use one of each.
@@ -10,6 +11,16 @@ import numpy as np
 from pipekit.run.lazy import lazy
 
 pa = lazy("pyarrow")  # imported on first use: `search` starts without Arrow (pipekit/run/lazy.py)
+
+
+def one_array(column) -> "pa.Array":
+    """A column's values as one Array: its only chunk as it is, the chunks combined when
+    there are several.  pyarrow's `ChunkedArray.combine_chunks` copies even a column of one
+    chunk (pyarrow 26: the 1M-passage bench's 04_chunks headings, 32 MB, held by stage 05
+    through its queries for the repeats' titles).  An Array is returned as it is."""
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def string_buffers(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,148 @@
+"""Stage 05's memory (issue 47, branch mem5): its commonest asked terms held only as coded
+rows, and columns taken from in place.
+
+A term in over 1/ROWS_ONLY_SHARE of the chunks already has a coded row over every chunk
+(ranks.common_term_rows); its postings were held beside it (~100 MB at 1M passages).  With
+`rows_only` the postings are never held: each such term's rows are read, coded and let go
+(`AskedPostings.read_columns`), and every use of its postings reads the row instead.  The
+scores must keep their bits: these tests compare against the index that holds everything.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from pipekit.retrieve import asked as asked_module, ranks
+from pipekit.retrieve.search import OutputReader
+from pipekit.run.arrays import one_array
+from test_05_retrieval_fast import WAYS, build, postings_file, random_corpus, random_queries, retrieval
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.integers(0, 5))
+def test_summed_adds_rows_and_postings_in_the_bits_of_one_bincount(seed, terms, rows_from):
+    # One bincount over every term's postings adds each chunk's impacts in query order;
+    # `summed`, given some terms as coded rows (0.0 where absent), must give the same bits.
+    rng = np.random.default_rng(seed)
+    n = 50
+    parts, plain = [], []
+    for i in range(terms):
+        ch = np.sort(rng.choice(n, size=int(rng.integers(0, n)), replace=False)).astype(np.int32)
+        imp = rng.random(len(ch)) * 10.0 ** rng.integers(-3, 4)
+        plain.append((ch, imp))
+        parts.append((ch, imp) if i < rows_from else (None, ranks.coded_row(ch, imp, n)))
+    want = np.bincount(np.concatenate([p[0] for p in plain]), weights=np.concatenate([p[1] for p in plain]),
+                       minlength=n)
+    got = ranks.summed(n, parts)
+    assert got.tobytes() == want.tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(0.0, 1.0))
+def test_row_postings_are_the_postings_the_row_was_coded_from(seed, cut):
+    rng = np.random.default_rng(seed)
+    n = 300
+    ch = np.sort(rng.choice(n, size=int(rng.integers(0, n)), replace=False)).astype(np.int32)
+    imp = np.round(rng.random(len(ch)), 2) + 0.01  # repeated impacts, as a common term's are
+    row = ranks.coded_row(ch, imp, n)
+    got_ch, got_imp = ranks.row_postings(row)
+    assert got_ch.dtype == np.int32 and got_ch.tolist() == ch.tolist()
+    assert got_imp.tobytes() == imp.tobytes()
+    assert ranks.row_postings(row, at_least=cut)[0].tolist() == (ch[imp >= cut] if cut > 0 else ch).tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0.3, 1.0]), st.sampled_from([0.2, 0.6]))
+def test_apart_terms_are_handed_over_whole_and_never_held(tmp_path_factory, seed, share, apart_share):
+    # Each apart term reaches `whole` once, its rows of every column exactly as the file has
+    # them (runs across row groups, read on two threads); the held arrays are the other asked
+    # terms' runs; and each group is decoded once for both columns.
+    rng = np.random.default_rng(seed)
+    path = tmp_path_factory.mktemp("apart") / "04_postings.parquet"
+    df, table = postings_file(path, rng)
+    ids = np.flatnonzero(rng.random(len(df)) < share)
+    apart = ids[rng.random(len(ids)) < apart_share]
+    held = asked_module.AskedPostings(df, [ids], 0, apart)
+    got, decoded = {}, []
+    read = pq.ParquetFile.read_row_group
+    try:
+        pq.ParquetFile.read_row_group = lambda self, g, **kw: decoded.append(g) or read(self, g, **kw)
+        chunk, impact = held.read_columns(path, {"chunk": np.int32, "impact": np.float64}, 2, np.zeros,
+                                          lambda t, arrays: got.setdefault(t, []).append(arrays))
+    finally:
+        pq.ParquetFile.read_row_group = read
+    start = np.concatenate([[0], np.cumsum(df)])
+    whole_chunk, whole_impact = table.column("chunk").to_numpy(), table.column("impact").to_numpy()
+    assert sorted(got) == sorted(t for t in apart.tolist() if df[t] > 0)
+    for t, [(ch, imp)] in got.items():
+        assert ch.tolist() == whole_chunk[start[t]:start[t + 1]].tolist()
+        assert imp.tolist() == whole_impact[start[t]:start[t + 1]].tolist()
+    for t in range(len(df)):
+        lo, hi = held.indptr[t], held.indptr[t + 1]
+        if t in ids and t not in apart:
+            assert chunk[lo:hi].tolist() == whole_chunk[start[t]:start[t + 1]].tolist()
+            assert impact[lo:hi].tolist() == whole_impact[start[t]:start[t + 1]].tolist()
+        else:
+            assert lo == hi
+    unasked = np.setdiff1d(np.arange(len(df)), ids)[:1]
+    if len(unasked):
+        with pytest.raises(ValueError, match="must be asked"):
+            asked_module.AskedPostings(df, [ids], 0, unasked)
+    rows_of_group = np.arange(len(table)) // 7
+    wanted = sorted(set(rows_of_group[np.isin(table.column("term_id").to_numpy(), ids)].tolist()))
+    assert sorted(decoded) == wanted  # once for both columns, no other group
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_an_index_of_rows_only_answers_as_the_whole_index(tmp_path, monkeypatch, way):
+    # The commonest asked terms held only as rows: every way of answering, every score and
+    # document run the same bits as the index holding every posting, with weights (qtf) and
+    # queries of rows alone; the postings a caller asks of such a term are the whole index's.
+    for name, value in WAYS[way].items():
+        monkeypatch.setattr(retrieval, name, value)
+    monkeypatch.setattr(retrieval, "ROWS_ONLY_SHARE", 8)  # (a 400-chunk corpus: a few terms past 1/8)
+    rng = np.random.default_rng(5)
+    words, texts, doc_ids = random_corpus(rng, vocab=120)
+    whole = build(tmp_path, texts, doc_ids)
+    queries = random_queries(rng, words[:60], n=150)
+    queries += [("rows", f"{words[0]} {words[1]}"), ("row", words[0]), ("twice", f"{words[2]} {words[0]} {words[0]}")]
+    texts_q = [t for _, t in queries]
+    asked = retrieval.Index(OutputReader(tmp_path), queries=texts_q)
+    rows = retrieval.Index(OutputReader(tmp_path), queries=texts_q, rows_only=True)
+    if WAYS[way].get("DENSE_TERMS", 1):
+        assert len(rows._whole) >= 2 and len(rows.chunk) < len(asked.chunk)
+        for t in rows._whole:
+            assert rows.df[t] * 8 > len(rows.lengths) and rows.indptr[t] == rows.indptr[t + 1]
+            for a, b in zip(rows._postings_of(t), whole._postings_of(t)):
+                assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+        assert rows.max_impact.tobytes() == asked.max_impact.tobytes()
+    else:
+        assert rows._whole == {}  # no term gets a row, so none is held as one alone
+    for ix in (whole, rows):
+        ix.small_query = 0
+    a, run_a, scored = retrieval.search(whole, queries, 5, 12)
+    b, run_b, _ = retrieval.search(rows, queries, 5, 12)
+    for x, y in zip(a, b):
+        assert x.tobytes() == y.tobytes()
+    assert run_a == run_b
+    for q in scored:
+        for weights in (None, q.weights):
+            for x, y in zip(whole.scores(q.ids, weights=weights), rows.scores(q.ids, weights=weights)):
+                assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+
+
+def test_one_array_is_a_one_chunk_column_itself_and_combines_several():
+    # pyarrow's combine_chunks copies a column of one chunk (32 MB of headings at 1M passages,
+    # held through stage 05's queries): one_array hands over the chunk itself.
+    strings = pa.array([f"title {i}" for i in range(1000)])
+    column = pa.chunked_array([strings])
+    before = pa.total_allocated_bytes()
+    got = one_array(column)
+    assert pa.total_allocated_bytes() == before
+    assert got.buffers()[2].address == strings.buffers()[2].address
+    several = pa.chunked_array([strings.slice(0, 300), strings.slice(300)])
+    assert one_array(several).equals(strings) and one_array(strings) is strings
+    assert one_array(pa.chunked_array([], pa.string())).to_pylist() == []
