@@ -85,8 +85,8 @@ from pipekit.run.errors import PipelineError
 from pipekit.tools.history import metric_line, record_run
 from pipekit.run.io import cores
 from pipekit.run.malloc import keep_freed_memory, release_freed_memory
-from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, feedback_noise, feedback_of, load_qrels, load_queries,
-                             trec_run)
+from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, chunk_major, feedback_noise, feedback_of, load_qrels,
+                                      load_queries, trec_run)
 from pipekit.retrieve.shards import answer as shard_answer, on_shards
 from pipekit.retrieve.results import (METRICS, added_terms, also_column, chunk_texts, collect_answers, evaluate,
                              explain_rows, judged_in_index, print_results, results_table, termless_queries)
@@ -94,8 +94,8 @@ from pipekit.retrieve.asked import AskedPostings, rows_only as only_rows
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
-from pipekit.retrieve.ranks import (TopPostings, common_term_rows, document_codes, masked, nth_best_document, rank,
-                                    row_lookup, row_postings, sorted_unique, summed)
+from pipekit.retrieve.ranks import (TopPostings, common_term_rows, document_codes, largest_impacts, masked,
+                                    nth_best_document, rank, row_lookup, row_postings, sorted_unique, summed)
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
 from pipekit.run.arrays import one_array, run_starts
 from pipekit.retrieve.sections import section_context
@@ -178,12 +178,7 @@ class Index:
         self.chunk, self.impact, self._whole = (  # (asked: each row-only term coded as its rows are read)
             self.asked.postings(self._postings_path, len(self.lengths), cores(), zeros) if self.asked is not None
             else (self._read_column("chunk", np.int32, zeros), self._read_column("impact", np.float64, zeros), {}))
-        # Each term's largest impact: the most it can add to any chunk's score (for pruning).
-        max_impact = np.zeros(len(self.df), dtype=np.float64)
-        has = np.diff(self.indptr) > 0  # (the terms whose postings are held)
-        if has.any():
-            max_impact[has] = np.maximum.reduceat(self.impact, self.indptr[:-1][has])
-        max_impact[list(self._whole)] = [values.max() for _, values in self._whole.values()]  # (rows only)
+        max_impact = largest_impacts(self.indptr, self.impact, self._whole)  # the most a term adds (pruning)
         dense_ids, dense = self._dense_rows(zeros)
         return {"lengths": self.lengths, "doc_names": doc_names, "doc_codes": doc_codes, "chunk": self.chunk,
                 "impact": self.impact, "max_impact": max_impact, "dense_ids": dense_ids, "dense": dense}
@@ -201,8 +196,7 @@ class Index:
         return self._shards.read(name, dtype, n, zeros((n,), dtype), cores())
 
     def drop_postings(self) -> None:
-        """The postings and common rows forgotten once every query is answered, so the outputs
-        reuse their memory (at 1M passages they added ~130 MB).  No scoring after."""
+        """The postings and rows forgotten once the queries are answered (~130 MB at 1M passages)."""
         self.chunk = self.impact = self._tf = self._forward = None
         self._dense, self._seeds, self._whole = {}, None, {}
         release_freed_memory()
@@ -334,8 +328,7 @@ class Index:
         return self.chunk[lo:hi], self.impact[lo:hi]
 
     def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, list]:
-        """The commonest terms' ids, and their impacts in every chunk (0 where absent), coded: a term in
-        over 1/DENSE_SHARE of the chunks is looked up by a plain index (ranks.common_term_rows)."""
+        """The ids of the terms in over 1/DENSE_SHARE of the chunks, and their rows (ranks.common_term_rows)."""
         held = np.diff(self.indptr)  # df, or 0 for a term not asked or held only as a row (`_whole`, coded already)
         return common_term_rows(held, len(self.lengths), self._postings_of, DENSE_SHARE, DENSE_TERMS, zeros, self._whole)
 
@@ -408,14 +401,9 @@ class Index:
 
     @property
     def forward(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The postings chunk by chunk (indptr, term ids, tf), for feedback, which needs a
-        chunk's terms: one linear CSC -> CSR pass, on first use (never without feedback)."""
+        """The postings chunk by chunk (indptr, term ids, tf), for feedback: made on first use."""
         if self._forward is None:
-            from scipy import sparse  # here, not at the top: 0.16 s of import a run without feedback never needs
-
-            shape = (len(self.lengths), max(len(self.df), 1))
-            m = sparse.csc_matrix((self.tf, self.chunk, self.indptr), shape=shape).tocsr()
-            self._forward = (m.indptr, m.indices, m.data)
+            self._forward = chunk_major(self.tf, self.chunk, self.indptr, len(self.lengths), len(self.df))
         return self._forward
 
     def expand(self, q: "QueryTerms", fb: "Feedback") -> "QueryTerms":
