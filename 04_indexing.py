@@ -40,9 +40,10 @@ map/reduce engine needs.
 
 How it stays fast (a million passages in well under a minute, bench/scale.py): chunks
 are cut into words a batch at a time on whole Arrow columns; each batch numbers its own
-distinct words and is counted against those numbers (a sparse-matrix build: scipy sums
-duplicate (chunk, word) pairs in C; pipekit/index/counting.py, which counts a handful of chunks
-in NumPy so that a small rerun does not load scipy); each distinct word of the corpus is
+distinct words and its tokens are kept against those numbers, in chunk order (a word's
+repeats in a chunk are summed when the batch turns term-major: pipekit/index/counting.py,
+scipy's counting sort in C, or NumPy's for a handful of chunks so that a small rerun does
+not load scipy); each distinct word of the corpus is
 analysed once (stopwords, stem: pipekit/index/vocabulary.py), and at the end each batch's
 counts are relabelled with term ids and turned term-major on their own (two batches at
 once); a range of terms is put together from every batch when it is written, its impacts
@@ -144,7 +145,8 @@ def path_tokens(analyzer: Analyzer, paths: pa.Array) -> tuple[pa.Array, np.ndarr
 def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, heading_weight: int = 1):
     """Word counts of one batch of chunks: its distinct words (an Arrow dictionary), then
     rows are chunks, columns the words' numbers in that dictionary (CSR: the column of
-    each entry, its count, the entries per row).  A function of the batch alone, so
+    each entry, its count, the entries per row; a word said twice in a chunk is two
+    entries, summed when the batch's postings are made).  A function of the batch alone, so
     batches can be counted on two threads at once.
 
     A heading or path word adds its weight, not 1, to its count: the chunk's length is the
@@ -159,10 +161,11 @@ def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, hea
             weights = np.concatenate([weights, np.full(len(p_rows), path_weight, dtype=np.int32)])
     encoded = pc.dictionary_encode(words)  # one hash pass numbers the batch's distinct words
     cols = np.asarray(encoded.indices, dtype=np.int32)
-    # COO -> CSR sums duplicate (chunk, word) entries: that sum *is* the word's frequency.
-    shape = (batch.num_rows, max(len(encoded.dictionary), 1))
-    indptr, indices, data = counting.to_csr(rows.astype(np.int32), cols, weights, shape)
-    return encoded.dictionary, indices.astype(np.int32, copy=False), data.astype(np.int32, copy=False), np.diff(indptr)
+    # One entry a token, in chunk order (a CSR whose repeats are not summed yet): a word's
+    # count in a chunk is summed once it is a term (counting.merge_adjacent), as two words
+    # that make one term are; summed here too, through scipy, it cost 2.6 s at a million passages.
+    ids, counts, nnz = counting.by_row(rows, cols, weights, batch.num_rows)
+    return encoded.dictionary, ids, counts, nnz
 
 
 def idf_of(df: np.ndarray, n_chunks: int) -> np.ndarray:
