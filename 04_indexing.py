@@ -486,9 +486,9 @@ def run(ctx) -> None:
     sec, engine = ctx.section, ctx.engine
     few_arenas(COUNTING_THREADS)  # one malloc heap a core, not one a thread (pipekit/run/malloc.py)
     # Freed arrays kept for the next batch's, not handed back at each free and faulted in again:
-    # each batch makes ~80 MB of temporaries, and a million passages took 1.0-1.1M page faults
-    # (5-6 s of system time); kept, 0.6M, the peak within 20 MB (the loop still trims every
-    # RELEASE_EVERY batches, bench/README.md).
+    # a batch's larger temporaries were fresh mappings, and a million passages took 1.0-1.1M
+    # page faults (5-6 s of system time); kept, 0.6M, the peak within 20 MB (the loop still
+    # trims every RELEASE_EVERY batches, bench/README.md).
     keep_freed_memory()
     analyzer = Analyzer(stemmer=sec["stemmer"], stopwords=sec["stopwords"], single_letters=sec["single_letters"])
     k1, b = sec["k1"], sec["b"]

@@ -81,7 +81,7 @@ print(libc.mallinfo2().hblks - before)
 def test_stage_04_keeps_freed_memory_for_its_next_batch(tmp_path):
     """After stage 04 (pipekit/run/malloc.py, keep_freed_memory) a large array comes from malloc's
     heap, not from a fresh mmap that is faulted in page by page and handed back when freed:
-    each batch's ~80 MB of temporaries cost a million passages 1.0-1.1M page faults that way."""
+    a batch's larger temporaries cost a million passages 1.0-1.1M page faults that way."""
     from pathlib import Path
 
     repo = Path(__file__).resolve().parent.parent
