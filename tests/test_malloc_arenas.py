@@ -77,7 +77,7 @@ print(libc.mallinfo2().hblks - before)
 
 @pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc"
                     or tuple(int(x) for x in platform.libc_ver()[1].split(".")[:2]) < (2, 33),
-                    reason="mallopt's thresholds and mallinfo2 are glibc's (2.33 on)")
+                    reason="glibc 2.33 or later: mallopt's thresholds and mallinfo2")
 def test_stage_04_keeps_freed_memory_for_its_next_batch(tmp_path):
     """After stage 04 (pipekit/run/malloc.py, keep_freed_memory) a large array comes from malloc's
     heap, not from a fresh mmap that is faulted in page by page and handed back when freed:
