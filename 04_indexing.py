@@ -34,7 +34,8 @@ above holds as written over those counts; `heading_weight: 1` is the plain formu
 
 The counting is per batch (`count_batch`: a batch in, its sparse counts out, against
 batch-local word ids, so two batches are counted at once on two threads; the Vocabulary
-folds the batches' dictionaries into the corpus's word list beside them), and one step
+numbers each batch's dictionary in the corpus's word list beside them, a hash table kept
+between batches: pipekit/index/wordtable.py), and one step
 at the end of a partition (`count_chunks`) maps words to terms and sums: the split a
 map/reduce engine needs.
 
