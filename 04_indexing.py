@@ -34,15 +34,17 @@ above holds as written over those counts; `heading_weight: 1` is the plain formu
 
 The counting is per batch (`count_batch`: a batch in, its sparse counts out, against
 batch-local word ids, so two batches are counted at once on two threads; the Vocabulary
-folds the batches' dictionaries into the corpus's word list beside them), and one step
+numbers each batch's dictionary in the corpus's word list beside them, a hash table kept
+between batches: pipekit/index/wordtable.py), and one step
 at the end of a partition (`count_chunks`) maps words to terms and sums: the split a
 map/reduce engine needs.
 
 How it stays fast (a million passages in well under a minute, bench/scale.py): chunks
 are cut into words a batch at a time on whole Arrow columns; each batch numbers its own
-distinct words and is counted against those numbers (a sparse-matrix build: scipy sums
-duplicate (chunk, word) pairs in C; pipekit/index/counting.py, which counts a handful of chunks
-in NumPy so that a small rerun does not load scipy); each distinct word of the corpus is
+distinct words and its tokens are kept against those numbers, in chunk order (a word's
+repeats in a chunk are summed when the batch turns term-major: pipekit/index/counting.py,
+scipy's counting sort in C, or NumPy's for a handful of chunks so that a small rerun does
+not load scipy); each distinct word of the corpus is
 analysed once (stopwords, stem: pipekit/index/vocabulary.py), and at the end each batch's
 counts are relabelled with term ids and turned term-major on their own (two batches at
 once); a range of terms is put together from every batch when it is written, its impacts
@@ -99,7 +101,7 @@ from pipekit.run.engine import StageFunction, advance, drain, iter_rows, map_ahe
 from pipekit.chunk.headings import drop_heading_attribute_lists
 from pipekit.run.incremental import reused_counts
 from pipekit.index.link_text import drop_link_destinations
-from pipekit.run.malloc import few_arenas, release_freed_memory
+from pipekit.run.malloc import few_arenas, keep_freed_memory, release_freed_memory
 
 INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start", "page_end",
                    "page_label_start", "page_label_end", "content_hash"]
@@ -144,7 +146,8 @@ def path_tokens(analyzer: Analyzer, paths: pa.Array) -> tuple[pa.Array, np.ndarr
 def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, heading_weight: int = 1):
     """Word counts of one batch of chunks: its distinct words (an Arrow dictionary), then
     rows are chunks, columns the words' numbers in that dictionary (CSR: the column of
-    each entry, its count, the entries per row).  A function of the batch alone, so
+    each entry, its count, the entries per row; a word said twice in a chunk is two
+    entries, summed when the batch's postings are made).  A function of the batch alone, so
     batches can be counted on two threads at once.
 
     A heading or path word adds its weight, not 1, to its count: the chunk's length is the
@@ -159,10 +162,11 @@ def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, hea
             weights = np.concatenate([weights, np.full(len(p_rows), path_weight, dtype=np.int32)])
     encoded = pc.dictionary_encode(words)  # one hash pass numbers the batch's distinct words
     cols = np.asarray(encoded.indices, dtype=np.int32)
-    # COO -> CSR sums duplicate (chunk, word) entries: that sum *is* the word's frequency.
-    shape = (batch.num_rows, max(len(encoded.dictionary), 1))
-    indptr, indices, data = counting.to_csr(rows.astype(np.int32), cols, weights, shape)
-    return encoded.dictionary, indices.astype(np.int32, copy=False), data.astype(np.int32, copy=False), np.diff(indptr)
+    # One entry a token, in chunk order (a CSR whose repeats are not summed yet): a word's
+    # count in a chunk is summed once it is a term (counting.merge_adjacent), as two words
+    # that make one term are; summed here too, through scipy, it cost 2.6 s at a million passages.
+    ids, counts, nnz = counting.by_row(rows, cols, weights, batch.num_rows)
+    return encoded.dictionary, ids, counts, nnz
 
 
 def idf_of(df: np.ndarray, n_chunks: int) -> np.ndarray:
@@ -482,6 +486,11 @@ def meta_model(ctx) -> str:
 def run(ctx) -> None:
     sec, engine = ctx.section, ctx.engine
     few_arenas(COUNTING_THREADS)  # one malloc heap a core, not one a thread (pipekit/run/malloc.py)
+    # Freed arrays kept for the next batch's, not handed back at each free and faulted in again:
+    # a batch's larger temporaries were fresh mappings, and a million passages took 1.0-1.1M
+    # page faults (5-6 s of system time); kept, 0.6M, the peak within 20 MB (the loop still
+    # trims every RELEASE_EVERY batches, bench/README.md).
+    keep_freed_memory()
     analyzer = Analyzer(stemmer=sec["stemmer"], stopwords=sec["stopwords"], single_letters=sec["single_letters"])
     k1, b = sec["k1"], sec["b"]
     if sec["dense_model"] is not None:

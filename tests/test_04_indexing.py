@@ -290,8 +290,9 @@ def test_postings_keep_dictionaries_only_for_columns_that_repeat(tmp_path):
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 30), st.integers(1, 4)), max_size=300),
        st.integers(41, 60), st.integers(31, 50))
 def test_numpy_counting_matches_scipy(entries, n_rows, n_cols):
-    """pipekit/index/counting.py: a few chunks are counted with NumPy (a rerun after one added file
-    does not import scipy for them), the rest with scipy: the arrays must be the same."""
+    """pipekit/index/counting.py: a few chunks are turned term-major with NumPy (a rerun after
+    one added file does not import scipy for them), the rest with scipy: the arrays must be
+    the same, for rows as `by_row` gives them (repeats not summed, columns in any order)."""
     import numpy as np
     from scipy import sparse
 
@@ -299,24 +300,54 @@ def test_numpy_counting_matches_scipy(entries, n_rows, n_cols):
     cols = np.array([e[1] for e in entries], dtype=np.int32)
     w = np.array([e[2] for e in entries], dtype=np.int32)
     shape = (n_rows, n_cols)
-    csr = sparse.coo_matrix((w, (rows, cols)), shape=shape).tocsr()
-    got = counting.to_csr(rows, cols, w, shape)
-    for mine, theirs in zip(got, (csr.indptr, csr.indices, csr.data)):
-        assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs)
-    csc = csr.tocsc()
-    got = counting.to_csc(csr.indptr, csr.indices, csr.data, shape)
+    ids, counts, nnz = counting.by_row(rows, cols, w, n_rows)
+    indptr = np.concatenate([[0], np.cumsum(nnz)]).astype(np.int32)
+    csc = sparse.csr_matrix((counts, ids, indptr), shape=shape).tocsc()
+    got = counting.to_csc(indptr, ids, counts, shape)
     for mine, theirs in zip(got, (csc.indptr, csc.indices, csc.data)):
         assert mine.dtype == theirs.dtype and np.array_equal(mine, theirs)
+    # Summed (a chunk's repeats of a term added into one posting): NumPy's merge and scipy's sum.
+    small = counting.to_csc(indptr, ids, counts, shape, summed=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(counting, "SMALL", 0)
+        large = counting.to_csc(indptr, ids, counts, shape, summed=True)
+    csc.sum_duplicates()
+    for mine, theirs, ref in zip(small, large, (csc.indptr, csc.indices, csc.data)):
+        assert np.array_equal(mine, ref) and np.array_equal(theirs, ref)
 
 
-def test_numpy_counting_refuses_entries_outside_the_matrix():
-    """As scipy does: past the last column the NumPy key would wrap into the next row."""
+@settings(max_examples=80, deadline=None)
+@given(entries=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 9), st.sampled_from([1, 1, 1, 3, 70_000])),
+                        max_size=200),
+       appended=st.integers(0, 40), n_terms=st.integers(1, 6), first_row=st.integers(0, 5))
+def test_a_batch_counted_token_by_token_gives_the_summed_counts_postings(entries, appended, n_terms, first_row):
+    """A batch's tokens kept one entry each (`by_row`; some appended out of row order, as
+    headings and paths are) give `batch_postings` the postings and lengths that the summed
+    counts (scipy's COO -> CSR, what count_batch made before) give: each word's repeats in a
+    chunk, and two words of one term, summed once the words are terms; a sum past 65,535 kept."""
     import numpy as np
+    from scipy import sparse
 
-    from pipekit.index import counting
-
-    with pytest.raises(ValueError, match="outside"):
-        counting.to_csr(np.array([0], np.int32), np.array([5], np.int32), np.array([1], np.int32), (2, 5))
+    n_rows, n_words = 13, 10
+    rows = np.array([e[0] for e in entries], dtype=np.int64)
+    cols = np.array([e[1] for e in entries], dtype=np.int32)
+    w = np.array([e[2] for e in entries], dtype=np.int32)
+    k = min(appended, len(rows))  # the last k entries moved first: out of row order
+    rows, cols, w = np.roll(rows, k), np.roll(cols, k), np.roll(w, k)
+    term_of_word = (np.arange(n_words) % (n_terms + 1) - 1).astype(np.int32)  # -1: a dropped word
+    summed = sparse.coo_matrix((w, (rows, cols)), shape=(n_rows, n_words)).tocsr()
+    want = counting.batch_postings(term_of_word, summed.indices.astype(np.int32), summed.data,
+                                   np.diff(summed.indptr), n_terms, first_row)
+    ids, counts, nnz = counting.by_row(rows, cols, w, n_rows)
+    for small in (counting.SMALL, 0):  # NumPy's way, then scipy's
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(counting, "SMALL", small)
+            got = counting.batch_postings(term_of_word, ids.copy(), counting.narrow_counts(counts), nnz, n_terms,
+                                          first_row)
+        (p, n), (q, m) = want, got
+        assert np.array_equal(n, m)
+        for a, b in zip(p, q):
+            assert np.array_equal(a, b)
 
 
 def test_a_small_rerun_counts_without_scipy(tmp_path):

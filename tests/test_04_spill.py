@@ -131,23 +131,27 @@ class _OwnDictionaries:
 @settings(max_examples=40, deadline=None)
 @given(batches=st.lists(st.lists(st.sampled_from(WORDS + ["Running", "betas", "RUNS"]), max_size=9, unique=True),
                         max_size=9),
-       every=st.integers(1, 10), own=st.booleans(), spilled=st.booleans())
+       every=st.integers(1, 10), own=st.booleans(), spilled=st.booleans(), weak=st.booleans())
 def test_the_vocabulary_folded_a_few_batches_at_a_time_numbers_terms_as_one_pass(
-        tmp_path_factory, batches, every, own, spilled):
+        tmp_path_factory, batches, every, own, spilled, weak):
     """Each batch's local words get their term's place among the sorted terms (-1: dropped),
-    whether the batches' dictionaries are folded one, a few or all at a time, whether Arrow
-    shares one dictionary between chunks or not, and with the maps spilled or held: the
-    terms the analyzer gives each word on its own, sorted by code point."""
+    whether the batches' words are numbered by the kept hash table or (`weak`: a hash two
+    words share, from the batch where they meet) the exact way, folded one, a few or all at
+    a time, whether Arrow shares one dictionary between chunks or not, and with the maps
+    spilled or held: the terms the analyzer gives each word on its own, sorted by code point."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     from pipekit.index import vocabulary
+    from pipekit.index.wordtable import WordTable
 
     a = Analyzer("english", "english")
     store = spill.Spill(tmp_path_factory.mktemp("spill")) if spilled else None
     with pytest.MonkeyPatch.context() as mp:
         if own or all(batches):  # (a batch without words is looked up the slow way: Arrow drops its chunk)
             mp.setattr(vocabulary, "pc", _OwnDictionaries(own))
-        vocab = vocabulary.Vocabulary(a, every=every, spill=store)
+        table = WordTable(hashes=lambda w: np.asarray(pc.utf8_length(w), dtype=np.uint64) % 3) if weak else None
+        vocab = vocabulary.Vocabulary(a, every=every, spill=store, table=table)
         numbers = [vocab.add(pa.array(words, pa.string())) for words in batches]
         terms = vocab.finish().to_pylist()
     term_of = {w: a.terms_of_words(pa.array([w])).to_pylist()[0] for words in batches for w in words}

@@ -1,9 +1,11 @@
 """Stage 04's sparse-matrix steps: scipy's for real batches, NumPy's for a handful of chunks.
 
-1. `to_csr`: (row, col, weight) triples -> rows of (col, summed weight), cols ascending —
-   counting: a word said twice in a chunk is one entry of weight 2.
+1. `by_row`: (row, col, weight) triples, one a token, grouped by row (a stable sort, only
+   when some were appended out of row order): a CSR whose duplicates are not summed yet.
 2. `to_csc`: rows -> columns (term-major postings), each column's rows in order.
-3. `merge_adjacent`: a term's postings of one chunk, side by side after 2, summed into one.
+3. `merge_adjacent`: a term's postings of one chunk, side by side after 2, summed into one —
+   counting: a word said twice in a chunk is one posting of weight 2, and so are two words
+   of one chunk that make one term.
 4. `narrow_counts`: a count in 2 bytes when the batch's counts fit (they are all held at once).
 5. `batch_postings`, `Piece` and `place`: stage 04's counts kept by batch, each batch in term
    space and term-major on its own (1-3 for one batch), and any range of terms put together
@@ -13,12 +15,14 @@
    of a range of terms (and of a shard's chunks), and one range merged from every
    partition's slices in corpus order (a cluster's partitions; one, locally).
 
-scipy does 1 and 2 with counting sorts in C, which is what keeps stage 04 linear at a million
-chunks.  But importing scipy takes 0.17 s, and a rerun after one added file (stage 04
-counts only the new file's chunks, pipekit/run/incremental.py) is about a second in all: a
-sixth of it went to loading scipy for a few hundred words.  Below SMALL entries NumPy's
-sorts give the same arrays in well under a millisecond; tests/test_04_indexing.py checks
-both ways against each other.
+scipy does 2 with a counting sort in C, which is what keeps stage 04 linear at a million
+chunks.  (Step 1 also summed a chunk's repeats, through scipy's COO -> CSR, whose sum sorts
+every row's columns: 2.6 s of CPU at a million passages, for sums that 3 makes anyway once
+the words are terms.)  But importing scipy takes 0.17 s, and a rerun after one added file
+(stage 04 counts only the new file's chunks, pipekit/run/incremental.py) is about a second
+in all: a sixth of it went to loading scipy for a few hundred words.  Below SMALL entries
+NumPy's sort gives the same arrays in well under a millisecond; tests/test_04_indexing.py
+checks both ways against each other.
 """
 from __future__ import annotations
 
@@ -32,36 +36,37 @@ from pipekit.run.arrays import run_starts
 SMALL = 20_000  # entries below which NumPy sorts them (under 2 ms) instead of scipy
 
 
-def to_csr(rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, shape: tuple[int, int]):
-    """(indptr, indices, data) of the matrix with these entries, duplicates summed."""
-    if len(rows) >= SMALL:
-        from scipy import sparse
-
-        m = sparse.coo_matrix((weights, (rows, cols)), shape=shape).tocsr()
-        return m.indptr, m.indices, m.data
-    if len(rows) and not (0 <= rows.min() and rows.max() < shape[0] and 0 <= cols.min() and cols.max() < shape[1]):
-        raise ValueError(f"an entry lies outside a {shape} matrix")  # as scipy says: the key below would wrap
-    key = rows.astype(np.int64) * shape[1] + cols
-    order = np.argsort(key, kind="stable")
-    key = key[order]
-    first = np.flatnonzero(run_starts(key))  # each distinct (row, col): its first entry
-    data = np.add.reduceat(weights[order], first) if len(first) else weights[:0]
-    indptr = np.zeros(shape[0] + 1, dtype=np.int32)
-    np.cumsum(np.bincount(key[first] // shape[1], minlength=shape[0]), out=indptr[1:])
-    return indptr, (key[first] % shape[1]).astype(np.int32), data.astype(weights.dtype, copy=False)
+def by_row(rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, n_rows: int):
+    """(cols, weights, entries per row): the triples in row order, duplicates kept (a row's
+    entries in the order given).  Rows come mostly in order (a batch's text runs, then its
+    headings' and paths' appended after): a stable sort only when some are not."""
+    rows = rows.astype(np.int32, copy=False)
+    if len(rows) > 1 and not (rows[1:] >= rows[:-1]).all():
+        order = np.argsort(rows, kind="stable")  # (a merge of the few runs: timsort finds them)
+        cols, weights = cols[order], weights[order]
+    return cols, weights, np.bincount(rows, minlength=n_rows)
 
 
-def to_csc(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, shape: tuple[int, int]):
-    """(col_ptr, rows, data): the same matrix column by column, rows in order within each."""
+def to_csc(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, shape: tuple[int, int],
+           summed: bool = False):
+    """(col_ptr, rows, data): the same matrix column by column, rows in order within each
+    (entries of one row and column side by side; `summed`: added into one, in int32 —
+    two uint16 counts of one term can pass 65,535)."""
     if len(indices) >= SMALL:
         from scipy import sparse
 
+        if summed:
+            data = data.astype(np.int32)
         m = sparse.csr_matrix((data, indices, indptr), shape=shape, copy=False).tocsc()
+        if summed:  # (linear: tocsc leaves each column's rows in order, so nothing is sorted again)
+            m.sum_duplicates()
         return m.indptr, m.indices, m.data
     order = np.argsort(indices, kind="stable")  # stable: within a column, rows stay in order
     rows = np.repeat(np.arange(shape[0], dtype=indices.dtype), np.diff(indptr))
     col_ptr = np.zeros(shape[1] + 1, dtype=indptr.dtype)
     np.cumsum(np.bincount(indices, minlength=shape[1]), out=col_ptr[1:])
+    if summed:
+        return merge_adjacent(col_ptr, rows[order], data[order])
     return col_ptr, rows[order], data[order]
 
 
@@ -109,7 +114,10 @@ def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarra
     whole corpus this step ran on one core, and concatenating every batch into it first held
     the parts and the whole at once (stage 04's peak at a million passages, bench/README.md).
     """
-    np.take(term_of_local, ids, out=ids, mode="clip")  # every id is in range: "clip" only spares a buffer
+    if ids.flags.writeable:  # (a batch's ids read from Arrow's buffer, not spilled, are not)
+        np.take(term_of_local, ids, out=ids, mode="clip")  # every id is in range: "clip" only spares a buffer
+    else:
+        ids = np.take(term_of_local, ids)
     n = len(row_nnz)
     rows = np.repeat(np.arange(n, dtype=np.int32), row_nnz)
     is_term = ids >= 0
@@ -120,7 +128,8 @@ def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarra
     indptr = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
     del rows
-    col_ptr, chunk, tf = merge_adjacent(*to_csc(indptr, ids, counts, (n, max(n_terms, 1))))
+    # (a word's repeats in a chunk, and two words of one term, summed here: counting.by_row)
+    col_ptr, chunk, tf = to_csc(indptr, ids, counts, (n, max(n_terms, 1)), summed=True)
     df = np.diff(col_ptr)
     present = np.flatnonzero(df).astype(np.int32)
     chunk = chunk.astype(np.int32, copy=False)

@@ -20,8 +20,9 @@ writeback delay (30 s) at the sizes measured (bench/README.md).
 are found with a sample of every SAMPLE-th term kept in memory and one block read, so a
 term range's slice of a batch costs a few small reads besides its postings.
 
-The cost is disk (or page cache) while the stage runs: ~6 bytes a word count, 6 a posting,
-12 a batch's term, about 0.8 GB at a million passages.
+The cost is disk (or page cache) while the stage runs: ~6 bytes a token (a batch keeps each
+one, its repeats summed when it turns term-major), 6 a posting, 12 a batch's term, about
+0.85 GB at a million passages.
 
 What it does not do: compress, or outlive the stage (the index files are stage 04's output).
 """

@@ -2,24 +2,28 @@
 next batches are counted, each distinct word analysed once, sorted term ids at the end.
 
 Each batch numbers its own distinct words (one hash pass in Arrow, on a counting thread)
-and is counted against those local ids.  Every `every` batches their dictionaries are
-folded into the corpus's list of distinct words, on a thread of its own beside the
-counting: one `dictionary_encode` of the list so far followed by the batches' dictionaries
-(Arrow's chunks share one dictionary, the list's words first, keeping their numbers), which
-gives each batch its map from local ids to word numbers; the words seen for the first time
-are analysed then (length, stopwords, stem depend on the word alone: a million passages
-repeat a few hundred thousand words, and only those ever reach Python or Snowball).  When
-the last batch is in, what is left is sorting the terms and one gather per batch.
+and is counted against those local ids.  Each batch's dictionary is then numbered in the
+corpus's list of distinct words on a thread of its own beside the counting
+(pipekit/index/wordtable.py: a hash table of the words so far, kept between batches, so a
+batch hashes only its own ~86k words), which gives the batch its map from local ids to word
+numbers; the words seen for the first time are analysed then (length, stopwords, stem
+depend on the word alone: a million passages repeat a few hundred thousand words, and only
+those ever reach Python or Snowball).  When the last batch is in, what is left is sorting
+the terms and one gather per batch.
 
-Why folded as the batches come: done once at the end (every batch's dictionary encoded as
-one chunked array) it was 0.65 s at 200k passages and 1.4 s at a million on one core while
+Why beside the counting: done once at the end (every batch's dictionary encoded as one
+chunked array) it was 0.65 s at 200k passages and 1.4 s at a million on one core while
 the other waited, and it held every batch's dictionary until then (0.12 GB at a million
-passages: 122 batches x 86k words); folded 8 batches at a time, what is left when the last
-batch is in took ~0.15 s at a million passages.  Each fold hashes the words so far again
-(Arrow keeps no hash table between calls), so folding every batch would cost more than it
-saves.  Looking each *token* up in a growing table instead
-cost as much again as the tokenizing (session 16); here only each batch's distinct words
-are, a fold at a time.
+passages: 122 batches x 86k words).  Why a table kept between batches: Arrow keeps none,
+so each fold hashed the word list so far again (`dictionary_encode` of the list and 8
+batches' dictionaries: 3.3 s of CPU at a million passages); the kept table took ~12 ms a
+batch.  Looking each *token* up in a growing table instead cost as much again as the
+tokenizing (session 16); here only each batch's distinct words are.
+
+The exact way stays, for a hash two words share (WordTable checks, and says so): from that
+batch on, the batches are folded `every` at a time by one `dictionary_encode` of the list so
+far followed by their dictionaries (Arrow's chunks share one dictionary, the list's words
+first, keeping their numbers).
 
 What it does not do: decide what a term is (pipekit/index/analyzer.py).
 """
@@ -31,7 +35,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-FOLD_EVERY = 8  # batches' dictionaries folded into the word list at a time (~8 MB waiting)
+from pipekit.index.wordtable import Collision, WordTable
+
+FOLD_EVERY = 8  # batches' dictionaries folded at a time the exact way (~8 MB waiting)
 
 
 class Vocabulary:
@@ -41,9 +47,12 @@ class Vocabulary:
     `term_of_batch(k)` then gives batch k's term index of each local word (-1: not a term).
     With a `spill` (pipekit/index/spill.py) the batches' maps wait there, not in memory."""
 
-    def __init__(self, analyzer, every: int = FOLD_EVERY, spill=None):
+    def __init__(self, analyzer, every: int = FOLD_EVERY, spill=None, table: WordTable | None = None):
         self.analyzer, self.every, self.spill = analyzer, max(every, 1), spill
-        self.words = pa.array([], pa.string())  # the corpus's distinct words so far, first seen first
+        # The corpus's distinct words so far, first seen first: in the table while it serves
+        # (None once two words shared a hash; `table` lets a test choose the hash)
+        self.table = WordTable() if table is None else table
+        self._words = pa.array([], pa.string())
         self.word_terms: list[pa.Array] = []  # each fold's new words' terms (null: dropped)
         self.pending: list[tuple[int, pa.Array]] = []  # (batch, dictionary) not folded yet
         self.maps: list = []  # batch k: each local id's number in `words` (or where the spill has it)
@@ -56,7 +65,7 @@ class Vocabulary:
         k = len(self.maps)
         self.maps.append(None)
         self.pending.append((k, dictionary))
-        if len(self.pending) >= self.every:
+        if len(self.pending) >= (1 if self.table is not None else self.every):
             self._wait()  # one fold at a time: each builds on the word list of the one before
             pending, self.pending = self.pending, []
             self._folding = self._pool.submit(self._fold, pending)
@@ -67,8 +76,27 @@ class Vocabulary:
             folding, self._folding = self._folding, None
             folding.result()
 
+    @property
+    def words(self) -> pa.Array:
+        return self.table.words if self.table is not None else self._words
+
     def _fold(self, pending: list[tuple[int, pa.Array]]) -> None:
         """Number the pending batches' words after the words seen before, and analyse the new ones."""
+        while pending and self.table is not None:
+            (k, dictionary), n = pending[0], len(self.table)
+            try:
+                m = self.table.number(dictionary)
+            except Collision:  # from this batch on, the exact way
+                self._words, self.table = self.table.words, None
+                break
+            pending = pending[1:]
+            self.maps[k] = self.spill.put(m) if self.spill is not None else m
+            self.word_terms.append(self.analyzer.terms_of_words(self.table.words.slice(n)))
+        if pending:
+            self._fold_exact(pending)
+
+    def _fold_exact(self, pending: list[tuple[int, pa.Array]]) -> None:
+        """`_fold` by one `dictionary_encode` of the word list and the batches' dictionaries."""
         n = len(self.words)
         dictionaries = [d.cast(pa.string()) if d.type != pa.string() else d for _, d in pending]
         known = [self.words] if n else []  # (Arrow drops an empty chunk from the result)
@@ -91,7 +119,7 @@ class Vocabulary:
         for (k, _), m in zip(pending, maps):
             self.maps[k] = self.spill.put(m) if self.spill is not None else m
         self.word_terms.append(self.analyzer.terms_of_words(words.slice(n)))
-        self.words = words
+        self._words = words
 
     def finish(self) -> pa.Array:
         """The sorted terms (once every batch is added)."""
