@@ -31,8 +31,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pipekit.run.arrays import run_starts
-
 SMALL = 20_000  # entries below which NumPy sorts them (under 2 ms) instead of scipy
 
 
