@@ -101,7 +101,7 @@ from pipekit.run.engine import StageFunction, advance, drain, iter_rows, map_ahe
 from pipekit.chunk.headings import drop_heading_attribute_lists
 from pipekit.run.incremental import reused_counts
 from pipekit.index.link_text import drop_link_destinations
-from pipekit.run.malloc import few_arenas, keep_freed_memory, release_freed_memory
+from pipekit.run.malloc import few_arenas, release_freed_memory
 
 INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start", "page_end",
                    "page_label_start", "page_label_end", "content_hash"]
@@ -486,11 +486,9 @@ def meta_model(ctx) -> str:
 def run(ctx) -> None:
     sec, engine = ctx.section, ctx.engine
     few_arenas(COUNTING_THREADS)  # one malloc heap a core, not one a thread (pipekit/run/malloc.py)
-    # Freed arrays kept for the next batch's, not handed back at each free and faulted in again:
-    # a batch's larger temporaries were fresh mappings, and a million passages took 1.0-1.1M
-    # page faults (5-6 s of system time); kept, 0.6M, the peak within 20 MB (the loop still
-    # trims every RELEASE_EVERY batches, bench/README.md).
-    keep_freed_memory()
+    # Freed arrays are handed back, not kept for the next batch (malloc.keep_freed_memory, tried):
+    # keeping them saved page faults but raised one run_pipeline process's peak by ~50 MB at
+    # 200k passages (the earlier stages' leftovers fragment the heap) and no wall time (bench/README.md).
     analyzer = Analyzer(stemmer=sec["stemmer"], stopwords=sec["stopwords"], single_letters=sec["single_letters"])
     k1, b = sec["k1"], sec["b"]
     if sec["dense_model"] is not None:
