@@ -189,8 +189,9 @@ def test_copied_groups_start_their_writeback_while_later_ones_are_copied(tmp_pat
     write(before, [rows(0, 300)], "first")
     calls = []
     real_start, real_fsync = parquet_copy.start_writeback, os.fsync
+    spliced = lambda fd: ".tmp-spliced-" in os.readlink(f"/proc/self/fd/{fd}")  # (not the encoded rows' file)
     monkeypatch.setattr(parquet_copy, "start_writeback",
-                        lambda fd, start, n: (calls.append(("writeback", start, n)), real_start(fd, start, n)))
+                        lambda fd, start, n: (spliced(fd) and calls.append(("writeback", start, n)), real_start(fd, start, n)))
     monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(("fsync",)), real_fsync(fd)))
     after = tmp_path / "after.parquet"
     previous = PreviousRows(str(before))
@@ -210,3 +211,21 @@ def test_writeback_is_a_no_op_where_the_system_has_none(tmp_path, monkeypatch):
         fh.write(b"x" * 100)
         parquet_copy.start_writeback(fh.fileno(), 0, 100)  # nothing to call: no error
     assert (tmp_path / "f").read_bytes() == b"x" * 100
+
+
+def test_a_written_file_starts_its_writeback_batch_by_batch_and_is_fsynced_last(tmp_path, small_groups, monkeypatch):
+    # Each encoded batch's bytes are handed to the disk once written (ParquetSink._write), so the
+    # fsync before the rename waits for the last batches only; it still comes after all of them.
+    calls = []
+    real_start, real_fsync = parquet_copy.start_writeback, os.fsync
+    monkeypatch.setattr(parquet_copy, "start_writeback",
+                        lambda fd, start, n: (calls.append(("writeback", start, n)), real_start(fd, start, n)))
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(("fsync",)), real_fsync(fd)))
+    out = tmp_path / "out.parquet"
+    assert write(out, [rows(i, i + 50) for i in range(0, 300, 50)], "first") == 300
+    started = [c[1:] for c in calls if c[0] == "writeback"]
+    assert len(started) >= 2 and started[0][0] == 0
+    assert all(a + n == b for (a, n), (b, _) in zip(started, started[1:]))  # contiguous, in order
+    assert sum(n for _, n in started) <= out.stat().st_size  # (the footer is written at close)
+    assert calls.index(("fsync",)) > max(i for i, c in enumerate(calls) if c[0] == "writeback")
+    assert pq.read_table(out).equals(pa.concat_tables([rows(i, i + 50) for i in range(0, 300, 50)]))
