@@ -294,11 +294,13 @@ class _Checked:
         self.future, self.task, self.listing = future, task, listing
 
     def result(self) -> list[dict]:
+        from pipekit.run.incremental import content_of  # (the stage has imported Arrow by now)
+
         rows = self.future.result()
         files = self.listing["files"]
         for i, (entry, row) in enumerate(zip(self.task, rows)):
             key = (files.get(entry.doc_id) or [None] * 4)[3]
-            listed = key.rsplit("|", 2)[-2] if key and "|" in key else None  # incremental.content_of
+            listed = content_of(key) if key else None
             if row.get("content_hash") is None or row["content_hash"] != listed:
                 rows[i] = read_document(entry)  # changed since, or a row with no bytes to vouch for it
         return rows

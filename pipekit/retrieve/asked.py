@@ -28,6 +28,7 @@ import numpy as np
 
 from pipekit.retrieve.ranks import coded_row, commonest
 from pipekit.run import io
+from pipekit.run.arrays import one_array
 from pipekit.run.errors import PipelineError
 
 SLICES = 1024  # runs in a row group up to which each is a slice copied (~1 µs); past it one mask (~5 ms a group)
@@ -138,7 +139,7 @@ class AskedPostings:
             table = reader(f).read_row_group(g, columns=names)
             for c, out in enumerate(outs):
                 col = table.column(c)
-                values = (col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()).to_numpy()
+                values = one_array(col).to_numpy()
                 if i < j:
                     self._fill_runs(values, out, i, j, at, rows)
                 for k in range(ai, aj):

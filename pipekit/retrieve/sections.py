@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipekit.run.arrays import one_array
 from pipekit.run.errors import PipelineError
 from pipekit.run.lazy import lazy
 from pipekit.chunk.headings import TRAIL_SEPARATOR
@@ -267,11 +268,11 @@ def section_context(weight: float, chunks_03: Path, index) -> SectionContext | N
 
     if weight <= 0:
         return None
-    doc_id = index.chunks.column("doc_id").combine_chunks()
+    doc_id = one_array(index.chunks.column("doc_id"))
     if "heading_path" in io.schema(chunks_03).names:  # a file, or a cluster's folder of parts
-        paths = io.read_table(chunks_03, ["heading_path"]).column("heading_path").combine_chunks()
+        paths = one_array(io.read_table(chunks_03, ["heading_path"]).column("heading_path"))
     else:  # a hand-made 03 file with SPEC's `heading` only: its titles, empty levels already dropped
-        heading = pc.fill_null(index.chunks.column("heading").combine_chunks(), "")
+        heading = pc.fill_null(one_array(index.chunks.column("heading")), "")
         paths = pc.if_else(pc.equal(heading, ""), pa.scalar([], pa.list_(pa.string())),
                            pc.split_pattern(heading, TRAIL_SEPARATOR))
     if len(paths) != len(doc_id):
