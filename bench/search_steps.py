@@ -2,6 +2,7 @@
 (pipekit/retrieve/warm.py) timed on its own, over every question, many times.
 
     python bench/search_steps.py [OUTPUT_FOLDER] [--queries FILE] [--reps 40] [-k 10] [--pipekit CHECKOUT]
+                                 [--no-peer]
 
 OUTPUT_FOLDER defaults to bench/docs_qa.py's index of real documentation (bench/out/docs_qa/ours),
 the questions to bench/docs_qa_questions.tsv.  After one warm-up search of each question, every
@@ -10,7 +11,10 @@ change in the machine's load falls on all of them), from the same inputs each ti
 terms (`OneQuery.terms`), the BM25 sums over its matching chunks (`Index.scores`), the section
 context (`SectionContext.rescore`), the k best (`warm.best`), the repeats test
 (`Repeats.apart`), all of `OneQuery.hits`, `Searcher.ranking`, the Passages of the hits
-(`Searcher._passages`) and all of `Searcher.search`.  Prints each step's microseconds a query,
+(`Searcher._passages`) and all of `Searcher.search`; and, where tantivy is installed (not with
+`--no-peer`), its whole query in the same loop, as bench/search_speed.py asks it (the query
+parsed and the top k found through its Python binding; `+texts` also reads each hit's stored
+text and chunk_id), so that the steps stand beside what they are to beat.  Prints each step's microseconds a query,
 the least and the first quartile of the reps (the least is the step with the least interference
 from other work; time.perf_counter around each call instead inflates steps of a few µs).
 
@@ -49,6 +53,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("-k", type=int, default=10)
     ap.add_argument("--pipekit", type=Path, metavar="CHECKOUT", help="time this checkout's pipekit instead")
+    ap.add_argument("--no-peer", action="store_true", help="leave tantivy's whole query out")
     args = ap.parse_args()
     lines = [line for line in args.queries.read_text(encoding="utf-8").splitlines()
              if line.strip() and not line.startswith("#")]
@@ -82,6 +87,11 @@ def main() -> None:
         "Passages": lambda q, d: searcher._passages(q, *d[6]),
         "Searcher.search": lambda q, d: searcher.search(q, k),
     }
+    from search_speed import peer_tantivy, tantivy_search  # (this checkout's bench, whichever pipekit)
+    if peer_tantivy() and not args.no_peer:
+        plain, texts = tantivy_search(args.folder, queries, k=k), tantivy_search(args.folder, queries, True, k)
+        steps["tantivy (parse + top k)"] = lambda q, d: plain(q)
+        steps["tantivy+texts"] = lambda q, d: texts(q)
     us: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(args.reps):
         for name, step in steps.items():
