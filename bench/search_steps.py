@@ -8,7 +8,8 @@ OUTPUT_FOLDER defaults to bench/docs_qa.py's index of real documentation (bench/
 the questions to bench/docs_qa_questions.tsv.  After one warm-up search of each question, every
 step is run over all the questions in a loop (`--reps` times, the steps taking turns, so that a
 change in the machine's load falls on all of them), from the same inputs each time: a query's
-terms (`OneQuery.terms`), the BM25 sums over its matching chunks (`Index.scores`), the section
+terms (`OneQuery.terms`), the BM25 sums over its matching chunks (`OneQuery.scores`, or stage 05's
+`Index.scores` in a checkout without it), the section
 context (`SectionContext.rescore`), the k best (`warm.best`), the repeats test
 (`Repeats.apart`), all of `OneQuery.hits`, `Searcher.ranking`, the Passages of the hits
 (`Searcher._passages`) and all of `Searcher.search`; and, where tantivy is installed (not with
@@ -67,18 +68,20 @@ def main() -> None:
         searcher.search(q, k)
     mixed = ((lambda ids, w, c, v: one.mixed(ix.context, ids, w, c, v)) if hasattr(one, "mixed")
              else ix.context.rescore)
+    # (BM25 sums: the short way's own call where it has one, else stage 05's `Index.scores`)
+    sums = one.scores if hasattr(one, "scores") else (lambda ids, w: ix.scores(ids, weights=w))
     best = ((lambda c, v: warm.best(c, v, k)) if "cols" in warm.best.__code__.co_varnames
             else (lambda c, v: warm.best(v, k)))
     inputs = {}
     for q in queries:  # each step's input, made once
         ids, w = one.terms(q)
-        cols, vals = ix.scores(ids, weights=w)
+        cols, vals = sums(ids, w)
         mixed_vals = mixed(ids, w, cols, vals)
         top = best(cols, mixed_vals)
         inputs[q] = (ids, w, cols, vals, mixed_vals, cols[top].astype(np.int64), one.hits(q, k))
     steps = {
         "terms": lambda q, d: one.terms(q),
-        "BM25 sums (Index.scores)": lambda q, d: ix.scores(d[0], weights=d[1]),
+        "BM25 sums (scores)": lambda q, d: sums(d[0], d[1]),
         "section context": lambda q, d: mixed(d[0], d[1], d[2], d[3]),
         "the k best": lambda q, d: best(d[2], d[4]),
         "repeats test": lambda q, d: ix.repeats.apart(d[5]),

@@ -11,7 +11,7 @@ import pytest
 import pipekit
 from pipekit.chunk.anchors import github_slug, markdown_anchors
 from pipekit.retrieve.filters import glob_regex
-from pipekit.retrieve.links import link
+from pipekit.retrieve.links import link, link_list
 from pipekit.run.errors import PipelineError
 
 from conftest import REPO, run_script, write_config
@@ -234,6 +234,15 @@ def test_link_base_maps_sources_as_the_site_builds_them():
     assert link("docs/a b.md", "markdown", "setup-1", None, "https://github.com/o/r/blob/main/") == \
         "https://github.com/o/r/blob/main/docs/a%20b.md#setup-1"
     assert link("m.pdf", "pdf", None, 7, "https://x.org/") == "https://x.org/m.pdf#page=7"
+
+
+def test_a_querys_links_made_together_are_each_hits_link():
+    # links.link_list (a Searcher's Passages): `link` of each hit, with and without a link_base
+    values = [(d, f, a, p) for d in ("a.md", "docs/a b.rst", "m.pdf") for f in ("markdown", "pdf", "html", None)
+              for a in (None, "", "setup-1") for p in (None, 0, 7)]
+    doc_ids, formats, anchors, pages = (list(x) for x in zip(*values))
+    for base in (None, "", "https://x.org/", "https://github.com/o/r/blob/main/"):
+        assert link_list(doc_ids, formats, anchors, pages, base) == [link(*v, base) for v in values]
 
 
 def test_stage_05_writes_the_link_column_and_link_base_reruns_only_stage_05(corpus, tmp_path):

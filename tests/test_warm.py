@@ -199,6 +199,63 @@ def test_the_section_context_mixed_in_is_the_formula_term_by_term(sample, terms,
     assert (total / (1 + ix.context.weight)).tobytes() == want
 
 
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from([1.0, 1.0, 2.0, 0.5])), min_size=1, max_size=12),
+       st.sampled_from([0, 1]), st.sampled_from([20_000, 2]))
+def test_the_short_ways_bm25_sums_are_stage_05s(sample, terms, which, kept):
+    # OneQuery.scores: stage 05's Index.scores (chunks and score bits), its chunks as NumPy's
+    # index type; each term's postings' views kept (forgotten past TERMS_KEPT) and used again.
+    searcher = _searchers(sample)[which]
+    ix, one = searcher.index, searcher._one
+    weight_of = {}
+    for t, w in terms:
+        weight_of.setdefault(t % len(ix.df), w)
+    ids, weights = list(weight_of), list(weight_of.values())
+    want_cols, want_vals = ix.scores(ids, weights=weights)
+    one._postings.clear()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(warm, "TERMS_KEPT", kept)
+        for _ in range(2):  # (the second time from the kept views)
+            cols, vals = one.scores(ids, weights)
+            assert cols.dtype == np.intp and cols.tolist() == want_cols.tolist()
+            assert vals.tobytes() == want_vals.tobytes()
+        assert len(one._postings) <= kept
+
+
+def test_the_short_ways_bm25_sums_take_the_bincount_way_on_the_docs_questions(sample):
+    # (the path the docs folder's questions take, summed the short way: not Index.scores)
+    searcher = pipekit.Searcher(sample)
+    one, ix = searcher._one, searcher.index
+    ids, weights = one.terms("deploy rollback freeze on call pager escalation")
+    assert len(ids) > 1
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ix, "scores", lambda *a, **k: pytest.fail("stage 05's Index.scores called"))
+        cols, vals = one.scores(ids, weights)
+    want = ix.scores(ids, weights=weights)
+    assert cols.tolist() == want[0].tolist() and vals.tobytes() == want[1].tobytes()
+
+
+def test_a_searchers_section_context_keeps_the_terms_views_and_mixes_the_same(sample):
+    from pipekit.retrieve import sections
+
+    ctx = pipekit.Searcher(sample).index.context
+    start = ctx.pairs()[0]
+    rare = [t for t in range(len(start) - 1) if t not in ctx._common and start[t + 1] > start[t]][:6]
+    assert len(rare) == 6 and ctx._views == {}
+    cols = np.arange(len(ctx.codes))
+    vals = np.ones(len(cols))
+    want = _rescored_term_by_term(ctx, rare, [1.0, 2.0] * 3, cols, vals).tobytes()
+    assert ctx.rescore(rare, [1.0, 2.0] * 3, cols, vals).tobytes() == want
+    assert set(ctx._views) == set(rare)  # kept as said ...
+    assert ctx.rescore(rare, [1.0, 2.0] * 3, cols, vals).tobytes() == want  # ... and read back the same
+    with pytest.MonkeyPatch.context() as patch:  # past VIEWS_KEPT, forgotten and made again
+        patch.setattr(sections, "VIEWS_KEPT", 2)
+        ctx._views.clear()
+        assert ctx.rescore(rare, [1.0, 2.0] * 3, cols, vals).tobytes() == want
+        assert len(ctx._views) <= 2
+    assert not ctx._rows.row.any()
+
+
 def test_the_common_terms_rows_are_the_most_common_within_the_bytes_allowed(sample):
     from pipekit.retrieve import sections
 

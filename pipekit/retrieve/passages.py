@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from pipekit.index.link_text import link_text
-from pipekit.retrieve.links import link as make_link
+from pipekit.retrieve.links import link_list
 from pipekit.read.pages import cite_pages, passage_text
 from pipekit.retrieve.queries import nothing_found
 
@@ -107,6 +107,7 @@ def ranked_passages(query: str, scores: list[float], cols: dict[str, list], text
     chunk_id, doc_id, heading, trail = cols["chunk_id"], cols["doc_id"], cols["heading"], cols["heading_path"]
     start, end, p0, p1 = cols["start_char"], cols["end_char"], cols["page_start"], cols["page_end"]
     l0, l1 = cols["page_label_start"], cols["page_label_end"]
+    links = link_list(doc_id, fmt, anchor, p0, link_base)
     out = []
     new, fill = object.__new__, object.__setattr__
     for i, score in enumerate(scores):
@@ -119,9 +120,8 @@ def ranked_passages(query: str, scores: list[float], cols: dict[str, list], text
             "query": query, "rank": i + 1, "score": score, "chunk_id": chunk_id[i], "doc_id": doc_id[i],
             "heading": heading[i] or "", "heading_path": list(trail[i] or []), "page_start": p0[i],
             "page_end": p1[i], "page_label_start": l0[i], "page_label_end": l1[i], "start_char": start[i],
-            "end_char": end[i], "text": texts[i], "format": fmt[i],
-            "link": make_link(doc_id[i], fmt[i], anchor[i], p0[i], link_base), "explain": explain[i], "added": added,
-            "fusion": fusion[i], "also": also[i]})
+            "end_char": end[i], "text": texts[i], "format": fmt[i], "link": links[i], "explain": explain[i],
+            "added": added, "fusion": fusion[i], "also": also[i]})
         out.append(p)
     return out
 

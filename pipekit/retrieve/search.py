@@ -189,7 +189,8 @@ class Searcher:
     def _short(self, text, explain: bool, paths, formats) -> bool:
         """Whether one query is answered the short way (pipekit/retrieve/warm.py): no
         explanation, filter, feedback or vectors (the settings may be changed between searches)."""
-        return (not explain and not _listed(paths, "paths") and not _listed(formats, "formats")
+        return (not explain and (paths is None or not _listed(paths, "paths"))  # (None, as a search most often
+                and (formats is None or not _listed(formats, "formats"))  # gives them, without two calls)
                 and isinstance(text, str) and self.settings["feedback"] == "none" and self.index.dense is None)
 
     def _k(self, k: int | None) -> int:

@@ -59,6 +59,7 @@ pa, pc = lazy("pyarrow"), lazy("pyarrow.compute")
 LEVEL = 2  # heading levels that name a section: `#` page title, `##` topic
 COMMON_SHARE = 16  # a term in over 1/16 of the sections may get a row over all of them (`keep_common_rows`) ...
 COMMON_BYTES = 16 << 20  # ... the most common first, these bytes at most
+VIEWS_KEPT = 20_000  # other terms whose pairs' views a Searcher keeps (~350 bytes each); past it, made again
 
 
 def section_codes(doc_id: pa.Array, heading_path: pa.Array, level: int = LEVEL) -> np.ndarray:
@@ -94,6 +95,7 @@ class SectionContext:
         self._pairs = None  # each term's sections and its score in each (`_term_sections`), on first use
         self._evidence = None  # ... and w times the score
         self._common: dict[int, np.ndarray] = {}  # term -> w·score in every section (`keep_common_rows`)
+        self._views = None  # a Searcher's: term -> its pairs' views (`keep_common_rows`)
         self._lock = threading.Lock()
 
     @classmethod
@@ -113,7 +115,7 @@ class SectionContext:
         self.weight, self.codes = float(weight), codes
         self.n = int(codes[-1]) + 1 if len(codes) else 0
         self.index, self.n_all, self.section_df = None, self.n, None
-        self._rows, self._lock, self._common = threading.local(), threading.Lock(), {}
+        self._rows, self._lock, self._common, self._views = threading.local(), threading.Lock(), {}, None
         self._pairs, self._evidence = (start, sections, scores), None
         return self
 
@@ -170,7 +172,7 @@ class SectionContext:
         avgdl as total / n: NumPy's mean of whole numbers is that exact sum over n, to the bit."""
         self.n_all, self.avgdl, self.section_df = n, total_length / n if n else 0.0, section_df
         with self._lock:
-            self._pairs, self._common = None, {}  # scored again with these
+            self._pairs, self._common, self._views = None, {}, None  # scored again with these
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, sections, scores) of every term (`_term_sections`), found on first use."""
@@ -187,7 +189,9 @@ class SectionContext:
         COMMON_BYTES at most), w·score in every section as a row, so that `parts` reads such a
         term's row (said once) where it would scatter and wipe it: ~6 µs of a docs question's
         ~40 (3.2 of its ~6.5 terms; 250 rows, 4.5 MB on the docs folder).  For a Searcher,
-        which answers one query at a time for as long as it lives; stage 05 does not keep them."""
+        which answers one query at a time for as long as it lives; stage 05 does not keep them.
+        The other terms' pairs are kept as views once a query has said them (`_views`: their
+        bounds read and the arrays sliced again for every query were ~0.5 µs a term)."""
         start, sections, _ = self.pairs()
         counts = np.diff(start)
         common = np.flatnonzero(counts * COMMON_SHARE > self.n)
@@ -197,7 +201,7 @@ class SectionContext:
             lo, hi = start.item(t), start.item(t + 1)
             row = rows[t] = np.zeros(self.n)
             row[sections[lo:hi]] = self._evidence[lo:hi]  # (the values `parts` would scatter)
-        self._common = rows
+        self._common, self._views = rows, {}
 
     def parts(self, term_ids, weights, cols: np.ndarray):
         """Per query term, in query order, w · weight · bm25(term, S(c)) for each chunk c of
@@ -223,16 +227,23 @@ class SectionContext:
         row = getattr(self._rows, "row", None)
         if row is None:
             row = self._rows.row = np.zeros(self.n)
-        part, common = np.empty(len(cols)), self._common
+        part, common, views = np.empty(len(cols)), self._common, self._views
         for t, wt in zip(ids, ws):
             kept = common.get(t) if wt == 1.0 else None
             if kept is not None:
                 kept.take(sec, out=part, mode="clip")
                 yield part
                 continue
-            lo, hi = start.item(t), start.item(t + 1)
-            mine = sections[lo:hi]
-            row[mine] = evidence[lo:hi] if wt == 1.0 and made else scores[lo:hi] * (weight * wt)
+            got = views.get(t) if views is not None else None
+            if got is None:
+                lo, hi = start.item(t), start.item(t + 1)
+                got = (sections[lo:hi], evidence[lo:hi] if made else None, scores[lo:hi])
+                if views is not None:
+                    if len(views) >= VIEWS_KEPT:
+                        views.clear()
+                    views[t] = got
+            mine = got[0]
+            row[mine] = got[1] if wt == 1.0 and made else got[2] * (weight * wt)
             # (mode="clip": the sections are in range, and NumPy's bounds check took half the time)
             row.take(sec, out=part, mode="clip")
             row[mine] = 0.0

@@ -41,7 +41,7 @@ import re
 
 import numpy as np
 
-from pipekit.retrieve.ranks import nth_largest, rank
+from pipekit.retrieve.ranks import nth_largest, rank, summed
 from pipekit.retrieve.repeats import NONE, collapse_answers
 
 EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.float64), [])
@@ -51,6 +51,8 @@ EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.float64), [])
 WORD = re.compile(r"[A-Za-z0-9]+")
 WORDS_KEPT = 50_000  # words whose term ids are kept (~200 bytes each); past it, forgotten and found again
 PARTITION_PAYS = 500  # values per hit up to which `best` partitions them all (nth_largest's blocks past it)
+BINCOUNT_SHARE = 16  # as 05_retrieval.BINCOUNT_SHARE: postings over 1/16 of the chunks are summed into a row
+TERMS_KEPT = 20_000  # terms whose postings' views are kept (~300 bytes each); past it, forgotten and made again
 
 
 class OneQuery:
@@ -61,6 +63,7 @@ class OneQuery:
         self.index = index
         self.depth = depth
         self._words: dict[str, tuple[int, ...]] = {}  # a word -> its known terms' ids (`terms`)
+        self._postings: dict[int, tuple] = {}  # a term -> views of its postings and their number (`scores`)
         if index.context is not None:
             index.context.keep_common_rows()  # (the section scores now, not at the first query)
 
@@ -107,12 +110,49 @@ class OneQuery:
         return list(known), [float(n) for n in known.values()]
 
     def candidates(self, ids: list[int], weights: list[float], depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """05_retrieval.candidates: the chunks and scores ranking starts from."""
+        """05_retrieval.candidates: the chunks (as NumPy's index type) and scores ranking starts from."""
         ix = self.index
         if ix.context is None:
             return ix.best_candidates(np.asarray(ids, dtype=np.int64), depth, np.asarray(weights, dtype=np.float64))
-        cols, vals = ix.scores(ids, weights=weights)
+        cols, vals = self.scores(ids, weights)
         return cols, ix.context.rescore(ids, weights, cols, vals)
+
+    def scores(self, ids: list[int], weights: list[float]) -> tuple[np.ndarray, np.ndarray]:
+        """Stage 05's `Index.scores(ids, weights=weights)`: every chunk the terms touch (as
+        NumPy's index type, not the index's int32) and its BM25 sum, the same bits.
+
+        A docs question's postings (~2,700 for 6 terms) rival the chunks in number, so stage 05
+        sums them with one bincount (`ranks.summed`, in query order) and keeps the chunks that
+        scored; here the same call on the same parts, without what a Searcher's one query pays
+        around it: each term's postings' views are kept (two `.item` bounds and two slices a
+        term were ~1.7 µs of a question), and the chunks stay int64 (the cast to int32, and
+        back for every take at them, ~1.5 µs).  Fewer postings (merged, not counted), one term
+        or terms held only as rows: `Index.scores` itself (which way a sum is made changes no
+        bit: both add each chunk's impacts in query order)."""
+        ix, kept, parts, postings = self.index, self._postings, [], 0
+        if len(ids) > 1 and not ix._whole:
+            for t, wt in zip(ids, weights):
+                got = kept.get(t)
+                if got is None:
+                    got = self._keep(t)
+                parts.append(got[0] if wt == 1.0 else (got[0][0], got[0][1] * wt))
+                postings += got[1]
+            n = len(ix.lengths)
+            if postings * BINCOUNT_SHARE > n:
+                dense = summed(n, parts)
+                cols = (dense != 0).nonzero()[0]  # (over bools: nonzero over floats took 4x as long)
+                return cols, dense.take(cols)
+        cols, vals = ix.scores(ids, weights=weights)
+        return cols.astype(np.intp), vals
+
+    def _keep(self, t: int) -> tuple:
+        """Term t's postings as ((chunks, impacts), their number), kept (all forgotten once TERMS_KEPT are)."""
+        ix = self.index
+        lo, hi = ix.indptr.item(t), ix.indptr.item(t + 1)
+        if len(self._postings) >= TERMS_KEPT:
+            self._postings.clear()
+        got = self._postings[t] = ((ix.chunk[lo:hi], ix.impact[lo:hi]), hi - lo)
+        return got
 
     def hits(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray, list]:
         """The k best chunks (int64 rows), their scores and, per hit, its collapsed repeats
@@ -126,7 +166,7 @@ class OneQuery:
         reach = depth + k if repeats is not None else k  # stage 05's: the deeper ranking a collapse may use
         cols, vals = self.candidates(ids, weights, max(reach, depth))
         top = best(vals, k)  # (cols ascend: their order settles ties)
-        chunks = cols[top].astype(np.int64)
+        chunks = cols[top].astype(np.int64, copy=False)
         if repeats is None or repeats.apart(chunks):
             return chunks, vals[top], [NONE] * len(chunks)
         # Two documents share a title: walk the k as `Repeats.collapse` walks any ranking (a
