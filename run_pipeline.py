@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from pipekit.cli import run_stage
-from pipekit.run.commands import add_common_args, finish, guard_stdout, parse_args, pipe_closed, user_options
+from pipekit.run.commands import add_common_args, finish, guard_stdout, imports_done, parse_args, pipe_closed, user_options
 from pipekit.run.config import load_config
 from pipekit.run.engine import make_engine
 from pipekit.run.errors import PipelineError
@@ -125,4 +125,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    imports_done()  # the modules' objects out of the cycle collector's walks (pipekit/run/commands.py)
     finish(main())  # without the interpreter's teardown: 0.05 s of a one-file rerun (pipekit/run/commands.py)

@@ -27,7 +27,7 @@ import pyarrow as pa
 from pipekit.run import io
 from pipekit.run.config import load_config
 from pipekit.run.engine import RowRange, make_engine, progress_bar, row_ranges, watched
-from pipekit.run.commands import (PipeProof, add_common_args, mark_stage_done, parse_args, pipe_closed,
+from pipekit.run.commands import (PipeProof, add_common_args, imports_done, mark_stage_done, parse_args, pipe_closed,
                                   pipe_proof_stdout, preview, require_output, user_options)
 from pipekit.run.errors import PipelineError
 from pipekit.index.dense import identity
@@ -298,6 +298,8 @@ def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str]
     Run alone (not from run_pipeline) a stage also prints a preview of its output's first
     rows, because in class the next question is always "what does it look like?"."""
     stage = get_stage(number)
+    if argv is None:  # the stage's command line (a test passes argv): its modules are loaded
+        imports_done()  # out of the cycle collector's walks (pipekit/run/commands.py)
     parser = argparse.ArgumentParser(prog=stage.script, description=(sys.modules.get("__main__").__doc__ or "").split("\n")[0])
     add_common_args(parser)
     parser.add_argument("--force", action="store_true",

@@ -162,3 +162,26 @@ def test_a_run_returns_with_the_old_outputs_second_names_gone(tmp_path, monkeypa
     assert run_pipeline.main(["--set", f"paths.output={out}", "--to", "2", "--force"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["01_documents.parquet", "01_files.parquet",
                                                      "02_preprocessed.parquet"]
+
+
+@pytest.mark.parametrize("script", ["run_pipeline.py", "02_preprocessing.py"])
+def test_a_command_puts_what_its_imports_made_out_of_the_collectors_walks(tmp_path, script):
+    """run_pipeline and a stage run as commands freeze their modules' objects (gc.freeze,
+    pipekit.run.commands.imports_done): a full collection in a one-file rerun walked every
+    one of them, 14-27 ms.  A stage's main called with argv (as tests do) leaves the
+    collector alone: only the command line freezes its process."""
+    probe = ("import atexit, gc, runpy, sys\n"
+             "atexit.register(lambda: print('frozen', gc.get_freeze_count(), flush=True))\n"
+             f"sys.argv = [{script!r}, '--status' if {script!r} == 'run_pipeline.py' else '--force',"
+             f" '--set', 'paths.output={tmp_path}']\n"
+             f"runpy.run_path({script!r}, run_name='__main__')\n")
+    proc = run_python(probe)
+    frozen = int(proc.stdout.rsplit("frozen ", 1)[1].split()[0])
+    assert frozen > 10_000, proc.stdout + proc.stderr  # ~35k after run_pipeline's imports
+    called = run_python(
+        "import gc, sys\n"
+        "from pipekit.run.stages import load_stage\n"
+        "stage = load_stage(2)\n"
+        f"code = stage.stage_main(2, stage.run, argv=['--set', 'paths.output={tmp_path}'])\n"
+        "print('frozen', gc.get_freeze_count(), 'code', code)\n")
+    assert called.stdout.rsplit("frozen ", 1)[1].split()[:3] == ["0", "code", "1"], called.stdout + called.stderr

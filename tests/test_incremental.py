@@ -327,3 +327,39 @@ def test_reused_counts_merged_in_one_pass_are_the_postings_in_their_new_places()
     term_of = np.repeat(np.arange(len(names)), np.diff(got["col_ptr"]))
     assert [(names[t], c, f) for t, c, f in zip(term_of, got["chunk"].tolist(), got["tf"].tolist())] == want
     assert got["lengths"].tolist() == lengths[:25].tolist() + [7, 8, 9] + lengths[30:].tolist()
+
+
+def test_reused_counts_keep_every_term_id_when_no_term_comes_or_goes(monkeypatch):
+    """The usual rerun, a file added and none removed, its words all in the index: the
+    terms are the previous ones, so merged_counts only places the new postings, without
+    sorting the terms anew (which the patched kernels would refuse) or looking every
+    posting's term up again.  The result is the postings moved one by one, as above."""
+    import pipekit.run.incremental as inc
+
+    rng = np.random.default_rng(5)
+    n_chunks, n_terms = 60, 40
+    pairs = sorted({(int(t), int(c)) for t, c in zip(rng.integers(0, n_terms, 900), rng.integers(0, n_chunks, 900))})
+    pairs = sorted(set(pairs) | {(t, t) for t in range(n_terms)})  # every term has a posting
+    terms = pa.array([f"t{i:02d}" for i in range(n_terms)])
+    postings = pa.table({"term_id": pa.array([t for t, _ in pairs], pa.int32()),
+                         "chunk": pa.array([c for _, c in pairs], pa.int32()),
+                         "tf": pa.array(rng.integers(1, 5, len(pairs)), pa.int32())})
+    lengths = rng.integers(1, 50, n_chunks)
+    runs_ = [("old", 0, 25, 0), ("new", 25, 27), ("old", 27, 62, 25)]  # two chunks added, none removed
+    new = {"terms": pa.array(["t03", "t39"]), "col_ptr": np.array([0, 2, 3]),
+           "chunk": np.array([0, 1, 1], np.int32), "tf": np.array([6, 7, 8], np.int32), "lengths": np.array([4, 5])}
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the terms were sorted anew")
+
+    monkeypatch.setattr(inc.pc, "sort_indices", refused)
+    monkeypatch.setattr(inc.pc, "unique", refused)
+    got = inc.merged_counts(postings, terms, lengths, runs_, [new])
+
+    want = [(f"t{t:02d}", c if c < 25 else c + 2, f) for (t, c), f in zip(pairs, postings.column("tf").to_pylist())]
+    want += [("t03", 25, 6), ("t03", 26, 7), ("t39", 26, 8)]
+    want.sort()
+    assert got["terms"].to_pylist() == terms.to_pylist()
+    term_of = np.repeat(np.arange(n_terms), np.diff(got["col_ptr"]))
+    assert [(f"t{t:02d}", c, f) for t, c, f in zip(term_of, got["chunk"].tolist(), got["tf"].tolist())] == want
+    assert got["lengths"].tolist() == lengths[:25].tolist() + [4, 5] + lengths[25:].tolist()
