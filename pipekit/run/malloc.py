@@ -30,8 +30,17 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None)
 
 
-def keep_freed_memory(mmap_threshold: int = 1 << 30, top_pad: int = 64 << 20) -> bool:
-    """True if glibc took the settings."""
+def keep_freed_memory(mmap_threshold: int = 1 << 30, top_pad: int = 64 << 20, release_first: bool = False) -> bool:
+    """True if glibc took the settings.  `release_first`: what was freed so far handed back
+    before (release_freed_memory), so that only what is freed from now on is kept.
+
+    Stage 05 keeps from its query phase on, not from its start: its index load frees large
+    buffers (each row group decoded, then copied out), and kept from the start they stayed in
+    the process under the queries' peak; with Arrow on glibc's heap (arrow_on_malloc) one
+    run_pipeline process at a million passages peaked at 811-816 MB, and 727-729 MB when the
+    load's leftovers were handed back first (bench/README.md, branch mem6)."""
+    if release_first:
+        release_freed_memory()
     try:
         mallopt = _libc().mallopt
     except (OSError, AttributeError):
