@@ -137,7 +137,7 @@ def test_stage_05_keeps_freed_memory_from_its_queries_on(sample_run, monkeypatch
     # Stage 05 keeps what it frees for reuse (malloc.keep_freed_memory) only once its index is
     # loaded, after handing back what the load freed (each row group decoded, then copied out):
     # kept from the stage's start, those buffers stayed under the queries' peak (one run_pipeline
-    # process at a million passages: 811-816 MB against 727-729; bench/README.md, branch mem6).
+    # process at a million passages: 811-891 MB against 729-789; bench/README.md, branch mem6).
     import run_pipeline
 
     out, _ = sample_run

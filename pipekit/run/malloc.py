@@ -37,7 +37,7 @@ def keep_freed_memory(mmap_threshold: int = 1 << 30, top_pad: int = 64 << 20, re
     Stage 05 keeps from its query phase on, not from its start: its index load frees large
     buffers (each row group decoded, then copied out), and kept from the start they stayed in
     the process under the queries' peak; with Arrow on glibc's heap (arrow_on_malloc) one
-    run_pipeline process at a million passages peaked at 811-816 MB, and 727-729 MB when the
+    run_pipeline process at a million passages peaked at 811-891 MB, and 729-789 MB when the
     load's leftovers were handed back first (bench/README.md, branch mem6)."""
     if release_first:
         release_freed_memory()
@@ -74,9 +74,11 @@ def arrow_on_malloc() -> bool:
     freed them, and its `release_unused()` collects only the calling thread's heap: in one
     run_pipeline process 68-81 MB of it stayed resident after stages 03 and 04 at 200k
     passages (branch mem5), under stage 04's peak.  On glibc's heap it is handed back after
-    each stage: the process's peak at 200k fell from 402-419 to 352-383 MB with no loss of
-    time (jemalloc for both pools instead: 380-399 MB, its freed pages kept for its decay;
-    mimalloc with MIMALLOC_PURGE_DELAY=0: +10 s of CPU at a million passages).
+    each stage: the process's peak at 200k fell from 400-419 to 352-383 MB (328-359 with
+    stage 05's later keep_freed_memory), the walls within the machine's spread (jemalloc for
+    both pools instead: 380-399 MB, its freed pages kept for its decay; mimalloc with
+    MIMALLOC_PURGE_DELAY=0: +10 s of CPU at a million passages, branch mem5).  At a million
+    passages the peak is stage 05's loaded index, not a leftover: no lower.
 
     Arrow reads ARROW_DEFAULT_MEMORY_POOL once, when pyarrow is imported: this sets it, imports
     pyarrow, and puts the environment back, so processes this one starts (stage 01's hashing
