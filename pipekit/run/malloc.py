@@ -75,7 +75,7 @@ def arrow_on_malloc() -> bool:
     run_pipeline process 68-81 MB of it stayed resident after stages 03 and 04 at 200k
     passages (branch mem5), under stage 04's peak.  On glibc's heap it is handed back after
     each stage: the process's peak at 200k fell from 400-419 to 352-383 MB (328-359 with
-    stage 05's later keep_freed_memory), the walls within the machine's spread (jemalloc for
+    stage 05's later keep_freed_memory; its time not settled on a loaded machine) (jemalloc for
     both pools instead: 380-399 MB, its freed pages kept for its decay; mimalloc with
     MIMALLOC_PURGE_DELAY=0: +10 s of CPU at a million passages, branch mem5).  At a million
     passages the peak is stage 05's loaded index, not a leftover: no lower.
