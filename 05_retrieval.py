@@ -543,7 +543,6 @@ def shard_partition(output_dir: str, fingerprint: str, shards: list, whole: bool
 
 def run(ctx) -> None:
     sec = ctx.section
-    keep_freed_memory()  # queries make many short-lived arrays: reuse their memory
     queries = load_queries(sec["queries"])
     qrels = load_qrels(sec["qrels"]) if sec["qrels"] else None  # fail before any work
     here, feedback, depth = ctx.engine.kind == "local", feedback_of(sec), max(DEPTH, sec["top_k"])
@@ -561,6 +560,7 @@ def run(ctx) -> None:
     index.dense = dense_for(ctx.output_dir, index, sec["dense_weight"], ctx.note) if here or sec["explain"] else None
     index.repeats = repeats_for(index, sec["repeats"], lambda rows: chunk_texts(chunks_03, rows))
 
+    keep_freed_memory(release_first=True)  # the queries' many short-lived arrays reused, not the load's (malloc.py)
     if here:  # on a thread per core, a bar over batches of queries
         bar = lambda it, total: ctx.progress(it, total=total, desc="05 scoring", unit="batch")
         hits, run_docs, scored = search(index, queries, sec["top_k"], depth, bar, feedback=feedback)

@@ -17,14 +17,18 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from pipekit.cli import run_stage
+from pipekit.run.malloc import arrow_on_malloc, release_freed_memory
+
+if __name__ == "__main__":
+    arrow_on_malloc()  # before pyarrow loads: what Arrow frees is handed back between stages (pipekit/run/malloc.py)
+
+from pipekit.cli import run_stage  # noqa: E402 (the imports below load pyarrow)
 from pipekit.run.commands import add_common_args, finish, guard_stdout, imports_done, parse_args, pipe_closed, user_options
 from pipekit.run.config import load_config
 from pipekit.run.engine import make_engine
 from pipekit.run.errors import PipelineError
 from pipekit.cli import why_stale
 from pipekit.run.io import defer_pandas, settle, steady_memory
-from pipekit.run.malloc import release_freed_memory
 from pipekit.run.overrides import made_with_other_settings
 from pipekit.tools.show import human_size
 from pipekit.run.stages import STAGES, load_stage

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from pipekit.run.stages import STAGES
+from pipekit.run.stages import STAGES, load_stage
 
 from conftest import REPO, run_script
 
@@ -131,3 +131,28 @@ def test_one_process_hands_back_what_each_stage_freed(sample_run, monkeypatch):
     monkeypatch.setattr(run_pipeline, "release_freed_memory", lambda: events.append(("released",)))
     assert run_pipeline.main(["--set", f"paths.output={out}", "--from", "4", "--force"]) == 0
     assert events == [("ran", 4), ("released",), ("ran", 5), ("released",)]
+
+
+def test_stage_05_keeps_freed_memory_from_its_queries_on(sample_run, monkeypatch):
+    # Stage 05 keeps what it frees for reuse (malloc.keep_freed_memory) only once its index is
+    # loaded, after handing back what the load freed (each row group decoded, then copied out):
+    # kept from the stage's start, those buffers stayed under the queries' peak (one run_pipeline
+    # process at a million passages: 811-891 MB against 729-789; bench/README.md, branch mem6).
+    import run_pipeline
+
+    out, _ = sample_run
+    retrieval = load_stage(5)
+    events = []
+    real_search = retrieval.search
+
+    class Loaded(retrieval.Index):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            events.append("index loaded")
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(retrieval, "Index", Loaded)
+    monkeypatch.setattr(retrieval, "keep_freed_memory", lambda **k: events.append(("keep", k)))
+    monkeypatch.setattr(retrieval, "search", lambda *a, **k: events.append("search") or real_search(*a, **k))
+    assert run_pipeline.main(["--set", f"paths.output={out}", "--from", "5", "--force"]) == 0
+    assert events == ["index loaded", ("keep", {"release_first": True}), "search"]

@@ -102,8 +102,9 @@ def steady_memory() -> None:
     time (0.16 to 0.89 s).  With jemalloc (4 KiB pages) it took 0.85 to 1.05 s, system time
     0.22 to 0.34 s.  Only the scripts call this, before a stage reads anything; a user who
     chose a pool (ARROW_DEFAULT_MEMORY_POOL) keeps it, and a pyarrow built without jemalloc
-    keeps its default."""
-    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+    keeps its default; so does a run_pipeline process, whose Arrow allocates from glibc's
+    malloc (malloc.arrow_on_malloc: with 4 KiB pages too, and handed back after each stage)."""
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL") or pa.default_memory_pool().backend_name == "system":
         return
     try:
         pa.set_memory_pool(pa.jemalloc_memory_pool())

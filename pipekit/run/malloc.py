@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
+import sys
 
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -2, -3, -8  # from glibc's malloc.h
 
@@ -28,8 +30,17 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None)
 
 
-def keep_freed_memory(mmap_threshold: int = 1 << 30, top_pad: int = 64 << 20) -> bool:
-    """True if glibc took the settings."""
+def keep_freed_memory(mmap_threshold: int = 1 << 30, top_pad: int = 64 << 20, release_first: bool = False) -> bool:
+    """True if glibc took the settings.  `release_first`: what was freed so far handed back
+    before (release_freed_memory), so that only what is freed from now on is kept.
+
+    Stage 05 keeps from its query phase on, not from its start: its index load frees large
+    buffers (each row group decoded, then copied out), and kept from the start they stayed in
+    the process under the queries' peak; with Arrow on glibc's heap (arrow_on_malloc) one
+    run_pipeline process at a million passages peaked at 811-891 MB, and 729-789 MB when the
+    load's leftovers were handed back first (bench/README.md, branch mem6)."""
+    if release_first:
+        release_freed_memory()
     try:
         mallopt = _libc().mallopt
     except (OSError, AttributeError):
@@ -51,6 +62,36 @@ def few_arenas(n: int) -> bool:
         return _libc().mallopt(M_ARENA_MAX, n) == 1
     except (OSError, AttributeError):
         return False
+
+
+def arrow_on_malloc() -> bool:
+    """Arrow's buffers from glibc's malloc (Arrow's "system" pool) in this process, so that
+    `release_freed_memory`'s malloc_trim hands back what Arrow freed; True if it took.
+
+    Arrow's C++ default pool is its bundled mimalloc, which the Parquet reader and writer and
+    the compute kernels allocate from even when pyarrow's own pool is another
+    (io.steady_memory sets jemalloc there).  mimalloc keeps freed pages for the thread that
+    freed them, and its `release_unused()` collects only the calling thread's heap: in one
+    run_pipeline process 68-81 MB of it stayed resident after stages 03 and 04 at 200k
+    passages (branch mem5), under stage 04's peak.  On glibc's heap it is handed back after
+    each stage: the process's peak at 200k fell from 400-419 to 352-383 MB (328-359 with
+    stage 05's later keep_freed_memory; its time not settled on a loaded machine) (jemalloc for
+    both pools instead: 380-399 MB, its freed pages kept for its decay; mimalloc with
+    MIMALLOC_PURGE_DELAY=0: +10 s of CPU at a million passages, branch mem5).  At a million
+    passages the peak is stage 05's loaded index, not a leftover: no lower.
+
+    Arrow reads ARROW_DEFAULT_MEMORY_POOL once, when pyarrow is imported: this sets it, imports
+    pyarrow, and puts the environment back, so processes this one starts (stage 01's hashing
+    process, Dask workers: each a stage of its own) keep Arrow's default.  Nothing when pyarrow
+    is imported already (a test calling main()) or the user chose a pool."""
+    if "pyarrow" in sys.modules or os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return False
+    os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
+    try:
+        import pyarrow as pa
+    finally:
+        del os.environ["ARROW_DEFAULT_MEMORY_POOL"]
+    return pa.default_memory_pool().backend_name == "system"
 
 
 def release_freed_memory() -> None:
