@@ -320,21 +320,30 @@ def clean_partition(form: str, threads: int, part) -> Iterator[tuple[pa.Table, i
     # batch holding a large document is cleaned here, alone, after those before it: one
     # large document in flight, as on one thread (pipekit/read/fastpath.py, ahead_unless).
     for batch, tables in ahead_unless(lambda b: list(clean_batch(form, b)), batches, threads,
-                                      alone=lambda b: any(_ok_and_large(b)[1])):
+                                      alone=lambda b: _ok_and_large(b)[1].any()):
         advance(batch.num_rows)
         yield from clean_batch(form, batch) if tables is None else tables
 
 
-def _ok_and_large(batch: pa.RecordBatch) -> tuple[list[bool], list[bool]]:
-    """Which rows are `ok`, and which of those are larger than LARGE (UTF-8 bytes)."""
+def _ok_and_large(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
+    """Which rows are `ok`, and which of those are larger than LARGE (UTF-8 bytes).  A batch
+    whose texts hold LARGE bytes or fewer together has no large one: told from its offsets
+    with no kernel call, since this runs on the stage's thread for every batch, where each
+    call that lets go of the GIL waited to get it back (0.4-0.7 s at 1M passages)."""
+    offsets, _ = string_buffers(batch.column("text"))
+    if len(offsets) < 2 or int(offsets[-1]) - int(offsets[0]) <= LARGE:
+        return None, np.zeros(batch.num_rows, dtype=bool)
     ok = np.asarray(pc.fill_null(pc.equal(batch.column("status"), "ok"), False))
-    large = ok & (np.asarray(pc.binary_length(batch.column("text")).fill_null(0)) > LARGE)
-    return ok.tolist(), large.tolist()
+    return ok, ok & (np.asarray(pc.binary_length(batch.column("text")).fill_null(0)) > LARGE)
 
 
 def clean_batch(form: str, batch: pa.RecordBatch) -> Iterator[tuple[pa.Table, int, int]]:
     """One batch of 01_documents.parquet cleaned: (table, furniture lines, documents with furniture)."""
     ok, large = _ok_and_large(batch)
+    if ok is None:
+        ok = np.asarray(pc.fill_null(pc.equal(batch.column("status"), "ok"), False))
+    whole = bool(ok.all()) and not large.any()  # one run of ordinary documents: no walk row by row
+    ok, large = ok.tolist(), large.tolist()
     batch = batch.select(COLUMNS)
     # Runs of ordinary documents together; each large one alone, by slices, written
     # straight from the cleaned bytes, so it is never a Python string at all.  Slices
@@ -357,7 +366,7 @@ def clean_batch(form: str, batch: pa.RecordBatch) -> Iterator[tuple[pa.Table, in
             yield pa.table(row, schema=SCHEMA), removed, int(removed > 0)
             k += 1
             continue
-        j = k + 1
+        j = n if whole else k + 1
         while j < n and ok[j] and not large[j]:
             j += 1
         # Texts that are clean already (short ASCII records, mostly) are finished as a

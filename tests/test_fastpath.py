@@ -18,6 +18,7 @@ from hypothesis import given, settings, strategies as st
 
 from pipekit.chunk import fastpath as chunk_fastpath
 from pipekit.read import fastpath
+from pipekit.run import arrays
 from pipekit.run.engine import RowRange, iter_rows as S2_iter_rows
 from pipekit.run.errors import PipelineError
 from pipekit.read.beir import iter_beir
@@ -256,6 +257,58 @@ def test_already_clean_is_the_re2_rule(texts, cut, large):
 def test_already_clean_refuses_what_it_would_misread():
     with pytest.raises(TypeError, match="string_view"):
         fastpath.already_clean(pa.array(["a"], pa.string_view()))
+
+
+@settings(max_examples=examples(200))
+@given(data=st.binary(max_size=300), byte=st.integers(0, 255))
+def test_odd_bytes_and_byte_positions_are_the_plain_scans(data, byte):
+    b = np.frombuffer(data, dtype=np.uint8)
+    assert arrays.odd_bytes(b).tolist() == np.flatnonzero((b < 0x20) | (b > 0x7e)).tolist()
+    assert arrays.byte_positions(b, byte).tolist() == np.flatnonzero(b == byte).tolist()
+
+
+def test_a_scan_of_a_batch_makes_no_temporary_of_its_size():
+    """Stage 02's scan of a batch's bytes allocates no array of the batch's size once its
+    thread has scratch arrays (each such temporary was a fresh mapping whose pages faulted
+    in: pipekit/run/arrays.py, `scratch`); another thread gets its own, and a scan past
+    SCRATCH_BYTES allocates as before.  NumPy reports its arrays to tracemalloc."""
+    import threading
+    import tracemalloc
+
+    texts = pa.array(["alpha beta gamma " * 30 + "\n"] * 8000)  # 4 MB of text
+    fastpath.already_clean(texts)  # this thread's scratch made
+    tracemalloc.start()
+    try:
+        fastpath.already_clean(texts)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20  # two temporaries of 4 MB each before
+    mine = arrays.scratch(10, 1)
+    assert np.shares_memory(mine, arrays.scratch(20, 1)) and not np.shares_memory(mine, arrays.scratch(10, 0))
+    other = []
+    thread = threading.Thread(target=lambda: other.append(arrays.scratch(10, 1)))
+    thread.start()
+    thread.join()
+    assert not np.shares_memory(mine, other[0])
+    assert not np.shares_memory(arrays.scratch(arrays.SCRATCH_BYTES + 1, 1), mine)
+
+
+def test_a_batch_under_large_is_told_apart_without_a_kernel(monkeypatch):
+    """Stage 02 asks of every batch, on its own thread, whether it holds a large document:
+    a batch whose texts together are under LARGE is answered from its offsets, with no
+    compute call (each waited for the GIL behind the cleaning threads: 0.4-0.7 s at 1M
+    passages); one over it still finds its large `ok` rows, and only those."""
+    small = pa.record_batch({"status": ["ok", "error"], "text": ["a b\n", None]})
+    big = "x" * (S2.LARGE + 1)
+    large = pa.record_batch({"status": ["ok", "error", "ok", None], "text": ["a", big, big, big]})
+    assert S2._ok_and_large(large)[1].tolist() == [False, False, True, False]
+
+    def no_kernel(*args, **kwargs):
+        raise AssertionError("a compute kernel was called")
+    monkeypatch.setattr(S2.pc, "equal", no_kernel)
+    monkeypatch.setattr(S2.pc, "binary_length", no_kernel)
+    assert S2._ok_and_large(small)[1].tolist() == [False, False]
 
 
 def test_ahead_unless_keeps_order_and_cleans_a_large_batch_alone():

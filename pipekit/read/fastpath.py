@@ -359,15 +359,15 @@ def already_clean(texts: pa.Array) -> np.ndarray:
     printable ASCII (so control characters, non-ASCII, tabs and newlines), one every `-`;
     the rules are then checked at those few positions only (a newline's neighbours, a
     dash's next eight bytes), and each position is mapped to its text."""
-    from pipekit.run.arrays import text_bytes
+    from pipekit.run.arrays import byte_positions, odd_bytes, text_bytes
 
     b, starts, ends = text_bytes(texts, "already_clean")
     n = len(starts)
     if n == 0:
         return np.zeros(0, dtype=bool)
     dirty = np.zeros(n, dtype=bool)
-    # Bytes outside 0x20-0x7e: b - 32 wraps below 0x20 to 224-255, and 0x7f and up stay >= 95.
-    odd = np.flatnonzero((b - np.uint8(32)) >= 95)
+    # Bytes outside 0x20-0x7e, found without a temporary of the batch's size (arrays.scratch says why).
+    odd = odd_bytes(b)
     kind = b[odd]
     dirty[np.searchsorted(ends, odd[(kind != 9) & (kind != 10)], side="right")] = True  # control, DEL, non-ASCII
     nl = odd[kind == 10]
@@ -381,7 +381,7 @@ def already_clean(texts: pa.Array) -> np.ndarray:
     filled = ends > starts
     last = b[np.maximum(ends - 1, 0)] if len(b) else np.zeros(n, dtype=np.uint8)
     dirty |= filled & ((last == 32) | (last == 9))                             # [ \t]$
-    dash = np.flatnonzero(b == 45)
+    dash = byte_positions(b, 45)
     if len(dash):
         at = np.searchsorted(ends, dash, side="right")
         page = dash + len(_PAGE) <= ends[at]
