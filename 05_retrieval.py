@@ -94,7 +94,7 @@ from pipekit.retrieve.asked import AskedPostings, rows_only as only_rows
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
-from pipekit.retrieve.ranks import (TopPostings, common_term_rows, document_codes, largest_impacts, masked,
+from pipekit.retrieve.ranks import (BINCOUNT_SHARE, TopPostings, common_term_rows, document_codes, largest_impacts, masked,
                                     nth_best_document, rank, row_lookup, row_postings, sorted_unique, summed)
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
 from pipekit.run.arrays import one_array, run_starts
@@ -106,8 +106,6 @@ UNREAD_04 = ("chunk", "content_hash")  # 04_chunks columns the Index does not ho
 DENSE_SHARE = 16  # a term in over 1/16 of the chunks gets an array over all chunks for lookups ...
 DENSE_TERMS = 96  # ... for at most this many terms (a 1-2 byte code a chunk each: ranks.common_term_rows)
 ROWS_ONLY_SHARE = 4  # ... and one in over 1/4 is held only so, never as postings too (-96 MB at 1M passages)
-BINCOUNT_SHARE = 16  # lists adding up to over 1/16 of the chunks are summed into an array over all chunks
-# (merging sorted lists costs ~12 ns a posting, the array ~0.3 ns a chunk: it wins from ~1/30)
 SMALL_QUERY = 4096  # a query with fewer postings is scored in full: pruning would not pay
 SEED_SAMPLE = 16384  # postings of one term looked at for the floor, at most
 CUT_PAYS = 8  # cut lists are looked up again: worth it only when they keep 1/8 or less

@@ -63,7 +63,6 @@ MAGIC = b"PIPEKIT-INDEX-MMAP-1\n"
 ALIGN = 64
 COPY_MAX_BYTES = 4 << 30  # an index whose copy would be larger is searched the full way only
 DEPTH = 100  # as 05_retrieval.DEPTH: documents ranked per query, whatever k is (tests/test_cold.py checks)
-BINCOUNT_SHARE = 16  # as 05_retrieval.BINCOUNT_SHARE: which way Index.scores sums (the same bits either way)
 # The citation columns a Passage names: from 04_chunks, then from 03_chunks (format and anchor where 03 has them).
 CITED_04 = ("chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_start", "page_label_end")
 CITED_03 = ("start_char", "end_char", "format", "anchor", "text")
@@ -269,6 +268,8 @@ class ColdIndex:
             parts.append((chunk[lo:hi], impact[lo:hi] if wt == 1.0 else impact[lo:hi] * wt))
         if len(parts) == 1:
             return parts[0]
+        from pipekit.retrieve.ranks import BINCOUNT_SHARE  # (stage 05's rule; imported as `search` imports `rank`)
+
         if sum(len(p[0]) for p in parts) * BINCOUNT_SHARE > self.n_chunks:
             dense = np.bincount(np.concatenate([p[0] for p in parts]),
                                 weights=np.concatenate([p[1] for p in parts]), minlength=self.n_chunks)

@@ -41,7 +41,7 @@ import re
 
 import numpy as np
 
-from pipekit.retrieve.ranks import nth_largest, rank, summed
+from pipekit.retrieve.ranks import BINCOUNT_SHARE, nth_largest, rank, summed
 from pipekit.retrieve.repeats import NONE, collapse_answers
 
 EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.float64), [])
@@ -51,7 +51,6 @@ EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.float64), [])
 WORD = re.compile(r"[A-Za-z0-9]+")
 WORDS_KEPT = 50_000  # words whose term ids are kept (~200 bytes each); past it, forgotten and found again
 PARTITION_PAYS = 500  # values per hit up to which `best` partitions them all (nth_largest's blocks past it)
-BINCOUNT_SHARE = 16  # as 05_retrieval.BINCOUNT_SHARE: postings over 1/16 of the chunks are summed into a row
 TERMS_KEPT = 20_000  # terms whose postings' views are kept (~300 bytes each); past it, forgotten and made again
 
 
