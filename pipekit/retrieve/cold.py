@@ -268,11 +268,10 @@ class ColdIndex:
             parts.append((chunk[lo:hi], impact[lo:hi] if wt == 1.0 else impact[lo:hi] * wt))
         if len(parts) == 1:
             return parts[0]
-        from pipekit.retrieve.ranks import BINCOUNT_SHARE  # (stage 05's rule; imported as `search` imports `rank`)
+        from pipekit.retrieve.ranks import BINCOUNT_SHARE, summed  # (stage 05's rule and sum, as `search` imports `rank`)
 
         if sum(len(p[0]) for p in parts) * BINCOUNT_SHARE > self.n_chunks:
-            dense = np.bincount(np.concatenate([p[0] for p in parts]),
-                                weights=np.concatenate([p[1] for p in parts]), minlength=self.n_chunks)
+            dense = summed(self.n_chunks, parts)
             cols = np.flatnonzero(dense != 0)
             return cols.astype(chunk.dtype), dense[cols]
         from pipekit.run.arrays import run_starts
