@@ -29,9 +29,9 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from pipekit.run.hashing import file_line_digests, line_digests
+from pipekit.run.hashing import HASHING_PROCESS_BYTES, file_line_digests, line_digests
 
-PROCESS_BYTES = 16 << 20  # a range this large or larger is hashed in the process (~27k passages)
+PROCESS_BYTES = HASHING_PROCESS_BYTES  # (pipekit/run/hashing.py: early.py reads it without NumPy and Arrow)
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
 

@@ -120,6 +120,11 @@ def start_early(entries: list[InputEntry], workers: int) -> bool:
     and ends with the stage's process."""
     if _HEAD is not None:
         return True  # reading began before the imports (HeadStart): its workers need no server
+    if len(entries) == 1 and entries[0].format == "beir" and entries[0].skip is None:
+        # Read in the stage's process: the server only forks the lines' hashing process.
+        from pipekit.read.workers import start_hashing_server
+
+        return start_hashing_server(entries[0].n_bytes, workers)
     if workers <= 1 or sum(map(estimated_seconds, entries)) < POOL_SECONDS:
         return False
     try:

@@ -39,3 +39,31 @@ class Worker(multiprocessing.context.ForkServerProcess):
 
 class ReadersContext(multiprocessing.context.ForkServerContext):
     Process = Worker
+
+
+# What stage 01's hashing process needs (pipekit/read/line_hashes.py): its task's module only.
+HASHING_PRELOAD = ("pipekit.run.hashing",)
+
+
+def start_hashing_server(n_bytes: int, workers: int) -> bool:
+    """Start the fork server now for a BEIR corpus of `n_bytes` whose lines will be hashed in a
+    process (pipekit/read/line_hashes.py: `PROCESS_BYTES` or more, a second core), with only
+    what that process imports; True if it was started (or runs already).
+
+    The hashing process's first block waits for the server.  Started with the readers'
+    preload (pipekit/read/parallel.py `_context`: lxml, html_to_markdown, every reader, ~0.2
+    s), which a BEIR corpus never uses, the server was ready ~0.3 s after it was asked for;
+    with this one module, in ~0.1 s.  The server is the process's one fork server: a later
+    start with another preload finds it running, and a corpus's run needs no other."""
+    from multiprocessing import forkserver
+
+    from pipekit.run.hashing import HASHING_PROCESS_BYTES
+
+    if workers <= 1 or n_bytes < HASHING_PROCESS_BYTES:
+        return False
+    try:
+        ReadersContext().set_forkserver_preload(list(HASHING_PRELOAD))
+        forkserver.ensure_running()
+    except (OSError, ImportError, NotImplementedError):
+        return False  # LineHasher finds the same and hashes in the stage's threads
+    return True

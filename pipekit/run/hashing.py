@@ -46,6 +46,11 @@ def line_digests(data, starts, ends) -> bytes:
     return b"".join([blake2b(view[a:b], digest_size=8).digest() for a, b in zip(starts, ends)])
 
 
+# A BEIR range this large or larger has its lines hashed in a process of their own, where the
+# stage has a second core (~27k passages; pipekit/read/line_hashes.py).
+HASHING_PROCESS_BYTES = 16 << 20
+
+
 def file_line_digests(path: str, offset: int, length: int, bounds: bytes) -> bytes:
     """`line_digests` of the lines of a file's bytes [offset, offset + length), read here: the
     task of stage 01's hashing process, which imports this module and nothing heavier
@@ -64,13 +69,76 @@ def file_line_digests(path: str, offset: int, length: int, bounds: bytes) -> byt
     return line_digests(data, b[:n], b[n:])
 
 
-def file_hash(path: Path, block: int = 1 << 20) -> str:
-    """`content_hash` of a file's bytes, read a megabyte at a time (a corpus may be GBs)."""
+def file_hash(path: Path, block: int = 8 << 20) -> str:
+    """`content_hash` of a file's bytes, read `block` bytes at a time (a corpus may be GBs)
+    into one buffer: a fresh bytes object a read faulted in its pages anew each time
+    (a megabyte a read, 118 MB for a 200k-passage corpus).  hashlib lets go of the GIL for
+    each block, so on a thread of its own (`hash_ahead`) this runs beside the imports."""
     h = hashlib.blake2b(digest_size=8)
-    with open(path, "rb") as fh:
-        while chunk := fh.read(block):
-            h.update(chunk)
+    with open(path, "rb", buffering=0) as fh:
+        buf = memoryview(bytearray(max(1, min(block, os.fstat(fh.fileno()).st_size + 1))))
+        while n := fh.readinto(buf):
+            h.update(buf[:n])
     return h.hexdigest()
+
+
+# ---- a file hashed ahead, while the process is still importing -------------------------------
+#
+# A run whose input is one file (a BEIR corpus) and which has no listing of it yet (a fresh
+# output folder, as every bench/scale.py run) hashed the whole file before stage 01 could read
+# a record: 0.16-0.32 s at 200k passages, ~1 s at a million, on one core, with the other idle.
+# The imports before it (Arrow, NumPy, the stages: ~0.3 s) run on one core too.  So the
+# command starts the hash on a thread before its imports (pipekit/read/early.py), and the
+# listing takes it from there (pipekit/run/incremental.py `list_files`), if the file is
+# still the file that was hashed: same device, inode, size and times before and after.
+
+_AHEAD: dict[tuple, tuple] = {}  # the file's identity -> (an Event set when done, [its hash] or [])
+
+
+def _identity(path) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def hash_ahead(path) -> bool:
+    """Start `file_hash(path)` on a thread of its own (a daemon: a run that ends before it
+    needs the hash does not wait for it); True if it started."""
+    import threading
+
+    key = _identity(path)
+    if key is None or key in _AHEAD:
+        return False
+    done, box = threading.Event(), []
+    _AHEAD[key] = (done, box)
+
+    def work() -> None:
+        try:
+            value = file_hash(path)
+            if _identity(path) == key:  # not written to while it was read
+                box.append(value)
+        except OSError:
+            pass  # the listing hashes it itself, and says what is wrong
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="pipekit-hash-ahead", daemon=True).start()
+    return True
+
+
+def hashed_ahead(path) -> str | None:
+    """`file_hash(path)` as `hash_ahead` made it (waited for), if the file is as it was when
+    it was hashed; None otherwise (never started, failed, or the file changed since)."""
+    if not _AHEAD:
+        return None
+    entry = _AHEAD.pop(_identity(path), None)
+    if entry is None:
+        return None
+    done, box = entry
+    done.wait()
+    return box[0] if box else None  # (popped by the file's identity now, which is the one hashed)
 
 
 # ---- stage 01: the listing of input files ------------------------------------------------

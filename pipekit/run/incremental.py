@@ -53,7 +53,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipekit.run.arrays import run_starts
-from pipekit.run.hashing import content_hash, digest, file_hash
+from pipekit.run.hashing import content_hash, digest, file_hash, hashed_ahead
 
 RACY_NS = 2_000_000_000  # a file changed this close to the last listing is hashed again
 NAMES_SHOWN = 3  # paths named per kind of change in `--status`
@@ -104,7 +104,8 @@ def list_files(entries: list, previous: dict | None) -> dict:
         memo = (str(e.path), *stamp)
         if memo not in _HASHED:  # run_pipeline lists twice (plan, then the stage): hash once
             try:
-                _HASHED[memo] = file_hash(e.path)
+                # Hashed on a thread while the command imported, if it was (pipekit/read/early.py).
+                _HASHED[memo] = hashed_ahead(e.path) or file_hash(e.path)
             except OSError:
                 _HASHED[memo] = "unreadable"
         files[e.doc_id] = [*stamp, f"{_HASHED[memo]}|{where}"]
