@@ -16,6 +16,8 @@ bm25s and rank_bm25 index exactly what we index.
 
 Every stage runs as its own process (`python 0N_*.py --config ...`), so its wall time
 includes start-up and imports, and its peak RSS comes from wait4() of that one process.
+Every process runs as a user's Python does, with each checkout's modules compiled once,
+beforehand (`--as-sandbox` keeps this sandbox's PYTHONDONTWRITEBYTECODE instead).
 Scaling is judged on wall time per passage, at 100k, 300k and 1M.  Each stage also runs
 three times on 1,000 passages; its fastest wall time there (interpreter, imports, config:
 about a quarter of a second at any size) is printed
@@ -226,10 +228,28 @@ def write_chunks_directly(folder: Path, out: Path) -> None:
 
 # --- measuring processes ---------------------------------------------------------------------
 
+# As a user's Python runs: compiled modules cached in __pycache__ (bench/incremental.py and
+# bench/stage01_cores.py do the same).  This sandbox sets PYTHONDONTWRITEBYTECODE, under which a
+# checkout without .pyc files compiled pipekit's ~70 modules in every process (~0.17 s of CPU a
+# run_pipeline process, more under load: bench/README.md, branch t200), which no user pays, while
+# a checkout that had them (the baseline, compiled once by another bench) read them: before and
+# after were not measured alike.  `--as-sandbox` keeps the variable.
+USER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ENV = USER_ENV
+
+
+def compile_checkout(repo: Path) -> None:
+    """Each checkout's modules compiled before anything is timed, so that no measured process
+    is the first to import them (the first stage of each checkout paid it, the later ones not)."""
+    files = [str(p) for p in sorted(repo.glob("*.py"))] + [str(repo / "pipekit")]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *files], cwd=repo, env=USER_ENV,
+                   stdout=subprocess.DEVNULL, check=False)
+
+
 def measure(cmd: list[str], cwd: Path, timeout: float | None = None) -> dict:
     """Wall seconds, stdout and stderr of one child process."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -906,6 +926,9 @@ def main(argv=None) -> int:
                         help="another checkout (e.g. a `git worktree` of the commit before a change): its stages "
                              "run beside ours, alternating, and both are printed (before/after)")
     parser.add_argument("--keep", action="store_true", help="keep the outputs (bench/corpora/nSIZE/out-PID)")
+    parser.add_argument("--as-sandbox", action="store_true",
+                        help="keep PYTHONDONTWRITEBYTECODE: a checkout without .pyc files compiles its modules "
+                             "in every process (session 23's figures were taken so)")
     parser.add_argument("--peer", help=argparse.SUPPRESS)
     parser.add_argument("--ours-warm", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--corpus", help=argparse.SUPPRESS)
@@ -918,6 +941,11 @@ def main(argv=None) -> int:
         return 0
     args.sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     args.baseline = args.baseline.resolve() if args.baseline else None
+    global ENV
+    ENV = dict(os.environ) if args.as_sandbox else USER_ENV
+    if not args.as_sandbox:
+        for repo in [REPO] + ([args.baseline] if args.baseline else []):
+            compile_checkout(repo)
     if not args.pipeline:
         args.whole = False
     print(f"bench/scale.py  sizes={args.sizes}  pipeline={'01-05' if args.pipeline else '04-05'}  "
