@@ -571,11 +571,12 @@ def run(ctx) -> None:
     chunks_out = 0
     # A document chunked last time, with these settings, from the same text keeps its chunks.
     threads = 2 if ctx.engine.kind == "local" else 1  # a cluster's worker process is one core: a batch at a time
+    summary = ("doc_id", "end_char")  # what the loop reads of a batch: of copied rows (no chunkless document), all read
     chunker, parts, reused = reuse_parts(ctx, ctx.upstream_parts(), StageFunction(3, "chunk_partition", (ctx.section, threads)),
-                                         extras=(None,))  # copied rows: no document without chunks among them
+                                         extras=(None,), summary=summary)
     missed, shares = NoChunks(), ChunkShares()
     for batch, part_missed in ctx.write_partitions("03_chunks.parquet", _schema(), chunker, parts, desc="03 chunking",
-                                                   keep=("doc_id", "end_char"), total=ctx.upstream_rows,
+                                                   keep=summary, total=ctx.upstream_rows,
                                                    # how much this run reused, for the report's account of its times
                                                    meta={"reused": {"n": reused, "of": ctx.upstream_rows,
                                                                     "unit": "documents"}}):

@@ -104,6 +104,26 @@ def test_copied_rows_reach_the_stage_without_their_texts(tmp_path, small_groups)
     assert pa.concat_tables(PreviousRows(str(before), texts=True).take(10, 250)).column("text").null_count == 0
 
 
+def test_copied_rows_read_for_a_summary_hold_its_columns_and_write_the_same_output(tmp_path, small_groups):
+    # A stage names the columns its summary reads (03: doc_id, end_char); the copied rows'
+    # others stay in the file, and the output, groups encoded again included, is unchanged.
+    before = tmp_path / "before.parquet"
+    write(before, [rows(0, 300)], "first")
+    taken = pa.concat_tables(PreviousRows(str(before), columns=("doc_id", "n")).take(10, 250))
+    assert taken.column_names == rows(0, 1).column_names
+    assert taken.select(["doc_id", "n"]).equals(rows(10, 250).select(["doc_id", "n"]))
+    assert all(taken.column(c).null_count == 240 for c in ("text", "path", "format"))
+    assert pa.concat_tables(PreviousRows(str(before), columns=()).take(10, 250)).num_rows == 240
+    for columns in ((), ("doc_id",), None):
+        previous = PreviousRows(str(before), columns=columns)
+        after = tmp_path / f"after-{columns}.parquet"
+        write(after, [*previous.take(0, 40), *previous.take(41, 200), rows(200, 201, "edited"),
+                      *previous.take(201, 300)], "second")
+        got = pq.ParquetFile(after).read()
+        expected = pa.concat_tables([rows(0, 40), rows(41, 200), rows(200, 201, "edited"), rows(201, 300)])
+        assert got.equals(expected.cast(got.schema))
+
+
 def test_copied_rows_given_in_pieces_are_copied_whole(tmp_path, small_groups):
     # A stage yields copied rows run by run; runs that continue each other fill their
     # groups together, wherever the cuts fall (here inside nearly every group).
