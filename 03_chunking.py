@@ -54,7 +54,6 @@ from itertools import accumulate
 from pathlib import PurePosixPath
 from typing import Iterator
 
-import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
 
 from pipekit.chunk.csv_chunks import chunk_csv
 from pipekit.chunk.doctext import DocText, Settings, count_words, measure, run_units
@@ -450,6 +449,7 @@ def _chunk_fixed(doc: DocText, base: list[str]) -> list[dict]:
                 continue
         if doc.size(run_units(b - a), a, b) > cap:
             g0 = a
+            import regex  # grapheme clusters (\X), which stdlib `re` cannot find; here: a rare word over max
             for g in regex.finditer(r"\X", text[a:b]):
                 gs, ge = a + g.start(), a + g.end()
                 if gs > g0 and doc.size(run_units(ge - g0), g0, ge) > cap:
