@@ -289,11 +289,11 @@ def parquet_schema(schema: pa.Schema) -> pq.ParquetSchema:
     return pq.ParquetFile(pa.BufferReader(buf.getvalue())).metadata.schema
 
 
-def leaf_columns(schema: pa.Schema) -> list[str]:
-    """Every Parquet column path of a schema, as Parquet names them (a list's values are
-    `<name>.list.element`, a map's `<name>.key_value.key`, ...): per-column options name
-    these, and a column a compression dict leaves out is written uncompressed."""
-    written = parquet_schema(schema)
+def leaf_columns(written: pq.ParquetSchema) -> list[str]:
+    """Every Parquet column path of a schema as written (`parquet_schema`), as Parquet names
+    them (a list's values are `<name>.list.element`, a map's `<name>.key_value.key`, ...):
+    per-column options name these, and a column a compression dict leaves out is written
+    uncompressed."""
     return [written.column(i).path for i in range(len(written))]
 
 
@@ -320,8 +320,12 @@ class ParquetSink:
         # 15 % larger).  Repetitive columns (term_id, tf, doc_id) keep their dictionaries.
         # Options name Parquet's leaf columns, each under its field (the name before the dot).
         options = {}
+        # The Parquet schema, asked of Parquet once a sink (~1 ms): its options need it, and
+        # a rerun's copy (`_source`) compares the previous output's with it.
+        self._written = None
         if any(n in LONG_TEXT or n in DISTINCT for n in schema.names):
-            leaves = [(c, c.split(".")[0]) for c in leaf_columns(schema)]
+            self._written = parquet_schema(schema)
+            leaves = [(c, c.split(".")[0]) for c in leaf_columns(self._written)]
             options["use_dictionary"] = [c for c, f in leaves if f not in LONG_TEXT | DISTINCT]
             if any(n in LONG_TEXT for n in schema.names):
                 options["write_statistics"] = [c for c, f in leaves if f not in LONG_TEXT]
@@ -470,7 +474,7 @@ class ParquetSink:
 
             found, at = [], 0
             try:
-                ours = parquet_schema(self.schema)
+                ours = self._written or parquet_schema(self.schema)
                 for f in part_files(Path(output)):
                     # Parquet's schema, not Arrow's: Arrow's equality ignores the names of a
                     # list's parts, and a group whose chunks say `path.list.item` under a
