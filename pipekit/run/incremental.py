@@ -89,7 +89,7 @@ def list_files(entries: list, previous: dict | None) -> dict:
         if e.skip is not None or e.error is not None:
             files[e.doc_id] = [None, None, None, f"{'skipped' if e.skip else 'error'}: {e.skip or e.error}"]
             continue
-        stamp = _stamp(e.path)
+        stamp = list(e.stamp) if e.stamp is not None else _stamp(e.path)  # the walk's stat, when it made one
         if stamp is None:
             files[e.doc_id] = [None, None, None, "unreadable"]
             continue
