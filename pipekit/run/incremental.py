@@ -140,10 +140,10 @@ def listing_table(listing: dict) -> pa.Table:
 
 def read_listing(path: Path) -> dict | None:
     """01_files.parquet back as a listing (None when there is none, or it is unreadable)."""
-    from pipekit.run.io import read_meta
+    from pipekit.run.io import parquet_file, read_meta
 
     try:
-        table = pq.ParquetFile(path).read()  # not pq.read_table: it imports pandas (0.5 s of a --status)
+        table = parquet_file(path).read()  # not pq.read_table: it imports pandas (0.5 s of a --status)
     except (OSError, pa.ArrowException):
         return None
     listed_ns = (read_meta(path) or {}).get("listed_ns", 0)
@@ -358,7 +358,9 @@ class PreviousRows:
         if self._cached is None or self._cached[0] != g:
             f, group, _, n = self.groups[g]
             if f not in self._files:
-                self._files[f] = pq.ParquetFile(f)
+                from pipekit.run.io import parquet_file
+
+                self._files[f] = parquet_file(f)
             table = self._files[f].read_row_group(group, columns=self._columns)
             for field in self.left_out:  # in its place, so the table has the output's columns
                 table = table.add_column(self._names.index(field.name), field, pa.nulls(n, field.type))
