@@ -148,6 +148,16 @@ def _skip(buf: bytes, at: int, t: int) -> int:
     raise Unsupported(f"unknown Thrift type {t} in a Parquet footer")
 
 
+def _field_head(buf: bytes, at: int, last: int) -> tuple[int, int, int]:
+    """A struct field's header at `at`: (field id, type, where its value starts); the type
+    is STOP after a struct's last field.  The id is a delta from the last one's, or whole."""
+    head = buf[at]
+    if head >> 4 or head & 0x0F == STOP:
+        return last + (head >> 4), head & 0x0F, at + 1
+    n, at = _varint(buf, at + 1)
+    return _zigzag(n), head & 0x0F, at
+
+
 def _read(buf: bytes, at: int, t: int, shape: dict | None = None):
     """The value of type t at `at`, and where it ends.  A struct or list of structs is
     taken apart as `shape` says (field id: the shape of its value); without a shape, a
@@ -196,16 +206,9 @@ def _read(buf: bytes, at: int, t: int, shape: dict | None = None):
     if t == STRUCT:
         fields, last = [], 0
         while True:
-            head = buf[at]
-            at += 1
-            ft = head & 0x0F
+            fid, ft, at = _field_head(buf, at, last)
             if ft == STOP:
                 return fields, at
-            if head >> 4:
-                fid = last + (head >> 4)
-            else:
-                n, at = _varint(buf, at)
-                fid = _zigzag(n)
             if ft in (TRUE, FALSE):
                 value = ft == TRUE
             else:
@@ -340,16 +343,9 @@ def _fields(buf: bytes, at: int, shape: dict, origin: int) -> tuple[dict, int]:
     and where it ends; a struct or a list of structs that `shape` names is taken apart."""
     out, last = {}, 0
     while True:
-        head = buf[at]
-        at += 1
-        ft = head & 0x0F
+        fid, ft, at = _field_head(buf, at, last)
         if ft == STOP:
             return out, at
-        if head >> 4:
-            fid = last + (head >> 4)
-        else:
-            n, at = _varint(buf, at)
-            fid = _zigzag(n)
         last, value = fid, None
         if ft in _INTS:
             n, end = _varint(buf, at)
