@@ -135,6 +135,9 @@ BATCH_CHARS = 32 * 1024 * 1024
 FILE_BATCH_CHARS = 4 * 1024 * 1024
 PROBLEMS_SHOWN = 10
 FILES_PER_PART = 256  # files per task on a cluster, at most
+# The columns run()'s summary reads of the rows: all a cluster hands back, and all that is read
+# of an unchanged file's copied row (its other columns stay in the file: pipekit/run/incremental.py).
+SUMMARY = ("doc_id", "status", "format", "error", "note")
 
 
 def input_partitions(section: dict, rows_per_part: int | None, entries: list | None = None,
@@ -173,7 +176,7 @@ def read_partition(part: tuple) -> Iterator[pa.Table]:
             yield table
         return
     entries, (previous, rows) = part[1], part[2]
-    old = PreviousRows(previous) if previous else None
+    old = PreviousRows(previous, columns=SUMMARY) if previous else None  # copied rows: what run() reads of them
     k = 0
     # The files are read on `workers` processes when there is enough to read (a rerun that
     # reads one changed file starts none); the rows come back in the entries' order.
@@ -333,7 +336,7 @@ def run(ctx) -> None:
     try:
         # On a cluster each worker writes its part of the output; these columns come back.
         for table in ctx.write_partitions("01_documents.parquet", SCHEMA, StageFunction(1, "read_partition"),
-                                          parts, desc="01 reading", keep=("doc_id", "status", "format", "error", "note"),
+                                          parts, desc="01 reading", keep=SUMMARY,
                                           total=None if beir else len(entries), unit="file",
                                           # how much this run reused, for the report's account of its times
                                           meta={"reused": {"n": reused if previous else 0, "of": len(entries),

@@ -388,8 +388,10 @@ def _clean_one(raw: str | None, note: str | None, form: str) -> tuple[str, str |
 def run(ctx) -> None:
     threads = 2 if ctx.engine.kind == "local" else 1  # a cluster's worker process is one core: a batch at a time
     clean = StageFunction(2, "clean_partition", (ctx.section["unicode_form"], threads))
-    # A document cleaned last time from the same stage-01 row is not cleaned again.
-    clean, parts, reused = reuse_parts(ctx, ctx.upstream_parts(), clean, nothing_column="status", extras=(0, 0))
+    # A document cleaned last time from the same stage-01 row is not cleaned again; of its
+    # copied rows nothing is read but their number (the loop below counts rows).
+    clean, parts, reused = reuse_parts(ctx, ctx.upstream_parts(), clean, nothing_column="status", extras=(0, 0),
+                                       summary=())
     kept = furniture = paged = 0
     for table, removed, docs in ctx.write_partitions("02_preprocessed.parquet", SCHEMA, clean, parts,
                                                      desc="02 cleaning", total=ctx.upstream_rows):

@@ -54,7 +54,6 @@ from itertools import accumulate
 from pathlib import PurePosixPath
 from typing import Iterator
 
-import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
 
 from pipekit.chunk.csv_chunks import chunk_csv
 from pipekit.chunk.doctext import DocText, Settings, count_words, measure, run_units
@@ -450,6 +449,7 @@ def _chunk_fixed(doc: DocText, base: list[str]) -> list[dict]:
                 continue
         if doc.size(run_units(b - a), a, b) > cap:
             g0 = a
+            import regex  # grapheme clusters (\X), which stdlib `re` cannot find; here: a rare word over max
             for g in regex.finditer(r"\X", text[a:b]):
                 gs, ge = a + g.start(), a + g.end()
                 if gs > g0 and doc.size(run_units(ge - g0), g0, ge) > cap:
@@ -571,11 +571,12 @@ def run(ctx) -> None:
     chunks_out = 0
     # A document chunked last time, with these settings, from the same text keeps its chunks.
     threads = 2 if ctx.engine.kind == "local" else 1  # a cluster's worker process is one core: a batch at a time
+    summary = ("doc_id", "end_char")  # what the loop reads of a batch: of copied rows (no chunkless document), all read
     chunker, parts, reused = reuse_parts(ctx, ctx.upstream_parts(), StageFunction(3, "chunk_partition", (ctx.section, threads)),
-                                         extras=(None,))  # copied rows: no document without chunks among them
+                                         extras=(None,), summary=summary)
     missed, shares = NoChunks(), ChunkShares()
     for batch, part_missed in ctx.write_partitions("03_chunks.parquet", _schema(), chunker, parts, desc="03 chunking",
-                                                   keep=("doc_id", "end_char"), total=ctx.upstream_rows,
+                                                   keep=summary, total=ctx.upstream_rows,
                                                    # how much this run reused, for the report's account of its times
                                                    meta={"reused": {"n": reused, "of": ctx.upstream_rows,
                                                                     "unit": "documents"}}):

@@ -490,3 +490,20 @@ def test_document_codes_are_dictionary_encodings_of_consecutive_documents(runs, 
     want = pc.dictionary_encode(doc_id)
     assert got_names.to_pylist() == want.dictionary.to_pylist()
     assert got_codes.dtype == np.int64 and got_codes.tolist() == np.asarray(want.indices).tolist()
+
+
+WORDISH = st.text(alphabet=st.sampled_from(list("ab-—–.,'\" \t\n\u00a0é…x")), max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(WORDISH, st.text(alphabet="xy-", min_size=60, max_size=400)), max_size=80),
+       st.sampled_from([10, 40, 90]))
+def test_a_printed_snippet_is_what_textwrap_shorten_makes_of_the_whole_text(pieces, width):
+    """The terminal's snippet is cut from the passage's first words (results.shortened):
+    the same line as textwrap.shorten of the whole passage, long words and hyphens too."""
+    import textwrap
+
+    from pipekit.retrieve.results import shortened
+
+    text = " ".join(pieces)
+    assert shortened(text, width) == textwrap.shorten(" ".join(text.split()), width, placeholder=" …")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from conftest import run_script
 from pipekit.run.config import load_config
@@ -146,3 +147,23 @@ def test_stage_01_counts_them_in_its_summary_and_the_key_reads_them(tmp_path):
                       "--set", f"paths.output={out}", "--set", "documents.build_files=true")
     table = pd.read_parquet(out / "01_documents.parquet")
     assert "_sources/index.rst.txt" in set(table[table.status == "ok"].doc_id)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["_sources", "_static", "genindex", "genindex-A.html", "py-modindex.html",
+                                 "modindex", "search", "search.html", "searchindex.js", "objects.inv", ".buildinfo",
+                                 ".doctrees", "assets", "javascripts", "stylesheets", "css", "js", "404.html",
+                                 "sitemap.xml.gz", "library", "index.html", "a*b", "x.html"]), min_size=1, max_size=4))
+def test_a_path_is_the_leftover_the_globs_one_by_one_say(parts):
+    """`leftover` rules most paths out with one expression per depth: the answer is the
+    first matching glob's, as fnmatchcase on each glob in the table's order gives it."""
+    import fnmatch
+
+    from pipekit.read.build_output import GENERATORS, Build, leftover
+
+    rel = "/".join(parts)
+    for gen in GENERATORS:
+        plain = next((what for glob, what in gen.leftovers
+                      if len(parts) >= glob.count("/") + 1
+                      and fnmatch.fnmatchcase("/".join(parts[:glob.count("/") + 1]), glob)), None)
+        assert leftover(Build(gen, "", 0, ()), rel) == plain

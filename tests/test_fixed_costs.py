@@ -185,3 +185,32 @@ def test_a_command_puts_what_its_imports_made_out_of_the_collectors_walks(tmp_pa
         f"code = stage.stage_main(2, stage.run, argv=['--set', 'paths.output={tmp_path}'])\n"
         "print('frozen', gc.get_freeze_count(), 'code', code)\n")
     assert called.stdout.rsplit("frozen ", 1)[1].split()[:3] == ["0", "code", "1"], called.stdout + called.stderr
+
+
+def test_a_footer_read_again_is_parsed_once_and_a_rewritten_file_read_by_its_own(tmp_path, monkeypatch):
+    # io.parquet_file hands pyarrow the metadata it made of the same footer bytes before; a
+    # file written again in place (same name, same size, another footer) is read anew.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t.parquet"
+    write = lambda values, note: pq.write_table(  # noqa: E731
+        pa.table({"n": pa.array(values, pa.int64())}).replace_schema_metadata({io.META_KEY: note}), path)
+    write([1, 2, 3], b'{"run": "a"}')
+    first = io.parquet_file(path)
+    assert first.read().column("n").to_pylist() == [1, 2, 3]
+    parsed = []
+    real = pq.ParquetFile.__init__
+    monkeypatch.setattr(pq.ParquetFile, "__init__",
+                        lambda self, source, **kw: parsed.append(kw.get("metadata") is None) or real(self, source, **kw))
+    assert io.read_meta(path) == {"run": "a"} and io.row_count(path) == 3 and io.schema(path).names == ["n"]
+    assert io.read_table(path).column("n").to_pylist() == [1, 2, 3]
+    assert parsed and not any(parsed)  # every open after the first took the parsed footer
+    write([7, 8, 9], b'{"run": "b"}')  # the same size, in place
+    assert io.read_table(path).column("n").to_pylist() == [7, 8, 9]
+    assert io.read_meta(path) == {"run": "b"}
+    assert parsed[-2] is True  # the new footer, parsed
+    path.write_bytes(b"not parquet at all")
+    with pytest.raises(io.PipelineError):
+        io.read_table(path)
+    assert io.read_meta(path) is None

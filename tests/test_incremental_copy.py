@@ -59,6 +59,41 @@ def test_the_footer_codec_writes_back_what_pyarrow_wrote(tmp_path, small_groups)
     assert bytes(again) == data[-8 - n:-8]
 
 
+@pytest.mark.parametrize("delta", [0, 3, 200, 1 << 20, 1 << 40])
+def test_a_moved_group_differs_only_in_its_offsets_and_ordinal(tmp_path, small_groups, delta):
+    # A copied group keeps its bytes; only the numbers that say where its pages are move
+    # (written in their places, longer or shorter as varints), and its ordinal is its new one.
+    write(tmp_path / "a.parquet", [rows(0, 300)], "first")
+    groups = parquet_copy.row_groups(parquet_copy.read_footer(tmp_path / "a.parquet"))
+    # What moves, at each level: the group's, each column chunk's, each column's metadata's.
+    group_moves, chunk_moves = {parquet_copy.RG_FILE_OFFSET}, {parquet_copy.CC_FILE_OFFSET}
+    meta_moves = {parquet_copy.CM_DATA_PAGE, parquet_copy.CM_INDEX_PAGE, parquet_copy.CM_DICT_PAGE}
+
+    def numbers(fields, moving, data: bytes, shifted: bool) -> list:
+        """Each field's id and value (a number, shifted back where it moved; else its bytes)."""
+        out = []
+        for fid, (_, a, b, value) in sorted(fields.items()):
+            if isinstance(value, list):
+                out.append((fid, [numbers(c, chunk_moves, data, shifted) for c in value]))
+            elif isinstance(value, dict):
+                out.append((fid, numbers(value, meta_moves, data, shifted)))
+            elif value is None:
+                out.append((fid, bytes(data[a:b])))
+            else:
+                out.append((fid, value - delta if shifted and fid in moving and value > delta else value))
+        return out
+
+    for k, group in enumerate(groups):
+        again = parquet_copy.Group(parquet_copy.moved(group, delta, k + 5))
+        fields = dict(again.fields())
+        if parquet_copy.RG_ORDINAL in group.fields():  # (a field pyarrow may leave out: then left out)
+            assert fields[parquet_copy.RG_ORDINAL][3] == k + 5
+            fields[parquet_copy.RG_ORDINAL] = group.fields()[parquet_copy.RG_ORDINAL]
+        assert parquet_copy.span(again) == tuple(x + delta for x in parquet_copy.span(group))
+        assert numbers(fields, group_moves, again, True) == numbers(group.fields(), group_moves, group, False)
+        assert len(again) - len(group) <= 6 * (1 + 4 * len(group.fields()[parquet_copy.RG_COLUMNS][3]))
+
+
 def test_an_added_document_leaves_the_other_groups_copied_as_bytes(tmp_path, small_groups):
     before = tmp_path / "before.parquet"
     write(before, [rows(0, 300)], "first")
@@ -102,6 +137,26 @@ def test_copied_rows_reach_the_stage_without_their_texts(tmp_path, small_groups)
     assert taken.column_names == rows(0, 1).column_names
     assert taken.column("text").null_count == 240
     assert pa.concat_tables(PreviousRows(str(before), texts=True).take(10, 250)).column("text").null_count == 0
+
+
+def test_copied_rows_read_for_a_summary_hold_its_columns_and_write_the_same_output(tmp_path, small_groups):
+    # A stage names the columns its summary reads (03: doc_id, end_char); the copied rows'
+    # others stay in the file, and the output, groups encoded again included, is unchanged.
+    before = tmp_path / "before.parquet"
+    write(before, [rows(0, 300)], "first")
+    taken = pa.concat_tables(PreviousRows(str(before), columns=("doc_id", "n")).take(10, 250))
+    assert taken.column_names == rows(0, 1).column_names
+    assert taken.select(["doc_id", "n"]).equals(rows(10, 250).select(["doc_id", "n"]))
+    assert all(taken.column(c).null_count == 240 for c in ("text", "path", "format"))
+    assert pa.concat_tables(PreviousRows(str(before), columns=()).take(10, 250)).num_rows == 240
+    for columns in ((), ("doc_id",), None):
+        previous = PreviousRows(str(before), columns=columns)
+        after = tmp_path / f"after-{columns}.parquet"
+        write(after, [*previous.take(0, 40), *previous.take(41, 200), rows(200, 201, "edited"),
+                      *previous.take(201, 300)], "second")
+        got = pq.ParquetFile(after).read()
+        expected = pa.concat_tables([rows(0, 40), rows(41, 200), rows(200, 201, "edited"), rows(201, 300)])
+        assert got.equals(expected.cast(got.schema))
 
 
 def test_copied_rows_given_in_pieces_are_copied_whole(tmp_path, small_groups):

@@ -14,6 +14,7 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from pipekit.chunk.shares import LONG_LINE_CHARS, MIN_CHUNKS, ChunkShares, longest_line
 
@@ -82,6 +83,34 @@ def test_longest_line():
     assert longest_line("ab\ncdef\ng") == 4
     assert longest_line("abc\n") == 3
     assert longest_line("x" * 10) == 10
+
+
+def plain_longest_line(text: str) -> int:
+    """From line end to line end, as `str.find` finds them: the plain way."""
+    longest, start = 0, 0
+    while True:
+        end = text.find("\n", start)
+        if end < 0:
+            return max(longest, len(text) - start)
+        longest = max(longest, end - start)
+        start = end + 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "é", "\n", "\r", "😀", "\ud800", "\u2028"]), st.integers(1, 40))),
+       st.sampled_from([1, 2, 3, 7, 64]))
+def test_longest_line_by_slices_is_the_plain_ways(runs, slice_chars):
+    # Line ends on either side of a slice's edge, a text with none, astral and lone surrogate code points.
+    import pipekit.chunk.shares as shares
+
+    text = "".join(c * n for c, n in runs)
+    was = shares.LINE_SLICE
+    shares.LINE_SLICE = slice_chars
+    try:
+        assert longest_line(text) == plain_longest_line(text)
+    finally:
+        shares.LINE_SLICE = was
+    assert longest_line(text) == plain_longest_line(text)
 
 
 # ---- the engineer's folder ------------------------------------------------------------------

@@ -126,3 +126,21 @@ def test_show_prints_nanosecond_times_of_any_parquet_file(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "123456789" in proc.stdout
+
+
+def test_stage_03_loads_regex_only_for_a_word_over_max(tmp_path):
+    # `regex` (grapheme clusters) is for a single word longer than chunking.max; importing it
+    # at the start was ~13 ms of every one-file rerun that chunked an ordinary page.
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nText of a page.\n")
+    sets = ["--set", f"documents.input={tmp_path / 'docs'}", "--set", f"paths.output={tmp_path / 'out'}"]
+    subprocess.run([sys.executable, "run_pipeline.py", "--to", "2", *sets], cwd=REPO, check=True, capture_output=True)
+    mods = imported("03_chunking.py", *sets)
+    assert "pyarrow" in mods and (tmp_path / "out" / "03_chunks.parquet").exists()
+    assert "regex" not in mods
+    (tmp_path / "docs" / "a.md").write_text("# A\n\n" + "x\u0301" * 50 + "\n")
+    subprocess.run([sys.executable, "run_pipeline.py", "--to", "2", *sets], cwd=REPO, check=True, capture_output=True)
+    assert "regex" in imported("03_chunking.py", *sets, "--set", "chunking.max=20", "--set", "chunking.target=10",
+                               "--set", "chunking.min=1", "--set", "chunking.unit=chars")
+    chunks = pq.read_table(tmp_path / "out" / "03_chunks.parquet").column("text").to_pylist()
+    assert len(chunks) > 2 and all(c[0] == "x" for c in chunks[1:])  # cut between grapheme clusters, not before an accent

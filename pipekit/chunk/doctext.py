@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 import numpy as np
-import regex  # grapheme clusters (\X): the stdlib `re` cannot find them
 
 __all__ = ["DocText", "count_span", "count_words", "measure", "run_units"]
 
@@ -352,6 +351,10 @@ class DocText:
                 yield ws, we, wu
                 continue
             g0 = ws
+            # Grapheme clusters (\X), which stdlib `re` cannot find: imported for a word over
+            # max only, as `regex` was ~13 ms of a one-file rerun's start (bench/README.md).
+            import regex
+
             for g in regex.finditer(r"\X", self.text[ws:we]):
                 gs, ge = ws + g.start(), ws + g.end()
                 if gs > g0 and self.size(run_units(ge - g0), g0, ge) > cap:

@@ -62,6 +62,9 @@ class InputEntry:
     max_bytes: int | None = None  # read at most this much; a file grown past it since the walk is skipped
     note: str | None = None  # said about the file by the walk (the other names it was reached by)
     key: tuple | None = field(default=None, repr=False)  # (device, inode): one file, however reached
+    # [size, mtime_ns, ctime_ns] as the walk's stat saw the file: the listing's stamp, which
+    # decides whether it is hashed again (pipekit/run/incremental.py), without a second stat.
+    stamp: list | None = field(default=None, repr=False)
     # documents.* settings a reader takes (documents.notebook_outputs): carried with the
     # entry because a cluster's worker gets the entries and nothing else of the config.
     options: dict = field(default_factory=dict, repr=False)
@@ -254,7 +257,7 @@ class _Walk:
                 self.entries.append(entry)
                 continue
             try:
-                st = path.stat()
+                st = found_entry.stat()  # Path.stat's call, without making the path a string again
             except OSError as exc:
                 is_link = is_link and os.path.islink(path)  # a link removed since the listing: gone, not dangling
                 entry.format = "symlink" if is_link else _extension(name)
@@ -384,7 +387,7 @@ def _file_entry(path: Path, doc_id: str, folders: list[str], st: os.stat_result,
                 max_bytes: int | None = None) -> InputEntry:
     ext = _suffix(path.name).lower()
     entry = InputEntry(path, doc_id, folders, format=FORMATS.get(ext, ext.lstrip(".")), n_bytes=st.st_size,
-                       max_bytes=max_bytes, key=(st.st_dev, st.st_ino))
+                       max_bytes=max_bytes, key=(st.st_dev, st.st_ino), stamp=[st.st_size, st.st_mtime_ns, st.st_ctime_ns])
     if ext == ".jsonl" and not in_folder:
         entry.format = "beir"  # SPEC: a .jsonl documents.input is a BEIR corpus; iter_beir reads it
         return entry

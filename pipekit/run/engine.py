@@ -43,10 +43,9 @@ from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlparse
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipekit.run.errors import PipelineError
-from pipekit.run.io import PART, ParquetSink, row_groups
+from pipekit.run.io import PART, ParquetSink, parquet_file, row_groups
 
 IN_FLIGHT_PER_WORKER = 2  # tasks queued per worker: enough to keep it busy, few enough to bound client memory
 
@@ -207,7 +206,7 @@ def _range_batches(part: RowRange, columns: list[str] | None, batch_size: int) -
             first = at if first is None else first
     skip, want = part.start - (first or 0), len(part)
     for f, groups in wanted.items():
-        pf = pq.ParquetFile(f, pre_buffer=False)
+        pf = parquet_file(f, pre_buffer=False)
         for batch in pf.iter_batches(batch_size=batch_size, columns=columns, row_groups=groups):
             if skip >= batch.num_rows:
                 skip -= batch.num_rows

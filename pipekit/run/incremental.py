@@ -89,7 +89,7 @@ def list_files(entries: list, previous: dict | None) -> dict:
         if e.skip is not None or e.error is not None:
             files[e.doc_id] = [None, None, None, f"{'skipped' if e.skip else 'error'}: {e.skip or e.error}"]
             continue
-        stamp = _stamp(e.path)
+        stamp = list(e.stamp) if e.stamp is not None else _stamp(e.path)  # the walk's stat, when it made one
         if stamp is None:
             files[e.doc_id] = [None, None, None, "unreadable"]
             continue
@@ -141,10 +141,10 @@ def listing_table(listing: dict) -> pa.Table:
 
 def read_listing(path: Path) -> dict | None:
     """01_files.parquet back as a listing (None when there is none, or it is unreadable)."""
-    from pipekit.run.io import read_meta
+    from pipekit.run.io import parquet_file, read_meta
 
     try:
-        table = pq.ParquetFile(path).read()  # not pq.read_table: it imports pandas (0.5 s of a --status)
+        table = parquet_file(path).read()  # not pq.read_table: it imports pandas (0.5 s of a --status)
     except (OSError, pa.ArrowException):
         return None
     listed_ns = (read_meta(path) or {}).get("listed_ns", 0)
@@ -332,9 +332,15 @@ class PreviousRows:
     a sink that copies their row groups as bytes and reads the texts itself for the few
     rows it encodes, and the stages count other columns of copied rows (on a cluster they
     get only their `keep` columns).  Decompressing 18 MB of texts to throw them away was
-    ~30 ms of each of stages 01-03 in a rerun.  `texts=True` reads them."""
+    ~30 ms of each of stages 01-03 in a rerun.  `texts=True` reads them.
 
-    def __init__(self, path: str, texts: bool = False):
+    `columns`: the only columns the stage reads of copied rows (its summary's: what a
+    cluster hands back as `keep`); the others are left in the file too, nulls here, for
+    the same reason.  Stage 03's seventeen other columns of 14,600 chunks were read whole
+    only to be dropped, 13-28 ms of a one-file rerun; its summary reads doc_id and
+    end_char (bench/README.md, "One-file reruns: ... (branch inc6)")."""
+
+    def __init__(self, path: str, texts: bool = False, columns: tuple[str, ...] | None = None):
         from pipekit.run.io import LONG_TEXT, row_groups, schema
 
         self.path = Path(path)
@@ -343,15 +349,19 @@ class PreviousRows:
         self._cached: tuple[int, pa.Table] | None = None
         self._files: dict[Path, pq.ParquetFile] = {}  # opened once: reopening per group tripled the reads
         fields = schema(self.path) if self.groups else pa.schema([])
-        self.left_out = [] if texts else [f for f in fields if f.name in LONG_TEXT]
-        self._columns = None if not self.left_out else [n for n in fields.names if n not in LONG_TEXT]
+        self.left_out = [] if texts else \
+            [f for f in fields if f.name in LONG_TEXT or (columns is not None and f.name not in columns)]
+        unread = {f.name for f in self.left_out}
+        self._columns = None if not unread else [n for n in fields.names if n not in unread]
         self._names = fields.names
 
     def _group(self, g: int) -> pa.Table:
         if self._cached is None or self._cached[0] != g:
             f, group, _, n = self.groups[g]
             if f not in self._files:
-                self._files[f] = pq.ParquetFile(f)
+                from pipekit.run.io import parquet_file
+
+                self._files[f] = parquet_file(f)
             table = self._files[f].read_row_group(group, columns=self._columns)
             for field in self.left_out:  # in its place, so the table has the output's columns
                 table = table.add_column(self._names.index(field.name), field, pa.nulls(n, field.type))
@@ -385,17 +395,19 @@ class Reusing:
 
     A part is `(RowRange, runs)`; `fn` gets a RowRange of upstream rows to make anew.
     `extras` is what the stage yields beside each table (02: its furniture counts, zero
-    for copied rows).  Picklable, so a Dask worker runs it as it runs `fn`."""
+    for copied rows); `columns`, the columns the stage reads of the tables (None: all but
+    the texts; PreviousRows).  Picklable, so a Dask worker runs it as it runs `fn`."""
 
     fn: Callable
     previous: str
     extras: tuple = ()
+    columns: tuple[str, ...] | None = None
 
     def __call__(self, part) -> Iterator:
         from pipekit.run.engine import RowRange, advance
 
         rows, plan_runs = part
-        previous = PreviousRows(self.previous)
+        previous = PreviousRows(self.previous, columns=self.columns)
         for kind, a, b, *n in plan_runs:
             if kind == "new":
                 yield from self.fn(RowRange(rows.path, a, b))
@@ -405,10 +417,12 @@ class Reusing:
             advance(n[0])
 
 
-def reuse_parts(ctx, parts: list, fn, nothing_column: str | None = None, extras: tuple = ()):
+def reuse_parts(ctx, parts: list, fn, nothing_column: str | None = None, extras: tuple = (),
+                summary: tuple[str, ...] | None = None):
     """`(fn, parts)` for ctx.write_partitions, with unchanged documents' rows copied from
     the previous output when it may be reused (else as given).  Also returns how many
-    upstream documents were reused, for the stage's summary."""
+    upstream documents were reused, for the stage's summary.  `summary`: the columns the
+    stage reads of the tables write_partitions yields (the copied rows' others stay unread)."""
     from pipekit.run.io import read_meta
 
     previous = ctx.main_output
@@ -424,7 +438,7 @@ def reuse_parts(ctx, parts: list, fn, nothing_column: str | None = None, extras:
     reused = int(np.count_nonzero(plan[:, 0] >= 0) - (np.count_nonzero(nothing) if nothing is not None else 0))
     if reused == 0:
         return fn, parts, 0
-    return Reusing(fn, str(previous), extras), [(p, runs(plan, p.start, p.stop)) for p in parts], reused
+    return Reusing(fn, str(previous), extras, summary), [(p, runs(plan, p.start, p.stop)) for p in parts], reused
 
 
 # ---- stage 04: the counts of unchanged chunks ----------------------------------------------

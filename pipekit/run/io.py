@@ -124,12 +124,57 @@ def part_files(path: Path) -> list[Path]:
     return [path]
 
 
+# Footers parsed in this process, by their bytes (the few last used): parquet_file.
+_FOOTERS: dict[bytes, pq.FileMetaData] = {}
+_FOOTERS_KEPT = 16
+_FOOTERS_LOCK = threading.Lock()
+
+
+def parquet_file(f, **options) -> pq.ParquetFile:
+    """`pq.ParquetFile(f, **options)`, its footer parsed once a process for the same bytes.
+
+    A one-file rerun opened its outputs 83 times (provenance, row groups, columns, rows,
+    rows copied), and pyarrow parses the whole footer at every open: ~0.3 ms for a text
+    output's 13 row groups of 18 columns, against ~0.02 ms to read the footer's bytes
+    (a few tens of KB) and hand pyarrow the metadata it made of the same bytes before
+    (bench/README.md, "One-file reruns: ... (branch inc6)").  Keyed by the bytes, not by
+    the file: the same bytes are the same metadata wherever they are read, so a file
+    rewritten since is read through its own footer; and they are read through the handle
+    pyarrow then reads, so a file replaced meanwhile cannot pair one file's footer with
+    another's metadata."""
+    source = pa.OSFile(str(f))
+    footer = None
+    try:
+        size = source.size()
+        if size >= 12:
+            source.seek(size - 8)
+            tail = source.read(8)
+            n = int.from_bytes(tail[:4], "little")
+            if tail[4:] == b"PAR1" and n + 12 <= size:
+                source.seek(size - 8 - n)
+                footer = source.read(n)
+        with _FOOTERS_LOCK:
+            known = _FOOTERS.pop(footer, None) if footer is not None else None
+            if known is not None:
+                _FOOTERS[footer] = known  # the last used, last out
+        opened = pq.ParquetFile(source, metadata=known, **options)
+    except BaseException:
+        source.close()
+        raise
+    if footer is not None and known is None:
+        with _FOOTERS_LOCK:
+            _FOOTERS[footer] = opened.metadata
+            while len(_FOOTERS) > _FOOTERS_KEPT:
+                del _FOOTERS[next(iter(_FOOTERS))]
+    return opened
+
+
 def row_groups(path: Path) -> list[tuple[Path, int, int, int]]:
     """Every row group of an output, file by file: (file, group, first row, rows), the
     first row counted across the whole output.  A dataset's footers only are read."""
     out, at = [], 0
     for f in part_files(path):
-        md = pq.ParquetFile(f).metadata
+        md = parquet_file(f).metadata
         for g in range(md.num_row_groups):
             n = md.row_group(g).num_rows
             out.append((f, g, at, n))
@@ -149,7 +194,7 @@ def read_meta(path: Path) -> dict | None:
     if not files:
         return None
     try:
-        meta = pq.read_schema(files[0]).metadata or {}
+        meta = parquet_file(files[0]).metadata.metadata or {}
     except (OSError, pa.ArrowException):
         return None
     raw = meta.get(META_KEY)
@@ -173,10 +218,10 @@ def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
         # cost each stage ~0.4 s before reading a single row.
         files = part_files(path)
         if len(files) == 1:
-            return pq.ParquetFile(files[0]).read(columns=columns)
+            return parquet_file(files[0]).read(columns=columns)
         if not files:
             raise OSError("the dataset folder holds no part files")
-        return pa.concat_tables(pq.ParquetFile(f).read(columns=columns) for f in files)
+        return pa.concat_tables(parquet_file(f).read(columns=columns) for f in files)
     except (OSError, pa.ArrowException) as exc:
         raise PipelineError(f"cannot read {path}: {exc}") from None
 
@@ -188,7 +233,7 @@ def iter_batches(path: Path, columns: list[str] | None = None,
         # pre_buffer=False: the default keeps every row group read so far in memory, so a
         # "streaming" read of a 1M-row file grew to 500 MB instead of staying near 190.
         for f in part_files(path):
-            yield from pq.ParquetFile(f, pre_buffer=False).iter_batches(batch_size=batch_size, columns=columns)
+            yield from parquet_file(f, pre_buffer=False).iter_batches(batch_size=batch_size, columns=columns)
     except (OSError, pa.ArrowException) as exc:
         raise PipelineError(f"cannot read {path}: {exc}") from None
 
@@ -289,11 +334,11 @@ def parquet_schema(schema: pa.Schema) -> pq.ParquetSchema:
     return pq.ParquetFile(pa.BufferReader(buf.getvalue())).metadata.schema
 
 
-def leaf_columns(schema: pa.Schema) -> list[str]:
-    """Every Parquet column path of a schema, as Parquet names them (a list's values are
-    `<name>.list.element`, a map's `<name>.key_value.key`, ...): per-column options name
-    these, and a column a compression dict leaves out is written uncompressed."""
-    written = parquet_schema(schema)
+def leaf_columns(written: pq.ParquetSchema) -> list[str]:
+    """Every Parquet column path of a schema as written (`parquet_schema`), as Parquet names
+    them (a list's values are `<name>.list.element`, a map's `<name>.key_value.key`, ...):
+    per-column options name these, and a column a compression dict leaves out is written
+    uncompressed."""
     return [written.column(i).path for i in range(len(written))]
 
 
@@ -320,8 +365,12 @@ class ParquetSink:
         # 15 % larger).  Repetitive columns (term_id, tf, doc_id) keep their dictionaries.
         # Options name Parquet's leaf columns, each under its field (the name before the dot).
         options = {}
+        # The Parquet schema, asked of Parquet once a sink (~1 ms): its options need it, and
+        # a rerun's copy (`_source`) compares the previous output's with it.
+        self._written = None
         if any(n in LONG_TEXT or n in DISTINCT for n in schema.names):
-            leaves = [(c, c.split(".")[0]) for c in leaf_columns(schema)]
+            self._written = parquet_schema(schema)
+            leaves = [(c, c.split(".")[0]) for c in leaf_columns(self._written)]
             options["use_dictionary"] = [c for c, f in leaves if f not in LONG_TEXT | DISTINCT]
             if any(n in LONG_TEXT for n in schema.names):
                 options["write_statistics"] = [c for c, f in leaves if f not in LONG_TEXT]
@@ -437,7 +486,7 @@ class ParquetSink:
         for f, g, first, n in row_groups(Path(output)):
             lo, hi = max(start, first), min(stop, first + n)
             if lo < hi:
-                pieces.append(pq.ParquetFile(f).read_row_group(g).slice(lo - first, hi - lo))
+                pieces.append(parquet_file(f).read_row_group(g).slice(lo - first, hi - lo))
         return pa.concat_tables(pieces).select(self.schema.names).cast(self.schema)
 
     def _copy(self, table: pa.Table, output: str, start: int, rows: int, texts: bool = True) -> None:
@@ -470,12 +519,12 @@ class ParquetSink:
 
             found, at = [], 0
             try:
-                ours = parquet_schema(self.schema)
+                ours = self._written or parquet_schema(self.schema)
                 for f in part_files(Path(output)):
                     # Parquet's schema, not Arrow's: Arrow's equality ignores the names of a
                     # list's parts, and a group whose chunks say `path.list.item` under a
                     # footer saying `path.list.element` reads as nulls in other readers.
-                    if not pq.read_metadata(f).schema.equals(ours):
+                    if not parquet_file(f).metadata.schema.equals(ours):
                         raise parquet_copy.Unsupported("another schema")
                     with parquet_copy.no_collection():
                         groups = parquet_copy.row_groups(parquet_copy.read_footer(f))
@@ -623,12 +672,12 @@ def cores() -> int:
 
 
 def row_count(path: Path) -> int:
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in part_files(path))
+    return sum(parquet_file(f).metadata.num_rows for f in part_files(path))
 
 
 def schema(path: Path) -> pa.Schema:
     """The columns of an output, a file or a dataset folder (its parts share one schema)."""
-    return pq.ParquetFile(part_files(path)[0]).schema_arrow
+    return parquet_file(part_files(path)[0]).schema_arrow
 
 
 def thread_readers():
@@ -642,7 +691,7 @@ def thread_readers():
     def reader(f) -> pq.ParquetFile:
         readers = local.__dict__.setdefault("readers", {})
         if f not in readers:
-            readers[f] = pq.ParquetFile(f)
+            readers[f] = parquet_file(f)
         return readers[f]
 
     return reader

@@ -45,18 +45,20 @@ class Unsupported(Exception):
 # ---- Thrift compact protocol, generically --------------------------------------------------
 # A struct is a list of [field id, type, value]; a list or set (type, [values]); a map
 # (key type, value type, [(key, value)]); a bool field's value is its type (TRUE/FALSE).
-# Only the fields on the way to an offset are taken apart (SHAPE); any other struct,
-# list, map or string is kept as its bytes (Raw) and written back as they were: taking
-# apart every column's statistics made a footer cost ~8 ms to read and write, a rerun's
-# three text outputs two each.
+# Only the footer's own fields are taken apart (SHAPE); any other struct, list, map or
+# string is kept as its bytes (Raw) and written back as they were: taking apart every
+# column's statistics made a footer cost ~8 ms to read and write, a rerun's three text
+# outputs two each.  Each row group stays its bytes too (a Group), with the places of its
+# offsets found in one pass when it is copied (`Group.fields`): built as lists of fields,
+# the groups of a rerun's three footers were ~15 ms of reading and writing them.
 
 
 class Raw(bytes):
     """A value's bytes as the footer holds them (after its field header)."""
 
 
-COLUMN_META: dict = {}  # ColumnMetaData: its offsets and sizes are numbers, taken apart anyway
-SHAPE = {FILE_ROW_GROUPS: {RG_COLUMNS: {CC_META: COLUMN_META}}}
+GROUPS = object()  # SHAPE's mark of the row groups' list: each group read as a Group
+SHAPE = {FILE_ROW_GROUPS: GROUPS}
 
 def _varint(buf: bytes, at: int) -> tuple[int, int]:
     shift = out = 0
@@ -84,28 +86,56 @@ def _list_head(buf, at: int) -> tuple[int, int, int]:
     return n, et, at
 
 
+_INTS = (I16, I32, I64)
+_FIXED = {TRUE: 1, FALSE: 1, BYTE: 1, DOUBLE: 8, UUID: 16}  # bytes of a value of these types in a list
+
+
 def _skip(buf: bytes, at: int, t: int) -> int:
-    """Where the value of type t starting at `at` ends, nothing built."""
-    if t in (TRUE, FALSE, BYTE):
-        return at + 1
-    if t in (I16, I32, I64):
+    """Where the value of type t starting at `at` ends, nothing built.  The commonest
+    cases (a struct's numbers and strings, a list of numbers) are stepped over in line:
+    skipping is most of what reading a footer costs, a function call a value doubled it."""
+    if t == STRUCT:
+        while True:
+            head = buf[at]
+            at += 1
+            ft = head & 0x0F
+            if ft == STOP:
+                return at
+            if head < 0x10:  # the field id follows, as a varint
+                while buf[at] & 0x80:
+                    at += 1
+                at += 1
+            if ft == I32 or ft == I64 or ft == I16:
+                while buf[at] & 0x80:
+                    at += 1
+                at += 1
+            elif ft == BINARY:
+                n, at = _varint(buf, at)
+                at += n
+            elif ft != TRUE and ft != FALSE:  # a bool field's value is its type
+                at = _skip(buf, at, ft)
+    if t in _INTS:
         while buf[at] & 0x80:
             at += 1
         return at + 1
-    if t == DOUBLE:
-        return at + 8
-    if t == UUID:
-        return at + 16
     if t == BINARY:
         n, at = _varint(buf, at)
         return at + n
     if t in (LIST, SET):
         n, et, at = _list_head(buf, at)
-        if et == BINARY or et in (I16, I32, I64, STRUCT, LIST, SET, MAP):
+        if et in _FIXED:
+            return at + n * _FIXED[et]
+        if et in _INTS:
             for _ in range(n):
-                at = _skip(buf, at, et)
+                while buf[at] & 0x80:
+                    at += 1
+                at += 1
             return at
-        return at + n * {TRUE: 1, FALSE: 1, BYTE: 1, DOUBLE: 8, UUID: 16}[et]
+        for _ in range(n):
+            at = _skip(buf, at, et)
+        return at
+    if t in _FIXED:
+        return at + _FIXED[t]
     if t == MAP:
         n, at = _varint(buf, at)
         if n == 0:
@@ -115,20 +145,17 @@ def _skip(buf: bytes, at: int, t: int) -> int:
         for _ in range(n):
             at = _skip(buf, _skip(buf, at, kt), vt)
         return at
-    if t == STRUCT:
-        while True:
-            head = buf[at]
-            at += 1
-            ft = head & 0x0F
-            if ft == STOP:
-                return at
-            if not head >> 4:
-                while buf[at] & 0x80:
-                    at += 1
-                at += 1
-            if ft not in (TRUE, FALSE):
-                at = _skip(buf, at, ft)
     raise Unsupported(f"unknown Thrift type {t} in a Parquet footer")
+
+
+def _field_head(buf: bytes, at: int, last: int) -> tuple[int, int, int]:
+    """A struct field's header at `at`: (field id, type, where its value starts); the type
+    is STOP after a struct's last field.  The id is a delta from the last one's, or whole."""
+    head = buf[at]
+    if head >> 4 or head & 0x0F == STOP:
+        return last + (head >> 4), head & 0x0F, at + 1
+    n, at = _varint(buf, at + 1)
+    return _zigzag(n), head & 0x0F, at
 
 
 def _read(buf: bytes, at: int, t: int, shape: dict | None = None):
@@ -156,7 +183,12 @@ def _read(buf: bytes, at: int, t: int, shape: dict | None = None):
         n, et, at = _list_head(buf, at)
         items = []
         for _ in range(n):
-            v, at = _read(buf, at, et, shape)
+            if shape is GROUPS:  # found in the same pass that finds where the group ends
+                found, end = _fields(buf, at, GROUP_SHAPE, at)
+                v, at = Group(buf[at:end]), end
+                v._found = found
+            else:
+                v, at = _read(buf, at, et, shape)
             items.append(v)
         return (et, items), at
     if t == MAP:
@@ -174,16 +206,9 @@ def _read(buf: bytes, at: int, t: int, shape: dict | None = None):
     if t == STRUCT:
         fields, last = [], 0
         while True:
-            head = buf[at]
-            at += 1
-            ft = head & 0x0F
+            fid, ft, at = _field_head(buf, at, last)
             if ft == STOP:
                 return fields, at
-            if head >> 4:
-                fid = last + (head >> 4)
-            else:
-                n, at = _varint(buf, at)
-                fid = _zigzag(n)
             if ft in (TRUE, FALSE):
                 value = ft == TRUE
             else:
@@ -296,23 +321,69 @@ def row_groups(footer: list) -> list:
     return f[2][1] if f else []
 
 
-def span(group: list) -> tuple[int, int]:
+class Group(Raw):
+    """A row group's struct (RowGroup) as the footer holds it, its fields found on first use."""
+
+    _found: dict | None = None
+
+    def fields(self) -> dict:
+        """{field id: (type, start, end, value)} of the group, the value an int field's
+        number, the columns' list a list of their fields (and each column's metadata its
+        fields) alike, any other value None; start and end are where its bytes lie."""
+        if self._found is None:
+            self._found = _fields(self, 0, GROUP_SHAPE, 0)[0]
+        return self._found
+
+
+GROUP_SHAPE = {RG_COLUMNS: {CC_META: {}}}  # the fields taken apart on the way to the offsets
+
+
+def _fields(buf: bytes, at: int, shape: dict, origin: int) -> tuple[dict, int]:
+    """The fields of the struct at `at` (Group.fields; their places counted from `origin`),
+    and where it ends; a struct or a list of structs that `shape` names is taken apart."""
+    out, last = {}, 0
+    while True:
+        fid, ft, at = _field_head(buf, at, last)
+        if ft == STOP:
+            return out, at
+        last, value = fid, None
+        if ft in _INTS:
+            n, end = _varint(buf, at)
+            value = _zigzag(n)
+        elif ft in (TRUE, FALSE):
+            end = at
+        elif fid in shape and ft == STRUCT:
+            value, end = _fields(buf, at, shape[fid], origin)
+        elif fid in shape and ft == LIST:
+            n, _, end = _list_head(buf, at)
+            value = []
+            for _ in range(n):
+                item, end = _fields(buf, end, shape[fid], origin)
+                value.append(item)
+        else:
+            end = _skip(buf, at, ft)
+        out[fid] = (ft, at - origin, end - origin, value)
+        at = end
+
+
+def span(group: Group) -> tuple[int, int]:
     """The bytes [start, stop) a row group's column chunks occupy, which must be all of
     its data: nothing of it may live elsewhere in the file."""
     start, stop, size = None, 0, 0
-    for chunk in _field(group, RG_COLUMNS)[2][1]:
-        if any(_field(chunk, f) for f in (CC_OFFSET_INDEX, CC_COLUMN_INDEX, CC_CRYPTO, CC_ENCRYPTED)):
+    for chunk in group.fields()[RG_COLUMNS][3]:
+        if any(f in chunk for f in (CC_OFFSET_INDEX, CC_COLUMN_INDEX, CC_CRYPTO, CC_ENCRYPTED)):
             raise Unsupported("a row group with page indexes or encryption")
-        elsewhere = _field(chunk, CC_FILE_PATH)  # a summary file's column chunks live in other files
-        if elsewhere and bytes(elsewhere[2]) not in (b"", b"\x00"):
-            raise Unsupported("a column chunk in another file")
-        meta = _field(chunk, CC_META)
-        if meta is None or _field(meta[2], CM_BLOOM):
+        if CC_FILE_PATH in chunk:  # a summary file's column chunks live in other files
+            _, a, _, _ = chunk[CC_FILE_PATH]
+            n, a = _varint(group, a)
+            if bytes(group[a:a + n]) not in (b"", b"\x00"):
+                raise Unsupported("a column chunk in another file")
+        if CC_META not in chunk or CM_BLOOM in chunk[CC_META][3]:
             raise Unsupported("a row group with a bloom filter or no column metadata")
-        meta = meta[2]
-        dict_page = _field(meta, CM_DICT_PAGE)
-        first = dict_page[2] if dict_page and dict_page[2] > 0 else _field(meta, CM_DATA_PAGE)[2]
-        length = _field(meta, CM_COMPRESSED)[2]
+        meta = chunk[CC_META][3]
+        dict_page = meta.get(CM_DICT_PAGE)
+        first = dict_page[3] if dict_page and dict_page[3] > 0 else meta[CM_DATA_PAGE][3]
+        length = meta[CM_COMPRESSED][3]
         start = first if start is None else min(start, first)
         stop = max(stop, first + length)
         size += length
@@ -321,36 +392,32 @@ def span(group: list) -> tuple[int, int]:
     return start, stop
 
 
-def moved(group: list, delta: int, ordinal: int) -> list:
-    """A copy of a row group's struct whose offsets are `delta` bytes further on."""
-    def shift(fields: list, ids: tuple) -> list:
-        out = []
-        for fid, ft, value in fields:
-            if fid in ids and isinstance(value, int) and value > 0:
-                value += delta
-            out.append([fid, ft, value])
-        return out
-
-    out = []
-    for fid, ft, value in group:
-        if fid == RG_COLUMNS:
-            chunks = []
-            for chunk in value[1]:
-                chunk = shift(chunk, (CC_FILE_OFFSET,))
-                meta = _field(chunk, CC_META)
-                meta[2] = shift(meta[2], (CM_DATA_PAGE, CM_INDEX_PAGE, CM_DICT_PAGE))
-                chunks.append(chunk)
-            value = (value[0], chunks)
-        elif fid == RG_FILE_OFFSET and value > 0:
-            value += delta
-        elif fid == RG_ORDINAL:
-            value = ordinal
-        out.append([fid, ft, value])
-    return out
+def moved(group: Group, delta: int, ordinal: int) -> Raw:
+    """The row group's bytes with its offsets `delta` bytes further on and its ordinal
+    `ordinal`: every other byte as it was, the changed numbers written in their places."""
+    fields = group.fields()
+    numbers = []  # (start, end, new value) of each number that changes
+    for fid in (RG_FILE_OFFSET, RG_ORDINAL):
+        if fid in fields:
+            _, a, b, value = fields[fid]
+            numbers.append((a, b, ordinal if fid == RG_ORDINAL else value + delta if value > 0 else value))
+    for chunk in fields[RG_COLUMNS][3]:
+        shifts = [chunk[CC_FILE_OFFSET]] if CC_FILE_OFFSET in chunk else []
+        if CC_META in chunk:
+            meta = chunk[CC_META][3]
+            shifts += [meta[f] for f in (CM_DATA_PAGE, CM_INDEX_PAGE, CM_DICT_PAGE) if f in meta]
+        numbers += [(a, b, value + delta if value > 0 else value) for _, a, b, value in shifts]
+    out, at = bytearray(), 0
+    for a, b, value in sorted(numbers):
+        out += group[at:a]
+        _put_zigzag(out, value)
+        at = b
+    out += group[at:]
+    return Raw(out)
 
 
-def num_rows(group: list) -> int:
-    return _field(group, RG_NUM_ROWS)[2]
+def num_rows(group: Group) -> int:
+    return group.fields()[RG_NUM_ROWS][3]
 
 
 def _copy(src, dst, start: int, n: int) -> None:
