@@ -63,7 +63,8 @@ The stage is a map, a small reduce and a shuffle (`run`), whatever the engine:
    length (each term range computes its norms from them), term ranges of about equal
    postings, and the shards by document (`layout.plan_shards`: ranges of whole documents
    of at least indexing.shard_chunks chunks, which stage 05 on a cluster holds apart);
-3. each partition writes its rows of 04_chunks (`chunk_rows`); for each shard by document
+3. each partition writes its rows of 04_chunks (`chunk_rows`; locally on a thread of its own
+   while the postings are written: in line it was one core's work); for each shard by document
    in turn, each term range takes every partition's slice of its terms and of the shard's
    chunks (`term_slice`), merges them in corpus order (`merge_slices`) and writes its
    postings with their impacts (`shard_postings`).
