@@ -63,7 +63,8 @@ The stage is a map, a small reduce and a shuffle (`run`), whatever the engine:
    length (each term range computes its norms from them), term ranges of about equal
    postings, and the shards by document (`layout.plan_shards`: ranges of whole documents
    of at least indexing.shard_chunks chunks, which stage 05 on a cluster holds apart);
-3. each partition writes its rows of 04_chunks (`chunk_rows`); for each shard by document
+3. each partition writes its rows of 04_chunks (`chunk_rows`; locally on a thread of its own
+   while the postings are written: in line it was one core's work); for each shard by document
    in turn, each term range takes every partition's slice of its terms and of the shard's
    chunks (`term_slice`), merges them in corpus order (`merge_slices`) and writes its
    postings with their impacts (`shard_postings`).
@@ -81,6 +82,7 @@ from __future__ import annotations
 import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Iterator
 
@@ -483,6 +485,21 @@ def meta_model(ctx) -> str:
     return (ctx.inputs.get("external") or {}).get("model", "?")
 
 
+def write_postings(ctx, engine, plan: Plan, stats: dict, counts: list, k1: float, b: float, meta: dict) -> None:
+    """04_terms, then 04_postings: shard by shard (one: the whole corpus), each in term ranges."""
+    ctx.write_table("04_terms.parquet", plan.term_table(), meta)
+    lengths = engine.share(plan.lengths)
+    one = len(stats["shards"]) == 1
+    # Here a range's slice is made when its postings are written, not all ranges' first.
+    slice_of = (lambda fn, c: partial(fn, c)) if engine.kind == "local" else engine.submit
+    shards = [shard_of(plan, s, counts, lengths, slice_of, None if one else shard)
+              for shard in stats["shards"] for s in range(len(plan.bounds) - 1)]
+    write = StageFunction(4, "shard_postings", (k1, b, plan.avgdl))
+    if engine.kind == "local":  # the term ranges, two made at once, as one partition (one file)
+        write, shards = StageFunction(4, "ranges_postings", (k1, b, plan.avgdl)), [shards]
+    drain(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA, write, shards, desc="04 impacts", meta=meta))
+
+
 def run(ctx) -> None:
     sec, engine = ctx.section, ctx.engine
     few_arenas(COUNTING_THREADS)  # one malloc heap a core, not one a thread (pipekit/run/malloc.py)
@@ -528,23 +545,22 @@ def run(ctx) -> None:
     # Each written table is dropped once written: list() of them held every table to the
     # end, and for the postings that was the whole index again (20 bytes a posting: 0.7 GB
     # of stage 04's 1.5 GB peak at a million passages, bench/README.md).
-    drain(ctx.write_partitions("04_chunks.parquet", CHUNKS_SCHEMA, StageFunction(4, "chunk_rows"),
-                               [(first[p], c) for p, c in enumerate(counts)], desc="04 chunks", meta=meta))
-    ctx.write_table("04_terms.parquet", plan.term_table(), meta)
-    lengths = engine.share(plan.lengths)
-    # Shard by shard (one: the whole corpus), each in term ranges written side by side.
-    one = len(stats["shards"]) == 1
-    # Here a range's slice is made when its postings are written, not all ranges' first.
-    slice_of = (lambda fn, c: partial(fn, c)) if engine.kind == "local" else engine.submit
-    shards = [shard_of(plan, s, counts, lengths, slice_of, None if one else shard)
-              for shard in stats["shards"] for s in range(len(plan.bounds) - 1)]
-    write = StageFunction(4, "shard_postings", (k1, b, plan.avgdl))
-    if engine.kind == "local":  # the term ranges, two made at once, as one partition (one file)
-        write, shards = StageFunction(4, "ranges_postings", (k1, b, plan.avgdl)), [shards]
-    drain(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA, write, shards, desc="04 impacts", meta=meta))
+    chunk_file = partial(drain, ctx.write_partitions("04_chunks.parquet", CHUNKS_SCHEMA, StageFunction(4, "chunk_rows"),
+                                                     [(first[p], c) for p, c in enumerate(counts)], desc="04 chunks",
+                                                     meta=meta))
+    # Locally, 04_chunks (read again from 03_chunks, then written) on a thread of its own while
+    # the postings are put together and written: in line it was one core's work with the
+    # other idle, 1.2 s at a million passages (bench/README.md, branch s04g).
+    with ThreadPoolExecutor(1, thread_name_prefix="04-chunks") as beside:
+        chunks_done = beside.submit(chunk_file) if engine.kind == "local" else None
+        if chunks_done is None:
+            chunk_file()
+        write_postings(ctx, engine, plan, stats, counts, k1, b, meta)
+        if chunks_done is not None:
+            chunks_done.result()  # (its error, if it failed)
     # The counts, freed and handed back: run_pipeline.py runs stage 05 in this process next,
     # and the counting threads' malloc arenas kept what they had freed (+30 MB at 200k passages).
-    del shards, counts, slice_of
+    del counts
     release_freed_memory()
     if sec["dense_model"] is None:
         ctx.remove_output(dense.VECTORS)  # an older run's vectors are not this index's

@@ -350,6 +350,22 @@ def test_a_batch_counted_token_by_token_gives_the_summed_counts_postings(entries
             assert np.array_equal(a, b)
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([1, 2, 7, 65_535]), max_size=5), max_size=12),
+       st.sampled_from([np.uint16, np.int32]))
+def test_row_sums_are_a_bincount_of_each_entrys_row(rows, dtype):
+    """`row_sums` (each row's run of counts summed, as batch_postings takes a chunk's length)
+    gives what a bincount of every entry's row, weighted by its count, gives: empty rows,
+    leading and trailing ones included, are 0."""
+    values = np.array([v for r in rows for v in r], dtype=dtype)
+    indptr = np.zeros(len(rows) + 1, dtype=np.int32)
+    np.cumsum([len(r) for r in rows], out=indptr[1:])
+    row_of = np.repeat(np.arange(len(rows)), np.diff(indptr))
+    want = np.bincount(row_of, weights=values, minlength=len(rows)).astype(np.int64)
+    got = counting.row_sums(values, indptr)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
 def test_a_small_rerun_counts_without_scipy(tmp_path):
     """One added file's chunks are counted in NumPy: stage 04's rerun never loads scipy."""
     from conftest import packages, run_importing, run_script

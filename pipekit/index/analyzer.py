@@ -230,13 +230,46 @@ def _regex_runs(arr: pa.Array, capitals: bool = False) -> tuple[pa.Array, np.nda
     return pc.if_else(name, flat, pc.utf8_lower(flat)), np.asarray(pc.list_parent_indices(runs), dtype=np.int64)
 
 
+ASCII_PIECE = 1 << 17  # bytes of text _ascii_runs cuts at once (whole texts: a longer one alone)
+
+
 def _ascii_runs(arr: pa.Array, capitals: bool = False) -> tuple[pa.Array, np.ndarray]:
     """`_regex_runs` for pure-ASCII texts, in numpy over the bytes (one-letter runs dropped,
-    but for the lone capitals that are names when `capitals`, kept upper-case)."""
+    but for the lone capitals that are names when `capitals`, kept upper-case); the texts'
+    run numbers as int32.
+
+    Cut ASCII_PIECE bytes of whole texts at a time (`_ascii_piece`), then put together: on a
+    batch of 8,192 passages (~4.8 MB) each of the scan's ~15 passes made a fresh array of the
+    batch's size, a new mapping faulted in page by page and handed back when freed (8,000
+    page faults a batch, a million passages' stage 04 faulted 4 GB in); a piece's arrays stay
+    in the CPU's cache and in malloc's heap, reused by the next piece (2,700 faults a batch,
+    the step ~15 % less CPU; bench/README.md, branch s04g).  The runs are the same, in the
+    same order: each piece is whole texts, and a run never crosses a text."""
     offsets, data = string_buffers(arr)
     lo, hi = int(offsets[0]), int(offsets[-1])
     if hi == lo:
-        return pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
+        return pa.array([], pa.string()), np.zeros(0, dtype=np.int32)
+    n = len(arr)
+    # The text holding every ASCII_PIECE-th byte opens a piece (and the first text: empty
+    # texts before it hold no byte).
+    cuts = np.unique(np.concatenate([[0], np.searchsorted(offsets, np.arange(lo, hi, ASCII_PIECE), side="right") - 1,
+                                     [n]])).tolist()
+    pieces = [_ascii_piece(offsets[i:j + 1], data, capitals, i) for i, j in zip(cuts[:-1], cuts[1:])]
+    if len(pieces) == 1:
+        kept, lengths, parent = pieces[0]
+    else:
+        kept, lengths, parent = (np.concatenate(p) for p in zip(*pieces))
+    run_offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=run_offsets[1:])
+    runs = pa.StringArray.from_buffers(len(lengths), pa.py_buffer(run_offsets), pa.py_buffer(kept))
+    return runs, parent
+
+
+def _ascii_piece(offsets: np.ndarray, data: np.ndarray, capitals: bool, first: int):
+    """The runs of the texts whose bytes are data[offsets[0]:offsets[-1]] (text k's are
+    data[offsets[k]:offsets[k + 1]]): their bytes lower-cased and put end to end, their
+    lengths, and the text of each (numbered from `first`)."""
+    lo, hi = int(offsets[0]), int(offsets[-1])
     raw = data[lo:hi]
     # Bit 0x20 lower-cases an ASCII letter and leaves a digit as it is (uint8 arithmetic wraps,
     # so each "in range" test is one subtraction and one comparison).
@@ -263,15 +296,11 @@ def _ascii_runs(arr: pa.Array, capitals: bool = False) -> tuple[pa.Array, np.nda
     keep = in_run
     keep[starts[single]] = False
     starts, ends = starts[~single], ends[~single]
-    lengths = ends - starts
-    data = folded[keep]
-    run_offsets = np.zeros(len(starts) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=run_offsets[1:])
-    runs = pa.StringArray.from_buffers(len(starts), pa.py_buffer(run_offsets), pa.py_buffer(data))
+    lengths = (ends - starts).astype(np.int32)
     # Each text's first run, then every run labelled with its text (cheaper than searching per run).
-    first = np.searchsorted(starts, offsets - lo, side="left")
-    parent = np.repeat(np.arange(len(arr), dtype=np.int64), np.diff(first))
-    return runs, parent
+    at = np.searchsorted(starts, offsets - lo, side="left")
+    parent = np.repeat(np.arange(first, first + len(offsets) - 1, dtype=np.int32), np.diff(at))
+    return folded[keep], lengths, parent
 
 
 _STEMMER = None

@@ -117,15 +117,19 @@ def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarra
     else:
         ids = np.take(term_of_local, ids)
     n = len(row_nnz)
-    rows = np.repeat(np.arange(n, dtype=np.int32), row_nnz)
+    indptr = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(row_nnz, out=indptr[1:])
     is_term = ids >= 0
     if not is_term.all():
-        ids, counts, rows = ids[is_term], counts[is_term], rows[is_term]
-    # A row's length is the sum of its counts (weights included), taken wider than a count.
-    lengths = np.bincount(rows, weights=counts, minlength=n).astype(np.int64) if n else np.zeros(0, np.int64)
-    indptr = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-    del rows
+        ids, counts = ids[is_term], counts[is_term]
+        kept_before = np.zeros(len(is_term) + 1, dtype=np.int32)  # entries kept before each one
+        np.cumsum(is_term, out=kept_before[1:])
+        indptr = kept_before[indptr]
+        del kept_before
+    # A row's length is the sum of its counts (weights included), taken wider than a count:
+    # summed over each row's run (the rows are in order), not by a bincount of every entry's
+    # row, whose rows and counts NumPy first copied to int64 and float64 (16 bytes an entry).
+    lengths = row_sums(counts, indptr)
     # (a word's repeats in a chunk, and two words of one term, summed here: counting.by_row)
     col_ptr, chunk, tf = to_csc(indptr, ids, counts, (n, max(n_terms, 1)), summed=True)
     df = np.diff(col_ptr)
@@ -136,6 +140,15 @@ def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarra
     # (each term's start kept: summing the counts before a range's first term, per range and
     # batch, was 0.5 s of a million passages' write)
     return Piece(present, df[present], chunk, narrow_counts(tf), col_ptr[np.r_[present, n_terms]]), lengths
+
+
+def row_sums(values: np.ndarray, indptr: np.ndarray) -> np.ndarray:
+    """Each row's sum of `values` (int64), rows being the runs values[indptr[i]:indptr[i + 1]]."""
+    sums = np.zeros(len(indptr) - 1, dtype=np.int64)
+    filled = indptr[1:] > indptr[:-1]
+    if filled.any():  # (reduceat sums from each start to the next: an empty row's start would be misread)
+        sums[filled] = np.add.reduceat(values, indptr[:-1][filled], dtype=np.int64)
+    return sums
 
 
 class Piece(NamedTuple):
