@@ -29,7 +29,7 @@ OUTPUTS = get_stage(4).outputs
 
 # Runs a stage script as __main__, pausing inside the first ParquetWriter.write_table.
 PAUSING_RUNNER = r"""
-import os, runpy, sys, time
+import os, runpy, sys, threading, time
 import pipekit.run.io
 
 flag = os.environ["PAUSE_FLAG"]
@@ -38,10 +38,12 @@ original = pipekit.run.io.ParquetSink.write
 # Pauses the stage itself (the main thread, where Ctrl-C lands) once its first batch is in
 # the temp file: Parquet's encoding runs on a writer thread, so pausing there would leave
 # the stage running on, and an interrupted stage rightly waits for the batch in flight.
+# Only the main thread's writes pause: stage 04 writes 04_chunks on a thread of its own,
+# and when that write came first the stage waited on a thread asleep for 600 s.
 def write_then_pause(self, *args, **kwargs):
     original(self, *args, **kwargs)
     self._finish_in_flight()
-    if not os.path.exists(flag):
+    if threading.current_thread() is threading.main_thread() and not os.path.exists(flag):
         open(flag, "w").close()
         time.sleep(600)
 
