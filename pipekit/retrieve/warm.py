@@ -139,7 +139,8 @@ class OneQuery:
             n = len(ix.lengths)
             if postings * BINCOUNT_SHARE > n:
                 dense = summed(n, parts)
-                cols = (dense != 0).nonzero()[0]  # (over bools: nonzero over floats took 4x as long)
+                cols = (dense != 0.0).nonzero()[0]  # (over bools: nonzero over floats took 4x as long;
+                # 0.0, not 0: a Python int is promoted first, ~0.3 µs)
                 return cols, dense.take(cols)
         cols, vals = ix.scores(ids, weights=weights)
         return cols.astype(np.intp), vals
