@@ -10,9 +10,9 @@ Writes `05_results.parquet` (query_id, query, rank, score, chunk_id, doc_id, hea
        (the document-level run in TREC format) and, with qrels of documents in the index,
        `05_metrics.parquet` (nDCG@10, AP@100, R@100 per query and `all`), also appended to the run history `05_history.parquet` (pipekit/tools/history.py).
 
-The idea: since stage 04 stored each posting's BM25 impact, a query's score for a chunk
-is a sum of looked-up numbers, one per distinct query term, each times qtf, how often
-the query says it (SPEC; `QueryTerms` holds a query's term ids and these weights).
+The idea: stage 04 counted, this stage scores: a query's score for a chunk is a sum of one number per
+distinct query term, its BM25 weight ("impact"; from tf, idf and the chunk's length as it is summed,
+pipekit/retrieve/bm25.py) times qtf, how often the query says it (SPEC; `QueryTerms`: ids and weights).
 `Index.scores` is that sum done plainly: every posting of every term.  `Index.best_candidates`
 gives the same top results while reading far fewer postings (MaxScore):
 
@@ -91,10 +91,11 @@ from pipekit.retrieve.shards import answer as shard_answer, on_shards
 from pipekit.retrieve.results import (METRICS, added_terms, also_column, chunk_texts, collect_answers, evaluate,
                              explain_rows, judged_in_index, print_results, results_table, termless_queries)
 from pipekit.retrieve.asked import AskedPostings, rows_only as only_rows
+from pipekit.retrieve import bm25
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
-from pipekit.retrieve.ranks import (BINCOUNT_SHARE, TopPostings, common_term_rows, document_codes, largest_impacts, masked,
+from pipekit.retrieve.ranks import (BINCOUNT_SHARE, TopPostings, common_term_rows, document_codes, masked,
                                     nth_best_document, rank, row_lookup, row_postings, sorted_unique, summed)
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
 from pipekit.run.arrays import one_array, run_starts
@@ -117,7 +118,7 @@ THREADS_PAY = 500_000  # postings a query's terms hold, on average, before a sec
 
 class Index:
     """The stage-04 tables loaded for scoring, each term's postings as one slice: `chunk[indptr[t]:
-    indptr[t+1]]` are the chunks term t occurs in (in corpus order), `impact[...]` its BM25 weight in each."""
+    indptr[t+1]]` are the chunks term t occurs in (in corpus order), `tf[...]` its count in each (`weigh`)."""
 
     asked = None  # with `queries`: the postings held are only their terms' (pipekit/retrieve/asked.py)
     _whole: dict = {}  # term -> coded row, for the terms held only as rows (`rows_only`)
@@ -173,17 +174,19 @@ class Index:
         order): a document's best chunk is then a group-by on ints, not on a million strings."""
         doc_names, doc_codes = document_codes(one_array(chunks.column("doc_id")))
         self.lengths = chunks.column("length").to_numpy()
-        self.chunk, self.impact, self._whole = (  # (asked: each row-only term coded as its rows are read)
-            self.asked.postings(self._postings_path, len(self.lengths), cores(), zeros) if self.asked is not None
-            else (self._read_column("chunk", np.int32, zeros), self._read_column("impact", np.float64, zeros), {}))
-        max_impact = largest_impacts(self.indptr, self.impact, self._whole)  # the most a term adds (pruning)
+        tf_type = bm25.tf_dtype(io.column_max(self._postings_path, "tf"))  # 1-2 bytes a posting (an impact was 8)
+        self.weigh = bm25.Weights(self.idf, self.stats, self.lengths)  # weighs them as they are used (a norm a chunk)
+        self.chunk, self._tf, self._whole = (  # (asked: each row-only term coded as its rows are read)
+            self.asked.postings(self._postings_path, len(self.lengths), cores(), zeros, tf_type, self.weigh) if self.asked
+            else (self._read_column("chunk", np.int32, zeros), self._read_column("tf", tf_type, zeros), {}))
+        max_impact = self.weigh.largest(self.indptr, self._tf, self.chunk, self._whole)  # the most a term adds
         dense_ids, dense = self._dense_rows(zeros)
         return {"lengths": self.lengths, "doc_names": doc_names, "doc_codes": doc_codes, "chunk": self.chunk,
-                "impact": self.impact, "max_impact": max_impact, "dense_ids": dense_ids, "dense": dense}
+                "_tf": self._tf, "weigh": self.weigh, "max_impact": max_impact, "dense_ids": dense_ids, "dense": dense}
 
     @property
     def tf(self) -> np.ndarray:
-        if self._tf is None:
+        if self._tf is None:  # (an Index loaded without its postings: postings=False)
             self._tf = self._read_column("tf", np.int32)
         return self._tf
 
@@ -195,7 +198,7 @@ class Index:
 
     def drop_postings(self) -> None:
         """The postings and rows forgotten once the queries are answered (~130 MB at 1M passages)."""
-        self.chunk = self.impact = self._tf = self._forward = None
+        self.chunk = self._tf = self._forward = None
         self._dense, self._seeds, self._whole = {}, None, {}
         release_freed_memory()
 
@@ -322,8 +325,8 @@ class Index:
         row = self._whole.get(int(t)) if self._whole else None
         if row is not None:  # held only as its row: the same postings decoded (those >= at_least, if > 0)
             return row_postings(row, self.chunk.dtype, at_least)
-        lo, hi = self.indptr[t], self.indptr[t + 1]
-        return self.chunk[lo:hi], self.impact[lo:hi]
+        lo, hi = self.indptr.item(t), self.indptr.item(t + 1)
+        return self.chunk[lo:hi], self.weigh(t, self.chunk[lo:hi], self._tf[lo:hi])
 
     def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, list]:
         """The ids of the terms in over 1/DENSE_SHARE of the chunks, and their rows (ranks.common_term_rows)."""
@@ -365,15 +368,14 @@ class Index:
             return np.zeros(0, dtype=self.chunk.dtype), np.zeros(0, dtype=np.float64)
         w = ([1.0] * len(term_ids) if weights is None else weights if isinstance(weights, list)
              else np.asarray(weights, dtype=np.float64).tolist())
-        # Bounds as Python ints: per-term NumPy scalars were a quarter of a Searcher's one query here.
-        indptr, parts, postings, whole = self.indptr, [], 0, self._whole
+        parts, postings, whole = [], 0, self._whole
         for t, wt in zip(term_ids, w):
             if whole and t in whole:  # held only as its coded row: (None, (codes, values)), summed over every chunk
                 parts.append((None, (whole[t][0], whole[t][1] if wt == 1.0 else whole[t][1] * wt)))
                 continue
-            lo, hi = indptr.item(t), indptr.item(t + 1)
-            parts.append((self.chunk[lo:hi], self.impact[lo:hi] if wt == 1.0 else self.impact[lo:hi] * wt))
-            postings += hi - lo
+            ch, imp = self._postings_of(t)
+            parts.append((ch, imp if wt == 1.0 else imp * wt))
+            postings += len(ch)
         if len(parts) == 1:  # one term: its postings are the answer as they stand
             cols, vals = parts[0] if parts[0][0] is not None else row_postings(parts[0][1], self.chunk.dtype)
         elif postings * BINCOUNT_SHARE > len(self.lengths) or whole and any(p[0] is None for p in parts):

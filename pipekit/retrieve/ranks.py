@@ -194,17 +194,6 @@ def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int,
     return np.concatenate([np.fromiter(coded, np.int64, len(coded)), common]).astype(np.int64), list(coded.values()) + rows
 
 
-def largest_impacts(indptr: np.ndarray, impact: np.ndarray, rows: dict) -> np.ndarray:
-    """Each term's largest impact (0 for a term whose postings are not held), from its run of
-    `impact` or, for a term held only as its coded row (`rows`: term -> (codes, values)), its values."""
-    out = np.zeros(len(indptr) - 1, dtype=np.float64)
-    has = np.diff(indptr) > 0
-    if has.any():
-        out[has] = np.maximum.reduceat(impact, indptr[:-1][has])
-    out[list(rows)] = [values.max() for _, values in rows.values()]
-    return out
-
-
 def commonest(df: np.ndarray, n: int, share: int, most: int) -> np.ndarray:
     """The ids of the terms in over 1/`share` of the `n` chunks, at most `most`, commonest first."""
     common = np.flatnonzero(df * share > n)
