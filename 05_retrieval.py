@@ -121,6 +121,7 @@ class Index:
     indptr[t+1]]` are the chunks term t occurs in (in corpus order), `tf[...]` its count in each (`weigh`)."""
 
     asked = None  # with `queries`: the postings held are only their terms' (pipekit/retrieve/asked.py)
+    weigh = None  # the held postings and their weights (pipekit/retrieve/bm25.py)
     _whole: dict = {}  # term -> coded row, for the terms held only as rows (`rows_only`)
 
     def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None, rows_only: bool = False):
@@ -174,20 +175,22 @@ class Index:
         order): a document's best chunk is then a group-by on ints, not on a million strings."""
         doc_names, doc_codes = document_codes(one_array(chunks.column("doc_id")))
         self.lengths = chunks.column("length").to_numpy()
-        tf_type = bm25.tf_dtype(io.column_max(self._postings_path, "tf"))  # 1-2 bytes a posting (an impact was 8)
-        self.weigh = bm25.Weights(self.idf, self.stats, self.lengths)  # weighs them as they are used (a norm a chunk)
-        self.chunk, self._tf, self._whole = (  # (asked: each row-only term coded as its rows are read)
-            self.asked.postings(self._postings_path, len(self.lengths), cores(), zeros, tf_type, self.weigh) if self.asked
-            else (self._read_column("chunk", np.int32, zeros), self._read_column("tf", tf_type, zeros), {}))
-        max_impact = self.weigh.largest(self.indptr, self._tf, self.chunk, self._whole)  # the most a term adds
+        largest_tf = io.column_max(self._postings_path, "tf")  # held as 2 bytes a posting where an impact was 8:
+        self.weigh = bm25.Weights(self.idf, self.stats, self.lengths, largest_tf)  # weighed as they are used
+        self.chunk, tf, self._whole = (  # (asked: each row-only term coded as its rows are read)
+            self.asked.postings(self._postings_path, len(self.lengths), cores(), zeros, bm25.tf_dtype(largest_tf),
+                                self.weigh) if self.asked is not None else
+            (self._read_column("chunk", np.int32, zeros), self._read_column("tf", bm25.tf_dtype(largest_tf), zeros), {}))
+        self.weigh.hold(self.chunk, tf)  # (tf and length as one code, pipekit/retrieve/bm25.py)
+        max_impact = self.weigh.largest(self.indptr, self._whole)  # the most a term adds
         dense_ids, dense = self._dense_rows(zeros)
         return {"lengths": self.lengths, "doc_names": doc_names, "doc_codes": doc_codes, "chunk": self.chunk,
-                "_tf": self._tf, "weigh": self.weigh, "max_impact": max_impact, "dense_ids": dense_ids, "dense": dense}
+                "_tf": None, "weigh": self.weigh, "max_impact": max_impact, "dense_ids": dense_ids, "dense": dense}
 
     @property
     def tf(self) -> np.ndarray:
-        if self._tf is None:  # (an Index loaded without its postings: postings=False)
-            self._tf = self._read_column("tf", np.int32)
+        if self._tf is None:  # (the held postings' counts; an Index loaded without them reads them)
+            self._tf = self.weigh.counts() if self.weigh is not None else self._read_column("tf", np.int32)
         return self._tf
 
     def _read_column(self, name: str, dtype, zeros=np.empty) -> np.ndarray:
@@ -198,7 +201,7 @@ class Index:
 
     def drop_postings(self) -> None:
         """The postings and rows forgotten once the queries are answered (~130 MB at 1M passages)."""
-        self.chunk = self._tf = self._forward = None
+        self.chunk = self._tf = self._forward = self.weigh = None
         self._dense, self._seeds, self._whole = {}, None, {}
         release_freed_memory()
 
@@ -321,12 +324,16 @@ class Index:
             score += self._lookup(t, cand, wt)  # in place: the same sums, no new array each time
         return score
 
-    def _postings_of(self, t, at_least: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    def _postings_of(self, t, at_least: float = 0.0, sample: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Term t's chunks and weights (with `sample`: every n-th posting of a list longer than it, weighed alone)."""
         row = self._whole.get(int(t)) if self._whole else None
         if row is not None:  # held only as its row: the same postings decoded (those >= at_least, if > 0)
-            return row_postings(row, self.chunk.dtype, at_least)
+            ch, imp = row_postings(row, self.chunk.dtype, at_least)
+            step = len(ch) // sample if 0 < sample < len(ch) else 1
+            return ch[::step], imp[::step]
         lo, hi = self.indptr.item(t), self.indptr.item(t + 1)
-        return self.chunk[lo:hi], self.weigh(t, self.chunk[lo:hi], self._tf[lo:hi])
+        step = (hi - lo) // sample if 0 < sample < hi - lo else 1
+        return self.chunk[lo:hi:step], self.weigh.held(t, slice(lo, hi, step))
 
     def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, list]:
         """The ids of the terms in over 1/DENSE_SHARE of the chunks, and their rows (ranks.common_term_rows)."""
@@ -340,20 +347,9 @@ class Index:
 
     def _unweighted_lookup(self, t, cand: np.ndarray) -> np.ndarray:
         dense = self._dense.get(t)
-        if dense is not None:
+        if dense is not None:  # (a term held only as a row has one: only held postings below)
             return row_lookup(dense, cand)
-        ch, imp = self._postings_of(t)
-        # Both sorted: search the fewer in the more, in one dtype (else NumPy copies the list
-        # to int64); take(mode="clip") reads a position past the end as the last, no clamping pass.
-        cand = cand.astype(ch.dtype, copy=False)
-        if len(cand) > SEARCH_SWAP * len(ch):
-            pos = np.searchsorted(cand, ch)
-            pos, found = masked(cand.take(pos, mode="clip") == ch, pos, imp)
-            out = np.zeros(len(cand), dtype=np.float64)
-            out[pos] = found
-            return out
-        pos = np.searchsorted(ch, cand)
-        return np.where(ch.take(pos, mode="clip") == cand, imp.take(pos, mode="clip"), 0.0)
+        return bm25.looked_up(self.weigh, t, self.indptr.item(t), self.indptr.item(t + 1), cand, SEARCH_SWAP)
 
     def scores(self, term_ids: np.ndarray, at_least: float = 0.0,
                weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

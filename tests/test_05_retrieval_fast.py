@@ -385,12 +385,12 @@ def test_the_index_holds_no_unread_columns_and_drops_its_postings(tmp_path):
     assert "content_hash" in pq.read_schema(tmp_path / "04_chunks.parquet").names
     assert not {"chunk", "content_hash"} & set(index.chunks.column_names)
     assert {"chunk_id", "doc_id", "heading", "length"} <= set(index.chunks.column_names)
-    assert len(index._dense) > 0 and index.tf is not None
-    # tf held as narrow as the file's largest count allows (its row groups' statistics), not as a float64 impact
-    assert index.tf.dtype == np.uint8 and len(index.tf) == len(index.chunk)
-    assert "impact" not in pq.read_schema(tmp_path / "04_postings.parquet").names
+    assert len(index._dense) > 0 and "impact" not in pq.read_schema(tmp_path / "04_postings.parquet").names
+    # Each posting held as one uint16 code of its (tf, length) pair, not as a float64 impact (bm25.Weights)
+    assert index.weigh.codes.dtype == np.uint16 and len(index.weigh.codes) == len(index.chunk)
+    assert index.tf.tolist() == pq.read_table(tmp_path / "04_postings.parquet").column("tf").to_pylist()
     index.drop_postings()
-    assert index.chunk is None and index._tf is None and index._dense == {}
+    assert index.chunk is None and index._tf is None and index.weigh is None and index._dense == {}
 
 
 def postings_file(path, rng, n_terms=60, group=7):

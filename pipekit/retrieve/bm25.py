@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-BLOCK = 1 << 20  # postings weighed at a time when every term's are (`largest`, `all_weights`): 8 MB of float64
+BLOCK = 1 << 20  # postings weighed or coded at a time when every term's are: 8 MB of float64
+PAIRS_MAX = 1 << 16  # (tf, length) pairs up to which a held posting is one uint16 code of both
+TABLE_PAYS = 4  # postings weighed at once, per pair, from which a term's table of weights by code pays
 
 
 def chunk_norms(k1: float, b: float, avgdl: float, lengths: np.ndarray) -> np.ndarray:
@@ -39,12 +41,14 @@ def chunk_norms(k1: float, b: float, avgdl: float, lengths: np.ndarray) -> np.nd
 
 def weights(idf, tf: np.ndarray, norm: np.ndarray, k1: float) -> np.ndarray:
     """SPEC's BM25 term weight of postings with these tf and chunk norms (`norm`: each
-    posting's chunk's), for one term (`idf` a number) or per posting (`idf` an array)."""
-    tfv = tf.astype(np.float64)
-    out = np.multiply(idf, tfv)
+    posting's chunk's, a gathered copy, the caller's to lose: written over), for one term
+    (`idf` a number) or per posting (`idf` an array)."""
+    # Four passes: each product and the sum as a new array were six.  tf is converted to
+    # float64 inside each ufunc, exactly, and x + y is y + x in IEEE arithmetic: the same bits.
+    out = np.multiply(idf, tf, dtype=np.float64)
     out *= k1 + 1
-    tfv += norm
-    out /= tfv
+    norm += tf
+    out /= norm
     return out
 
 
@@ -55,62 +59,120 @@ def tf_dtype(largest: int | None) -> type:
     return np.uint8 if largest < 1 << 8 else np.uint16
 
 
-def blocks(indptr: np.ndarray, held: np.ndarray):
-    """Runs of the held terms (ids ascending, each run of postings non-empty) of about BLOCK
-    postings each, whole terms: (their ids, first posting, end) — the postings of terms that
-    follow each other in id order lie side by side in the held arrays."""
-    if len(held) == 0:
-        return
-    starts = indptr[held]
-    i = 0
-    while i < len(held):
-        j = int(np.searchsorted(starts, starts[i] + BLOCK, side="left"))
-        j = max(j, i + 1)
-        yield held[i:j], int(starts[i]), int(indptr[held[j - 1] + 1])
-        i = j
-
-
-def block_weights(terms: np.ndarray, lo: int, hi: int, indptr, idf, tf, chunk, norm, k1) -> np.ndarray:
-    """The weights of postings [lo, hi), the runs of `terms` (a `blocks` block)."""
-    term_of = np.repeat(terms, np.diff(indptr)[terms])
-    return weights(idf.take(term_of), tf[lo:hi], norm.take(chunk[lo:hi]), k1)
-
-
 class Weights:
-    """An index's weights: its terms' idf, its chunks' norms (from their lengths and the corpus
-    statistics stage 04 recorded: k1, b, avgdl) and k1, for stage 05's Index and its workers."""
+    """An index's BM25 weights: its terms' idf, its chunks' norms (from their lengths and the
+    corpus statistics stage 04 recorded: k1, b, avgdl), and the postings it holds (`hold`).
 
-    def __init__(self, idf: np.ndarray, stats: dict, lengths: np.ndarray):
+    A weight depends on the term and on the posting's (tf, chunk length) pair alone, and a
+    corpus has few distinct pairs (21 counts x 65 lengths on the bench's 1M passages), so a
+    held posting is one uint16 code of its pair (`codes`, when they number PAIRS_MAX or fewer),
+    and a term's weights over many postings are its table over the pairs (each entry SPEC's
+    formula on that tf and norm, `weights`) taken at their codes: one gather from a few KB, where
+    the formula over each posting gathered its chunk's norm from 8 MB and made four passes.
+    The same bits either way: the same operations on the same two numbers (tests/test_bm25.py)."""
+
+    def __init__(self, idf: np.ndarray, stats: dict, lengths: np.ndarray, largest_tf: int | None = None):
         self.idf, self.k1 = idf, stats["k1"]
-        self.norm = chunk_norms(self.k1, stats["b"], stats["avgdl"], lengths)
+        k1, b, avgdl = stats["k1"], stats["b"], stats["avgdl"]
+        self.norm = chunk_norms(k1, b, avgdl, lengths)
+        self.chunk = self.tf = self.codes = self.klass = None
+        if largest_tf is None or len(lengths) == 0:
+            return
+        seen = np.bincount(lengths) > 0  # the distinct lengths, numbered in order (lengths are small counts)
+        values = np.flatnonzero(seen).astype(lengths.dtype)
+        self.n_lengths = len(values)
+        if (largest_tf + 1) * self.n_lengths > PAIRS_MAX:
+            return  # too many pairs for a uint16 code: tf held, each posting weighed by the formula
+        self.klass = (np.cumsum(seen) - 1).astype(np.uint16).take(lengths)  # each chunk's length's number
+        # code = tf · n_lengths + the length's number; each code's tf and norm (as the chunk's, the same bits)
+        self.pair_tf = np.repeat(np.arange(largest_tf + 1, dtype=np.int64), self.n_lengths)
+        self.pair_norm = np.tile(chunk_norms(k1, b, avgdl, values), largest_tf + 1)
+
+    def hold(self, chunk: np.ndarray, tf: np.ndarray) -> None:
+        """The held postings (term-major runs, as stage 05's Index holds them): their chunks and
+        tf, kept as codes of (tf, length) when there are few enough pairs."""
+        self.chunk = chunk
+        if self.klass is None:
+            self.tf = tf
+            return
+        self.codes = np.empty(len(tf), dtype=np.uint16)
+        for a in range(0, len(tf), BLOCK):
+            code = tf[a:a + BLOCK].astype(np.uint16)
+            code *= np.uint16(self.n_lengths)
+            code += self.klass.take(chunk[a:a + BLOCK])
+            self.codes[a:a + BLOCK] = code
+
+    def counts(self) -> np.ndarray:
+        """Every held posting's tf."""
+        return self.tf if self.codes is None else self.codes // np.uint16(self.n_lengths)
 
     def __call__(self, t: int, chunk: np.ndarray, tf: np.ndarray) -> np.ndarray:
         """Term t's weight in each of these postings (its chunks, and its tf in each)."""
         return weights(self.idf[t], tf, self.norm.take(chunk), self.k1)
 
-    def largest(self, indptr: np.ndarray, tf: np.ndarray, chunk: np.ndarray, rows: dict) -> np.ndarray:
-        return largest(indptr, self.idf, tf, chunk, self.norm, self.k1, rows)
+    def held(self, t: int, at) -> np.ndarray:
+        """Term t's weight in held postings `at` (a slice or positions): by its table when they are
+        many, else each by the formula (with codes: the pair's tf and norm, from a small table)."""
+        if self.codes is None:
+            return self(t, self.chunk[at], self.tf[at])
+        codes = self.codes[at]
+        if len(codes) * TABLE_PAYS >= len(self.pair_tf):
+            return weights(self.idf[t], self.pair_tf, self.pair_norm.copy(), self.k1).take(codes)
+        return weights(self.idf[t], codes // np.uint16(self.n_lengths), self.pair_norm.take(codes), self.k1)
 
-    def all(self, indptr: np.ndarray, tf: np.ndarray, chunk: np.ndarray) -> np.ndarray:
-        return all_weights(indptr, self.idf, tf, chunk, self.norm, self.k1)
+    def _block(self, terms: np.ndarray, lo: int, hi: int, indptr: np.ndarray) -> np.ndarray:
+        """The weights of held postings [lo, hi), the runs of `terms` (ascending, whole)."""
+        idf = self.idf.take(np.repeat(terms, np.diff(indptr)[terms]))
+        if self.codes is None:
+            return weights(idf, self.tf[lo:hi], self.norm.take(self.chunk[lo:hi]), self.k1)
+        codes = self.codes[lo:hi]
+        return weights(idf, codes // np.uint16(self.n_lengths), self.pair_norm.take(codes), self.k1)
+
+    def _blocks(self, indptr: np.ndarray):
+        """Runs of the terms with held postings, about BLOCK postings each, whole terms, with
+        their weights: (terms, first posting, weights) (side by side: they follow in id order)."""
+        held = np.flatnonzero(np.diff(indptr) > 0)
+        starts, i = indptr[held], 0
+        while i < len(held):
+            j = max(int(np.searchsorted(starts, starts[i] + BLOCK, side="left")), i + 1)
+            lo, hi = int(starts[i]), int(indptr[held[j - 1] + 1])
+            yield held[i:j], lo, self._block(held[i:j], lo, hi, indptr)
+            i = j
+
+    def largest(self, indptr: np.ndarray, rows: dict) -> np.ndarray:
+        """Each term's largest weight (0 for a term whose postings are not held): over its held
+        postings, or for a term held only as a coded row (`rows`: term -> (codes, values)), its values."""
+        out = np.zeros(len(indptr) - 1, dtype=np.float64)
+        for terms, lo, w in self._blocks(indptr):
+            out[terms] = np.maximum.reduceat(w, indptr[terms] - lo)
+        out[list(rows)] = [values.max() for _, values in rows.values()]
+        return out
+
+    def all(self, indptr: np.ndarray) -> np.ndarray:
+        """Every held posting's weight, in the held order (the cold copy stores them)."""
+        out = np.zeros(int(indptr[-1]), dtype=np.float64)
+        for _, lo, w in self._blocks(indptr):
+            out[lo:lo + len(w)] = w
+        return out
 
 
-def largest(indptr: np.ndarray, idf, tf, chunk, norm, k1, rows: dict) -> np.ndarray:
-    """Each term's largest weight (0 for a term whose postings are not held): over its held
-    postings, or for a term held only as a coded row (`rows`: term -> (codes, values)), its values."""
-    out = np.zeros(len(indptr) - 1, dtype=np.float64)
-    held = np.flatnonzero(np.diff(indptr) > 0)
-    for terms, lo, hi in blocks(indptr, held):
-        w = block_weights(terms, lo, hi, indptr, idf, tf, chunk, norm, k1)
-        out[terms] = np.maximum.reduceat(w, indptr[terms] - lo)
-    out[list(rows)] = [values.max() for _, values in rows.values()]
-    return out
-
-
-def all_weights(indptr: np.ndarray, idf, tf, chunk, norm, k1) -> np.ndarray:
-    """Every held posting's weight, in the held order (the cold copy stores them)."""
-    out = np.zeros(int(indptr[-1]), dtype=np.float64)
-    held = np.flatnonzero(np.diff(indptr) > 0)
-    for terms, lo, hi in blocks(indptr, held):
-        out[lo:hi] = block_weights(terms, lo, hi, indptr, idf, tf, chunk, norm, k1)
+def looked_up(weigh: Weights, t: int, lo: int, hi: int, cand: np.ndarray, swap: float = 2) -> np.ndarray:
+    """Term t's weight (float64, 0 where it is absent) in each of the sorted chunks `cand`, its
+    postings being [lo, hi) of those `weigh` holds.  Only the postings found are weighed: the
+    same bits as the whole list's, where a common term's list is long and a query's candidates
+    few (stage 05's MaxScore looks light terms up so).  `swap`: from how many candidates a
+    posting the postings are searched in them instead."""
+    ch, out = weigh.chunk[lo:hi], np.zeros(len(cand), dtype=np.float64)
+    # Both sorted: search the fewer in the more, in one dtype (else NumPy copies the list
+    # to int64); take(mode="clip") reads a position past the end as the last, no clamping pass.
+    cand = cand.astype(ch.dtype, copy=False)
+    if len(cand) > swap * len(ch):
+        pos = np.searchsorted(cand, ch)
+        at = (cand.take(pos, mode="clip") == ch).nonzero()[0]
+        pos, at = pos.take(at), at + lo
+    else:
+        at = np.searchsorted(ch, cand)
+        pos = (ch.take(at, mode="clip") == cand).nonzero()[0]
+        at = at.take(pos) + lo
+    out[pos] = weigh.held(t, at)
     return out

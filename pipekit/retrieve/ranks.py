@@ -52,17 +52,16 @@ class TopPostings:
     limit = 50_000  # terms kept: at most 40 MB of seeds
 
     def __init__(self, postings_of):
-        self.postings_of = postings_of  # t -> (chunks, impacts), as the index holds them
+        # (t, 0.0, sample) -> (chunks, impacts) as the index holds them, every n-th of a list longer
+        # than `sample` (only those weighed: stage 05 computes each impact, pipekit/retrieve/bm25.py)
+        self.postings_of = postings_of
         self.kept: dict[tuple[int, int, int], np.ndarray] = {}
         self.lock = threading.Lock()
 
     def __call__(self, t: int, want: int, sample: int) -> np.ndarray:
         got = self.kept.get((t, want, sample))
         if got is None:
-            ch, imp = self.postings_of(t)
-            if len(ch) > sample:
-                step = len(ch) // sample
-                ch, imp = ch[::step], imp[::step]
+            ch, imp = self.postings_of(t, 0.0, sample)
             if len(ch) > want:
                 ch = ch[np.argpartition(imp, len(imp) - want)[len(imp) - want:]]
             got = np.sort(ch)
