@@ -29,6 +29,7 @@ import numpy as np
 BLOCK = 1 << 20  # postings weighed or coded at a time when every term's are: 8 MB of float64
 PAIRS_MAX = 1 << 16  # (tf, length) pairs up to which a held posting is one uint16 code of both
 TABLE_PAYS = 4  # postings weighed at once, per pair, from which a term's table of weights by code pays
+TABLES_KEPT = 8 << 20  # bytes of terms' tables kept for the next query that asks them (then all forgotten)
 
 
 def chunk_norms(k1: float, b: float, avgdl: float, lengths: np.ndarray) -> np.ndarray:
@@ -76,6 +77,7 @@ class Weights:
         k1, b, avgdl = stats["k1"], stats["b"], stats["avgdl"]
         self.norm = chunk_norms(k1, b, avgdl, lengths)
         self.chunk = self.tf = self.codes = self.klass = None
+        self._tables: dict[int, np.ndarray] = {}  # term -> its weights by code, kept (`held`)
         if largest_tf is None or len(lengths) == 0:
             return
         seen = np.bincount(lengths) > 0  # the distinct lengths, numbered in order (lengths are small counts)
@@ -116,8 +118,17 @@ class Weights:
         if self.codes is None:
             return self(t, self.chunk[at], self.tf[at])
         codes = self.codes[at]
-        if len(codes) * TABLE_PAYS >= len(self.pair_tf):
-            return weights(self.idf[t], self.pair_tf, self.pair_norm.copy(), self.k1).take(codes)
+        table = self._tables.get(t)
+        if table is None and len(codes) * TABLE_PAYS >= len(self.pair_tf):
+            # Kept: a query log asks the same terms again and again (Zipf), and at 200k passages
+            # making a term's table at each query cost ~15 % of the query phase.  Threads share it:
+            # making one twice is harmless.
+            table = weights(self.idf[t], self.pair_tf, self.pair_norm.copy(), self.k1)
+            if (len(self._tables) + 1) * table.nbytes > TABLES_KEPT:
+                self._tables.clear()
+            self._tables[t] = table
+        if table is not None:
+            return table.take(codes)
         return weights(self.idf[t], codes // np.uint16(self.n_lengths), self.pair_norm.take(codes), self.k1)
 
     def _block(self, terms: np.ndarray, lo: int, hi: int, indptr: np.ndarray) -> np.ndarray:
