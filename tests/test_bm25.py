@@ -69,14 +69,17 @@ def test_the_weight_is_stage_04s_old_impact_bit_for_bit(data, n_chunks, n_terms,
         if hi > lo:
             assert weigh.largest(indptr, {})[t] == want[lo:hi].max()
     if weigh.codes is not None:  # a term's table over the pairs, and each posting by the formula, agree
-        for pays in (0, 10**9):
-            bm25.TABLE_PAYS, before = pays, bm25.TABLE_PAYS
+        for pays, small in ((0, 0), (10**9, 0), (0, 10**9)):
+            before = bm25.TABLE_PAYS, bm25.TABLE_SMALL
+            bm25.TABLE_PAYS, bm25.TABLE_SMALL = pays, small
             weigh._tables.clear()  # (tables kept from above would answer without the formula)
             try:
                 assert bits(np.concatenate([weigh.held(t, slice(int(indptr[t]), int(indptr[t + 1])))
                                             for t in range(n_terms)])) == bits(want)
+                at = np.arange(int(indptr[0]), int(indptr[1]))[::-2]  # term 0's postings, a few, out of order
+                assert bits(weigh.held(0, at)) == bits(want[at])
             finally:
-                bm25.TABLE_PAYS = before
+                bm25.TABLE_PAYS, bm25.TABLE_SMALL = before
 
 
 @settings(max_examples=100, deadline=None)
@@ -100,9 +103,10 @@ def test_looked_up_weighs_only_what_it_finds_and_gives_the_lists_bits(tfs, seed,
     assert bits(got) == bits(want)
 
 
-@pytest.mark.parametrize("pairs_max,table_pays", [(0, 4), (1 << 16, 0), (1 << 16, 10**9)],
+@pytest.mark.parametrize("pairs_max,table_pays,table_small", [(0, 4, 0), (1 << 16, 0, 0), (1 << 16, 10**9, 0)],
                          ids=["formula-per-posting", "codes-no-table", "codes-table-always"])
-def test_stage_05_scores_the_same_bits_by_every_way_of_weighing(tmp_path, monkeypatch, pairs_max, table_pays):
+def test_stage_05_scores_the_same_bits_by_every_way_of_weighing(tmp_path, monkeypatch, pairs_max, table_pays,
+                                                                 table_small):
     rng = np.random.default_rng(5)
     words, texts, doc_ids = random_corpus(rng)
     queries = random_queries(rng, words)
@@ -112,6 +116,7 @@ def test_stage_05_scores_the_same_bits_by_every_way_of_weighing(tmp_path, monkey
     plain.small_query = 0
     monkeypatch.setattr(bm25, "PAIRS_MAX", pairs_max)
     monkeypatch.setattr(bm25, "TABLE_PAYS", table_pays)
+    monkeypatch.setattr(bm25, "TABLE_SMALL", table_small)
     other = build(tmp_path / "b", texts, doc_ids)
     other.small_query = 0
     assert (other.weigh.codes is None) == (pairs_max == 0)

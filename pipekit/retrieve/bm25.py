@@ -26,9 +26,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipekit.retrieve.ranks import masked
+
 BLOCK = 1 << 20  # postings weighed or coded at a time when every term's are: 8 MB of float64
 PAIRS_MAX = 1 << 16  # (tf, length) pairs up to which a held posting is one uint16 code of both
 TABLE_PAYS = 4  # postings weighed at once, per pair, from which a term's table of weights by code pays
+TABLE_SMALL = 4096  # pairs up to which a term's table costs no more than weighing a few postings
 TABLES_KEPT = 8 << 20  # bytes of terms' tables kept for the next query that asks them (then all forgotten)
 
 
@@ -119,7 +122,7 @@ class Weights:
             return self(t, self.chunk[at], self.tf[at])
         codes = self.codes[at]
         table = self._tables.get(t)
-        if table is None and len(codes) * TABLE_PAYS >= len(self.pair_tf):
+        if table is None and (len(codes) * TABLE_PAYS >= len(self.pair_tf) or len(self.pair_tf) <= TABLE_SMALL):
             # Kept: a query log asks the same terms again and again (Zipf), and at 200k passages
             # making a term's table at each query cost ~15 % of the query phase.  Threads share it:
             # making one twice is harmless.
@@ -169,21 +172,22 @@ class Weights:
 
 def looked_up(weigh: Weights, t: int, lo: int, hi: int, cand: np.ndarray, swap: float = 2) -> np.ndarray:
     """Term t's weight (float64, 0 where it is absent) in each of the sorted chunks `cand`, its
-    postings being [lo, hi) of those `weigh` holds.  Only the postings found are weighed: the
-    same bits as the whole list's, where a common term's list is long and a query's candidates
-    few (stage 05's MaxScore looks light terms up so).  `swap`: from how many candidates a
-    posting the postings are searched in them instead."""
-    ch, out = weigh.chunk[lo:hi], np.zeros(len(cand), dtype=np.float64)
+    postings being [lo, hi) of those `weigh` holds: of a long list, only the postings at the
+    candidates are weighed (the same bits as the whole list's), where a common term's list is
+    long and a query's candidates few (stage 05's MaxScore looks light terms up so).  `swap`:
+    from how many candidates a posting the postings are searched in them instead."""
+    ch = weigh.chunk[lo:hi]
+    if len(ch) == 0:
+        return np.zeros(len(cand), dtype=np.float64)
     # Both sorted: search the fewer in the more, in one dtype (else NumPy copies the list
     # to int64); take(mode="clip") reads a position past the end as the last, no clamping pass.
     cand = cand.astype(ch.dtype, copy=False)
     if len(cand) > swap * len(ch):
         pos = np.searchsorted(cand, ch)
-        at = (cand.take(pos, mode="clip") == ch).nonzero()[0]
-        pos, at = pos.take(at), at + lo
-    else:
-        at = np.searchsorted(ch, cand)
-        pos = (ch.take(at, mode="clip") == cand).nonzero()[0]
-        at = at.take(pos) + lo
-    out[pos] = weigh.held(t, at)
-    return out
+        pos, found = masked(cand.take(pos, mode="clip") == ch, pos, weigh.held(t, slice(lo, hi)))
+        out = np.zeros(len(cand), dtype=np.float64)
+        out[pos] = found
+        return out
+    pos = np.searchsorted(ch, cand)
+    np.minimum(pos, len(ch) - 1, out=pos)  # (a candidate past the list: its last posting, not found)
+    return np.where(ch.take(pos) == cand, weigh.held(t, pos + lo), 0.0)
