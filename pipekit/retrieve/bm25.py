@@ -12,7 +12,7 @@ scores.  What that gave (bench/README.md, "Postings keep tf"):
 - stage 04 writes no float64 a posting (04_postings at 1M passages: 386 -> 223 MB on disk);
 - stage 05 holds a posting as one 2-byte code of its (tf, length) pair where it held an
   8-byte impact (`Weights`), and each term's weights are one gather from its table over the
-  pairs (stage 05 alone at 1M: 632-654 -> 540-561 MB, the query phase's CPU within a few %);
+  pairs (stage 05 alone at 1M: 632-639 -> 540-548 MB, the query phase's CPU within a few %);
 - a rerun after one added file no longer rewrites every posting's weight (one new chunk
   moves avgdl, so it moved every stored impact).
 
