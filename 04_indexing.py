@@ -1,10 +1,10 @@
-"""Stage 04 — indexing: count every term of every chunk and precompute BM25.
+"""Stage 04 — indexing: count every term of every chunk, and BM25's statistics.
 
 Reads  `03_chunks.parquet`.
 Writes three tables that together are the index, each carrying the corpus statistics
 (N, avgdl, k1, b, the analyzer settings) in its metadata:
 - `04_terms.parquet`    term_id, term, df, idf            (one row per distinct term)
-- `04_postings.parquet` term_id, chunk, tf, impact        (one row per term in a chunk,
+- `04_postings.parquet` term_id, chunk, tf                (one row per term in a chunk,
                         sorted by term then chunk: a term's postings are one slice —
                         within each shard by document, when indexing.shard_chunks cuts
                         the corpus into several: pipekit/index/layout.py)
@@ -16,14 +16,18 @@ float32 vector per chunk, its heading trail and text embedded by the model, pipe
 windows (a chunk longer than a model folder's window: its later windows' vectors), which
 stage 05 fuses with BM25; the model's name and file hashes are recorded with the rest.
 
-The idea: BM25's score is a sum over query terms of a number that depends only on the
-term and the chunk (SPEC's formula):
+The idea: 04 counts, 05 scores.  BM25's score is a sum over query terms of a number that
+depends only on the term and the chunk (SPEC's formula):
 
-    impact(t, c) = idf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·|c|/avgdl))
+    weight(t, c) = idf(t) · tf·(k1+1) / (tf + k1·(1 − b + b·|c|/avgdl))
     idf(t)       = ln(1 + (N − df + 0.5) / (df + 0.5))
 
-so we compute it once per posting here, and retrieval becomes "gather the postings of
-the query's terms and add" (times each term's qtf, which only the query knows).  What a
+and everything it is made of is counted here: tf (the postings), |c| (04_chunks' length),
+df and idf (04_terms), N and avgdl (the metadata).  Retrieval is then "gather the postings
+of the query's terms, weigh and add" (times each term's qtf, which only the query knows):
+stage 05 computes the weight as it sums (pipekit/retrieve/bm25.py), as Lucene and tantivy
+do.  Stored here, a float64 a posting, it was the largest thing this stage wrote and stage
+05 held, and one added file moved avgdl and with it every stored weight.  What a
 chunk's terms are: its heading line counted `heading_weight` times (a query naming a
 section finds passages that never repeat the section's name, and a heading, a few words
 naming the subject, can outweigh a passing mention), then its text, plus its folder
@@ -47,8 +51,7 @@ scipy's counting sort in C, or NumPy's for a handful of chunks so that a small r
 not load scipy); each distinct word of the corpus is
 analysed once (stopwords, stem: pipekit/index/vocabulary.py), and at the end each batch's
 counts are relabelled with term ids and turned term-major on their own (two batches at
-once); a range of terms is put together from every batch when it is written, its impacts
-computed then.  No Python loop ever runs per token.  Memory is not the postings: each
+once); a range of terms is put together from every batch when it is written.  No Python loop ever runs per token.  Memory is not the postings: each
 batch's counts wait in a spill file in the output folder (pipekit/index/spill.py), as a
 search engine's indexer flushes its segments; what is held is the vocabulary, a few
 numbers a chunk and the term range being written.  Never the text: each batch's text is
@@ -59,15 +62,14 @@ The stage is a map, a small reduce and a shuffle (`run`), whatever the engine:
 1. map: each partition of 03_chunks is counted (`count_partition`, its own vocabulary)
    where it runs, and its counts stay there; only its vocabulary travels (`vocabulary`:
    its terms, their df in it, its chunks' lengths: a few MB, no postings);
-2. reduce (`Plan`): the sorted union of the terms, df, N, avgdl, idf, every chunk's
-   length (each term range computes its norms from them), term ranges of about equal
-   postings, and the shards by document (`layout.plan_shards`: ranges of whole documents
+2. reduce (`Plan`): the sorted union of the terms, df, N, avgdl, idf, term ranges of
+   about equal postings, and the shards by document (`layout.plan_shards`: ranges of whole documents
    of at least indexing.shard_chunks chunks, which stage 05 on a cluster holds apart);
 3. each partition writes its rows of 04_chunks (`chunk_rows`; locally on a thread of its own
    while the postings are written: in line it was one core's work); for each shard by document
    in turn, each term range takes every partition's slice of its terms and of the shard's
    chunks (`term_slice`), merges them in corpus order (`merge_slices`) and writes its
-   postings with their impacts (`shard_postings`).
+   postings (`shard_postings`).
 The local engine has one partition and one term range, so nothing is merged or moved; on
 a cluster (`engine.kind: dask`) each partition's counts stay in a worker's memory and each
 term range of each shard is a part file of 04_postings.parquet, written by a worker: no
@@ -173,20 +175,6 @@ def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, hea
 
 def idf_of(df: np.ndarray, n_chunks: int) -> np.ndarray:
     return np.log1p((n_chunks - df + 0.5) / (df + 0.5))
-
-
-def impacts(idf_t: np.ndarray, tf: np.ndarray, norm_c: np.ndarray, k1: float) -> np.ndarray:
-    """SPEC's BM25 term weight for postings with these idf, tf and chunk norms (float64),
-    written over idf_t."""
-    # The formula's own order of operations, in place: each product and the sum as a new
-    # array cost five passes over ~11M postings at 200k chunks (~0.4 s); same bits either way.
-    # idf_t (a gathered copy, the caller's to lose) becomes the result: one 8-byte array less.
-    tfv = tf.astype(np.float64)
-    out = np.multiply(idf_t, tfv, out=idf_t)
-    out *= k1 + 1
-    tfv += norm_c
-    out /= tfv
-    return out
 
 
 def count_partition(section: dict, threads: int, pieces: bool, spill_to: str | None, part) -> dict:
@@ -331,9 +319,6 @@ class Plan:
         self.idf = idf_of(self.df, n)
         self.k1, self.b = k1, b
         self.avgdl = float(lengths.mean()) if n else 0.0
-        # Every shard needs every chunk's length (its postings name chunks anywhere in the
-        # corpus): 4 bytes a chunk, not the 8 of a precomputed norm (100M chunks: 0.4 GB a worker).
-        self.lengths = lengths.astype(np.int32)
         col_ptr = np.concatenate([[0], np.cumsum(self.df)])
         cuts = np.searchsorted(col_ptr, np.linspace(0, col_ptr[-1], max(n_shards, 1) + 1)[1:-1])
         self.bounds = np.unique(np.concatenate([[0], cuts, [len(self.terms)]])).astype(np.int64)
@@ -354,25 +339,16 @@ class Plan:
         })
 
 
-def chunk_norms(k1: float, b: float, avgdl: float, lengths: np.ndarray) -> np.ndarray | None:
-    # Each chunk's length norm once, gathered per posting: per posting it was four passes
-    # over every posting for a value that depends on the chunk alone (same bits).
-    # With no terms at all avgdl is 0; there are then no postings to normalise either.
-    return k1 * (1 - b + b * lengths / avgdl) if avgdl > 0 else None
-
-
-def shard_postings(k1: float, b: float, avgdl: float, shard: tuple, norm_of_chunk=False) -> Iterator[pa.Table]:
+def shard_postings(shard: tuple) -> Iterator[pa.Table]:
     """One shard of 04_postings.parquet: its term range merged from every partition's
-    slice, impacts from the corpus statistics, a block of whole terms (about 2M postings)
-    at a time, so the float64 impacts of a million chunks never sit in memory at once.
-    (`norm_of_chunk`: the chunks' norms, when the caller has them already.)"""
-    t0, ids, idf, lengths, slices = shard
+    slice, a block of whole terms (about 2M postings) at a time.  Counts only: the BM25
+    weight of a posting is stage 05's to compute, from its tf, its term's idf and its
+    chunk's length (pipekit/retrieve/bm25.py)."""
+    t0, n_terms, ids, slices = shard
     # (a slice still to be made, on the local engine: `run` defers it to here)
-    col_ptr, chunk_of, tf_of = merge_slices(len(idf), ids, [s() if callable(s) else s for s in slices])
+    col_ptr, chunk_of, tf_of = merge_slices(n_terms, ids, [s() if callable(s) else s for s in slices])
     df = np.diff(col_ptr)
-    if norm_of_chunk is False:
-        norm_of_chunk = chunk_norms(k1, b, avgdl, lengths)
-    n_terms, target, u = len(idf), 1 << 21, 0
+    target, u = 1 << 21, 0
     while u < n_terms:
         # Whole terms per block, about `target` postings each (one very common term alone).
         v = int(np.searchsorted(col_ptr, col_ptr[u] + target, side="right"))
@@ -380,17 +356,13 @@ def shard_postings(k1: float, b: float, avgdl: float, shard: tuple, norm_of_chun
         lo, hi = int(col_ptr[u]), int(col_ptr[v])
         term_of = np.repeat(np.arange(u, v, dtype=np.int32), df[u:v])
         chunk, tf = chunk_of[lo:hi], tf_of[lo:hi]
-        norm = norm_of_chunk[chunk] if norm_of_chunk is not None else np.zeros(len(chunk))
-        impact = impacts(idf[term_of], tf, norm, k1)
-        del norm
         term_of += np.int32(t0)  # (in place: a block's temporaries are the write's peak at 200k passages)
         yield pa.table({
             "term_id": pa.array(term_of),
             "chunk": pa.array(chunk.astype(np.int32, copy=False)),
             "tf": pa.array(tf.astype(np.int32, copy=False)),
-            "impact": pa.array(impact, pa.float64()),
         })
-        del term_of, impact
+        del term_of
         u = v
     # This range's merged postings and temporaries, freed: kept in malloc's heaps, each range
     # written raised RSS by its size again (+0.3 GB over a million passages' postings).
@@ -398,14 +370,11 @@ def shard_postings(k1: float, b: float, avgdl: float, shard: tuple, norm_of_chun
     release_freed_memory()
 
 
-def ranges_postings(k1: float, b: float, avgdl: float, shards: list) -> Iterator[pa.Table]:
+def ranges_postings(shards: list) -> Iterator[pa.Table]:
     """The local engine's term ranges in order (`shard_postings` of each), two made at once:
-    putting a range together and its impacts are NumPy passes that let go of the GIL, and
-    made one at a time they left the second core to the Parquet writer alone."""
-    # The chunks' norms once for all ranges: per range they were four passes over every
-    # chunk, 54 times at a million passages.
-    norms = chunk_norms(k1, b, avgdl, shards[0][3]) if shards else None
-    for tables in map_ahead(lambda shard: list(shard_postings(k1, b, avgdl, shard, norms)), shards, COUNTING_THREADS):
+    putting a range together is NumPy passes that let go of the GIL, and made one at a time
+    they left the second core to the Parquet writer alone."""
+    for tables in map_ahead(lambda shard: list(shard_postings(shard)), shards, COUNTING_THREADS):
         yield from tables
 
 
@@ -425,9 +394,9 @@ def vector_rows(spec: str, heading_weight: int, previous: str | None, windows: b
     return dense.vector_rows(spec, batches, first_chunk, sizes, heading_weight, previous, windows)
 
 
-def shard_of(plan: Plan, s: int, parts: list, lengths, slice_of=None, shard: list | None = None) -> tuple:
-    """Term range s's argument: its first term, each partition's terms' positions in it, its
-    idf, the chunks' lengths, and each partition's slice (`slice_of(fn, counts)`: made
+def shard_of(plan: Plan, s: int, parts: list, slice_of=None, shard: list | None = None) -> tuple:
+    """Term range s's argument: its first term, its number of terms, each partition's terms'
+    positions in it, and each partition's slice (`slice_of(fn, counts)`: made
     where the counts are, on a cluster) — of the chunks of `shard` ([c0, c1, ...] of
     pipekit/index/layout.py; None: all), from the partitions that hold some of them."""
     t0, t1 = int(plan.bounds[s]), int(plan.bounds[s + 1])
@@ -443,7 +412,7 @@ def shard_of(plan: Plan, s: int, parts: list, lengths, slice_of=None, shard: lis
         ids.append(plan.global_ids[p][lo:hi] - t0)
         fn = StageFunction(4, "term_slice", (lo, hi, first, chunks))
         slices.append(slice_of(fn, counts) if slice_of else fn(counts))
-    return t0, ids, plan.idf[t0:t1], lengths, slices
+    return t0, t1 - t0, ids, slices
 
 
 def corpus_stats(plan: Plan, analyzer: Analyzer, b: float, path_weight: int, heading_weight: int) -> dict:
@@ -460,7 +429,7 @@ def index_in_process(parts: list[dict], analyzer: Analyzer, k1: float, b: float,
     chunks = pa.concat_tables([CHUNKS_SCHEMA.empty_table()] + [
         t for p, c in enumerate(parts) for t in chunk_rows((int(plan.first_chunk[p]), c))])
     blocks = [t for s in range(len(plan.bounds) - 1)
-              for t in shard_postings(k1, b, plan.avgdl, shard_of(plan, s, parts, plan.lengths))]
+              for t in shard_postings(shard_of(plan, s, parts))]
     postings = pa.concat_tables([POSTINGS_SCHEMA.empty_table(), *blocks])
     return plan.term_table(), postings, chunks, corpus_stats(plan, analyzer, b, path_weight, heading_weight)
 
@@ -472,8 +441,7 @@ def build_index(batches, analyzer: Analyzer, k1: float, b: float, path_weight: i
     return index_in_process([counts], analyzer, k1, b, path_weight, heading_weight)
 
 
-POSTINGS_SCHEMA = pa.schema([("term_id", pa.int32()), ("chunk", pa.int32()), ("tf", pa.int32()),
-                             ("impact", pa.float64())])
+POSTINGS_SCHEMA = pa.schema([("term_id", pa.int32()), ("chunk", pa.int32()), ("tf", pa.int32())])
 CHUNKS_SCHEMA = pa.schema([("chunk", pa.int32()), ("chunk_id", pa.string()), ("doc_id", pa.string()),
                            ("heading", pa.string()), ("page_start", pa.int32()), ("page_end", pa.int32()),
                            ("page_label_start", pa.string()), ("page_label_end", pa.string()),
@@ -485,19 +453,18 @@ def meta_model(ctx) -> str:
     return (ctx.inputs.get("external") or {}).get("model", "?")
 
 
-def write_postings(ctx, engine, plan: Plan, stats: dict, counts: list, k1: float, b: float, meta: dict) -> None:
+def write_postings(ctx, engine, plan: Plan, stats: dict, counts: list, meta: dict) -> None:
     """04_terms, then 04_postings: shard by shard (one: the whole corpus), each in term ranges."""
     ctx.write_table("04_terms.parquet", plan.term_table(), meta)
-    lengths = engine.share(plan.lengths)
     one = len(stats["shards"]) == 1
     # Here a range's slice is made when its postings are written, not all ranges' first.
     slice_of = (lambda fn, c: partial(fn, c)) if engine.kind == "local" else engine.submit
-    shards = [shard_of(plan, s, counts, lengths, slice_of, None if one else shard)
+    shards = [shard_of(plan, s, counts, slice_of, None if one else shard)
               for shard in stats["shards"] for s in range(len(plan.bounds) - 1)]
-    write = StageFunction(4, "shard_postings", (k1, b, plan.avgdl))
+    write = StageFunction(4, "shard_postings", ())
     if engine.kind == "local":  # the term ranges, two made at once, as one partition (one file)
-        write, shards = StageFunction(4, "ranges_postings", (k1, b, plan.avgdl)), [shards]
-    drain(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA, write, shards, desc="04 impacts", meta=meta))
+        write, shards = StageFunction(4, "ranges_postings", ()), [shards]
+    drain(ctx.write_partitions("04_postings.parquet", POSTINGS_SCHEMA, write, shards, desc="04 postings", meta=meta))
 
 
 def run(ctx) -> None:
@@ -555,7 +522,7 @@ def run(ctx) -> None:
         chunks_done = beside.submit(chunk_file) if engine.kind == "local" else None
         if chunks_done is None:
             chunk_file()
-        write_postings(ctx, engine, plan, stats, counts, k1, b, meta)
+        write_postings(ctx, engine, plan, stats, counts, meta)
         if chunks_done is not None:
             chunks_done.result()  # (its error, if it failed)
     # The counts, freed and handed back: run_pipeline.py runs stage 05 in this process next,
@@ -583,7 +550,7 @@ def run(ctx) -> None:
                  + (f", {copied:,} copied from the previous run (unchanged blocks)" if copied else ""))
     if reused:
         ctx.note(f"{reused:,} chunks of unchanged documents: counts taken from the previous index, "
-                 f"statistics and impacts computed anew")
+                 f"statistics computed anew")
     ctx.note(f"N={stats['N']:,} chunks, {stats['n_terms']:,} terms, {stats['n_postings']:,} postings, "
              f"avgdl={stats['avgdl']:.1f}, k1={stats['k1']}, b={stats['b']}, heading_weight={stats['heading_weight']}, "
              f"analyzer={stats['analyzer']}")

@@ -10,9 +10,9 @@ Writes `05_results.parquet` (query_id, query, rank, score, chunk_id, doc_id, hea
        (the document-level run in TREC format) and, with qrels of documents in the index,
        `05_metrics.parquet` (nDCG@10, AP@100, R@100 per query and `all`), also appended to the run history `05_history.parquet` (pipekit/tools/history.py).
 
-The idea: since stage 04 stored each posting's BM25 impact, a query's score for a chunk
-is a sum of looked-up numbers, one per distinct query term, each times qtf, how often
-the query says it (SPEC; `QueryTerms` holds a query's term ids and these weights).
+The idea: stage 04 counted, this stage scores: a query's score for a chunk is a sum of one number per
+distinct query term, its BM25 weight ("impact"; from tf, idf and the chunk's length as it is summed,
+pipekit/retrieve/bm25.py) times qtf, how often the query says it (SPEC; `QueryTerms`: ids and weights).
 `Index.scores` is that sum done plainly: every posting of every term.  `Index.best_candidates`
 gives the same top results while reading far fewer postings (MaxScore):
 
@@ -91,10 +91,11 @@ from pipekit.retrieve.shards import answer as shard_answer, on_shards
 from pipekit.retrieve.results import (METRICS, added_terms, also_column, chunk_texts, collect_answers, evaluate,
                              explain_rows, judged_in_index, print_results, results_table, termless_queries)
 from pipekit.retrieve.asked import AskedPostings, rows_only as only_rows
+from pipekit.retrieve import bm25
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
-from pipekit.retrieve.ranks import (BINCOUNT_SHARE, TopPostings, common_term_rows, document_codes, largest_impacts, masked,
+from pipekit.retrieve.ranks import (BINCOUNT_SHARE, TopPostings, common_term_rows, document_codes, masked,
                                     nth_best_document, rank, row_lookup, row_postings, sorted_unique, summed)
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
 from pipekit.run.arrays import one_array, run_starts
@@ -117,9 +118,10 @@ THREADS_PAY = 500_000  # postings a query's terms hold, on average, before a sec
 
 class Index:
     """The stage-04 tables loaded for scoring, each term's postings as one slice: `chunk[indptr[t]:
-    indptr[t+1]]` are the chunks term t occurs in (in corpus order), `impact[...]` its BM25 weight in each."""
+    indptr[t+1]]` are the chunks term t occurs in (in corpus order), `tf[...]` its count in each (`weigh`)."""
 
     asked = None  # with `queries`: the postings held are only their terms' (pipekit/retrieve/asked.py)
+    weigh = None  # the held postings and their weights (pipekit/retrieve/bm25.py)
     _whole: dict = {}  # term -> coded row, for the terms held only as rows (`rows_only`)
 
     def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None, rows_only: bool = False):
@@ -173,18 +175,22 @@ class Index:
         order): a document's best chunk is then a group-by on ints, not on a million strings."""
         doc_names, doc_codes = document_codes(one_array(chunks.column("doc_id")))
         self.lengths = chunks.column("length").to_numpy()
-        self.chunk, self.impact, self._whole = (  # (asked: each row-only term coded as its rows are read)
-            self.asked.postings(self._postings_path, len(self.lengths), cores(), zeros) if self.asked is not None
-            else (self._read_column("chunk", np.int32, zeros), self._read_column("impact", np.float64, zeros), {}))
-        max_impact = largest_impacts(self.indptr, self.impact, self._whole)  # the most a term adds (pruning)
+        largest_tf = io.column_max(self._postings_path, "tf")  # held as 2 bytes a posting where an impact was 8:
+        self.weigh = bm25.Weights(self.idf, self.stats, self.lengths, largest_tf)  # weighed as they are used
+        self.chunk, tf, self._whole = (  # (asked: each row-only term coded as its rows are read)
+            self.asked.postings(self._postings_path, len(self.lengths), cores(), zeros, bm25.tf_dtype(largest_tf),
+                                self.weigh) if self.asked is not None else
+            (self._read_column("chunk", np.int32, zeros), self._read_column("tf", bm25.tf_dtype(largest_tf), zeros), {}))
+        self.weigh.hold(self.chunk, tf)  # (tf and length as one code, pipekit/retrieve/bm25.py)
+        max_impact = self.weigh.largest(self.indptr, self._whole)  # the most a term adds
         dense_ids, dense = self._dense_rows(zeros)
         return {"lengths": self.lengths, "doc_names": doc_names, "doc_codes": doc_codes, "chunk": self.chunk,
-                "impact": self.impact, "max_impact": max_impact, "dense_ids": dense_ids, "dense": dense}
+                "_tf": None, "weigh": self.weigh, "max_impact": max_impact, "dense_ids": dense_ids, "dense": dense}
 
     @property
     def tf(self) -> np.ndarray:
-        if self._tf is None:
-            self._tf = self._read_column("tf", np.int32)
+        if self._tf is None:  # (the held postings' counts; an Index loaded without them reads them)
+            self._tf = self.weigh.counts() if self.weigh is not None else self._read_column("tf", np.int32)
         return self._tf
 
     def _read_column(self, name: str, dtype, zeros=np.empty) -> np.ndarray:
@@ -195,7 +201,7 @@ class Index:
 
     def drop_postings(self) -> None:
         """The postings and rows forgotten once the queries are answered (~130 MB at 1M passages)."""
-        self.chunk = self.impact = self._tf = self._forward = None
+        self.chunk = self._tf = self._forward = self.weigh = None
         self._dense, self._seeds, self._whole = {}, None, {}
         release_freed_memory()
 
@@ -318,12 +324,16 @@ class Index:
             score += self._lookup(t, cand, wt)  # in place: the same sums, no new array each time
         return score
 
-    def _postings_of(self, t, at_least: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    def _postings_of(self, t, at_least: float = 0.0, sample: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Term t's chunks and weights (with `sample`: every n-th posting of a list longer than it, weighed alone)."""
         row = self._whole.get(int(t)) if self._whole else None
         if row is not None:  # held only as its row: the same postings decoded (those >= at_least, if > 0)
-            return row_postings(row, self.chunk.dtype, at_least)
-        lo, hi = self.indptr[t], self.indptr[t + 1]
-        return self.chunk[lo:hi], self.impact[lo:hi]
+            ch, imp = row_postings(row, self.chunk.dtype, at_least)
+            step = len(ch) // sample if 0 < sample < len(ch) else 1
+            return ch[::step], imp[::step]
+        lo, hi = self.indptr.item(t), self.indptr.item(t + 1)
+        step = (hi - lo) // sample if 0 < sample < hi - lo else 1
+        return self.chunk[lo:hi:step], self.weigh.held(t, slice(lo, hi, step))
 
     def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, list]:
         """The ids of the terms in over 1/DENSE_SHARE of the chunks, and their rows (ranks.common_term_rows)."""
@@ -337,20 +347,9 @@ class Index:
 
     def _unweighted_lookup(self, t, cand: np.ndarray) -> np.ndarray:
         dense = self._dense.get(t)
-        if dense is not None:
+        if dense is not None:  # (a term held only as a row has one: only held postings below)
             return row_lookup(dense, cand)
-        ch, imp = self._postings_of(t)
-        # Both sorted: search the fewer in the more, in one dtype (else NumPy copies the list
-        # to int64); take(mode="clip") reads a position past the end as the last, no clamping pass.
-        cand = cand.astype(ch.dtype, copy=False)
-        if len(cand) > SEARCH_SWAP * len(ch):
-            pos = np.searchsorted(cand, ch)
-            pos, found = masked(cand.take(pos, mode="clip") == ch, pos, imp)
-            out = np.zeros(len(cand), dtype=np.float64)
-            out[pos] = found
-            return out
-        pos = np.searchsorted(ch, cand)
-        return np.where(ch.take(pos, mode="clip") == cand, imp.take(pos, mode="clip"), 0.0)
+        return bm25.looked_up(self.weigh, t, self.indptr.item(t), self.indptr.item(t + 1), cand, SEARCH_SWAP)
 
     def scores(self, term_ids: np.ndarray, at_least: float = 0.0,
                weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -365,15 +364,14 @@ class Index:
             return np.zeros(0, dtype=self.chunk.dtype), np.zeros(0, dtype=np.float64)
         w = ([1.0] * len(term_ids) if weights is None else weights if isinstance(weights, list)
              else np.asarray(weights, dtype=np.float64).tolist())
-        # Bounds as Python ints: per-term NumPy scalars were a quarter of a Searcher's one query here.
-        indptr, parts, postings, whole = self.indptr, [], 0, self._whole
+        parts, postings, whole = [], 0, self._whole
         for t, wt in zip(term_ids, w):
             if whole and t in whole:  # held only as its coded row: (None, (codes, values)), summed over every chunk
                 parts.append((None, (whole[t][0], whole[t][1] if wt == 1.0 else whole[t][1] * wt)))
                 continue
-            lo, hi = indptr.item(t), indptr.item(t + 1)
-            parts.append((self.chunk[lo:hi], self.impact[lo:hi] if wt == 1.0 else self.impact[lo:hi] * wt))
-            postings += hi - lo
+            ch, imp = self._postings_of(t)
+            parts.append((ch, imp if wt == 1.0 else imp * wt))
+            postings += len(ch)
         if len(parts) == 1:  # one term: its postings are the answer as they stand
             cols, vals = parts[0] if parts[0][0] is not None else row_postings(parts[0][1], self.chunk.dtype)
         elif postings * BINCOUNT_SHARE > len(self.lengths) or whole and any(p[0] is None for p in parts):

@@ -2,6 +2,7 @@
 
     python bench/same_outputs.py --baseline /tmp/before                # sample and Cranfield, local and Dask
     python bench/same_outputs.py --baseline /tmp/before --input PATH   # any folder or corpus.jsonl too
+    python bench/same_outputs.py --baseline /tmp/before --dropped 04_postings.parquet:impact
 
 For a change that moves code and must not change what it computes (issue 33's regrouping of
 pipekit/), run the pipeline with `--force` in both checkouts on the same input, with each
@@ -9,6 +10,9 @@ engine, and compare every output: the same columns, rows, order and values.  Pro
 metadata is left out of the comparison on purpose: it records the code's hash, which a
 move changes by design.  `05_history.parquet` keeps each run's time and fingerprint: set aside too.
 Prints one line per (input, engine) and exits 1 if any table differs.
+`--dropped FILE:COLUMN` (repeatable): a column the change removes on purpose (04_postings'
+`impact`, issue 47's `tfpost`: stage 05 computes the weight) is left out of the baseline's table
+before comparing, and the line says so; every other column must still be identical.
 """
 from __future__ import annotations
 
@@ -53,8 +57,12 @@ def tables(out: Path) -> dict[str, object]:
     return found
 
 
-def compare(a: Path, b: Path) -> list[str]:
+def compare(a: Path, b: Path, dropped: list[str] = ()) -> list[str]:
     ta, tb = tables(a), tables(b)
+    for item in dropped:
+        name, column = item.rsplit(":", 1)
+        if name in ta and column in ta[name].column_names and column not in tb.get(name, ta[name]).column_names:
+            ta[name] = ta[name].drop_columns([column])
     differ = sorted(set(ta) ^ set(tb))
     for name in sorted(set(ta) & set(tb)):
         x, y = ta[name], tb[name]
@@ -90,6 +98,8 @@ def main(argv=None) -> int:
     ap.add_argument("--input", action="append", default=[], help="another documents.input to compare on")
     ap.add_argument("--engines", default="local,dask", help="comma-separated engine.kind values")
     ap.add_argument("--shared", type=Path, default=SHARED, help="the folder holding cranfield/beir")
+    ap.add_argument("--dropped", action="append", default=[], metavar="FILE:COLUMN",
+                    help="a column this checkout no longer writes: left out of the baseline's table")
     args = ap.parse_args(argv)
     bad = 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -105,11 +115,12 @@ def main(argv=None) -> int:
                 tb = run(REPO, out, s)
                 b.parent.mkdir(parents=True, exist_ok=True)
                 out.rename(b)
-                differ = compare(a, b)
+                differ = compare(a, b, args.dropped)
                 bad += bool(differ)
                 n = len(tables(a))
+                aside = f" (without the baseline's {', '.join(args.dropped)})" if args.dropped else ""
                 print(f"{label:<12} {engine:<6} {n} outputs, {'identical' if not differ else 'DIFFER: ' + ', '.join(differ)}"
-                      f"  (baseline {ta:.1f} s, this checkout {tb:.1f} s)", flush=True)
+                      f"{aside}  (baseline {ta:.1f} s, this checkout {tb:.1f} s)", flush=True)
     return 1 if bad else 0
 
 

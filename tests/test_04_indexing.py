@@ -73,8 +73,19 @@ def test_path_terms_count_path_weight_times():
     assert ("ops", 0) not in tf0
 
 
-def test_idf_and_impact_are_spec_formula():
+def weights_of(terms, postings, chunk_table, stats) -> list[float]:
+    """Each posting's BM25 weight as stage 05 computes it from what stage 04 wrote (04 counts,
+    05 scores: pipekit/retrieve/bm25.py)."""
+    from pipekit.retrieve.bm25 import Weights
+
+    weigh = Weights(terms.column("idf").to_numpy(), stats, chunk_table.column("length").to_numpy())
+    term, chunk, tf = (postings.column(n).to_numpy() for n in ("term_id", "chunk", "tf"))
+    return [float(weigh(int(t), chunk[i:i + 1], tf[i:i + 1])[0]) for i, t in enumerate(term)]
+
+
+def test_idf_and_weight_are_spec_formula():
     tf, terms, postings, chunk_table, stats = build(chunks("a1 b2 b2", "b2 c3", "", "c3 c3 c3 d4"))
+    assert postings.column_names == ["term_id", "chunk", "tf"]  # counts only: stage 05 weighs them
     N, avgdl = 4, (3 + 2 + 0 + 4) / 4
     assert stats["N"] == N and stats["avgdl"] == pytest.approx(avgdl)  # the empty chunk counts
     assert chunk_table.column("length").to_pylist() == [3, 2, 0, 4]
@@ -85,7 +96,9 @@ def test_idf_and_impact_are_spec_formula():
         assert idf[t] == pytest.approx(math.log(1 + (N - d + 0.5) / (d + 0.5)), rel=1e-12)
     names = terms.column("term").to_pylist()
     lengths = chunk_table.column("length").to_pylist()
-    for t, c, f, imp in zip(*(postings.column(n).to_pylist() for n in ("term_id", "chunk", "tf", "impact"))):
+    assert stats["k1"] == 1.2 and stats["b"] == 0.75
+    weights = weights_of(terms, postings, chunk_table, stats)
+    for t, c, f, imp in zip(*(postings.column(n).to_pylist() for n in ("term_id", "chunk", "tf")), weights):
         expect = idf[names[t]] * f * 2.2 / (f + 1.2 * (1 - 0.75 + 0.75 * lengths[c] / avgdl))
         assert imp == pytest.approx(expect, rel=1e-12)
 
@@ -125,8 +138,8 @@ def test_heading_weight_is_the_same_as_writing_the_heading_out_that_many_times()
     weighted = build(chunks(*texts, headings=headings), heading_weight=3)
     written = build(chunks(*[" ".join([h] * 3 + [t]) for h, t in zip(headings, texts)]))
     assert weighted[0] == written[0]
-    assert weighted[2].column("impact").to_pylist() == pytest.approx(written[2].column("impact").to_pylist(),
-                                                                     rel=1e-12)
+    assert weighted[2].equals(written[2]) and weighted[3].column("length").equals(written[3].column("length"))
+    assert weights_of(*weighted[1:]) == pytest.approx(weights_of(*written[1:]), rel=1e-12)
 
 
 def test_merge_adjacent_sums_a_terms_repeated_chunks_and_keeps_every_term_start():
@@ -264,8 +277,8 @@ def test_chunk_rows_read_again_from_03_are_the_rows_counted(tmp_path, monkeypatc
 
 
 def test_postings_keep_dictionaries_only_for_columns_that_repeat(tmp_path):
-    """chunk and impact are nearly all distinct: a dictionary attempt per row group there
-    only cost time (writing 27M postings 3.2 s instead of 1.4); term_id and tf repeat."""
+    """chunk is nearly all distinct: a dictionary attempt per row group there only cost time
+    (writing 27M postings 3.2 s instead of 1.4, with the impacts stage 04 wrote then); term_id and tf repeat."""
     import numpy as np
     import pyarrow.parquet as pq
 
@@ -274,14 +287,14 @@ def test_postings_keep_dictionaries_only_for_columns_that_repeat(tmp_path):
     n = 50_000
     rng = np.random.default_rng(0)
     table = pa.table({"term_id": np.repeat(np.arange(50, dtype=np.int32), n // 50),
-                      "chunk": np.arange(n, dtype=np.int32), "tf": rng.integers(1, 4, n, dtype=np.int32),
-                      "impact": rng.random(n)}, schema=indexing.POSTINGS_SCHEMA)
+                      "chunk": np.arange(n, dtype=np.int32), "tf": rng.integers(1, 4, n, dtype=np.int32)},
+                     schema=indexing.POSTINGS_SCHEMA)
     sink = io.ParquetSink(tmp_path / "04_postings.parquet", indexing.POSTINGS_SCHEMA, {})
     sink.write(table)
     sink.commit()
     group = pq.ParquetFile(tmp_path / "04_postings.parquet").metadata.row_group(0)
-    has_dict = {group.column(i).path_in_schema: group.column(i).has_dictionary_page for i in range(4)}
-    assert has_dict == {"term_id": True, "chunk": False, "tf": True, "impact": False}
+    has_dict = {group.column(i).path_in_schema: group.column(i).has_dictionary_page for i in range(3)}
+    assert has_dict == {"term_id": True, "chunk": False, "tf": True}
     assert io.read_table(tmp_path / "04_postings.parquet").equals(table.replace_schema_metadata(
         io.read_table(tmp_path / "04_postings.parquet").schema.metadata))
 

@@ -385,9 +385,12 @@ def test_the_index_holds_no_unread_columns_and_drops_its_postings(tmp_path):
     assert "content_hash" in pq.read_schema(tmp_path / "04_chunks.parquet").names
     assert not {"chunk", "content_hash"} & set(index.chunks.column_names)
     assert {"chunk_id", "doc_id", "heading", "length"} <= set(index.chunks.column_names)
-    assert len(index._dense) > 0 and index.impact is not None
+    assert len(index._dense) > 0 and "impact" not in pq.read_schema(tmp_path / "04_postings.parquet").names
+    # Each posting held as one uint16 code of its (tf, length) pair, not as a float64 impact (bm25.Weights)
+    assert index.weigh.codes.dtype == np.uint16 and len(index.weigh.codes) == len(index.chunk)
+    assert index.tf.tolist() == pq.read_table(tmp_path / "04_postings.parquet").column("tf").to_pylist()
     index.drop_postings()
-    assert index.chunk is None and index.impact is None and index._dense == {}
+    assert index.chunk is None and index._tf is None and index.weigh is None and index._dense == {}
 
 
 def postings_file(path, rng, n_terms=60, group=7):
@@ -451,7 +454,7 @@ def test_an_index_loaded_for_its_queries_answers_them_as_the_whole_index(tmp_pat
     whole = build(tmp_path, texts, doc_ids)
     queries = random_queries(rng, words[:60], n=120)
     asked = retrieval.Index(OutputReader(tmp_path), queries=[t for _, t in queries])
-    assert 0 < len(asked.chunk) < len(whole.chunk) and len(asked.impact) == len(asked.chunk)
+    assert 0 < len(asked.chunk) < len(whole.chunk) and len(asked.tf) == len(asked.chunk)
     analysed = []  # the queries it was loaded for are not analysed again (200k stems: 0.63 s)
     monkeypatch.setattr(asked, "analyzer", type("Counting", (), {"tokens": lambda self, t: analysed.append(t)})())
     assert 0 < len(asked.dense_ids) <= len(whole.dense_ids)

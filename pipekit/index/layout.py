@@ -4,10 +4,10 @@ A shard is a range of chunks [c0, c1) that starts and ends where a document does
 `indexing.shard_chunks` chunks long (the last one: what is left).  04_postings.parquet holds
 the shards one after the other, each sorted by term then chunk — each shard a term-major
 index of its own chunks, rows [r0, r1) of the table — and the corpus statistics list them
-(`corpus.shards`: [c0, c1, r0, r1] each).  Every impact was computed by stage 04 with the
-whole collection's N, avgdl and idf (dfs_query_then_fetch's "collection-wide statistics",
-paid once, at indexing), so a process holding one shard scores its chunks bit for bit as
-the whole index does, and a document's chunks are never split between two processes.
+(`corpus.shards`: [c0, c1, r0, r1] each).  Stage 04 records the whole collection's N, avgdl
+and idf (dfs_query_then_fetch's "collection-wide statistics", paid once, at indexing), and
+stage 05 weighs every posting with them, so a process holding one shard scores its chunks
+bit for bit as the whole index does, and a document's chunks are never split between two processes.
 A corpus smaller than one shard is one shard: the plain term-major table, as before shards.
 
 `ShardedPostings.read` gives a column of a run of consecutive shards in term-major order:
@@ -32,7 +32,7 @@ from pipekit.run import io
 from pipekit.run.engine import iter_rows
 from pipekit.run.errors import PipelineError
 
-READ_ROWS = 1 << 20  # postings decoded at a time while merging shards (8 MB of impacts)
+READ_ROWS = 1 << 20  # postings decoded at a time while merging shards (4 MB of a column)
 BINCOUNT_BLOCK = 1 << 22  # postings counted per chunk at a time (32 MB of int64 temporaries)
 
 

@@ -2,8 +2,8 @@
 
 Stage 05 knows every query before it scores, and a term no query has is never looked up:
 its postings need not be in memory.  On the bench's 1M-passage corpus its 1,000 queries ask
-2,427 of 200k terms, 48 % of the 54M postings (650 MB as the index holds them, chunk int32 +
-impact float64); 50 questions ask ~20 %, nine tenths of it the commonest terms' (counted;
+2,427 of 200k terms, 48 % of the 54M postings (650 MB as the index held them then, chunk int32 +
+a float64 impact; 270 MB with the uint8 tf held now); 50 questions ask ~20 %, nine tenths of it the commonest terms' (counted;
 bench/README.md, "Stage 05 loads only what its queries ask").
 
 04_postings is term-major, so a term's postings are one run of rows, where the df of the
@@ -99,13 +99,15 @@ class AskedPostings:
                                 f"it was loaded for); term {int(missing[0])} is not one of them: load it whole")
         return term_ids
 
-    def postings(self, path: Path, n: int, threads: int = 1, zeros=np.empty) -> tuple[np.ndarray, np.ndarray, dict]:
-        """The held postings' chunk and impact, and each `apart` term as a coded row over the `n`
-        chunks ({term: (codes, values)}, ranks.coded_row), coded as its last row group comes in."""
+    def postings(self, path: Path, n: int, threads: int = 1, zeros=np.empty, tf_type=np.int32,
+                 weigh=None) -> tuple[np.ndarray, np.ndarray, dict]:
+        """The held postings' chunk and tf (as `tf_type`), and each `apart` term as a coded row of
+        its weights over the `n` chunks ({term: (codes, values)}, ranks.coded_row; `weigh(t, chunk,
+        tf)`: its weights there, pipekit/retrieve/bm25.py), coded as its last row group comes in."""
         rows: dict[int, tuple] = {}
-        keep = lambda t, arrays: rows.__setitem__(t, coded_row(arrays[0], arrays[1], n, zeros))
-        chunk, impact = self.read_columns(path, {"chunk": np.int32, "impact": np.float64}, threads, zeros, keep)
-        return chunk, impact, rows
+        keep = lambda t, arrays: rows.__setitem__(t, coded_row(arrays[0], weigh(t, *arrays), n, zeros))
+        chunk, tf = self.read_columns(path, {"chunk": np.int32, "tf": tf_type}, threads, zeros, keep)
+        return chunk, tf, rows
 
     def read(self, path: Path, name: str, dtype, threads: int = 1, zeros=np.empty) -> np.ndarray:
         """Column `name` of the held postings (term-major, as the file orders them)."""

@@ -113,7 +113,7 @@ def write(searcher, before: dict | None) -> Path | None:
     _strings(arrays, "term", ix.terms)
     arrays["indptr"] = ix.indptr.astype(np.int64)
     arrays["chunk"] = ix.chunk
-    arrays["impact"] = ix.impact
+    arrays["impact"] = ix.weigh.all(ix.indptr)  # (weighed once here, as stage 05 weighs them)
     arrays["doc_codes"] = ix.doc_codes.astype(np.int64)
     chunks_03 = searcher._chunks_03
     names03 = io.schema(chunks_03).names

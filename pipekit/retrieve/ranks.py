@@ -52,17 +52,16 @@ class TopPostings:
     limit = 50_000  # terms kept: at most 40 MB of seeds
 
     def __init__(self, postings_of):
-        self.postings_of = postings_of  # t -> (chunks, impacts), as the index holds them
+        # (t, 0.0, sample) -> (chunks, impacts) as the index holds them, every n-th of a list longer
+        # than `sample` (only those weighed: stage 05 computes each impact, pipekit/retrieve/bm25.py)
+        self.postings_of = postings_of
         self.kept: dict[tuple[int, int, int], np.ndarray] = {}
         self.lock = threading.Lock()
 
     def __call__(self, t: int, want: int, sample: int) -> np.ndarray:
         got = self.kept.get((t, want, sample))
         if got is None:
-            ch, imp = self.postings_of(t)
-            if len(ch) > sample:
-                step = len(ch) // sample
-                ch, imp = ch[::step], imp[::step]
+            ch, imp = self.postings_of(t, 0.0, sample)
             if len(ch) > want:
                 ch = ch[np.argpartition(imp, len(imp) - want)[len(imp) - want:]]
             got = np.sort(ch)
@@ -192,17 +191,6 @@ def common_term_rows(df: np.ndarray, n: int, postings_of, share: int, most: int,
     with ThreadPoolExecutor(cores()) as pool:
         list(pool.map(row, range(len(common))))
     return np.concatenate([np.fromiter(coded, np.int64, len(coded)), common]).astype(np.int64), list(coded.values()) + rows
-
-
-def largest_impacts(indptr: np.ndarray, impact: np.ndarray, rows: dict) -> np.ndarray:
-    """Each term's largest impact (0 for a term whose postings are not held), from its run of
-    `impact` or, for a term held only as its coded row (`rows`: term -> (codes, values)), its values."""
-    out = np.zeros(len(indptr) - 1, dtype=np.float64)
-    has = np.diff(indptr) > 0
-    if has.any():
-        out[has] = np.maximum.reduceat(impact, indptr[:-1][has])
-    out[list(rows)] = [values.max() for _, values in rows.values()]
-    return out
 
 
 def commonest(df: np.ndarray, n: int, share: int, most: int) -> np.ndarray:

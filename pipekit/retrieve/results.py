@@ -66,7 +66,7 @@ def explain_rows(index, q, chunk: int) -> list[dict]:
         term = names[t].as_py()
         weight = float(q.weights[i])
         norm = 1 - b + b * float(index.lengths[chunk]) / avgdl
-        own = weight * float(index.impact[pos]) if found else 0.0
+        own = weight * float(index.weigh.held(t, slice(pos, pos + 1))[0]) if found else 0.0
         row = {"term": term, "qtf": q.qtf.get(term, 0), "weight": weight, "tf": int(index.tf[pos]) if found else 0,
                "df": int(index.df[t]), "idf": float(index.idf[t]), "norm": norm,
                "contribution": (own + (shares[i] if shares else 0.0)) / scale, "feedback": float(fb[i])}

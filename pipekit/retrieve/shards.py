@@ -1,7 +1,7 @@
 """Stage 05 on a cluster with the index in shards by document: each worker holds only its part.
 
-Stage 04 cuts its postings into shards, ranges of whole documents whose impacts carry the
-collection's N, avgdl and idf (pipekit/index/layout.py).  Here stage 05 groups them into
+Stage 04 cuts its postings into shards, ranges of whole documents (pipekit/index/layout.py); a
+worker weighs its postings with the collection's N, avgdl and idf, recorded by stage 04.  Here stage 05 groups them into
 `engine.shards` parts (null: one per worker), gives each part to one worker, which loads it
 once from the Parquet files and keeps it (pipekit/retrieve/resident.py's `held`, keyed by
 the part), and sends every batch of queries to every part, as Elasticsearch's
@@ -34,8 +34,8 @@ each part it held again on another worker, from the Parquet files, and the jobs 
 Measured (bench/engine.py --shards, 1M passages): one worker peaked at 1.62 GB, each of two
 at 0.98 GB at most, the outputs identical; bench/README.md has the 100M table.
 
-What it does not do: query-time statistics rounds (the collection's BM25 statistics are in
-the impacts, its section statistics are gathered once), or a cluster-backed `Searcher`
+What it does not do: query-time statistics rounds (the collection's BM25 statistics are
+stage 04's, in 04_terms and the metadata; its section statistics are gathered once), or a cluster-backed `Searcher`
 (README, "Running on a cluster", says what that would take).
 """
 from __future__ import annotations
@@ -109,6 +109,9 @@ def load_part(index_class, output_dir: str, fingerprint: str, part: list, whole:
     c0, c1 = part[0][0], part[-1][1]
     ix._postings_path, ix._shards = postings, ShardedPostings(postings, part, ix.stats["n_terms"], whole)
     ix.df = ix._shards.df().astype(np.int64)
+    # The collection's idf (04_terms), with its N and avgdl in each chunk's norm (Index._derived):
+    # a posting's weight is computed here as the whole index computes it, the same bits.
+    ix.idf = io.read_table(files.require("04_terms.parquet", None), ["idf"]).column("idf").to_numpy()
     ix.indptr = np.zeros(len(ix.df) + 1, dtype=np.int64)
     np.cumsum(ix.df, out=ix.indptr[1:])
     ix._tf = ix._forward = ix._noise = None

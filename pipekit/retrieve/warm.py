@@ -51,7 +51,7 @@ EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.float64), [])
 WORD = re.compile(r"[A-Za-z0-9]+")
 WORDS_KEPT = 50_000  # words whose term ids are kept (~200 bytes each); past it, forgotten and found again
 PARTITION_PAYS = 500  # values per hit up to which `best` partitions them all (nth_largest's blocks past it)
-TERMS_KEPT = 20_000  # terms whose postings' views are kept (~300 bytes each); past it, forgotten and made again
+TERMS_KEPT = 20_000  # terms whose postings are kept (views, and their weights: 8 bytes a posting); past it, forgotten
 
 
 class OneQuery:
@@ -146,12 +146,12 @@ class OneQuery:
         return cols.astype(np.intp), vals
 
     def _keep(self, t: int) -> tuple:
-        """Term t's postings as ((chunks, impacts), their number), kept (all forgotten once TERMS_KEPT are)."""
-        ix = self.index
-        lo, hi = ix.indptr.item(t), ix.indptr.item(t + 1)
+        """Term t's postings as ((chunks, impacts), their number), kept (all forgotten once TERMS_KEPT
+        are): its weights computed once (pipekit/retrieve/bm25.py), not at every query that says it."""
         if len(self._postings) >= TERMS_KEPT:
             self._postings.clear()
-        got = self._postings[t] = ((ix.chunk[lo:hi], ix.impact[lo:hi]), hi - lo)
+        chunks, impacts = self.index._postings_of(t)
+        got = self._postings[t] = ((chunks, impacts), len(chunks))
         return got
 
     def hits(self, text: str, k: int) -> tuple[np.ndarray, np.ndarray, list]:

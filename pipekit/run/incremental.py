@@ -26,7 +26,8 @@ nothing.  Here it works at two levels:
   chunks are the previous index's postings, renumbered, with the new chunks' counts put
   in their places: one partition, as a --force run counts it (merged_counts; an index in
   shards by document is cut into runs and merged as a cluster merges partitions).  N,
-  avgdl, df, idf and every impact are computed anew, since one new chunk changes them all.
+  avgdl, df and idf are computed anew, since one new chunk changes them all (the postings
+  hold counts only: stage 05 computes each BM25 weight, so the merge has no float pass).
 - **Vectors (stage 04, either engine, with `indexing.dense_model`).**  Chunks are embedded
   in blocks cut by their chunk ids, and each block of 04_vectors.parquet carries a key
   hashing the model, the embedding code and its texts; a block whose key the previous
@@ -603,7 +604,7 @@ def _ints(column: pa.ChunkedArray) -> np.ndarray:
 def reused_counts(ctx, count_range: Callable, cited: list[str]) -> tuple[list[dict] | None, int]:
     """Stage 04's partition counts with every unchanged chunk's counts taken from the
     previous index (None: count everything).  Stage 04's statistics are global, so only
-    the counting is reused: N, avgdl, df, idf and every impact are computed anew from
+    the counting is reused: N, avgdl, df and idf are computed anew from
     the merged counts (one partition, merged_counts; or, for an index in shards, one per
     run, merged as a cluster merges its partitions': the same tables, tested).
     On the local engine only: a cluster's counts stay on its workers."""

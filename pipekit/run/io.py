@@ -40,7 +40,7 @@ from pipekit.run.errors import PipelineError
 
 META_KEY = b"pipekit"
 LONG_TEXT = frozenset({"text"})  # columns holding whole documents or chunks: written plain
-DISTINCT = frozenset({"chunk", "impact"})  # columns whose values rarely repeat: no dictionary
+DISTINCT = frozenset({"chunk"})  # columns whose values rarely repeat: no dictionary
 # LONG_TEXT columns' codec; the rest keep Parquet's default, snappy.  None: stages 01-03 each
 # write the texts once and the next stage reads them once, and compressing them was the
 # largest item of the writer (LZ4, the codec before: 0.27 s of CPU of 0.43 s to write 200k
@@ -180,6 +180,24 @@ def row_groups(path: Path) -> list[tuple[Path, int, int, int]]:
             out.append((f, g, at, n))
             at += n
     return out
+
+
+def column_max(path: Path, name: str) -> int | None:
+    """The largest value of a numeric column, from its row groups' statistics (the footers
+    only; None when a group has none, or the output has no rows)."""
+    largest = None
+    for f in part_files(path):
+        md = pq.ParquetFile(f).metadata
+        i = md.schema.to_arrow_schema().get_field_index(name)
+        for g in range(md.num_row_groups):
+            rg = md.row_group(g)
+            if rg.num_rows == 0:
+                continue
+            stats = rg.column(i).statistics
+            if stats is None or not stats.has_min_max:
+                return None
+            largest = stats.max if largest is None else max(largest, stats.max)
+    return largest
 
 
 def output_size(path: Path) -> int:
@@ -359,10 +377,11 @@ class ParquetSink:
         # copied it three more times while writing it (a dictionary attempt, then min and
         # max statistics of the column), which made stage 01 peak at 11x a 100 MB log.
         # Texts are never filtered on nor repeated, so neither is of any use for them.
-        # A posting's chunk and impact are nearly all distinct: Parquet tried a dictionary
-        # for them in every row group, gave up when it overflowed and wrote them plain
-        # anyway, which made writing 27M postings take 3.2 s instead of 1.4 (and the file
-        # 15 % larger).  Repetitive columns (term_id, tf, doc_id) keep their dictionaries.
+        # A posting's chunk (and its float64 impact, which stage 04 stored until issue 47) are
+        # nearly all distinct: Parquet tried a dictionary for them in every row group, gave up
+        # when it overflowed and wrote them plain anyway, which made writing 27M postings
+        # take 3.2 s instead of 1.4 (and the file 15 % larger).  Repetitive columns (term_id,
+        # tf, doc_id) keep their dictionaries.
         # Options name Parquet's leaf columns, each under its field (the name before the dot).
         options = {}
         # The Parquet schema, asked of Parquet once a sink (~1 ms): its options need it, and
