@@ -54,7 +54,6 @@ from itertools import accumulate
 from pathlib import PurePosixPath
 from typing import Iterator
 
-
 from pipekit.chunk.csv_chunks import chunk_csv
 from pipekit.chunk.doctext import DocText, Settings, count_words, measure, run_units
 from pipekit.chunk.markdown_blocks import FENCE_OPEN, MARKER, norm, scan_blocks

@@ -187,7 +187,7 @@ def column_max(path: Path, name: str) -> int | None:
     only; None when a group has none, or the output has no rows)."""
     largest = None
     for f in part_files(path):
-        md = pq.ParquetFile(f).metadata
+        md = parquet_file(f).metadata  # (the footer stage 05's other reads of the file parse: once)
         i = md.schema.to_arrow_schema().get_field_index(name)
         for g in range(md.num_row_groups):
             rg = md.row_group(g)
