@@ -18,6 +18,11 @@ for those):
   by `SectionContext.rescore`, stage 05's own (its term scores made when the Searcher loads);
 - only the k best ranked (score descending, then corpus order: the same total order as
   `ranks.rank`, whose first k these are), found by one partition, and no documents named;
+- where numba imports (a Searcher's default, `compiled`), those three steps (the sums, the
+  context, the k best) are one call of a compiled loop instead (pipekit/retrieve/compiled.py:
+  the same operations in the same order, so the same hits and score bits, in about half the
+  time); the NumPy steps stay for a ranking made deeper by a collapse, a query without context
+  whose postings stage 05 would prune, and a platform without numba;
 - repeats: a repeat is a chunk of another document with the same own section title as a
   hit kept before it (pipekit/retrieve/repeats.py), so when no title of the k best is
   shared by two documents nothing can collapse, and the answer is those k with no repeats
