@@ -134,3 +134,18 @@ def test_the_one_shot_search_never_imports_numba(sample, tmp_path):
     proc = run_script("-c", "import sys, pipekit; pipekit.Searcher(sys.argv[1]).search('rollback'); "
                       "print('numba' in sys.modules)", str(out))
     assert proc.stdout.strip().endswith("True")
+
+
+def test_a_compiled_ranking_that_cannot_be_made_is_said_and_the_numpy_way_answers(sample, monkeypatch):
+    # (numba raises its own errors, e.g. a RuntimeError when no cache folder may be written)
+    from pipekit.retrieve import compiled
+
+    def broken(self):
+        raise RuntimeError("cannot cache function 'ranked': no locator available")
+
+    want = passages(pipekit.Searcher(sample, compiled=False).search(SAMPLE_QUERIES[0], 5))
+    monkeypatch.setattr(compiled.Ranker, "warm_up", broken)
+    with pytest.warns(UserWarning, match="compiled ranking is off .*no locator available"):
+        searcher = pipekit.Searcher(sample)
+    assert searcher._one.ranker is None
+    assert passages(searcher.search(SAMPLE_QUERIES[0], 5)) == want

@@ -233,11 +233,16 @@ def best(vals: np.ndarray, k: int) -> np.ndarray:
 def ranker(index):
     """The compiled ranking for `index` (pipekit/retrieve/compiled.py), compiled or loaded from
     numba's cache now, so that no user's query is the first; None where numba does not import
-    (a platform without its wheels: the NumPy path answers, the same bits)."""
+    (a platform without its wheels) or cannot compile here (say, no cache folder it may write:
+    a note says so), and the NumPy path answers, the same bits."""
     try:
         from pipekit.retrieve.compiled import Ranker  # (imports numba: ~0.45 s, never on the one-shot path)
+
+        made = Ranker(index)
+        made.warm_up()
     except ImportError:
         return None
-    made = Ranker(index)
-    made.warm_up()
+    except Exception as exc:  # (numba's own errors, whatever their class: the NumPy path is always there)
+        index.note(f"the compiled ranking is off ({type(exc).__name__}: {exc}); searching the NumPy way")
+        return None
     return made
