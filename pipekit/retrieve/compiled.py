@@ -177,44 +177,39 @@ class Ranker:
 
     def __init__(self, index):
         self.index = index
-        self.indptr = np.ascontiguousarray(index.indptr, dtype=np.int64)
-        self.chunk = np.ascontiguousarray(index.chunk)
-        self.weight = np.zeros(len(self.chunk))  # (pages the OS maps as a term is weighed)
+        indptr = np.ascontiguousarray(index.indptr, dtype=np.int64)
+        chunk = np.ascontiguousarray(index.chunk)
+        self.weight = np.zeros(len(chunk))  # (pages the OS maps as terms are weighed)
         self.weighed: set[int] = set()
         self.n = len(index.lengths)
         context = index.context
         if context is not None:
             start, sections, scores = context.pairs()
-            self.mix = (True, float(context.weight), np.ascontiguousarray(context.codes, dtype=np.int64),
-                        np.ascontiguousarray(start, dtype=np.int64), np.ascontiguousarray(sections, dtype=np.int64),
-                        np.ascontiguousarray(scores, dtype=np.float64))
+            mix = (True, float(context.weight), np.ascontiguousarray(context.codes, dtype=np.int64),
+                   np.ascontiguousarray(start, dtype=np.int64), np.ascontiguousarray(sections, dtype=np.int64),
+                   np.ascontiguousarray(scores, dtype=np.float64))
             self.sections = context.n
         else:  # (arrays of the same types, never read: one compiled loop for both)
             none = np.zeros(0, np.int64)
-            self.mix = (False, 0.0, none, none, none, np.zeros(0))
+            mix = (False, 0.0, none, none, none, np.zeros(0))
             self.sections = 0
+        self.arrays = (indptr, chunk, self.weight, *mix)  # (`ranked`'s arguments after the query's)
         self._scratch = threading.local()
-
-    def weights(self, t: int) -> np.ndarray:
-        """Term t's weights in its postings (pipekit/retrieve/bm25.py, as stage 05 weighs them), weighed once."""
-        lo, hi = self.indptr.item(t), self.indptr.item(t + 1)
-        if t not in self.weighed:
-            self.weight[lo:hi] = self.index.weigh.held(t, slice(lo, hi))
-            self.weighed.add(t)  # (after the weights: another thread reads them once it sees t here)
-        return self.weight[lo:hi]
 
     def __call__(self, ids: list[int], qtf: list[float], k: int) -> tuple[np.ndarray, np.ndarray]:
         """The k best chunks (int64) and their scores for these terms (distinct, in query order) and qtf."""
         weighed = self.weighed
         for t in ids:
-            if t not in weighed:
-                self.weights(t)
-        s = getattr(self._scratch, "arrays", None)
-        if s is None:
-            s = self._scratch.arrays = (np.zeros(self.n), np.zeros(self.n // BLOCK + 1, np.bool_),
-                                        np.empty(self.n, np.int64), np.empty(self.n), np.zeros(self.sections, np.int64))
-        return ranked(k, np.array(ids, np.int64), np.array(qtf, np.float64), self.indptr, self.chunk, self.weight,
-                      *self.mix, *s)
+            if t not in weighed:  # its weights (pipekit/retrieve/bm25.py, as stage 05 weighs them), once
+                lo, hi = self.arrays[0].item(t), self.arrays[0].item(t + 1)
+                self.weight[lo:hi] = self.index.weigh.held(t, slice(lo, hi))
+                weighed.add(t)  # (after the weights: another thread reads them once it sees t here)
+        scratch = getattr(self._scratch, "arrays", None)
+        if scratch is None:
+            scratch = self._scratch.arrays = (np.zeros(self.n), np.zeros(self.n // BLOCK + 1, np.bool_),
+                                              np.empty(self.n, np.int64), np.empty(self.n),
+                                              np.zeros(self.sections, np.int64))
+        return ranked(k, np.array(ids, np.int64), np.array(qtf, np.float64), *self.arrays, *scratch)
 
     def warm_up(self) -> None:
         """Compile (or load from numba's cache) the loop for this index's array types, with no terms."""
