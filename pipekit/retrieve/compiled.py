@@ -15,11 +15,10 @@ are written as the plain loops they are and compiled once by numba (a ranking in
    so the same float64 bits.  `touched` marks which blocks of 64 chunks got a posting;
 2. the chunks that scored, in corpus order: the touched blocks read in order (a scan of every
    chunk when the query is common, as NumPy's `nonzero` is; a few blocks when it is rare);
-3. with section context (pipekit/retrieve/sections.py), term by term in query order, each of
-   the term's sections adds w · qtf · bm25(term, section) to the scored chunks in it (a
-   section's chunks are consecutive, so the scored ones are one run of step 2's list), then
-   every score is divided by 1 + w: `SectionContext.rescore`'s operations in its order
-   (a chunk whose section lacks a term added 0.0 there, which changes no sum);
+3. with section context (pipekit/retrieve/sections.py), term by term in query order, each
+   scored chunk adds w · qtf · bm25(term, its section) (0.0 where the section lacks the term,
+   as `SectionContext.parts` adds it), then every score is divided by 1 + w:
+   `SectionContext.rescore`'s operations in its order;
 4. the k best by score, ties to the earlier chunk (`warm.best`'s order): each scored chunk
    that beats the k-th so far is placed among them by insertion; a k near the number scored
    sorts them all (a stable sort of the negated scores, `best`'s own way).
@@ -28,15 +27,20 @@ No fastmath: every operation is the IEEE one NumPy makes, in the same order, so 
 is the NumPy path's to the bit (tests/test_compiled.py, hypothesis over random indexes and the
 docs questions).  Scratch arrays are a thread's own (`Ranker`), zeroed again as they are read.
 
-Cost: importing numba (~0.45 s) and compiling the loop (~1-2 s) once; `cache=True` keeps the
-machine code beside this file (`__pycache__`, or numba's user-wide cache directory when that
-is not writable; `NUMBA_CACHE_DIR` moves it), so a later process loads it in milliseconds.  A
-Searcher makes its first ranking at load (`Ranker.warm_up`) so that a user's first query is not
-the slow one.  The one-shot `python -m pipekit search` never imports this module (its cold
+Cost, at a Searcher's load: numba's import (0.25-0.45 s) and its first call, which loads numba's
+lowering registry (~0.6 s more) and the machine code that `cache=True` keeps beside this file
+(`__pycache__`, or numba's user-wide cache directory when that is not writable; `NUMBA_CACHE_DIR`
+moves it), or compiles it the first time on a machine (~7-9 s at a load of 5 on this 2-core
+machine; bench/README.md, "the ranking in one compiled loop").  A Searcher makes that first
+call at load (`Ranker.warm_up`), so that a user's first query is not the slow one.  The one-shot `python -m pipekit search` never imports this module (its cold
 start is 0.2 s: pipekit/retrieve/cold.py), nor does stage 05 (its batches are thread-parallel
 NumPy over whole query sets).  Memory: each asked term's postings weighed once into one
 float64 array beside the postings (8 bytes a posting at most, as the NumPy path's kept weights),
-and per thread five arrays over the chunks and two over the sections (~25 bytes a chunk).
+and per thread three arrays over the chunks and one over the sections (~25 bytes a chunk).
+
+Four functions, not one body, and a fifth for the hits: numba compiled the one body to half the
+speed, and the insertion loop 8x slower while one variable held either the sort's array or its
+own (bench/README.md names what else was tried).
 """
 from __future__ import annotations
 
@@ -58,8 +62,7 @@ def ranked(k, ids, qtf, indptr, chunk, weight, mix, w, codes, start, sections, s
     each weight[...].  Section context (`mix`, weight `w`): chunk c's section is codes[c], term
     t's sections sections[start[t]:start[t+1]] and its plain BM25 score in each scores[...].
     The rest is scratch: sums (zeros, one a chunk), touched (False, one a BLOCK), cols and vals
-    (one a chunk), slot (zeros, one a section); each is left as it was found.
-    (Four functions, not one body: numba compiled the one body to half the speed.)"""
+    (one a chunk), slot (zeros, one a section); each is left as it was found."""
     bm25_sums(ids, qtf, indptr, chunk, weight, sums, touched)
     m = scored(sums, touched, cols, vals)
     if mix:
