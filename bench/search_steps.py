@@ -11,7 +11,9 @@ change in the machine's load falls on all of them), from the same inputs each ti
 terms (`OneQuery.terms`), the BM25 sums over its matching chunks (`OneQuery.scores`, or stage 05's
 `Index.scores` in a checkout without it), the section
 context (`SectionContext.rescore`), the k best (`warm.best`), the repeats test
-(`Repeats.apart`), all of `OneQuery.hits`, `Searcher.ranking`, the Passages of the hits
+(`Repeats.apart`), all of `OneQuery.hits`, the compiled ranking where the checkout has one
+(`Ranker`, pipekit/retrieve/compiled.py: terms to the k best in one call, which `hits` then makes
+instead of the four NumPy steps above), `Searcher.ranking`, the Passages of the hits
 (`Searcher._passages`) and all of `Searcher.search`; and, where tantivy is installed (not with
 `--no-peer`), its whole query in the same loop, as bench/search_speed.py asks it (the query
 parsed and the top k found through its Python binding; `+texts` also reads each hit's stored
@@ -86,6 +88,8 @@ def main() -> None:
         "the k best": lambda q, d: best(d[2], d[4]),
         "repeats test": lambda q, d: ix.repeats.apart(d[5]),
         "hits (all of the above)": lambda q, d: one.hits(q, k),
+        # (a checkout with the compiled ranking: its one call, from the query's terms to the k best)
+        **({"compiled (Ranker)": lambda q, d: one.ranker(d[0], d[1], k)} if getattr(one, "ranker", None) else {}),
         "Searcher.ranking": lambda q, d: searcher.ranking(q, k),
         "Passages": lambda q, d: searcher._passages(q, *d[6]),
         "Searcher.search": lambda q, d: searcher.search(q, k),

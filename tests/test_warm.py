@@ -94,10 +94,10 @@ def test_any_query_the_short_way_is_stage_05s(sample, text, k, which):
 _LOADED: dict = {}
 
 
-def _searchers(out):
-    if out not in _LOADED:
-        _LOADED[out] = [pipekit.Searcher(out, settings=extra) for extra in SETTINGS]
-    return _LOADED[out]
+def _searchers(out, compiled: bool = True):
+    if (out, compiled) not in _LOADED:
+        _LOADED[(out, compiled)] = [pipekit.Searcher(out, settings=extra, compiled=compiled) for extra in SETTINGS]
+    return _LOADED[(out, compiled)]
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +177,7 @@ def _rescored_term_by_term(ctx, ids, weights, cols, vals):
 def test_the_section_context_mixed_in_is_the_formula_term_by_term(sample, terms, which, keep):
     # SectionContext.rescore: stage 05's and the short way's (one implementation, issue 47).
     # Any terms, any weights; every matching chunk, one, some.
-    ix = _searchers(sample)[which].index
+    ix = _searchers(sample, compiled=False)[which].index  # (the NumPy way's Searcher keeps the common rows)
     weight_of = {}
     for t, w in terms:
         weight_of.setdefault(t % len(ix.df), w)
@@ -238,7 +238,7 @@ def test_the_short_ways_bm25_sums_take_the_bincount_way_on_the_docs_questions(sa
 def test_a_searchers_section_context_keeps_the_terms_views_and_mixes_the_same(sample):
     from pipekit.retrieve import sections
 
-    ctx = pipekit.Searcher(sample).index.context
+    ctx = pipekit.Searcher(sample, compiled=False).index.context  # (the NumPy way's: the compiled loop keeps none)
     start = ctx.pairs()[0]
     rare = [t for t in range(len(start) - 1) if t not in ctx._common and start[t + 1] > start[t]][:6]
     assert len(rare) == 6 and ctx._views == {}
@@ -259,7 +259,7 @@ def test_a_searchers_section_context_keeps_the_terms_views_and_mixes_the_same(sa
 def test_the_common_terms_rows_are_the_most_common_within_the_bytes_allowed(sample):
     from pipekit.retrieve import sections
 
-    ctx = pipekit.Searcher(sample).index.context
+    ctx = pipekit.Searcher(sample, compiled=False).index.context  # (the NumPy way's: the compiled loop keeps none)
     start, secs, _ = ctx.pairs()
     counts = np.diff(start)
     common = {t for t in range(len(counts)) if counts[t] * sections.COMMON_SHARE > ctx.n}

@@ -103,11 +103,13 @@ class Searcher:
     (bench/search_speed.py).  Fetching the texts of each search's hits from
     03_chunks.parquet instead (keep_texts=False: less memory, the texts' size, and a faster
     load, for a search or two) decodes a whole row group of 20,000 texts per hit, tens of
-    milliseconds each.
+    milliseconds each.  `compiled` (the default) ranks a query in one compiled loop where numba
+    imports (pipekit/retrieve/compiled.py: the same hits and score bits, in about half the time),
+    which costs numba's import and a load of its cached machine code (or a first compile) here.
     """
 
     def __init__(self, output_dir: str | Path, settings: dict | None = None, options: list[str] = (),
-                 keep_texts: bool = True, link_base: str | None = ...):
+                 keep_texts: bool = True, link_base: str | None = ..., compiled: bool = True):
         self.output_dir = Path(output_dir)
         self.settings = dict(recorded_settings(self.output_dir), **(settings or {}))
         # Links: documents.link_base as given, else as stage 05 last made them here.
@@ -154,7 +156,9 @@ class Searcher:
         self.index.repeats = repeats_for(
             self.index, self.settings.get("repeats", "collapse"),
             self._read_texts if keep_texts else (lambda rows: chunk_texts(self._chunks_03, rows)))
-        self._one = OneQuery(self.index, self._stage.DEPTH)  # one query the short way (pipekit/retrieve/warm.py)
+        # One query the short way (pipekit/retrieve/warm.py), ranked in one compiled loop where numba
+        # imports (`compiled`: a server's, a program's; not the one-shot command's, whose start it would double).
+        self._one = OneQuery(self.index, self._stage.DEPTH, compiled)
         for line in self._ctx.notes[said:]:  # (a weight with no vectors to weigh: fusion.no_vectors) said, not swallowed
             warnings.warn(line, UserWarning, stacklevel=2)
 
@@ -342,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings(record=True) as said:  # Searcher's notes, each one line here
             warnings.simplefilter("always")
             searcher = Searcher(cfg["paths"]["output"], settings=cfg["retrieval"], options=user_options(argv),
-                                keep_texts=not args.queries)
+                                keep_texts=not args.queries, compiled=False)  # (no numba: a cold start)
         for w in said:
             print(f"python -m pipekit search: note: {w.message}", file=sys.stderr)
         searcher.link_base = cfg["documents"].get("link_base")  # config.yaml's (and --set's), as every setting here

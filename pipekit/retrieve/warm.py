@@ -18,6 +18,11 @@ for those):
   by `SectionContext.rescore`, stage 05's own (its term scores made when the Searcher loads);
 - only the k best ranked (score descending, then corpus order: the same total order as
   `ranks.rank`, whose first k these are), found by one partition, and no documents named;
+- where numba imports (a Searcher's default, `compiled`), those three steps (the sums, the
+  context, the k best) are one call of a compiled loop instead (pipekit/retrieve/compiled.py:
+  the same operations in the same order, so the same hits and score bits, in about half the
+  time); the NumPy steps stay for a ranking made deeper by a collapse, a query without context
+  whose postings stage 05 would prune, and a platform without numba;
 - repeats: a repeat is a chunk of another document with the same own section title as a
   hit kept before it (pipekit/retrieve/repeats.py), so when no title of the k best is
   shared by two documents nothing can collapse, and the answer is those k with no repeats
@@ -58,12 +63,15 @@ class OneQuery:
     """The short way for one Searcher's index (`index`: stage 05's Index, with its context and
     repeats set as the Searcher set them; `depth`: stage 05's DEPTH)."""
 
-    def __init__(self, index, depth: int):
+    def __init__(self, index, depth: int, compiled: bool = False):
         self.index = index
         self.depth = depth
         self._words: dict[str, tuple[int, ...]] = {}  # a word -> its known terms' ids (`terms`)
         self._postings: dict[int, tuple] = {}  # a term -> views of its postings and their number (`scores`)
-        if index.context is not None:
+        # compiled: the ranking in one compiled loop (pipekit/retrieve/compiled.py) where numba
+        # imports; the NumPy steps below stay for a deep ranking (a collapse) and where it does not.
+        self.ranker = ranker(index) if compiled else None
+        if index.context is not None and self.ranker is None:
             index.context.keep_common_rows()  # (the section scores now, not at the first query)
 
     def terms(self, text: str) -> tuple[list[int], list[float]]:
@@ -164,25 +172,38 @@ class OneQuery:
             return EMPTY
         repeats = ix.repeats
         reach = depth + k if repeats is not None else k  # stage 05's: the deeper ranking a collapse may use
-        cols, vals = self.candidates(ids, weights, max(reach, depth))
-        top = best(vals, k)  # (cols ascend: their order settles ties)
-        chunks = cols[top].astype(np.int64, copy=False)
+        if self.ranker is not None and (ix.context is not None or self._exhaustive(ids)):
+            chunks, scores = self.ranker(ids, weights, k)  # (the same k, scores and order: compiled.py)
+            cols = None
+        else:
+            cols, vals = self.candidates(ids, weights, max(reach, depth))
+            top = best(vals, k)  # (cols ascend: their order settles ties)
+            chunks, scores = cols[top].astype(np.int64, copy=False), vals[top]
         if repeats is None or repeats.apart(chunks):
-            return chunks, vals[top], [NONE] * len(chunks)
+            return chunks, scores, [NONE] * len(chunks)
         # Two documents share a title: walk the k as `Repeats.collapse` walks any ranking (a
         # position is decided by those before it alone); if none repeats another, they stand.
         if len(repeats.collapse(chunks, k)[0]) == len(chunks):
-            return chunks, vals[top], [NONE] * len(chunks)
+            return chunks, scores, [NONE] * len(chunks)
 
         def deeper(i: int, reach: int) -> tuple:  # stage 05's `one`, for this query
             c, v = self.candidates(ids, weights, max(reach, depth))
             order, docs, doc_scores = rank(c, v, ix.doc_codes, reach, depth)
             return c[order], v[order], docs, doc_scores
 
+        if cols is None:
+            cols, vals = self.candidates(ids, weights, max(reach, depth))
         order, docs, doc_scores = rank(cols, vals, ix.doc_codes, reach, depth)
         answers, also = collapse_answers(repeats, [(cols[order], vals[order], docs, doc_scores)], k, reach,
                                          deeper, depth)
         return answers[0][0].astype(np.int64), answers[0][1].astype(np.float64), also[0]
+
+    def _exhaustive(self, ids: list[int]) -> bool:
+        """Whether stage 05 scores every chunk these terms touch (no section context): when
+        their postings are too few for its pruning (`Index.best_candidates`) to pay.  The
+        compiled loop scores exhaustively; above that, the pruned NumPy path stays."""
+        indptr = self.index.indptr
+        return sum(indptr.item(t + 1) - indptr.item(t) for t in ids) <= self.index.small_query
 
 
 def best(vals: np.ndarray, k: int) -> np.ndarray:
@@ -209,3 +230,19 @@ def best(vals: np.ndarray, k: int) -> np.ndarray:
     return pick[(-vals.take(pick)).argsort(kind="stable")[:k]]
 
 
+def ranker(index):
+    """The compiled ranking for `index` (pipekit/retrieve/compiled.py), compiled or loaded from
+    numba's cache now, so that no user's query is the first; None where numba does not import
+    (a platform without its wheels) or cannot compile here (say, no cache folder it may write:
+    a note says so), and the NumPy path answers, the same bits."""
+    try:
+        from pipekit.retrieve.compiled import Ranker  # (imports numba: ~0.45 s, never on the one-shot path)
+
+        made = Ranker(index)
+        made.warm_up()
+    except ImportError:
+        return None
+    except Exception as exc:  # (numba's own errors, whatever their class: the NumPy path is always there)
+        index.note(f"the compiled ranking is off ({type(exc).__name__}: {exc}); searching the NumPy way")
+        return None
+    return made
