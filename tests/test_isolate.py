@@ -126,6 +126,16 @@ def test_what_ends_the_child_is_raised_in_the_parent():
         "        if exc is not None:\n"
         "            raise exc\n"
         "    return body\n"
+        "gate_r, gate_w = os.pipe()\n"
+        "def leaves_a_process():  # a process holding its copy of the report's pipe until this returns\n"
+        "    if os.fork() == 0:\n"
+        "        quiet = os.open(os.devnull, os.O_WRONLY)\n"
+        "        os.dup2(quiet, 1), os.dup2(quiet, 2)\n"
+        "        os.read(gate_r, 1)\n"
+        "        os._exit(0)\n"
+        "run_in_child(leaves_a_process)\n"
+        "print('returned before the process it left')\n"
+        "os.write(gate_w, b'x')\n"
         "for exc in (None, ConfigError('bad key'), PipelineError('no input'), KeyboardInterrupt(),\n"
         "            BrokenPipeError(), SystemExit(3), RuntimeError('a bug')):\n"
         "    try:\n"
@@ -134,6 +144,7 @@ def test_what_ends_the_child_is_raised_in_the_parent():
         "    except BaseException as got:\n"
         "        print(type(got).__name__, got)\n")
     assert proc.stdout.splitlines() == [
+        "returned before the process it left",
         "child ran", "returned",
         "child ran", "ConfigError bad key",
         "child ran", "PipelineError no input",

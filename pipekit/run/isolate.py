@@ -47,6 +47,9 @@ from typing import Callable
 from pipekit.run.errors import PipelineError
 
 OPT_OUT = "PIPEKIT_ONE_PROCESS"
+# The child's report is written whole before it ends, into the pipe's buffer (64 KiB on Linux,
+# 16 KiB on macOS): one write that never waits for the parent, which reads it after.
+REPORT_BYTES = 16000
 
 
 def wanted() -> bool:
@@ -104,8 +107,11 @@ def _child(body: Callable[[], object], write_end: int) -> None:
 
             traceback.print_exc()
         _end(report)
-        with os.fdopen(write_end, "wb") as pipe:
-            pickle.dump(report, pipe)
+        data = pickle.dumps(report)
+        if len(data) > REPORT_BYTES:  # an error of many lines: its first ones
+            report["error"] = PipelineError(str(report.get("error", ""))[:REPORT_BYTES // 8])
+            data = pickle.dumps(report)
+        os.write(write_end, data)
     finally:
         os._exit(code)
 
@@ -208,18 +214,10 @@ def _hashes_done() -> None:
 def _wait(pid: int, read_end: int) -> tuple[dict | None, int, bool]:
     """The child's report (None if it died without one), its wait status, and whether Ctrl-C
     came meanwhile.  Ctrl-C here is passed on to the child and the wait goes on: the child
-    aborts its outputs, and its report says it was interrupted."""
-    chunks, interrupted = [], False
-    with os.fdopen(read_end, "rb") as pipe:
-        while True:
-            try:
-                chunk = pipe.read()
-                if chunk is not None:
-                    chunks.append(chunk)
-                break
-            except KeyboardInterrupt:
-                interrupted = True
-                _forward(pid)
+    aborts its outputs, and its report says it was interrupted.  The report is read once the
+    child has ended, from the pipe's buffer, not up to the pipe's end: a process the stage
+    started and left running would hold its copy of the pipe open."""
+    interrupted = False
     while True:
         try:
             _, status = os.waitpid(pid, 0)
@@ -227,6 +225,15 @@ def _wait(pid: int, read_end: int) -> tuple[dict | None, int, bool]:
         except KeyboardInterrupt:
             interrupted = True
             _forward(pid)
+    os.set_blocking(read_end, False)
+    chunks = []
+    try:
+        while chunk := os.read(read_end, REPORT_BYTES):
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(read_end)
     data = b"".join(chunks)
     return (pickle.loads(data) if data else None), status, interrupted
 
