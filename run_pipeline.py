@@ -39,7 +39,7 @@ from pipekit.run.engine import make_engine
 from pipekit.run.errors import PipelineError
 from pipekit.cli import why_stale
 from pipekit.run.io import defer_pandas, settle, steady_memory
-from pipekit.run.isolate import fits, run_in_child, wanted
+from pipekit.run.isolate import fits, run_in_child, wanted, worth_a_child
 from pipekit.run.overrides import made_with_other_settings
 from pipekit.tools.show import human_size
 from pipekit.run.stages import STAGES, load_stage
@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None, isolate: bool = False) -> int:
         t0 = time.perf_counter()
         engine = make_engine(cfg)  # one cluster for the whole run, started by the first stage that runs
         try:
+            last = max((number for number, reasons in steps if reasons), default=0)
             for number, reasons in steps:
                 stage = STAGES[number - 1]
                 if not reasons:
@@ -122,8 +123,8 @@ def main(argv: list[str] | None = None, isolate: bool = False) -> int:
                 print(f"{stage.label}: running ({reasons[0]}{', …' if len(reasons) > 1 else ''})")
                 body = functools.partial(run_stage, number, load_stage(number).run, cfg, options=user_options(argv),
                                          engine=engine, force=args.force, walk=walks.get(number))
-                if isolate and fits(engine):
-                    # A child per stage: what the stage allocated ends with it, and the run's peak
+                if isolate and fits(engine) and worth_a_child(stage, cfg, number == last):
+                    # A child per large stage: what it allocated ends with it, and the run's peak
                     # is the largest stage's, not what one process kept (pipekit/run/isolate.py).
                     run_in_child(body)
                     continue

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork: run_pi
 
 OUTPUTS = [name for s in STAGES for name in s.outputs]
 ONE = {"PIPEKIT_ONE_PROCESS": "1"}
+CHILD = {"PIPEKIT_CHILD_BYTES": "0"}  # every stage but the last in a child, however small its input
 
 
 def pipeline(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
@@ -51,7 +52,7 @@ def python(code: str) -> subprocess.CompletedProcess:
 
 
 def test_forked_stages_write_and_print_what_one_process_does(tmp_path):
-    forked = pipeline("--set", f"paths.output={tmp_path / 'a'}")
+    forked = pipeline("--set", f"paths.output={tmp_path / 'a'}", env=CHILD)
     one = pipeline("--set", f"paths.output={tmp_path / 'b'}", env=ONE)
     assert forked.returncode == one.returncode == 0, forked.stderr + one.stderr
     assert plain(forked.stdout).replace("/a/", "/b/") == plain(one.stdout)
@@ -75,12 +76,12 @@ def test_a_beir_corpus_read_by_a_child_with_the_parents_hashing_server(tmp_path)
         for i in range(50_000):
             f.write(f'{{"_id": "d{i}", "title": "t{i % 97}", "text": "{words} x{i}"}}\n')
     assert corpus.stat().st_size > 16 << 20
-    common = ["--to", "1", "--set", f"documents.input={corpus}", "--force"]
-    forked = pipeline(*common, "--set", f"paths.output={tmp_path / 'a'}")
+    common = ["--to", "2", "--set", f"documents.input={corpus}", "--force"]  # (the last stage is the parent's)
+    forked = pipeline(*common, "--set", f"paths.output={tmp_path / 'a'}", env=CHILD)
     one = pipeline(*common, "--set", f"paths.output={tmp_path / 'b'}", env=ONE)
     assert forked.returncode == one.returncode == 0, forked.stderr + one.stderr
     assert forked.stderr == one.stderr == ""
-    for name in STAGES[0].outputs:
+    for name in STAGES[0].outputs + STAGES[1].outputs:
         assert pq.read_table(tmp_path / "a" / name).equals(pq.read_table(tmp_path / "b" / name)), name
 
 
@@ -183,7 +184,7 @@ def test_a_stage_failing_in_its_child_says_what_one_process_said(tmp_path, case)
         return subprocess.run([sys.executable, *run, "--set", f"paths.output={tmp_path / out}", *args], cwd=REPO,
                               capture_output=True, text=True, timeout=300, env={**os.environ, **env})
 
-    forked, one = go("a", {}), go("b", ONE)
+    forked, one = go("a", CHILD), go("b", ONE)
     assert forked.returncode == one.returncode == 1
     assert plain(forked.stdout).replace("/a", "/b") == plain(one.stdout)
     if case == "a bug":
@@ -209,7 +210,8 @@ def test_ctrl_c_in_a_child_stage_leaves_its_previous_output_and_exits_130(tmp_pa
     # (tests/test_atomic_writes.py pauses stage 04 run alone the same way).
     flag = tmp_path / "paused"
     proc = subprocess.Popen([sys.executable, "-c", PAUSING_RUNNER, "run_pipeline.py", "--config", str(cfg),
-                             "--from", "4", "--set", "indexing.b=0.5"], cwd=REPO, env={**os.environ, "PAUSE_FLAG": str(flag)},
+                             "--from", "4", "--set", "indexing.b=0.5"], cwd=REPO,
+                            env={**os.environ, **CHILD, "PAUSE_FLAG": str(flag)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=default_sigint)
     try:
@@ -240,3 +242,25 @@ def test_ctrl_c_in_a_child_stage_leaves_its_previous_output_and_exits_130(tmp_pa
     assert not [p.name for p in out.iterdir() if ".tmp-" in p.name]
     for name, (table, meta) in before.items():
         assert pq.read_table(out / name).equals(table) and read_meta(out / name) == meta, name
+
+
+def test_which_stages_get_a_child(tmp_path):
+    from pipekit.run.isolate import CHILD_BYTES, worth_a_child
+    from pipekit.run.stages import get_stage
+
+    out, docs = tmp_path / "out", tmp_path / "docs"
+    docs.mkdir()
+    cfg = {"paths": {"output": str(out)}, "documents": {"input": str(docs)}}
+    assert worth_a_child(get_stage(1), cfg, last=False)  # a folder read for the first time: unknown, large
+    assert not worth_a_child(get_stage(1), cfg, last=True)  # the last stage: this process's
+    out.mkdir()
+    (out / "01_documents.parquet").write_bytes(b"x" * 1000)
+    assert not worth_a_child(get_stage(1), cfg, last=False)  # its last output was small
+    assert not worth_a_child(get_stage(2), cfg, last=False)
+    with (out / "01_documents.parquet").open("r+b") as f:
+        f.truncate(CHILD_BYTES)  # (sparse: the size is what counts)
+    assert worth_a_child(get_stage(2), cfg, last=False)
+    assert not worth_a_child(get_stage(2), cfg, last=True)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(b"{}\n")
+    assert not worth_a_child(get_stage(1), {**cfg, "documents": {"input": str(corpus)}}, last=False)

@@ -16,7 +16,9 @@ and what ended the child comes back to the parent through a pipe, to be raised t
 a PipelineError is the same one-line error and exit 1, Ctrl-C the same message and 130, a
 closed stdout the same 141 and its note of the last stage that committed.
 
-Where the child is not forked (`wanted`, and run_pipeline's `main(isolate=False)`):
+Which stages: each but the run's last, when its input is large (`worth_a_child`: a child
+costs a small stage ~0.05 s, and the last stage's leftovers have nothing after them).
+Where no stage is forked (`wanted`, `fits`, and run_pipeline's `main(isolate=False)`):
 - no `os.fork` (Windows);
 - the Dask engine: its client's connections and threads do not survive a fork, and the
   stages' work runs on the cluster's workers anyway, not in this process;
@@ -42,6 +44,7 @@ import pickle
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Callable
 
 from pipekit.run.errors import PipelineError
@@ -61,6 +64,36 @@ def wanted() -> bool:
 def fits(engine) -> bool:
     """A local engine runs its stage in the process that calls it: that process can be a child."""
     return getattr(engine, "kind", None) == "local"
+
+
+# A stage whose input is smaller than this runs in the parent.  A child costs a small stage
+# more than it saves: it starts on a heap of its own (every page it allocates faulted in
+# anew) and imports again what the stage before it had imported; a one-file rerun of the
+# docs folder (bench/incremental.py, inputs of 19 MB a stage) took 1.63 s forked against
+# 1.33 s in one process (medians of ten, bench/README.md, branch fork), and what a small
+# stage leaves in the parent is small too.  At 200k passages a stage's input is 60-120 MB.
+CHILD_BYTES = 32 << 20
+
+
+def worth_a_child(stage, cfg: dict, last: bool) -> bool:
+    """Run `stage` in a child?  Not the run's last stage: nothing comes after it to grow on
+    what it would leave in this process, which has kept nothing of the forked stages before
+    it (its peak is a child's).  Otherwise when its input is large (CHILD_BYTES, or the
+    environment's PIPEKIT_CHILD_BYTES): the upstream stage's outputs, or stage 01's input
+    file, or for a folder stage 01's last output (none yet: a child, the folder is unknown)."""
+    if last:
+        return False
+    from pipekit.run import io
+
+    limit = int(os.environ.get("PIPEKIT_CHILD_BYTES", CHILD_BYTES))
+    out = Path(cfg["paths"]["output"])
+    if stage.upstream is not None:
+        return sum(io.output_size(out / n) for n in stage.upstream.outputs if (out / n).exists()) >= limit
+    source = Path(cfg["documents"]["input"])
+    if source.is_file():
+        return source.stat().st_size >= limit
+    previous = out / stage.outputs[0]
+    return not previous.exists() or io.output_size(previous) >= limit
 
 
 def run_in_child(body: Callable[[], object]) -> None:
