@@ -9,8 +9,9 @@ A stage is fresh when its output exists and what the output's metadata recorded 
 stage's config values, its upstream output's fingerprint, its code, its input files —
 is what it would be now.  A stale stage runs, and so does everything after it.
 
-Each stage runs in a child forked from this process after its imports (pipekit/run/isolate.py):
-the run's peak is its largest stage's, not what one process kept of every stage before it.
+On a large input each stage but the last runs in a child forked from this process after its
+imports (pipekit/run/isolate.py): the run's peak is its largest stage's, not what one process
+kept of every stage before it.
 PIPEKIT_ONE_PROCESS=1 keeps them all in this process (a profiler, a debugger).
 """
 from __future__ import annotations
