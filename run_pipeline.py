@@ -9,7 +9,7 @@ A stage is fresh when its output exists and what the output's metadata recorded 
 stage's config values, its upstream output's fingerprint, its code, its input files —
 is what it would be now.  A stale stage runs, and so does everything after it.
 
-On a large input each stage but the last runs in a child forked from this process after its
+On a large input each stage runs in a child forked from this process after its
 imports (pipekit/run/isolate.py): the run's peak is its largest stage's, not what one process
 kept of every stage before it.
 PIPEKIT_ONE_PROCESS=1 keeps them all in this process (a profiler, a debugger).
@@ -115,7 +115,6 @@ def main(argv: list[str] | None = None, isolate: bool = False) -> int:
         t0 = time.perf_counter()
         engine = make_engine(cfg)  # one cluster for the whole run, started by the first stage that runs
         try:
-            last = max((number for number, reasons in steps if reasons), default=0)
             for number, reasons in steps:
                 stage = STAGES[number - 1]
                 if not reasons:
@@ -124,7 +123,7 @@ def main(argv: list[str] | None = None, isolate: bool = False) -> int:
                 print(f"{stage.label}: running ({reasons[0]}{', …' if len(reasons) > 1 else ''})")
                 body = functools.partial(run_stage, number, load_stage(number).run, cfg, options=user_options(argv),
                                          engine=engine, force=args.force, walk=walks.get(number))
-                if isolate and fits(engine) and worth_a_child(stage, cfg, number == last):
+                if isolate and fits(engine) and worth_a_child(stage, cfg):
                     # A child per large stage: what it allocated ends with it, and the run's peak
                     # is the largest stage's, not what one process kept (pipekit/run/isolate.py).
                     run_in_child(body)

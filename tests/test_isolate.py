@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork: run_pi
 
 OUTPUTS = [name for s in STAGES for name in s.outputs]
 ONE = {"PIPEKIT_ONE_PROCESS": "1"}
-CHILD = {"PIPEKIT_CHILD_BYTES": "0"}  # every stage but the last in a child, however small its input
+CHILD = {"PIPEKIT_CHILD_BYTES": "0"}  # every stage in a child, however small its input
 
 
 def pipeline(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
@@ -76,7 +76,7 @@ def test_a_beir_corpus_read_by_a_child_with_the_parents_hashing_server(tmp_path)
         for i in range(50_000):
             f.write(f'{{"_id": "d{i}", "title": "t{i % 97}", "text": "{words} x{i}"}}\n')
     assert corpus.stat().st_size > 16 << 20
-    common = ["--to", "2", "--set", f"documents.input={corpus}", "--force"]  # (the last stage is the parent's)
+    common = ["--to", "2", "--set", f"documents.input={corpus}", "--force"]
     forked = pipeline(*common, "--set", f"paths.output={tmp_path / 'a'}", env=CHILD)
     one = pipeline(*common, "--set", f"paths.output={tmp_path / 'b'}", env=ONE)
     assert forked.returncode == one.returncode == 0, forked.stderr + one.stderr
@@ -251,16 +251,14 @@ def test_which_stages_get_a_child(tmp_path):
     out, docs = tmp_path / "out", tmp_path / "docs"
     docs.mkdir()
     cfg = {"paths": {"output": str(out)}, "documents": {"input": str(docs)}}
-    assert worth_a_child(get_stage(1), cfg, last=False)  # a folder read for the first time: unknown, large
-    assert not worth_a_child(get_stage(1), cfg, last=True)  # the last stage: this process's
+    assert worth_a_child(get_stage(1), cfg)  # a folder read for the first time: unknown, large
     out.mkdir()
     (out / "01_documents.parquet").write_bytes(b"x" * 1000)
-    assert not worth_a_child(get_stage(1), cfg, last=False)  # its last output was small
-    assert not worth_a_child(get_stage(2), cfg, last=False)
+    assert not worth_a_child(get_stage(1), cfg)  # its last output was small
+    assert not worth_a_child(get_stage(2), cfg)
     with (out / "01_documents.parquet").open("r+b") as f:
         f.truncate(CHILD_BYTES)  # (sparse: the size is what counts)
-    assert worth_a_child(get_stage(2), cfg, last=False)
-    assert not worth_a_child(get_stage(2), cfg, last=True)
+    assert worth_a_child(get_stage(2), cfg)
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_bytes(b"{}\n")
-    assert not worth_a_child(get_stage(1), {**cfg, "documents": {"input": str(corpus)}}, last=False)
+    assert not worth_a_child(get_stage(1), {**cfg, "documents": {"input": str(corpus)}})

@@ -16,8 +16,7 @@ and what ended the child comes back to the parent through a pipe, to be raised t
 a PipelineError is the same one-line error and exit 1, Ctrl-C the same message and 130, a
 closed stdout the same 141 and its note of the last stage that committed.
 
-Which stages: each but the run's last, when its input is large (`worth_a_child`: a child
-costs a small stage ~0.05 s, and the last stage's leftovers have nothing after them).
+Which stages: each whose input is large (`worth_a_child`: a child costs a small stage ~0.05 s).
 Where no stage is forked (`wanted`, `fits`, and run_pipeline's `main(isolate=False)`):
 - no `os.fork` (Windows);
 - the Dask engine: its client's connections and threads do not survive a fork, and the
@@ -75,14 +74,12 @@ def fits(engine) -> bool:
 CHILD_BYTES = 32 << 20
 
 
-def worth_a_child(stage, cfg: dict, last: bool) -> bool:
-    """Run `stage` in a child?  Not the run's last stage: nothing comes after it to grow on
-    what it would leave in this process, which has kept nothing of the forked stages before
-    it (its peak is a child's).  Otherwise when its input is large (CHILD_BYTES, or the
-    environment's PIPEKIT_CHILD_BYTES): the upstream stage's outputs, or stage 01's input
-    file, or for a folder stage 01's last output (none yet: a child, the folder is unknown)."""
-    if last:
-        return False
+def worth_a_child(stage, cfg: dict) -> bool:
+    """Run `stage` in a child?  When its input is large (CHILD_BYTES, or the environment's
+    PIPEKIT_CHILD_BYTES): the upstream stage's outputs, or stage 01's input file, or for a
+    folder stage 01's last output (none yet: a child, the folder is unknown).  The run's last
+    stage too: in this process it peaked 30 MB higher at 200k (284 MB, two runs, against
+    252-255 MB forked; bench/README.md, branch fork)."""
     from pipekit.run import io
 
     limit = int(os.environ.get("PIPEKIT_CHILD_BYTES", CHILD_BYTES))
