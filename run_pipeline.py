@@ -8,10 +8,16 @@
 A stage is fresh when its output exists and what the output's metadata recorded — the
 stage's config values, its upstream output's fingerprint, its code, its input files —
 is what it would be now.  A stale stage runs, and so does everything after it.
+
+On a large input each stage runs in a child forked from this process after its
+imports (pipekit/run/isolate.py): the run's peak is its largest stage's, not what one process
+kept of every stage before it.
+PIPEKIT_ONE_PROCESS=1 keeps them all in this process (a profiler, a debugger).
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from datetime import datetime
@@ -34,6 +40,7 @@ from pipekit.run.engine import make_engine
 from pipekit.run.errors import PipelineError
 from pipekit.cli import why_stale
 from pipekit.run.io import defer_pandas, settle, steady_memory
+from pipekit.run.isolate import fits, run_in_child, wanted, worth_a_child
 from pipekit.run.overrides import made_with_other_settings
 from pipekit.tools.show import human_size
 from pipekit.run.stages import STAGES, load_stage
@@ -77,7 +84,9 @@ def print_status(cfg: dict, steps) -> None:
             print(f"{'':<19}why: {r}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, isolate: bool = False) -> int:
+    """The command; `isolate`: each stage in a forked child (pipekit/run/isolate.py), as the
+    command line does.  A caller in this process (a test, a notebook) keeps every stage here."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_args(parser)
     parser.add_argument("--from", dest="first", type=int, default=1, choices=range(1, 6), metavar="N")
@@ -112,8 +121,14 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{stage.label}: fresh, skipped")
                     continue
                 print(f"{stage.label}: running ({reasons[0]}{', …' if len(reasons) > 1 else ''})")
-                run_stage(number, load_stage(number).run, cfg, options=user_options(argv), engine=engine,
-                          force=args.force, walk=walks.get(number))
+                body = functools.partial(run_stage, number, load_stage(number).run, cfg, options=user_options(argv),
+                                         engine=engine, force=args.force, walk=walks.get(number))
+                if isolate and fits(engine) and worth_a_child(stage, cfg):
+                    # A child per large stage: what it allocated ends with it, and the run's peak
+                    # is the largest stage's, not what one process kept (pipekit/run/isolate.py).
+                    run_in_child(body)
+                    continue
+                body()
                 # What the stage freed, handed back before the next one grows: nothing of it is
                 # referenced (Arrow's pool holds 0 bytes), but glibc's heaps and Arrow's pool kept
                 # 5-15 MB a stage at 200k passages (bench/README.md, "What one process keeps").
@@ -135,4 +150,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     imports_done()  # the modules' objects out of the cycle collector's walks (pipekit/run/commands.py)
-    finish(main())  # without the interpreter's teardown: 0.05 s of a one-file rerun (pipekit/run/commands.py)
+    finish(main(isolate=wanted()))  # without the interpreter's teardown: 0.05 s of a one-file rerun (pipekit/run/commands.py)

@@ -903,7 +903,7 @@ SKIP_REASONS = {
     "langchain-core is not installed": None, "langchain-tests is not installed": None,
     "fpdf2 (requirements-dev.txt)": None, "numba is not installed": None,  # (numba: requirements.txt)
     "symlinks need privileges on Windows": None, "POSIX signals": None, "no named pipes here": None,
-    "needs symlinks": None, "no ls executable": None, "needs stages 02 and 03": None, "needs run_pipeline.py": None,
+    "needs symlinks": None, "no ls executable": None, "no fork": None, "needs stages 02 and 03": None, "needs run_pipeline.py": None,
     "needs the whole pipeline": None, "is not on this machine: the module list": None,
     "has the project": None, "glibc": None,  # (a skip on other C libraries)
     "pipekit is importable here without the checkout": "`pip install -e .`",
