@@ -282,7 +282,11 @@ def run_stage(number: int, run: Callable[[StageContext], None], cfg: dict,
     if not quiet:
         for printer in ctx._shows:
             printer()
-        rows_out = ctx._sinks[0].rows if ctx._sinks else 0
+        # The main output's rows, not the first sink's: stage 04 opens 04_chunks on a thread of
+        # its own beside 04_terms, and "rows out" named whichever opened first (88 or 1,666 on
+        # the sample, run to run).
+        main = [s for s in ctx._sinks if s.path == ctx.main_output] or ctx._sinks[:1]
+        rows_out = main[0].rows if main else 0
         rows_in = "" if ctx.upstream_rows is None else f"{ctx.upstream_rows:,} rows in → "
         print(f"{stage.label}: {rows_in}{rows_out:,} rows out in {seconds:.2f} s → {ctx.main_output}")
         for n in ctx.notes:

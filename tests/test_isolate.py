@@ -40,10 +40,7 @@ def tables(out: Path) -> dict:
 
 
 def plain(text: str) -> str:
-    """Output with its timings (and the rates made of them) taken out, and stage 04's "rows
-    out": the row count of its first output opened, 04_chunks (on a thread of its own) or
-    04_terms, whichever came first (in one process as well)."""
-    text = re.sub(r"[\d,]+ rows out in", "N rows out in", text)
+    """Output with its timings (and the rates made of them) taken out."""
     return re.sub(r"[\d,]+(\.\d+)? (s|queries/s)\b", "T", text)
 
 

@@ -32,6 +32,20 @@ def test_first_run_writes_every_output(sample_run):
         assert f"{s.label}: running" in first.stdout
 
 
+def test_each_summary_counts_the_rows_of_the_file_it_names(sample_run):
+    # Stage 04 writes 04_chunks on a thread of its own beside 04_terms; its line said the rows
+    # of whichever file opened first, 88 or 1,666 on the sample, from run to run.
+    import re
+
+    from pipekit.run import io
+
+    out, first = sample_run
+    lines = re.findall(r"^(\d\d_\w+): .*?([\d,]+) rows out in [\d.]+ s → (.+)$", first.stdout, re.M)
+    assert [label for label, _, _ in lines] == [s.label for s in STAGES]
+    for label, rows, path in lines:
+        assert int(rows.replace(",", "")) == io.row_count(Path(path)), label
+
+
 def test_second_run_rewrites_nothing(sample_run):
     out, _ = sample_run
     before = stamps(out)
