@@ -54,7 +54,8 @@ counts are relabelled with term ids and turned term-major on their own (two batc
 once); a range of terms is put together from every batch when it is written.  No Python loop ever runs per token.  Memory is not the postings: each
 batch's counts wait in a spill file in the output folder (pipekit/index/spill.py), as a
 search engine's indexer flushes its segments; what is held is the vocabulary, a few
-numbers a chunk and the term range being written.  Never the text: each batch's text is
+numbers a chunk and the term range being written (in arrays an earlier range used, once its
+table is written: pipekit/index/reuse.py).  Never the text: each batch's text is
 dropped once it is counted, and what 04_chunks cites is read again from 03_chunks when it
 is written.
 
@@ -366,7 +367,7 @@ def shard_postings(shard: tuple, empty=np.empty) -> Iterator[pa.Table]:
             np.copyto(wide, tf)
             tf = wide
         yield pa.table({
-            "term_id": pa.array(term_ids(col_ptr, u, v, t0, empty)),
+            "term_id": pa.array(reuse.term_ids(col_ptr, u, v, t0, empty)),
             "chunk": pa.array(chunk.astype(np.int32, copy=False)),
             "tf": pa.array(tf),
         })
@@ -376,21 +377,6 @@ def shard_postings(shard: tuple, empty=np.empty) -> Iterator[pa.Table]:
     # written raised RSS by its size again (+0.3 GB over a million passages' postings).
     del col_ptr, chunk_of, tf_of
     release_freed_memory()
-
-
-def term_ids(col_ptr: np.ndarray, u: int, v: int, t0: int, empty=np.empty) -> np.ndarray:
-    """Each posting's term id (int32), for the terms u..v-1 of a range starting at term t0:
-    np.repeat(t0 + u..v-1, each one's postings), written into one `empty` array (a running
-    sum of each term's step where its postings start) rather than made anew."""
-    lo, hi = int(col_ptr[u]), int(col_ptr[v])
-    out = empty(hi - lo, np.int32)
-    if hi == lo:
-        return out
-    held = np.flatnonzero(col_ptr[u + 1:v + 1] > col_ptr[u:v]) + u  # terms with postings here
-    out.fill(0)
-    out[0] = t0 + held[0]
-    out[col_ptr[held[1:]] - lo] = np.diff(held)
-    return np.cumsum(out, out=out)
 
 
 def ranges_postings(shards: list) -> Iterator[pa.Table]:

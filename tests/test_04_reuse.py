@@ -54,7 +54,7 @@ def test_term_ids_are_each_terms_id_repeated_for_its_postings(df, cut, t0):
     want = np.repeat(np.arange(u, v, dtype=np.int32), df[u:v]) + np.int32(t0)
     arrays = reuse.Arrays(keep=1)
     for empty in (np.empty, arrays.empty, arrays.empty):  # (the second time in a used array)
-        got = indexing.term_ids(col_ptr, u, v, t0, empty)
+        got = reuse.term_ids(col_ptr, u, v, t0, empty)
         assert got.dtype == np.int32 and np.array_equal(got, want)
 
 

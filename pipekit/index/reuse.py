@@ -62,3 +62,18 @@ class Arrays:
             elif len(self._kept) < self.keep:
                 self._kept.append(array)
             return array[:n]
+
+
+def term_ids(col_ptr: np.ndarray, u: int, v: int, t0: int, empty=np.empty) -> np.ndarray:
+    """Each posting's term id (int32), for the terms u..v-1 of a range starting at term t0:
+    np.repeat(t0 + u..v-1, each one's postings), written into one `empty` array (a running
+    sum of each term's step where its postings start) rather than made anew."""
+    lo, hi = int(col_ptr[u]), int(col_ptr[v])
+    out = empty(hi - lo, np.int32)
+    if hi == lo:
+        return out
+    held = np.flatnonzero(col_ptr[u + 1:v + 1] > col_ptr[u:v]) + u  # terms with postings here
+    out.fill(0)
+    out[0] = t0 + held[0]
+    out[col_ptr[held[1:]] - lo] = np.diff(held)
+    return np.cumsum(out, out=out)
