@@ -118,7 +118,7 @@ RELEASE_EVERY = 16  # batches between two hand-backs of freed memory (pipekit/ru
 RANGE_POSTINGS = 1 << 20  # postings of a term range put together at once by the local engine (~6 MB):
 # at 2M two ranges in flight raised the peak at 200k passages by ~70 MB, for 0.2 s less CPU at 1M
 COUNTING_THREADS = 2  # batches counted at once by the local engine (count_chunks)
-RANGES_KEPT = 16  # arrays the local engine keeps for its term ranges (4 a range, ~4 ranges in flight)
+RANGES_KEPT = 12  # arrays the local engine keeps for its term ranges (3 a range, ~4 ranges in flight)
 
 
 def indexed_runs(analyzer: Analyzer, batch: pa.RecordBatch,
@@ -366,12 +366,16 @@ def shard_postings(shard: tuple, empty=np.empty) -> Iterator[pa.Table]:
             wide = empty(hi - lo, np.int32)
             np.copyto(wide, tf)
             tf = wide
+        # (np.repeat's fresh array: written into a kept one by a running sum it took 3 ms a
+        # range against 0.4, more than its page faults cost)
+        term_of = np.repeat(np.arange(u, v, dtype=np.int32), np.diff(col_ptr[u:v + 1]))
+        term_of += np.int32(t0)  # (in place: a block's temporaries are the write's peak at 200k passages)
         yield pa.table({
-            "term_id": pa.array(reuse.term_ids(col_ptr, u, v, t0, empty)),
+            "term_id": pa.array(term_of),
             "chunk": pa.array(chunk.astype(np.int32, copy=False)),
             "tf": pa.array(tf),
         })
-        del chunk, tf
+        del term_of, chunk, tf
         u = v
     # This range's merged postings and temporaries, freed: kept in malloc's heaps, each range
     # written raised RSS by its size again (+0.3 GB over a million passages' postings).

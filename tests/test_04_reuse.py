@@ -43,21 +43,6 @@ def test_an_array_comes_back_only_when_no_view_table_or_arrow_buffer_holds_it():
     assert len(arrays._kept) <= 2
 
 
-@settings(max_examples=200, deadline=None)
-@given(df=st.lists(st.integers(0, 5), min_size=1, max_size=30), cut=st.tuples(st.integers(0, 30), st.integers(0, 30)),
-       t0=st.integers(0, 10_000))
-def test_term_ids_are_each_terms_id_repeated_for_its_postings(df, cut, t0):
-    """`term_ids` writes into one array what np.repeat makes: t0 + u..v-1, each as many times as
-    it has postings (terms without postings in the block included)."""
-    u, v = sorted(min(c, len(df)) for c in cut)
-    col_ptr = np.concatenate([[0], np.cumsum(df)]).astype(np.int64)
-    want = np.repeat(np.arange(u, v, dtype=np.int32), df[u:v]) + np.int32(t0)
-    arrays = reuse.Arrays(keep=1)
-    for empty in (np.empty, arrays.empty, arrays.empty):  # (the second time in a used array)
-        got = reuse.term_ids(col_ptr, u, v, t0, empty)
-        assert got.dtype == np.int32 and np.array_equal(got, want)
-
-
 def ranges(docs, n_ranges, tf16, tmp):
     """A corpus's counts (spilled, as the local engine keeps them), its plan, the local engine's
     deferred term ranges and the tables `shard_postings` gives them with np.empty."""
