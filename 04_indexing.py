@@ -54,8 +54,7 @@ counts are relabelled with term ids and turned term-major on their own (two batc
 once); a range of terms is put together from every batch when it is written.  No Python loop ever runs per token.  Memory is not the postings: each
 batch's counts wait in a spill file in the output folder (pipekit/index/spill.py), as a
 search engine's indexer flushes its segments; what is held is the vocabulary, a few
-numbers a chunk and the term range being written (in arrays an earlier range used, once its
-table is written: pipekit/index/reuse.py).  Never the text: each batch's text is
+numbers a chunk and the term range being written.  Never the text: each batch's text is
 dropped once it is counted, and what 04_chunks cites is read again from 03_chunks when it
 is written.
 
@@ -94,10 +93,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipekit.index import counting
-from pipekit.index.counting import merge_slices, term_slice  # (term_slice: also a StageFunction by name)
+from pipekit.index.counting import merge_slices, term_slice  # noqa: F401 (term_slice: a StageFunction by name)
 from pipekit.index import dense
 from pipekit.index import layout
-from pipekit.index import reuse
 from pipekit.index.spill import Spill, SpilledPiece
 from pipekit.index.vocabulary import Vocabulary
 from pipekit.run import io
@@ -118,7 +116,6 @@ RELEASE_EVERY = 16  # batches between two hand-backs of freed memory (pipekit/ru
 RANGE_POSTINGS = 1 << 20  # postings of a term range put together at once by the local engine (~6 MB):
 # at 2M two ranges in flight raised the peak at 200k passages by ~70 MB, for 0.2 s less CPU at 1M
 COUNTING_THREADS = 2  # batches counted at once by the local engine (count_chunks)
-RANGES_KEPT = 12  # arrays the local engine keeps for its term ranges (3 a range, ~4 ranges in flight)
 
 
 def indexed_runs(analyzer: Analyzer, batch: pa.RecordBatch,
@@ -346,36 +343,30 @@ class Plan:
         })
 
 
-def shard_postings(shard: tuple, empty=np.empty) -> Iterator[pa.Table]:
+def shard_postings(shard: tuple) -> Iterator[pa.Table]:
     """One shard of 04_postings.parquet: its term range merged from every partition's
     slice, a block of whole terms (about 2M postings) at a time.  Counts only: the BM25
     weight of a posting is stage 05's to compute, from its tf, its term's idf and its
-    chunk's length (pipekit/retrieve/bm25.py).  `empty` makes the range's arrays (np.empty,
-    or the local engine's kept ones: `ranges_postings`)."""
+    chunk's length (pipekit/retrieve/bm25.py)."""
     t0, n_terms, ids, slices = shard
     # (a slice still to be made, on the local engine: `run` defers it to here)
-    col_ptr, chunk_of, tf_of = merge_slices(n_terms, ids, [s(empty=empty) if callable(s) else s for s in slices])
+    col_ptr, chunk_of, tf_of = merge_slices(n_terms, ids, [s() if callable(s) else s for s in slices])
+    df = np.diff(col_ptr)
     target, u = 1 << 21, 0
     while u < n_terms:
         # Whole terms per block, about `target` postings each (one very common term alone).
         v = int(np.searchsorted(col_ptr, col_ptr[u] + target, side="right"))
         v = min(max(v - 1, u + 1), n_terms)
         lo, hi = int(col_ptr[u]), int(col_ptr[v])
+        term_of = np.repeat(np.arange(u, v, dtype=np.int32), df[u:v])
         chunk, tf = chunk_of[lo:hi], tf_of[lo:hi]
-        if tf.dtype != np.int32:  # (2 bytes a count while held: 4 in the table)
-            wide = empty(hi - lo, np.int32)
-            np.copyto(wide, tf)
-            tf = wide
-        # (np.repeat's fresh array: written into a kept one by a running sum it took 3 ms a
-        # range against 0.4, more than its page faults cost)
-        term_of = np.repeat(np.arange(u, v, dtype=np.int32), np.diff(col_ptr[u:v + 1]))
         term_of += np.int32(t0)  # (in place: a block's temporaries are the write's peak at 200k passages)
         yield pa.table({
             "term_id": pa.array(term_of),
             "chunk": pa.array(chunk.astype(np.int32, copy=False)),
-            "tf": pa.array(tf),
+            "tf": pa.array(tf.astype(np.int32, copy=False)),
         })
-        del term_of, chunk, tf
+        del term_of
         u = v
     # This range's merged postings and temporaries, freed: kept in malloc's heaps, each range
     # written raised RSS by its size again (+0.3 GB over a million passages' postings).
@@ -386,10 +377,8 @@ def shard_postings(shard: tuple, empty=np.empty) -> Iterator[pa.Table]:
 def ranges_postings(shards: list) -> Iterator[pa.Table]:
     """The local engine's term ranges in order (`shard_postings` of each), two made at once:
     putting a range together is NumPy passes that let go of the GIL, and made one at a time
-    they left the second core to the Parquet writer alone.  Each range's arrays are an earlier
-    range's once its table is written (pipekit/index/reuse.py): not faulted in afresh."""
-    arrays = reuse.Arrays(keep=RANGES_KEPT)
-    for tables in map_ahead(lambda shard: list(shard_postings(shard, arrays.empty)), shards, COUNTING_THREADS):
+    they left the second core to the Parquet writer alone."""
+    for tables in map_ahead(lambda shard: list(shard_postings(shard)), shards, COUNTING_THREADS):
         yield from tables
 
 
@@ -473,8 +462,7 @@ def write_postings(ctx, engine, plan: Plan, stats: dict, counts: list, meta: dic
     ctx.write_table("04_terms.parquet", plan.term_table(), meta)
     one = len(stats["shards"]) == 1
     # Here a range's slice is made when its postings are written, not all ranges' first.
-    # (locally a deferred term_slice, to which shard_postings gives the range's arrays)
-    slice_of = (lambda fn, c: partial(term_slice, *fn.args, c)) if engine.kind == "local" else engine.submit
+    slice_of = (lambda fn, c: partial(fn, c)) if engine.kind == "local" else engine.submit
     shards = [shard_of(plan, s, counts, slice_of, None if one else shard)
               for shard in stats["shards"] for s in range(len(plan.bounds) - 1)]
     write = StageFunction(4, "shard_postings", ())

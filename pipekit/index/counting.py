@@ -178,7 +178,7 @@ class Piece(NamedTuple):
         return Piece(self.terms[i:j] - np.int32(lo), self.df[i:j], self.chunk[a:z], self.tf[a:z])
 
 
-def place(n_terms: int, pieces, release=None, every: int = 16, empty=np.empty):
+def place(n_terms: int, pieces, release=None, every: int = 16):
     """(col_ptr, chunk, tf) of every batch's postings (`Piece`s, in corpus order) as one
     term-major table: a term's postings are its postings in batch 1, then batch 2, ... so
     chunks stay in order within a term, as one CSR -> CSC of the whole corpus gives.  Each
@@ -186,16 +186,15 @@ def place(n_terms: int, pieces, release=None, every: int = 16, empty=np.empty):
 
     `pieces` is a deque, emptied as it is read, so each batch's arrays are freed once
     placed (`release()` every `every` batches hands their memory back): the postings are
-    then held about once, not as the batches and the whole side by side.  `empty` makes the
-    table's chunk and tf arrays (np.empty, or a term range's kept ones: pipekit/index/reuse.py)."""
+    then held about once, not as the batches and the whole side by side."""
     df = np.zeros(n_terms, dtype=np.int64)
     for piece in pieces:
         df[piece.terms] += piece.df  # a term appears once per batch: no repeated index
     col_ptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(df, out=col_ptr[1:])
     total = int(col_ptr[-1])
-    chunk = empty(total, np.int32)
-    tf = empty(total, np.result_type(np.uint16, *(p.tf.dtype for p in pieces)))
+    chunk = np.empty(total, dtype=np.int32)
+    tf = np.empty(total, dtype=np.result_type(np.uint16, *(p.tf.dtype for p in pieces)))
     free = col_ptr[:-1].copy()  # each term's next empty slot
     # int32 slots while they fit: int64 ones moved twice the bytes (a 27M-posting shard merged in
     # 0.4-1.5 s instead of 0.3)
@@ -217,13 +216,13 @@ def place(n_terms: int, pieces, release=None, every: int = 16, empty=np.empty):
     return col_ptr, chunk, tf
 
 
-def term_slice(lo: int, hi: int, first_chunk: int, chunks: tuple | None, counts: dict, empty=np.empty) -> dict:
+def term_slice(lo: int, hi: int, first_chunk: int, chunks: tuple | None, counts: dict) -> dict:
     """A partition's postings of its terms lo..hi-1 (runs where the counts are) in its
     chunks [chunks[0], chunks[1]) (None: all of them: the shard holds the whole
     partition), chunks renumbered after the partitions before it.  Counts kept by batch
-    ("pieces") are put together here, for these terms only (in `empty`'s arrays: `place`)."""
+    ("pieces") are put together here, for these terms only."""
     if "pieces" in counts:
-        col_ptr, chunk, tf = place(hi - lo, deque(p.terms_in(lo, hi) for p in counts["pieces"]), empty=empty)
+        col_ptr, chunk, tf = place(hi - lo, deque(p.terms_in(lo, hi) for p in counts["pieces"]))
         df = np.diff(col_ptr)
     else:
         col_ptr = counts["col_ptr"]
