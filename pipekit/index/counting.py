@@ -111,8 +111,8 @@ def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarra
 
     `ids` are the batch's word ids, turned into term ids here in place (`term_of_local`:
     each one's term, from the Vocabulary); words the analyzer drops (term -1) leave.
-    `counts` None: every entry counts 1 (no heading or path weight above 1: the bench's
-    and BEIR's settings), which then were not kept, nor spilled and read back, a token each.  A function of
+    `counts` None: every entry counts 1 (no heading or path weight above 1: the bench's and
+    BEIR's settings), and no count a token was kept, spilled and read back.  A function of
     its batch alone, so two batches are converted at once on two threads: as one CSR of the
     whole corpus this step ran on one core, and concatenating every batch into it first held
     the parts and the whole at once (stage 04's peak at a million passages, bench/README.md).
