@@ -127,16 +127,16 @@ def indexed_runs(analyzer: Analyzer, batch: pa.RecordBatch,
     heading lines lose their attribute lists (`{ #id .class }`): markup, not words a
     reader sees, as the heading column already has it; and its links are their text
     (pipekit/index/link_text.py): the words of `[text](url "title")`'s address and title are not
-    words of the passage."""
+    words of the passage.  Weights None: every run counts once (`heading_weight` 0 or 1)."""
     words, rows = analyzer.runs(drop_link_destinations(drop_heading_attribute_lists(batch.column("text"))))
-    weights = np.ones(len(words), dtype=np.int32)
     if heading_weight == 0:
-        return words, rows, weights
+        return words, rows, None
     h_words, h_rows = analyzer.runs(batch.column("heading"))
     if len(h_words) == 0:
-        return words, rows, weights
+        return words, rows, None
     return (pa.concat_arrays([words, h_words]), np.concatenate([rows, h_rows]),
-            np.concatenate([weights, np.full(len(h_rows), heading_weight, dtype=np.int32)]))
+            None if heading_weight == 1 else
+            np.concatenate([np.ones(len(rows), np.int32), np.full(len(h_rows), heading_weight, dtype=np.int32)]))
 
 
 def path_tokens(analyzer: Analyzer, paths: pa.Array) -> tuple[pa.Array, np.ndarray]:
@@ -156,14 +156,18 @@ def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, hea
 
     A heading or path word adds its weight, not 1, to its count: the chunk's length is the
     sum of its counts, so the weights lengthen the chunk too, as repeating the words would
-    (BM25F's way of weighting a field; the length normalisation then stays consistent)."""
+    (BM25F's way of weighting a field; the length normalisation then stays consistent).
+    Counts None: every token counts 1 (no weight above 1), and none is kept (4 bytes a token
+    in the batch, 2 spilled and read back: 0.13 GB of the spill file at a million passages)."""
     words, rows, weights = indexed_runs(analyzer, batch, heading_weight)
     if path_weight > 0 and "path" in batch.schema.names:
         p_words, p_rows = path_tokens(analyzer, batch.column("path"))
         if len(p_words):
+            if weights is not None or path_weight != 1:
+                weights = np.concatenate([np.ones(len(rows), np.int32) if weights is None else weights,
+                                          np.full(len(p_rows), path_weight, dtype=np.int32)])
             words = pa.concat_arrays([words, p_words])
             rows = np.concatenate([rows, p_rows])
-            weights = np.concatenate([weights, np.full(len(p_rows), path_weight, dtype=np.int32)])
     encoded = pc.dictionary_encode(words)  # one hash pass numbers the batch's distinct words
     cols = np.asarray(encoded.indices, dtype=np.int32)
     # One entry a token, in chunk order (a CSR whose repeats are not summed yet): a word's
@@ -217,9 +221,9 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     # and on one thread stage 04 left the second core idle while the first cut words.
     def count(batch):
         dictionary, ids, counts, nnz = count_batch(analyzer, batch, path_weight, heading_weight)
-        counts = counting.narrow_counts(counts)  # 2 bytes a count while they fit
+        counts = counting.narrow_counts(counts)  # 2 bytes a count while they fit (None: all 1)
         if spill is not None:
-            ids, counts = spill.put(ids), spill.put(counts)
+            ids, counts = spill.put(ids), None if counts is None else spill.put(counts)
         return batch, dictionary, ids, counts, nnz
 
     for batch, dictionary, ids, counts, nnz in map_ahead(count, progress(batches), threads):
@@ -247,7 +251,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     def convert(item):
         first, (k, ids, counts, nnz) = item
         if spill is not None:
-            ids, counts = spill.get(ids), spill.get(counts)
+            ids, counts = spill.get(ids), None if counts is None else spill.get(counts)
         piece, n = counting.batch_postings(vocab.term_of_batch(k), ids, counts, nnz, n_terms, first)
         if not pieces:
             return piece, n, None

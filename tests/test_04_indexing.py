@@ -363,6 +363,59 @@ def test_a_batch_counted_token_by_token_gives_the_summed_counts_postings(entries
             assert np.array_equal(a, b)
 
 
+@settings(max_examples=80, deadline=None)
+@given(entries=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 9)), max_size=200),
+       appended=st.integers(0, 40), n_terms=st.integers(1, 6), first_row=st.integers(0, 5),
+       small=st.sampled_from([counting.SMALL, 0]))
+def test_tokens_that_count_once_need_no_counts(entries, appended, n_terms, first_row, small):
+    """Where every token counts 1 (no heading or path weight above 1), count_batch keeps no
+    counts (None): `by_row` and `batch_postings` give without them the postings and lengths
+    they give with a count of 1 for each token, by NumPy's way and by scipy's."""
+    n_rows, n_words = 13, 10
+    rows = np.array([e[0] for e in entries], dtype=np.int64)
+    cols = np.array([e[1] for e in entries], dtype=np.int32)
+    k = min(appended, len(rows))  # the last k entries moved first: out of row order
+    rows, cols = np.roll(rows, k), np.roll(cols, k)
+    term_of_word = (np.arange(n_words) % (n_terms + 1) - 1).astype(np.int32)  # -1: a dropped word
+    ids, counts, nnz = counting.by_row(rows, cols, np.ones(len(rows), np.int32), n_rows)
+    ids_none, none, nnz_none = counting.by_row(rows, cols, None, n_rows)
+    assert none is None and np.array_equal(ids, ids_none) and np.array_equal(nnz, nnz_none)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(counting, "SMALL", small)
+        want = counting.batch_postings(term_of_word, ids.copy(), counting.narrow_counts(counts), nnz, n_terms,
+                                       first_row)
+        got = counting.batch_postings(term_of_word, ids_none.copy(), None, nnz_none, n_terms, first_row)
+    (p, n), (q, m) = want, got
+    assert n.dtype == m.dtype and np.array_equal(n, m)
+    for a, b in zip(p, q):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("heading_weight, path_weight", [(1, 1), (0, 1), (1, 0), (3, 1), (1, 2)])
+def test_count_batch_keeps_counts_only_where_a_token_counts_more_than_once(heading_weight, path_weight):
+    """count_batch's counts are None exactly when no heading or path weight is above 1, and
+    the index is then the one explicit counts of 1 give (`indexed_runs` made to return them)."""
+    a = Analyzer("english", "english")
+    batch = chunks("running runs ran", "the cat sat", "cats and dogs", headings=["Run", "Cats", ""],
+                   paths=[["a", "b"], [], ["dogs"]])
+    counts = indexing.count_batch(a, batch, path_weight, heading_weight)[2]
+    assert (counts is None) == (heading_weight <= 1 and path_weight <= 1)
+    plain = indexing.indexed_runs
+
+    def explicit(*args):
+        words, rows, weights = plain(*args)
+        return words, rows, np.ones(len(rows), np.int32) if weights is None else weights
+
+    want = indexing.build_index([batch], a, 1.2, 0.75, path_weight, heading_weight=heading_weight)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(indexing, "indexed_runs", explicit)
+        assert indexing.count_batch(a, batch, path_weight, heading_weight)[2] is not None
+        got = indexing.build_index([batch], a, 1.2, 0.75, path_weight, heading_weight=heading_weight)
+    for w, g in zip(want[:3], got[:3]):
+        assert w.equals(g)
+    assert want[3] == got[3]
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.lists(st.sampled_from([1, 2, 7, 65_535]), max_size=5), max_size=12),
        st.sampled_from([np.uint16, np.int32]))

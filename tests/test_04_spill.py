@@ -33,17 +33,22 @@ def test_a_spill_gives_back_each_array_and_any_slice_of_it(tmp_path, positioned)
     s.close()
 
 
-def test_a_spilled_piece_finds_any_range_of_terms_as_the_piece_does(tmp_path, monkeypatch):
+@pytest.mark.parametrize("first, spread", [(0, 1), (3_000_000, 1), (70_000, 1_000), (5, 70_000)])
+def test_a_spilled_piece_finds_any_range_of_terms_as_the_piece_does(tmp_path, monkeypatch, first, spread):
     """`terms_in` of a spilled batch, found through its sample of every SAMPLE-th term and one
     block read, is `terms_in` of the batch in memory, for every range (ends inside a block, on
-    a sampled term, before the first term, after the last)."""
+    a sampled term, before the first term, after the last); its chunks, stored as distances
+    from the batch's first in 2 bytes, come back as the int32 numbers they were (and as they
+    are where the distances do not fit: `spread` 70,000)."""
     monkeypatch.setattr(spill, "SAMPLE", 3)
     terms = np.array([1, 2, 4, 5, 6, 9, 10, 14, 15, 20], dtype=np.int32)
     df = np.arange(1, 11, dtype=np.int32)
     starts = np.concatenate([[0], np.cumsum(df)]).astype(np.int64)
-    chunk = np.arange(starts[-1], dtype=np.int32)
+    chunk = (first + np.arange(starts[-1]) * spread % 65_537 * (spread // 60_000 + 1)).astype(np.int32)
     piece = counting.Piece(terms, df, chunk, (chunk % 7).astype(np.uint16), starts)
     kept = spill.SpilledPiece(spill.Spill(tmp_path), piece)
+    narrow = int(chunk.max()) - int(chunk.min()) <= 65_535
+    assert (kept.spill.get(kept.refs.chunk).dtype == np.uint16) == narrow == (spread < 70_000)
     for lo in range(0, 23):
         for hi in range(lo, 23):
             want, got = piece.terms_in(lo, hi), kept.terms_in(lo, hi)

@@ -34,14 +34,16 @@ import numpy as np
 SMALL = 20_000  # entries below which NumPy sorts them (under 2 ms) instead of scipy
 
 
-def by_row(rows: np.ndarray, cols: np.ndarray, weights: np.ndarray, n_rows: int):
+def by_row(rows: np.ndarray, cols: np.ndarray, weights: np.ndarray | None, n_rows: int):
     """(cols, weights, entries per row): the triples in row order, duplicates kept (a row's
     entries in the order given).  Rows come mostly in order (a batch's text runs, then its
-    headings' and paths' appended after): a stable sort only when some are not."""
+    headings' and paths' appended after): a stable sort only when some are not.  `weights`
+    None: every entry counts 1 (and None comes back: see `batch_postings`)."""
     rows = rows.astype(np.int32, copy=False)
     if len(rows) > 1 and not (rows[1:] >= rows[:-1]).all():
         order = np.argsort(rows, kind="stable")  # (a merge of the few runs: timsort finds them)
-        cols, weights = cols[order], weights[order]
+        cols = cols[order]
+        weights = None if weights is None else weights[order]
     return cols, weights, np.bincount(rows, minlength=n_rows)
 
 
@@ -54,7 +56,7 @@ def to_csc(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, shape: tup
         from scipy import sparse
 
         if summed:
-            data = data.astype(np.int32)
+            data = data.astype(np.int32, copy=False)  # (tocsc's arrays are new: `data` is not summed into)
         m = sparse.csr_matrix((data, indices, indptr), shape=shape, copy=False).tocsc()
         if summed:  # (linear: tocsc leaves each column's rows in order, so nothing is sorted again)
             m.sum_duplicates()
@@ -90,24 +92,27 @@ def merge_adjacent(indptr: np.ndarray, chunk: np.ndarray, tf: np.ndarray):
 COUNT_16 = np.iinfo(np.uint16).max
 
 
-def narrow_counts(counts: np.ndarray) -> np.ndarray:
+def narrow_counts(counts: np.ndarray | None) -> np.ndarray | None:
     """A batch's counts as uint16 when every one fits (nearly always: a word said 65,536
     times in one chunk), else as they are.  Stage 04 holds every count of the corpus at once
     (a batch's word counts, then its postings' tf): at a million passages, 4 bytes a count
-    was 0.2 GB.  Sums of counts (a chunk's length, merged postings) are taken in a wider type."""
-    if len(counts) and int(counts.max()) <= COUNT_16:
+    was 0.2 GB.  Sums of counts (a chunk's length, merged postings) are taken in a wider type.
+    None (every count 1, not stored) stays None."""
+    if counts is not None and (len(counts) == 0 or int(counts.max()) <= COUNT_16):
         return counts.astype(np.uint16)
     return counts
 
 
-def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarray, row_nnz: np.ndarray,
+def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarray | None, row_nnz: np.ndarray,
                    n_terms: int, first_row: int = 0):
     """One batch's counts in term space, term-major: a `Piece` (the terms it holds, each
     one's number of postings in it, the postings' chunks — the batch's rows numbered from
     `first_row` — and their tf), and each row's length.
 
     `ids` are the batch's word ids, turned into term ids here in place (`term_of_local`:
-    each one's term, from the Vocabulary); words the analyzer drops (term -1) leave.  A function of
+    each one's term, from the Vocabulary); words the analyzer drops (term -1) leave.
+    `counts` None: every entry counts 1 (no heading or path weight above 1: the bench's and
+    BEIR's settings), and no count a token was kept, spilled and read back.  A function of
     its batch alone, so two batches are converted at once on two threads: as one CSR of the
     whole corpus this step ran on one core, and concatenating every batch into it first held
     the parts and the whole at once (stage 04's peak at a million passages, bench/README.md).
@@ -121,7 +126,8 @@ def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarra
     np.cumsum(row_nnz, out=indptr[1:])
     is_term = ids >= 0
     if not is_term.all():
-        ids, counts = ids[is_term], counts[is_term]
+        ids = ids[is_term]
+        counts = None if counts is None else counts[is_term]
         kept_before = np.zeros(len(is_term) + 1, dtype=np.int32)  # entries kept before each one
         np.cumsum(is_term, out=kept_before[1:])
         indptr = kept_before[indptr]
@@ -129,7 +135,11 @@ def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarra
     # A row's length is the sum of its counts (weights included), taken wider than a count:
     # summed over each row's run (the rows are in order), not by a bincount of every entry's
     # row, whose rows and counts NumPy first copied to int64 and float64 (16 bytes an entry).
-    lengths = row_sums(counts, indptr)
+    if counts is None:  # every entry 1: a row's length is its number of entries
+        lengths = np.diff(indptr).astype(np.int64)
+        counts = np.ones(len(ids), dtype=np.int32)
+    else:
+        lengths = row_sums(counts, indptr)
     # (a word's repeats in a chunk, and two words of one term, summed here: counting.by_row)
     col_ptr, chunk, tf = to_csc(indptr, ids, counts, (n, max(n_terms, 1)), summed=True)
     df = np.diff(col_ptr)
