@@ -6,7 +6,6 @@ query reader and the ranks (05) and the reuse plan (every stage) use one of each
 """
 from __future__ import annotations
 
-import sys
 import threading
 
 import numpy as np
@@ -160,10 +159,10 @@ def true_counts(flags: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     if len(bounds) < 2:
         return np.zeros(0, dtype=np.int64)
     whole = len(flags) - len(flags) % 8
-    if sys.byteorder != "little" or whole == 0:  # the masks below take a group's first bytes as its low ones
+    if whole == 0:
         before = np.concatenate(([0], np.cumsum(flags, dtype=np.int64)))
         return np.diff(before[bounds])
-    groups = np.ascontiguousarray(flags[:whole]).view(np.uint64)
+    groups = np.ascontiguousarray(flags[:whole]).view("<u8")  # a group's first bytes its low ones, on any machine
     sums = groups * _ONES
     sums >>= np.uint64(56)
     sums = sums.view(np.int64)
