@@ -64,7 +64,7 @@ def _words(lines: pa.Array, budget: bool = True, low: np.ndarray | None = None) 
     issue 47).  `budget` False: the first count only (returned twice).  `low`: the positions
     of the bytes below 0x20 in the strings' bytes, when the caller has them (`_one_line_scan`)."""
     from pipekit.chunk.doctext import _RUN  # count_words' characters per word in a run without spaces
-    from pipekit.run.arrays import true_counts
+    from pipekit.run.arrays import scratch, true_counts
 
     if lines.null_count:
         lines, low = pc.fill_null(lines, ""), None
@@ -75,13 +75,17 @@ def _words(lines: pa.Array, budget: bool = True, low: np.ndarray | None = None) 
     # str.isspace() in ASCII: space, \t \n \v \f \r (9-13) and the separators \x1c-\x1f (28-31).
     # The bytes below 0x20 are few (a text's final newline, a tab): they are looked at where
     # they are, not by two more comparisons over every byte (issue 47: 7 passes were 3).
-    space = data == 32
+    # The two flag arrays of the bytes' size in scratch arrays (pipekit/run/arrays.py `scratch`):
+    # new ones were faulted in page by page in every batch, ~0.4 s of system time at 1M
+    # passages, once the reduceat that these counts no longer use stopped raising glibc's
+    # mmap threshold as a side effect.
+    space = np.equal(data, np.uint8(32), out=scratch(len(data), 3))
     if low is None:
         low = np.flatnonzero(data < 32)
     if len(low):
         byte = data[low]  # minus k wraps below k round to 256 - k and up
         space[low] = ((byte - np.uint8(9)) <= 4) | ((byte - np.uint8(28)) <= 3)
-    start = ~space
+    start = np.invert(space, out=scratch(len(data), 4))
     start[1:] &= space[:-1]
     filled = np.diff(offsets) > 0
     first = offsets[:-1][filled]  # each non-empty string's first byte
