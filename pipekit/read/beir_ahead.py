@@ -19,10 +19,11 @@ tables wait while the stage is still setting up, then AFTER, as the stage's own 
 """
 from __future__ import annotations
 
-import os
 import threading
 from collections import deque
 from typing import Callable, Iterator
+
+from pipekit.run.hashing import _identity  # device, inode, size and times: the file as hash_ahead knows it
 
 AHEAD_BYTES = 128 << 20  # tables made before the stage asks (~1 s of reading on a quiet machine; +130 MB at most)
 AFTER = 2  # tables made ahead once the stage reads them
@@ -32,14 +33,6 @@ AFTER = 2  # tables made ahead once the stage reads them
 tables: Callable | None = None
 
 _RUNNING: "Ahead | None" = None
-
-
-def _identity(path) -> tuple | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class _Failed:
