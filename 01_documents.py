@@ -84,6 +84,7 @@ if __name__ == "__main__":  # run alone: reading starts while the imports below 
     begin(sys.argv[1:])
 
 from collections import Counter  # noqa: E402 (below: the imports the early start overlaps)
+from functools import partial
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -93,6 +94,7 @@ import pyarrow.compute as pc
 from pipekit.cli import stage_main
 from pipekit.run.commands import finish
 from pipekit.run.engine import StageFunction, advance, line_ranges
+from pipekit.read import beir_ahead
 from pipekit.read.fastpath import beir_tables
 from pipekit.run.incremental import PreviousRows, listing_table, read_listing, reusable_rows
 from pipekit.run.errors import PipelineError
@@ -138,6 +140,8 @@ FILES_PER_PART = 256  # files per task on a cluster, at most
 # The columns run()'s summary reads of the rows: all a cluster hands back, and all that is read
 # of an unchanged file's copied row (its other columns stay in the file: pipekit/run/incremental.py).
 SUMMARY = ("doc_id", "status", "format", "error", "note")
+# How the early start reads a BEIR corpus before run() (pipekit/read/beir_ahead.py): as here.
+beir_ahead.tables = partial(beir_tables, schema=SCHEMA, max_rows=BATCH_ROWS, max_chars=BATCH_CHARS)
 
 
 def input_partitions(section: dict, rows_per_part: int | None, entries: list | None = None,
@@ -170,8 +174,10 @@ def input_partitions(section: dict, rows_per_part: int | None, entries: list | N
 def read_partition(part: tuple) -> Iterator[pa.Table]:
     """The stage-01 rows of one part, in order (one row per entry), as tables of bounded size."""
     if part[0] == "beir":
-        # Columns, not a dict per record: iter_beir's rows, in the same batches (pipekit/read/fastpath.py).
-        for table in beir_tables(Path(part[1]), part[2], part[3], part[4], SCHEMA, BATCH_ROWS, BATCH_CHARS, part[5]):
+        # Columns, not a dict per record: iter_beir's rows, in the same batches (pipekit/read/fastpath.py);
+        # begun while the listing hashed the file, when it was (pipekit/read/beir_ahead.py).
+        for table in beir_ahead.take(*part[1:]) or beir_tables(Path(part[1]), part[2], part[3], part[4], SCHEMA,
+                                                               BATCH_ROWS, BATCH_CHARS, part[5]):
             advance(table.num_rows)
             yield table
         return

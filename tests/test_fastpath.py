@@ -448,6 +448,24 @@ def test_word_counts_are_split_and_count_words(texts, skip):
     n_words, budget = chunk_fastpath._words(column)
     assert n_words.tolist() == [len(t.split()) for t in texts]
     assert budget.tolist() == [count_words(t) for t in texts]
+    # The same with the bytes below 0x20 found by the one-line scan, as one_chunk passes them.
+    low = chunk_fastpath._one_line_scan(column)[1]
+    assert [c.tolist() for c in chunk_fastpath._words(column, low=low)] == [n_words.tolist(), budget.tolist()]
+
+
+@settings(max_examples=examples(300))
+@given(st.lists(st.booleans(), max_size=90), st.lists(st.integers(0, 90), max_size=10))
+def test_true_counts_are_each_segments_sum(flags, cuts):
+    """arrays.true_counts (eight flags at a time, reduceat over the groups, the bounds' part
+    groups masked) gives each segment's plain sum: bounds inside one group, on a group's
+    edge, past the last whole group, repeated, and at both ends."""
+    from pipekit.run.arrays import true_counts
+
+    bounds = sorted(min(c, len(flags)) for c in cuts)
+    flags = np.array(flags, dtype=bool)
+    assert true_counts(flags, np.array(bounds, dtype=np.int64)).tolist() == \
+        [int(flags[a:b].sum()) for a, b in zip(bounds, bounds[1:])]
+    assert true_counts(flags[1:], np.array([0, max(len(flags) - 1, 0)])).tolist() == [int(flags[1:].sum())]
 
 
 @settings(max_examples=examples(300))

@@ -53,7 +53,7 @@ def runs(mask: np.ndarray) -> Iterator[tuple[int, int, bool]]:
         yield a, b, bool(mask[a])
 
 
-def _words(lines: pa.Array, budget: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def _words(lines: pa.Array, budget: bool = True, low: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(len(s.split()), doctext.count_words(s)) of each ASCII string (a string with other
     characters gets counts of its bytes: one_chunk sizes ASCII texts only).  Words are
     counted with NumPy over the column's bytes (a word starts where a space ends, or where
@@ -61,10 +61,13 @@ def _words(lines: pa.Array, budget: bool = True) -> tuple[np.ndarray, np.ndarray
     10 characters (rare: a URL), from each word's length, its end minus its start.  Arrow's
     split made a string per word (2 s on 200k passages), its regex counts a match at a time
     (1 s each), and an RE2 search for such runs read the texts again (0.2 s at 200k,
-    issue 47).  `budget` False: the first count only (returned twice)."""
+    issue 47).  `budget` False: the first count only (returned twice).  `low`: the positions
+    of the bytes below 0x20 in the strings' bytes, when the caller has them (`_one_line_scan`)."""
     from pipekit.chunk.doctext import _RUN  # count_words' characters per word in a run without spaces
+    from pipekit.run.arrays import scratch, true_counts
 
-    lines = pc.fill_null(lines, "")
+    if lines.null_count:
+        lines, low = pc.fill_null(lines, ""), None
     n = len(lines)
     offsets, data = string_buffers(lines)
     data = data[offsets[0]:offsets[-1]]
@@ -72,19 +75,22 @@ def _words(lines: pa.Array, budget: bool = True) -> tuple[np.ndarray, np.ndarray
     # str.isspace() in ASCII: space, \t \n \v \f \r (9-13) and the separators \x1c-\x1f (28-31).
     # The bytes below 0x20 are few (a text's final newline, a tab): they are looked at where
     # they are, not by two more comparisons over every byte (issue 47: 7 passes were 3).
-    space = data == 32
-    low = np.flatnonzero(data < 32)
+    # The two flag arrays of the bytes' size in scratch arrays (pipekit/run/arrays.py `scratch`):
+    # new ones were faulted in page by page in every batch, ~0.4 s of system time at 1M
+    # passages, once the reduceat that these counts no longer use stopped raising glibc's
+    # mmap threshold as a side effect.
+    space = np.equal(data, np.uint8(32), out=scratch(len(data), 3))
+    if low is None:
+        low = np.flatnonzero(data < 32)
     if len(low):
         byte = data[low]  # minus k wraps below k round to 256 - k and up
         space[low] = ((byte - np.uint8(9)) <= 4) | ((byte - np.uint8(28)) <= 3)
-    start = ~space
+    start = np.invert(space, out=scratch(len(data), 4))
     start[1:] &= space[:-1]
     filled = np.diff(offsets) > 0
     first = offsets[:-1][filled]  # each non-empty string's first byte
     start[first] = ~space[first]
-    n_words = np.zeros(n, dtype=np.int64)
-    if len(first):  # a sum from each non-empty string's start to the next one's (the empty ones hold no byte)
-        n_words[filled] = np.add.reduceat(start, first, dtype=np.int64)
+    n_words = true_counts(start, offsets)  # the word starts in each string's bytes
     if not budget or not _has_long_word(space, first, _RUN):
         return n_words, n_words
     # A word ends before a space, before the next string's first byte, or at the data's end.
@@ -102,20 +108,37 @@ def _words(lines: pa.Array, budget: bool = True) -> tuple[np.ndarray, np.ndarray
 def _has_long_word(space: np.ndarray, first: np.ndarray, run: int) -> bool:
     """Whether any string holds more than `run` bytes in a row that are not `space`
     (`first`: each non-empty string's first byte, where no run continues from the string
-    before).  Runs of 2, 4, 8 ... found by shifted ANDs: a few passes over the bytes, where
-    finding every word's start and end took 0.2 s at 200k passages that hold no such word."""
+    before).  Runs of 2, 4, 8 ... found by shifted ANDs, on the bytes' flags packed eight to a
+    byte (`_shifted`): finding every word's start and end took 0.2 s at 200k passages that
+    hold no such word, and the shifted ANDs over one flag a byte 0.5 s of a thread at 1M."""
     if len(space) <= run:
         return False  # no room for run + 1 bytes
-    cont = ~space
-    cont[first] = False  # a string's first byte continues no run
-    # ahead[p]: bytes p .. p + width - 1 all continue a run
+    words = -(-len(space) // 64)
+    packed = np.zeros(words * 8, dtype=np.uint8)
+    packed[:-(-len(space) // 8)] = np.packbits(space, bitorder="little")
+    bits = packed.view("<u8")  # bit j of word i: byte 64 i + j, in any machine's byte order
+    np.invert(bits, out=bits)  # not a space (the padding too: cut off below)
+    if len(space) % 64:
+        bits[-1] &= np.uint64((1 << (len(space) % 64)) - 1)
+    solid = bits.copy()
+    cont = bits
+    np.bitwise_and.at(packed, first >> 3, ~(np.uint8(1) << (first & 7).astype(np.uint8)))  # a string's first byte continues no run
+    # ahead, bit p: bytes p .. p + width - 1 all continue a run
     ahead, width = cont, 1
     while width * 2 <= run:
-        ahead, width = ahead[:-width] & ahead[width:], width * 2
+        ahead, width = ahead & _shifted(ahead, width), width * 2
     if width < run:
-        ahead = ahead[:-(run - width)] & ahead[run - width:]
+        ahead = ahead & _shifted(ahead, run - width)
     # a byte that is not a space, followed by `run` bytes that continue its run
-    return bool((~space[:len(ahead) - 1] & ahead[1:]).any()) if len(ahead) > 1 else False
+    return bool((solid & _shifted(ahead, 1)).any())
+
+
+def _shifted(bits: np.ndarray, k: int) -> np.ndarray:
+    """A stream of bits (uint64 words, bit j of word i its bit 64 i + j) moved down by
+    `k` < 64: bit p of the result is bit p + k of `bits`, zeros past its end."""
+    out = bits >> np.uint64(k)
+    out[:-1] |= bits[1:] << np.uint64(64 - k)
+    return out
 
 
 def ascii_one_line(texts: pa.Array) -> np.ndarray:
@@ -124,23 +147,30 @@ def ascii_one_line(texts: pa.Array) -> np.ndarray:
     NumPy, as stage 02's `already_clean` is: Arrow's regex read the texts at ~0.5 GB/s
     (0.19 s of stage 03's 0.75 s of column work at 200k passages, issue 47).  One
     comparison finds every byte outside printable ASCII; only those few are looked at."""
+    return _one_line_scan(texts)[0]
+
+
+def _one_line_scan(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """`ascii_one_line`'s picks, and the positions of the bytes below 0x20 in the texts' bytes
+    (which `_words` takes as its spaces' odd ones, rather than scan the bytes again)."""
+    from pipekit.run.arrays import odd_bytes
+
     b, starts, ends = text_bytes(texts, "ascii_one_line")
     n = len(starts)
     if n == 0:
-        return np.zeros(0, dtype=bool)
+        return np.zeros(0, dtype=bool), np.zeros(0, dtype=np.int64)
     filled = ends > starts
     head = b[np.minimum(starts, max(len(b) - 1, 0))] if len(b) else np.zeros(n, dtype=np.uint8)
     lower = head | 0x20  # ASCII letters' lower case; digits and the rest stay apart from a-z
     good = filled & (((head - np.uint8(48)) <= 9) | ((lower - np.uint8(97)) <= 25))
-    # Bytes outside 0x20-0x7e: b - 32 wraps below 0x20 to 224-255, and 0x7f and up stay >= 95.
-    odd = np.flatnonzero((b - np.uint8(32)) >= 95)
+    odd = odd_bytes(b)  # bytes outside 0x20-0x7e, without temporaries of the batch's size
     kind = b[odd]
     at = np.searchsorted(ends, odd, side="right")
     allowed = (kind == 9) | ((kind == 10) & (odd == ends[at] - 1))  # a tab, or the final newline
     good[at[~allowed]] = False
     if texts.null_count:
         good &= np.asarray(texts.is_valid())
-    return good
+    return good, odd[kind < 32]
 
 
 def one_chunk(batch: pa.RecordBatch, settings) -> tuple[np.ndarray, np.ndarray | None]:
@@ -152,13 +182,14 @@ def one_chunk(batch: pa.RecordBatch, settings) -> tuple[np.ndarray, np.ndarray |
         return np.zeros(n, dtype=bool), None
     text = batch.column("text")
     ok = pc.and_(pc.equal(batch.column("format"), "beir"), pc.is_valid(batch.column("path")))
-    ok = np.asarray(pc.fill_null(ok, False), dtype=bool) & ascii_one_line(text)
+    one_line, low = _one_line_scan(text)
+    ok = np.asarray(pc.fill_null(ok, False), dtype=bool) & one_line
     if not ok.any():
         return ok, None
     if settings.unit == "words":
         # Counted on the text itself, not on a copy without its final newline: a newline
         # is a space to both counts, so a chosen row's counts are the line's.
-        n_words, size = _words(text)
+        n_words, size = _words(text, low=low)
         return ok & (size <= settings.max), n_words
     line = pc.utf8_rtrim(text, characters="\n")
     chars = pc.fill_null(pc.utf8_length(line), 0).to_numpy(zero_copy_only=False).astype(np.int64)

@@ -46,6 +46,7 @@ core) or reading on a Dask cluster (each cluster worker reads its part in its ow
 from __future__ import annotations
 
 import os
+import sys
 from collections import deque
 from itertools import chain
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
@@ -122,9 +123,12 @@ def start_early(entries: list[InputEntry], workers: int) -> bool:
         return True  # reading began before the imports (HeadStart): its workers need no server
     if len(entries) == 1 and entries[0].format == "beir" and entries[0].skip is None:
         # Read in the stage's process: the server only forks the lines' hashing process.
+        from pipekit.read import beir_ahead
         from pipekit.read.workers import start_hashing_server
 
-        return start_hashing_server(entries[0].n_bytes, workers)
+        started = start_hashing_server(entries[0].n_bytes, workers)
+        # Its records read from now on, while the listing hashes the file (beir_ahead.py says why).
+        return beir_ahead.begin(entries[0].path, entries[0].max_bytes, min(workers, 2)) or started
     if workers <= 1 or sum(map(estimated_seconds, entries)) < POOL_SECONDS:
         return False
     try:
@@ -338,9 +342,12 @@ def _drop_head_start() -> None:
 
 
 def listed(listing: dict | None) -> None:
-    """The stage's listing, which a head start's rows are checked against (HeadStart)."""
+    """The stage's listing, which a head start's rows are checked against (HeadStart), and
+    so are a BEIR corpus's tables read ahead (pipekit/read/beir_ahead.py)."""
     if _HEAD is not None:
         _HEAD.listing = listing
+    if "pipekit.read.beir_ahead" in sys.modules:
+        sys.modules["pipekit.read.beir_ahead"].listed(listing)
 
 
 def _take_head_start(workers: int) -> "HeadStart | None":
