@@ -111,6 +111,36 @@ def test_a_forked_child_adopts_the_parents_fork_server():
     assert proc.stdout.split("\n")[:2] == ["False 5", "True 0"], proc.stderr
 
 
+def test_a_hash_still_running_at_the_fork_reaches_the_child(tmp_path):
+    # The parent does not wait for begin_pipeline's hash before it forks (stage 01 reads its
+    # records meanwhile): the child's listing gets it through a pipe when the thread is done.
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "a"}\n')
+    proc = python(
+        "import sys, threading, time\n"
+        "from pipekit.run import hashing\n"
+        "from pipekit.run.errors import PipelineError\n"
+        "from pipekit.run.isolate import run_in_child\n"
+        "gate = threading.Event()\n"
+        "real = hashing.file_hash\n"
+        "def slow(path, **kw):\n"
+        "    gate.wait()\n"
+        "    return real(path, **kw)\n"
+        "hashing.file_hash = slow\n"
+        f"path = {str(corpus)!r}\n"
+        "hashing.hash_ahead(path)\n"
+        "threading.Timer(0.5, gate.set).start()  # done only after the fork\n"
+        "def body():\n"
+        "    done = next(iter(hashing._AHEAD.values()))[0]\n"
+        "    print('running at the fork' if not done.is_set() else 'done at the fork', flush=True)\n"
+        "    got = hashing.hashed_ahead(path)\n"
+        "    if got != real(path):\n"
+        "        raise PipelineError(f'child got {got!r}')\n"
+        "run_in_child(body)\n"
+        "print('same hash')\n")
+    assert proc.stdout.splitlines() == ["running at the fork", "same hash"], proc.stdout + proc.stderr
+
+
 def test_what_ends_the_child_is_raised_in_the_parent():
     proc = python(
         "import os, sys\n"

@@ -29,10 +29,10 @@ Where no stage is forked (`wanted`, `fits`, and run_pipeline's `main(isolate=Fal
 
 Fork safety, what the parent has when it forks: its imports (frozen out of the collector,
 commands.imports_done), no stage's threads (each stage joins its own before it returns),
-and from `begin_pipeline` (pipekit/read/early.py) a BEIR corpus's hashing thread, waited
-for here before the fork (its result is then in the child's copy; stage 01 would wait for
-it before reading any record anyway), and maybe the fork server of stage 01's hashing
-process, which the child adopts (`_adopt_fork_server`).  Arrow's thread pools, jemalloc
+and from `begin_pipeline` (pipekit/read/early.py) a BEIR corpus's hashing thread, whose
+result the parent hands the child through a pipe (`_hashes_to_child`: stage 01 reads the
+records meanwhile), and maybe the fork server of stage 01's hashing process, which the
+child adopts (`_adopt_fork_server`).  Arrow's thread pools, jemalloc
 and glibc's malloc reset themselves in a forked child (their at-fork handlers); logging's
 locks too (Python's).
 """
@@ -97,15 +97,17 @@ def run_in_child(body: Callable[[], object]) -> None:
     """`body()` in a forked child; here, once the child has ended, what ended it raised again:
     nothing when it returned, else its PipelineError, KeyboardInterrupt, BrokenPipeError or
     SystemExit.  A bug's traceback is printed by the child, and this raises SystemExit(1)."""
-    _hashes_done()
+    hashes = _hashes_pending()
     for stream in (sys.stdout, sys.stderr):  # else what is buffered is written twice, once by each
         stream.flush()
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns into the caller
         os.close(read_end)
+        _hashes_from_parent(hashes)
         _child(body, write_end)
     os.close(write_end)
+    _hashes_to_child(hashes)
     report, status, interrupted = _wait(pid, read_end)
     _raise(report, status)
     if interrupted:  # the stage had committed when Ctrl-C came: the run stops before the next
@@ -231,12 +233,64 @@ def _adopt_fork_server() -> None:
     server.ensure_running = resource_tracker.ensure_running  # the instance's check; the server runs
 
 
-def _hashes_done() -> None:
-    """A BEIR corpus's content hash, started on a thread by begin_pipeline: waited for, so
-    that the child's copy holds the result (a thread does not survive a fork)."""
+# A BEIR corpus's content hash runs on a thread begin_pipeline started (pipekit/read/early.py)
+# and a thread does not survive a fork.  Waiting for it before the fork held stage 01 back:
+# at a million passages the hash ends ~1 s after the imports, and stage 01 reads its records
+# while it runs (pipekit/read/beir_ahead.py).  So the child gets the hash through a pipe when
+# the parent's thread has it, and waits for it only where the listing asks (`hashed_ahead`).
+
+def _hashes_pending() -> list[tuple[tuple, int, int]]:
+    """(the file's identity, read end, write end) of each hash still running here."""
     hashing = sys.modules.get("pipekit.run.hashing")
-    for done, _ in list(getattr(hashing, "_AHEAD", {}).values()):
-        done.wait()
+    ahead = getattr(hashing, "_AHEAD", {})
+    return [(key, *os.pipe()) for key, (done, _) in list(ahead.items()) if not done.is_set()]
+
+
+def _hashes_to_child(pending: list) -> None:
+    """The parent: each hash written to its pipe by a thread once done ("" if it failed)."""
+    hashing = sys.modules.get("pipekit.run.hashing")
+    for key, read_end, write_end in pending:
+        os.close(read_end)
+        done, box = hashing._AHEAD[key]
+
+        def send(done=done, box=box, write_end=write_end) -> None:
+            done.wait()
+            try:
+                os.write(write_end, (box[0] if box else "").encode())
+            finally:
+                os.close(write_end)
+
+        threading.Thread(target=send, name="pipekit-hash-to-child", daemon=True).start()
+
+
+class _HashFromParent:
+    """In the child, the Event `hashed_ahead` waits on: set when the parent's pipe ends."""
+
+    def __init__(self, read_end: int, box: list):
+        self.read_end, self.box = read_end, box
+
+    def is_set(self) -> bool:
+        return self.read_end is None
+
+    def wait(self) -> None:
+        if self.read_end is None:
+            return
+        data = b""
+        while part := os.read(self.read_end, 64):
+            data += part
+        os.close(self.read_end)
+        self.read_end = None
+        if data:
+            self.box.append(data.decode())
+
+
+def _hashes_from_parent(pending: list) -> None:
+    """The child: each running hash's entry now waits on its pipe instead of the lost thread."""
+    hashing = sys.modules.get("pipekit.run.hashing")
+    for key, read_end, write_end in pending:
+        os.close(write_end)
+        box: list = []
+        hashing._AHEAD[key] = (_HashFromParent(read_end, box), box)
 
 
 # ---- the parent ---------------------------------------------------------------------------
