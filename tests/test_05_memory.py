@@ -55,11 +55,12 @@ def test_row_postings_are_the_postings_the_row_was_coded_from(seed, cut):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.sampled_from([0.3, 1.0]), st.sampled_from([0.2, 0.6]))
-def test_apart_terms_are_handed_over_whole_and_never_held(tmp_path_factory, seed, share, apart_share):
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0.3, 1.0]), st.sampled_from([0.2, 0.6]), st.sampled_from([2, 1 << 16]))
+def test_apart_terms_are_handed_over_whole_and_never_held(tmp_path_factory, seed, share, apart_share, batch_rows):
     # Each apart term reaches `whole` once, its rows of every column exactly as the file has
-    # them (runs across row groups, read on two threads); the held arrays are the other asked
-    # terms' runs; and each group is decoded once for both columns.
+    # them (runs across row groups, read on two threads, a group in batches of 2 rows or at
+    # once: asked.BATCH_ROWS); the held arrays are the other asked terms' runs; and each
+    # group is decoded once for both columns.
     rng = np.random.default_rng(seed)
     path = tmp_path_factory.mktemp("apart") / "04_postings.parquet"
     df, table = postings_file(path, rng)
@@ -67,13 +68,15 @@ def test_apart_terms_are_handed_over_whole_and_never_held(tmp_path_factory, seed
     apart = ids[rng.random(len(ids)) < apart_share]
     held = asked_module.AskedPostings(df, [ids], 0, apart)
     got, decoded = {}, []
-    read = pq.ParquetFile.read_row_group
+    read = pq.ParquetFile.iter_batches
     try:
-        pq.ParquetFile.read_row_group = lambda self, g, **kw: decoded.append(g) or read(self, g, **kw)
+        pq.ParquetFile.iter_batches = lambda self, *a, **kw: decoded.extend(kw["row_groups"]) or read(self, *a, **kw)
+        asked_module.BATCH_ROWS, rows_before = batch_rows, asked_module.BATCH_ROWS
         chunk, impact = held.read_columns(path, {"chunk": np.int32, "impact": np.float64}, 2, np.zeros,
                                           lambda t, arrays: got.setdefault(t, []).append(arrays))
     finally:
-        pq.ParquetFile.read_row_group = read
+        pq.ParquetFile.iter_batches = read
+        asked_module.BATCH_ROWS = rows_before
     start = np.concatenate([[0], np.cumsum(df)])
     whole_chunk, whole_impact = table.column("chunk").to_numpy(), table.column("impact").to_numpy()
     assert sorted(got) == sorted(t for t in apart.tolist() if df[t] > 0)

@@ -217,7 +217,10 @@ def summed(n: int, parts: list) -> np.ndarray:
         chunks, impacts = zip(*parts[:lead]) if lead < len(parts) else zip(*parts)
         # (the chunks joined as NumPy's index type: bincount copies int32 ones to it first, so
         # this is one copy, not two: ~1 µs of a Searcher's docs question, and less memory at once)
-        dense = np.bincount(np.concatenate(chunks, dtype=np.intp), weights=np.concatenate(impacts), minlength=n)
+        # (one part already so, as stage 05 gathers them: used as it is, bm25.gathered)
+        one = len(chunks) == 1 and chunks[0].dtype == np.intp
+        dense = np.bincount(chunks[0] if one else np.concatenate(chunks, dtype=np.intp),
+                            weights=impacts[0] if one else np.concatenate(impacts), minlength=n)
     else:
         dense = np.zeros(n)
     for ch, imp in parts[lead:]:
