@@ -90,7 +90,7 @@ from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, chunk_major
 from pipekit.retrieve.shards import answer as shard_answer, on_shards
 from pipekit.retrieve.results import (METRICS, added_terms, also_column, chunk_texts, collect_answers, evaluate,
                              explain_rows, judged_in_index, print_results, results_table, termless_queries)
-from pipekit.retrieve.asked import AskedPostings, rows_only as only_rows
+from pipekit.retrieve.asked import AskedPostings, read_chunks, rows_only as only_rows
 from pipekit.retrieve import bm25
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
@@ -103,9 +103,8 @@ from pipekit.retrieve.sections import section_context
 from pipekit.run.stages import get_stage
 
 DEPTH = 100  # documents evaluated per query, whatever top_k is
-UNREAD_04 = ("chunk", "content_hash")  # 04_chunks columns the Index does not hold
-# ... and those only the results table needs: read after the queries (`later`), not under their peak
-LATER_04 = ("chunk_id", "page_start", "page_end", "page_label_start", "page_label_end")
+UNREAD_04 = ("chunk", "content_hash")  # 04_chunks columns the Index does not hold, and those read after the queries:
+LATER_04 = ("chunk_id", "page_start", "page_end", "page_label_start", "page_label_end")  # (asked.read_chunks)
 DENSE_SHARE = 16  # a term in over 1/16 of the chunks gets an array over all chunks for lookups ...
 DENSE_TERMS = 96  # ... for at most this many terms (a 1-2 byte code a chunk each: ranks.common_term_rows)
 ROWS_ONLY_SHARE = 4  # ... and one in over 1/4 is held only so, never as postings too (-96 MB at 1M passages)
@@ -126,10 +125,8 @@ class Index:
     weigh = None  # the held postings and their weights (pipekit/retrieve/bm25.py)
     _whole: dict = {}  # term -> coded row, for the terms held only as rows (`rows_only`)
 
-    def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None, rows_only: bool = False,
-                 later: tuple = ()):
-        # postings=False: no scoring (a client whose workers score: shards.py); rows_only: ROWS_ONLY_SHARE;
-        # later: 04_chunks columns left out of `chunks` until `read_later` (LATER_04).
+    def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None, rows_only: bool = False, later=()):
+        # postings=False: no scoring (a client whose workers score: shards.py); rows_only, later: ROWS_ONLY_SHARE, LATER_04.
         t0 = time.perf_counter()
         chunks_path = ctx.require("04_chunks.parquet", get_stage(4))
         metas = [io.read_meta(ctx.require(n, get_stage(4))) for n in get_stage(4).outputs]
@@ -157,9 +154,7 @@ class Index:
             self.indptr = self.asked.indptr  # every other term's run is empty
         self._tf = self._forward = self._noise = None
         # Not the columns nothing reads (at 1M passages the hashes alone were 19 MB of 100).
-        self._columns = [n for n in io.schema(chunks_path).names if n not in UNREAD_04]
-        self._chunks_path, self._later = chunks_path, [n for n in self._columns if n in later]
-        self.chunks = io.read_table(chunks_path, [n for n in self._columns if n not in later])
+        self.chunks, self.read_later = read_chunks(self, chunks_path, UNREAD_04, later)  # (read_later(): the rest)
         if postings:
             self.__dict__.update(self._derived(self.chunks, np.zeros))
             self._dense = dict(zip(self.dense_ids.tolist(), self.dense))
@@ -204,17 +199,6 @@ class Index:
             return self.asked.read(self._postings_path, name, dtype, cores(), zeros)
         n = int(self.indptr[-1])
         return self._shards.read(name, dtype, n, zeros((n,), dtype), cores())
-
-    def read_later(self) -> None:
-        """The 04_chunks columns left for later (`later`) joined to `chunks`, in the file's order.
-        (At 1M passages chunk_id and the page columns were ~30 MB as Arrow holds them, and as
-        much again of the read's freed buffers, under stage 05's peak: bench/README.md, s05m.)"""
-        if self._later:
-            rest = io.read_table(self._chunks_path, self._later)
-            have = self.chunks.column_names
-            self.chunks = pa.table({n: (self.chunks if n in have else rest).column(n) for n in self._columns},
-                                   metadata=self.chunks.schema.metadata)
-            self._later = []
 
     def drop_postings(self) -> None:
         """The postings and rows forgotten once the queries are answered (~130 MB at 1M passages)."""
@@ -381,26 +365,22 @@ class Index:
             return np.zeros(0, dtype=self.chunk.dtype), np.zeros(0, dtype=np.float64)
         w = ([1.0] * len(term_ids) if weights is None else weights if isinstance(weights, list)
              else np.asarray(weights, dtype=np.float64).tolist())
-        # Each held term's postings as (t, weight), each row-only one as (None, (codes, values)).
-        parts, postings, whole = [], 0, self._whole
+        parts, postings, whole = [], 0, self._whole  # each held term as (t, weight), each row-only one as (None, row)
         for t, wt in zip(term_ids, w):
             if whole and t in whole:  # held only as its coded row: summed over every chunk
                 parts.append((None, (whole[t][0], whole[t][1] if wt == 1.0 else whole[t][1] * wt)))
                 continue
             parts.append((t, wt))
             postings += self.indptr.item(t + 1) - self.indptr.item(t)
-        # The held terms before the first row weighed into one array (bm25.gathered), as one part.
         lead = next((i for i, p in enumerate(parts) if p[0] is None), len(parts))
         if len(parts) == 1:  # one term: its postings are the answer as they stand
             cols, vals = (bm25.gathered(self.weigh, self.indptr, parts, self.chunk.dtype) if lead else
                           row_postings(parts[0][1], self.chunk.dtype))
         elif postings * BINCOUNT_SHARE > len(self.lengths) or lead < len(parts):
-            # Postings rivalling the corpus in number: one bincount pass in C over all of
-            # them (adding in query order) beats gathering and scattering them term by term.
-            rest = [bm25.gathered(self.weigh, self.indptr, parts[:lead], np.intp)] if lead else []
-            for p in parts[lead:]:  # (after a row: each added as it comes, ranks.summed)
-                rest.append(p if p[0] is None else bm25.gathered(self.weigh, self.indptr, [p], self.chunk.dtype))
-            dense = summed(len(self.lengths), rest)
+            # Postings rivalling the corpus in number: one bincount pass in C over all of them (adding in query
+            # order; those before any row, if any: [:lead], weighed into one array, bm25.gathered) beats scattering.
+            dense = summed(len(self.lengths), [bm25.gathered(self.weigh, self.indptr, parts[:lead], np.intp)][:lead] + [
+                p if p[0] is None else bm25.gathered(self.weigh, self.indptr, [p], self.chunk.dtype) for p in parts[lead:]])
             # (`dense != 0`, not `dense`: nonzero over floats took 4x as long as over bools)
             cols = (dense >= at_least if at_least > 0 else dense != 0).nonzero()[0]
             return cols.astype(self.chunk.dtype), dense.take(cols)
@@ -568,8 +548,7 @@ def run(ctx) -> None:
     asked = [text for _, text in queries] if feedback is None else None  # (rm3 adds terms from the results)
     hand_back_freed_memory()  # what the load frees goes back at once, not under the queries' peak (malloc.py)
     # The asked terms' postings only, the commonest as rows alone (not for explain or sections); a cluster's workers score
-    index = Index(ctx, here or sec["explain"], asked, here and not sec["explain"] and not sec["section_context"],
-                  LATER_04 if here else ())
+    index = Index(ctx, here or sec["explain"], asked, here and not sec["explain"] and not sec["section_context"], LATER_04)
     chunks_03 = ctx.require("03_chunks.parquet", get_stage(3))
     if io.read_meta(chunks_03).get("fingerprint") != index.meta["inputs"]["upstream"]:
         raise PipelineError("03_chunks.parquet changed since the index was built: run `python 04_indexing.py`")

@@ -149,3 +149,25 @@ def test_one_array_is_a_one_chunk_column_itself_and_combines_several():
     several = pa.chunked_array([strings.slice(0, 300), strings.slice(300)])
     assert one_array(several).equals(strings) and one_array(strings) is strings
     assert one_array(pa.chunked_array([], pa.string())).to_pylist() == []
+
+
+def test_chunks_read_later_are_the_whole_read_in_the_files_order(tmp_path):
+    # Stage 05 reads chunk_id and the page columns of 04_chunks after its queries (LATER_04):
+    # joined, `chunks` is the table a whole read gives (columns, order, values, metadata).
+    from types import SimpleNamespace
+    rng = np.random.default_rng(3)
+    words, texts, doc_ids = random_corpus(rng, vocab=60)
+    build(tmp_path, texts, doc_ids)
+    path = tmp_path / "04_chunks.parquet"
+    whole = pq.read_table(path, columns=[n for n in pq.read_schema(path).names if n not in retrieval.UNREAD_04])
+    holder = SimpleNamespace()
+    holder.chunks, read_later = asked_module.read_chunks(holder, path, retrieval.UNREAD_04, retrieval.LATER_04)
+    assert holder.chunks.column_names == [n for n in whole.column_names if n not in retrieval.LATER_04]
+    read_later()
+    assert holder.chunks.equals(whole) and holder.chunks.schema.metadata == whole.schema.metadata
+    read_later()  # (a second call reads nothing more)
+    assert holder.chunks.equals(whole)
+    index = retrieval.Index(OutputReader(tmp_path), later=retrieval.LATER_04)
+    assert "chunk_id" not in index.chunks.column_names
+    index.read_later()
+    assert index.chunks.equals(whole)

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from pipekit.retrieve.ranks import coded_row, commonest
 from pipekit.run import io
@@ -45,6 +46,25 @@ def rows_only(df: np.ndarray, term_ids: list, n: int, share: int, most: int, onl
         asked[np.asarray(ids, dtype=np.int64)] = True
     common = commonest(np.where(asked, df, 0), n, share, most)
     return common[df[common] * only > n]
+
+
+def read_chunks(holder, path: Path, unread=(), later=()):
+    """04_chunks' columns but `unread`, those in `later` left out: (table, read_later), where
+    `read_later()` sets `holder.chunks` to it with them joined, in the file's order.  Stage 05 needs only doc_id, length and
+    heading while it scores; chunk_id and the page columns, read after the queries, were ~30 MB
+    as Arrow holds them at 1M passages and as much again of the read's freed buffers, under its
+    peak (bench/README.md, branch s05m)."""
+    names = [n for n in io.schema(path).names if n not in unread]
+
+    def read_later() -> None:
+        table = holder.chunks
+        missing = [n for n in names if n not in table.column_names]
+        if missing:
+            more = io.read_table(path, missing)
+            holder.chunks = pa.table({n: (more if n in missing else table).column(n) for n in names},
+                                     metadata=table.schema.metadata)
+
+    return io.read_table(path, [n for n in names if n not in later]), read_later
 
 
 class AskedPostings:
