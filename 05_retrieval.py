@@ -84,7 +84,7 @@ from pipekit.cli import stage_main
 from pipekit.run.errors import PipelineError
 from pipekit.tools.history import metric_line, record_run
 from pipekit.run.io import cores
-from pipekit.run.malloc import hand_back_freed_memory, keep_freed_memory, release_freed_memory
+from pipekit.run.malloc import keep_freed_memory, release_freed_memory
 from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, chunk_major, feedback_noise, feedback_of, load_qrels,
                                       load_queries, trec_run)
 from pipekit.retrieve.shards import answer as shard_answer, on_shards
@@ -546,7 +546,7 @@ def run(ctx) -> None:
     here, feedback, depth = ctx.engine.kind == "local", feedback_of(sec), max(DEPTH, sec["top_k"])
     mixing = (sec["section_context"], sec["dense_weight"])  # what a worker scores with, beside the index
     asked = [text for _, text in queries] if feedback is None else None  # (rm3 adds terms from the results)
-    hand_back_freed_memory()  # what the load frees goes back at once, not under the queries' peak (malloc.py)
+    # what the load frees goes back at once, not under the queries' peak (malloc.py)
     # The asked terms' postings only, the commonest as rows alone (not for explain or sections); a cluster's workers score
     index = Index(ctx, here or sec["explain"], asked, here and not sec["explain"] and not sec["section_context"], LATER_04)
     chunks_03 = ctx.require("03_chunks.parquet", get_stage(3))

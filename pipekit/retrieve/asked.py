@@ -31,7 +31,8 @@ from pipekit.retrieve.ranks import coded_row, commonest
 from pipekit.run import io
 from pipekit.run.errors import PipelineError
 
-BATCH_ROWS = 1 << 16  # rows decoded at a time (EXPERIMENT)
+BATCH_ROWS = 1 << 16  # rows of a group decoded at a time: a whole group's Arrow buffers, freed, stayed resident
+# (jemalloc's) under stage 05's peak: 493-525 -> 470-492 MB at 1M passages (bench/README.md, s05m)
 SLICES = 1024  # runs in a row group up to which each is a slice copied (~1 µs); past it one mask (~5 ms a group)
 
 

@@ -49,18 +49,6 @@ def keep_freed_memory(mmap_threshold: int = 1 << 30, top_pad: int = 64 << 20, re
         (M_MMAP_THRESHOLD, mmap_threshold), (M_TRIM_THRESHOLD, mmap_threshold), (M_TOP_PAD, top_pad)))
 
 
-def hand_back_freed_memory(threshold: int = 128 << 10) -> bool:
-    """Every allocation of `threshold` bytes or more a mapping of its own, handed back to the
-    system when freed (glibc's default threshold, held there); True if glibc took it.
-
-    glibc raises its mmap threshold by itself, up to 32 MB, each time such a mapping is freed:
-    from then on the arrays below that size come from its heap, whose freed holes stay in the
-    process.  Stage 05's index load frees many (each asked term's postings copied, coded and
-    dropped): at 1M passages 30-40 MB of them stayed resident under its peak (bench/README.md,
-    branch s05m).  The queries then keep what they free (`keep_freed_memory`)."""
-    return keep_freed_memory(threshold, threshold, 128 << 10)
-
-
 def few_arenas(n: int) -> bool:
     """At most `n` malloc arenas from now on (glibc's default: 8 per core); True if glibc took it.
 
