@@ -546,7 +546,6 @@ def run(ctx) -> None:
     here, feedback, depth = ctx.engine.kind == "local", feedback_of(sec), max(DEPTH, sec["top_k"])
     mixing = (sec["section_context"], sec["dense_weight"])  # what a worker scores with, beside the index
     asked = [text for _, text in queries] if feedback is None else None  # (rm3 adds terms from the results)
-    # what the load frees goes back at once, not under the queries' peak (malloc.py)
     # The asked terms' postings only, the commonest as rows alone (not for explain or sections); a cluster's workers score
     index = Index(ctx, here or sec["explain"], asked, here and not sec["explain"] and not sec["section_context"], LATER_04)
     chunks_03 = ctx.require("03_chunks.parquet", get_stage(3))
