@@ -227,7 +227,9 @@ def summed(n: int, parts: list) -> np.ndarray:
     else:
         dense = np.zeros(n)
     for ch, imp in parts[lead:]:
-        if ch is None:  # (a block at a time: a row's n weights at once were 8 MB a query at 1M passages)
+        if ch is None and n <= ROW_BLOCK:  # (a Searcher's folder: one pass, no loop)
+            dense += imp[1].take(imp[0])
+        elif ch is None:  # (a block at a time: a row's n weights at once were 8 MB a query at 1M passages)
             for a in range(0, n, ROW_BLOCK):
                 dense[a:a + ROW_BLOCK] += imp[1].take(imp[0][a:a + ROW_BLOCK])
         else:
