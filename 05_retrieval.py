@@ -90,7 +90,7 @@ from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, chunk_major
 from pipekit.retrieve.shards import answer as shard_answer, on_shards
 from pipekit.retrieve.results import (METRICS, added_terms, also_column, chunk_texts, collect_answers, evaluate,
                              explain_rows, judged_in_index, print_results, results_table, termless_queries)
-from pipekit.retrieve.asked import AskedPostings, rows_only as only_rows
+from pipekit.retrieve.asked import AskedPostings, read_chunks, rows_only as only_rows
 from pipekit.retrieve import bm25
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
@@ -103,7 +103,8 @@ from pipekit.retrieve.sections import section_context
 from pipekit.run.stages import get_stage
 
 DEPTH = 100  # documents evaluated per query, whatever top_k is
-UNREAD_04 = ("chunk", "content_hash")  # 04_chunks columns the Index does not hold
+UNREAD_04 = ("chunk", "content_hash")  # 04_chunks columns the Index does not hold, and those read after the queries:
+LATER_04 = ("chunk_id", "page_start", "page_end", "page_label_start", "page_label_end")  # (asked.read_chunks)
 DENSE_SHARE = 16  # a term in over 1/16 of the chunks gets an array over all chunks for lookups ...
 DENSE_TERMS = 96  # ... for at most this many terms (a 1-2 byte code a chunk each: ranks.common_term_rows)
 ROWS_ONLY_SHARE = 4  # ... and one in over 1/4 is held only so, never as postings too (-96 MB at 1M passages)
@@ -124,8 +125,8 @@ class Index:
     weigh = None  # the held postings and their weights (pipekit/retrieve/bm25.py)
     _whole: dict = {}  # term -> coded row, for the terms held only as rows (`rows_only`)
 
-    def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None, rows_only: bool = False):
-        # postings=False: no scoring (a client whose workers score: shards.py); rows_only: ROWS_ONLY_SHARE.
+    def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None, rows_only: bool = False, later=()):
+        # postings=False: no scoring (a client whose workers score: shards.py); rows_only, later: ROWS_ONLY_SHARE, LATER_04.
         t0 = time.perf_counter()
         chunks_path = ctx.require("04_chunks.parquet", get_stage(4))
         metas = [io.read_meta(ctx.require(n, get_stage(4))) for n in get_stage(4).outputs]
@@ -153,7 +154,7 @@ class Index:
             self.indptr = self.asked.indptr  # every other term's run is empty
         self._tf = self._forward = self._noise = None
         # Not the columns nothing reads (at 1M passages the hashes alone were 19 MB of 100).
-        self.chunks = io.read_table(chunks_path, [n for n in io.schema(chunks_path).names if n not in UNREAD_04])
+        self.chunks, self.read_later = read_chunks(self, chunks_path, UNREAD_04, later)  # (read_later(): the rest)
         if postings:
             self.__dict__.update(self._derived(self.chunks, np.zeros))
             self._dense = dict(zip(self.dense_ids.tolist(), self.dense))
@@ -178,9 +179,9 @@ class Index:
         largest_tf = io.column_max(self._postings_path, "tf")  # held as 2 bytes a posting where an impact was 8:
         self.weigh = bm25.Weights(self.idf, self.stats, self.lengths, largest_tf)  # weighed as they are used
         self.chunk, tf, self._whole = (  # (asked: each row-only term coded as its rows are read)
-            self.asked.postings(self._postings_path, len(self.lengths), cores(), zeros, bm25.tf_dtype(largest_tf),
+            self.asked.postings(self._postings_path, len(self.lengths), cores(), zeros, self.weigh.tf_dtype,
                                 self.weigh) if self.asked is not None else
-            (self._read_column("chunk", np.int32, zeros), self._read_column("tf", bm25.tf_dtype(largest_tf), zeros), {}))
+            (self._read_column("chunk", np.int32, zeros), self._read_column("tf", self.weigh.tf_dtype, zeros), {}))
         self.weigh.hold(self.chunk, tf)  # (tf and length as one code, pipekit/retrieve/bm25.py)
         max_impact = self.weigh.largest(self.indptr, self._whole)  # the most a term adds
         dense_ids, dense = self._dense_rows(zeros)
@@ -364,20 +365,22 @@ class Index:
             return np.zeros(0, dtype=self.chunk.dtype), np.zeros(0, dtype=np.float64)
         w = ([1.0] * len(term_ids) if weights is None else weights if isinstance(weights, list)
              else np.asarray(weights, dtype=np.float64).tolist())
-        parts, postings, whole = [], 0, self._whole
+        parts, postings, whole = [], 0, self._whole  # each held term as (t, weight), each row-only one as (None, row)
         for t, wt in zip(term_ids, w):
-            if whole and t in whole:  # held only as its coded row: (None, (codes, values)), summed over every chunk
+            if whole and t in whole:  # held only as its coded row: summed over every chunk
                 parts.append((None, (whole[t][0], whole[t][1] if wt == 1.0 else whole[t][1] * wt)))
                 continue
-            ch, imp = self._postings_of(t)
-            parts.append((ch, imp if wt == 1.0 else imp * wt))
-            postings += len(ch)
+            parts.append((t, wt))
+            postings += self.indptr.item(t + 1) - self.indptr.item(t)
+        lead = next((i for i, p in enumerate(parts) if p[0] is None), len(parts))
         if len(parts) == 1:  # one term: its postings are the answer as they stand
-            cols, vals = parts[0] if parts[0][0] is not None else row_postings(parts[0][1], self.chunk.dtype)
-        elif postings * BINCOUNT_SHARE > len(self.lengths) or whole and any(p[0] is None for p in parts):
-            # Postings rivalling the corpus in number: one bincount pass in C over all of
-            # them (adding in query order) beats gathering and scattering them term by term.
-            dense = summed(len(self.lengths), parts)
+            cols, vals = (bm25.gathered(self.weigh, self.indptr, parts, self.chunk.dtype) if lead else
+                          row_postings(parts[0][1], self.chunk.dtype))
+        elif postings * BINCOUNT_SHARE > len(self.lengths) or lead < len(parts):
+            # Postings rivalling the corpus in number: one bincount pass in C over all of them (adding in query
+            # order; those before any row, if any: [:lead], weighed into one array, bm25.gathered) beats scattering.
+            dense = summed(len(self.lengths), [bm25.gathered(self.weigh, self.indptr, parts[:lead], np.intp)][:lead] + [
+                p if p[0] is None else bm25.gathered(self.weigh, self.indptr, [p], self.chunk.dtype) for p in parts[lead:]])
             # (`dense != 0`, not `dense`: nonzero over floats took 4x as long as over bools)
             cols = (dense >= at_least if at_least > 0 else dense != 0).nonzero()[0]
             return cols.astype(self.chunk.dtype), dense.take(cols)
@@ -385,8 +388,7 @@ class Index:
             # Fewer: merge the sorted lists (a stable sort keeps a chunk's postings in query order) and
             # add up each chunk's run: bincount over run numbers adds left to right, as promised
             # above (np.add.reduceat adds a run pairwise, and took twice as long).
-            ch = np.concatenate([p[0] for p in parts])
-            imp = np.concatenate([p[1] for p in parts])
+            ch, imp = bm25.gathered(self.weigh, self.indptr, parts, self.chunk.dtype)
             order = np.argsort(ch, kind="stable")
             ch, imp = ch.take(order), imp.take(order)
             first = run_starts(ch)
@@ -545,7 +547,7 @@ def run(ctx) -> None:
     mixing = (sec["section_context"], sec["dense_weight"])  # what a worker scores with, beside the index
     asked = [text for _, text in queries] if feedback is None else None  # (rm3 adds terms from the results)
     # The asked terms' postings only, the commonest as rows alone (not for explain or sections); a cluster's workers score
-    index = Index(ctx, here or sec["explain"], asked, here and not sec["explain"] and not sec["section_context"])
+    index = Index(ctx, here or sec["explain"], asked, here and not sec["explain"] and not sec["section_context"], LATER_04)
     chunks_03 = ctx.require("03_chunks.parquet", get_stage(3))
     if io.read_meta(chunks_03).get("fingerprint") != index.meta["inputs"]["upstream"]:
         raise PipelineError("03_chunks.parquet changed since the index was built: run `python 04_indexing.py`")
@@ -564,6 +566,7 @@ def run(ctx) -> None:
         hits, run_docs, scored = on_shards(ctx, index, Index, queries, sec["top_k"], depth, feedback, mixing)
     if here and not sec["explain"]:  # every score is in `hits` and `run_docs`: the postings can go
         index.drop_postings()
+    index.read_later()  # (the results' columns: after the queries, LATER_04)
     q, c, s, r = hits
     explain = [index.explain(scored[qi], int(ci)) for qi, ci in zip(q, c)] if sec["explain"] else None
     table = results_table(queries, index.chunks, (q, c, s, r), chunk_texts(chunks_03, c), explain)

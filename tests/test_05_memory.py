@@ -38,6 +38,11 @@ def test_summed_adds_rows_and_postings_in_the_bits_of_one_bincount(seed, terms, 
                        minlength=n)
     got = ranks.summed(n, parts)
     assert got.tobytes() == want.tobytes()
+    before, ranks.ROW_BLOCK = ranks.ROW_BLOCK, 7  # a row added 7 chunks at a time: the same bits
+    try:
+        assert ranks.summed(n, parts).tobytes() == want.tobytes()
+    finally:
+        ranks.ROW_BLOCK = before
 
 
 @settings(max_examples=60, deadline=None)
@@ -55,11 +60,12 @@ def test_row_postings_are_the_postings_the_row_was_coded_from(seed, cut):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.sampled_from([0.3, 1.0]), st.sampled_from([0.2, 0.6]))
-def test_apart_terms_are_handed_over_whole_and_never_held(tmp_path_factory, seed, share, apart_share):
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0.3, 1.0]), st.sampled_from([0.2, 0.6]), st.sampled_from([2, 1 << 16]))
+def test_apart_terms_are_handed_over_whole_and_never_held(tmp_path_factory, seed, share, apart_share, batch_rows):
     # Each apart term reaches `whole` once, its rows of every column exactly as the file has
-    # them (runs across row groups, read on two threads); the held arrays are the other asked
-    # terms' runs; and each group is decoded once for both columns.
+    # them (runs across row groups, read on two threads, a group in batches of 2 rows or at
+    # once: asked.BATCH_ROWS); the held arrays are the other asked terms' runs; and each
+    # group is decoded once for both columns.
     rng = np.random.default_rng(seed)
     path = tmp_path_factory.mktemp("apart") / "04_postings.parquet"
     df, table = postings_file(path, rng)
@@ -67,13 +73,15 @@ def test_apart_terms_are_handed_over_whole_and_never_held(tmp_path_factory, seed
     apart = ids[rng.random(len(ids)) < apart_share]
     held = asked_module.AskedPostings(df, [ids], 0, apart)
     got, decoded = {}, []
-    read = pq.ParquetFile.read_row_group
+    read = pq.ParquetFile.iter_batches
     try:
-        pq.ParquetFile.read_row_group = lambda self, g, **kw: decoded.append(g) or read(self, g, **kw)
+        pq.ParquetFile.iter_batches = lambda self, *a, **kw: decoded.extend(kw["row_groups"]) or read(self, *a, **kw)
+        asked_module.BATCH_ROWS, rows_before = batch_rows, asked_module.BATCH_ROWS
         chunk, impact = held.read_columns(path, {"chunk": np.int32, "impact": np.float64}, 2, np.zeros,
                                           lambda t, arrays: got.setdefault(t, []).append(arrays))
     finally:
-        pq.ParquetFile.read_row_group = read
+        pq.ParquetFile.iter_batches = read
+        asked_module.BATCH_ROWS = rows_before
     start = np.concatenate([[0], np.cumsum(df)])
     whole_chunk, whole_impact = table.column("chunk").to_numpy(), table.column("impact").to_numpy()
     assert sorted(got) == sorted(t for t in apart.tolist() if df[t] > 0)
@@ -146,3 +154,25 @@ def test_one_array_is_a_one_chunk_column_itself_and_combines_several():
     several = pa.chunked_array([strings.slice(0, 300), strings.slice(300)])
     assert one_array(several).equals(strings) and one_array(strings) is strings
     assert one_array(pa.chunked_array([], pa.string())).to_pylist() == []
+
+
+def test_chunks_read_later_are_the_whole_read_in_the_files_order(tmp_path):
+    # Stage 05 reads chunk_id and the page columns of 04_chunks after its queries (LATER_04):
+    # joined, `chunks` is the table a whole read gives (columns, order, values, metadata).
+    from types import SimpleNamespace
+    rng = np.random.default_rng(3)
+    words, texts, doc_ids = random_corpus(rng, vocab=60)
+    build(tmp_path, texts, doc_ids)
+    path = tmp_path / "04_chunks.parquet"
+    whole = pq.read_table(path, columns=[n for n in pq.read_schema(path).names if n not in retrieval.UNREAD_04])
+    holder = SimpleNamespace()
+    holder.chunks, read_later = asked_module.read_chunks(holder, path, retrieval.UNREAD_04, retrieval.LATER_04)
+    assert holder.chunks.column_names == [n for n in whole.column_names if n not in retrieval.LATER_04]
+    read_later()
+    assert holder.chunks.equals(whole) and holder.chunks.schema.metadata == whole.schema.metadata
+    read_later()  # (a second call reads nothing more)
+    assert holder.chunks.equals(whole)
+    index = retrieval.Index(OutputReader(tmp_path), later=retrieval.LATER_04)
+    assert "chunk_id" not in index.chunks.column_names
+    index.read_later()
+    assert index.chunks.equals(whole)

@@ -406,12 +406,15 @@ def postings_file(path, rng, n_terms=60, group=7):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.sampled_from([0.02, 0.3, 0.9, 1.0]), st.sampled_from([0, 10**9]))
-def test_asked_postings_hold_each_asked_terms_run_and_decode_no_other_group(tmp_path_factory, seed, share, slices):
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0.02, 0.3, 0.9, 1.0]), st.sampled_from([0, 10**9]),
+       st.sampled_from([2, 3, 1 << 16]))
+def test_asked_postings_hold_each_asked_terms_run_and_decode_no_other_group(tmp_path_factory, seed, share, slices,
+                                                                            batch_rows):
     # Stage 05 reads of 04_postings only the runs of the terms its queries ask (issue 47):
     # each asked term's postings exactly as the whole file has them, every other term's run
     # empty, and a row group holding no asked posting is never decoded.  Both ways of
-    # copying a group's runs (a slice each, one mask) give the same.
+    # copying a group's runs (a slice each, one mask) give the same, and so does a group
+    # decoded a few rows at a time (`BATCH_ROWS`: 2 or 3 of its 7, or all of them at once).
     import pyarrow.parquet as parquet
     from pipekit.retrieve import asked as asked_module
 
@@ -422,15 +425,16 @@ def test_asked_postings_hold_each_asked_terms_run_and_decode_no_other_group(tmp_
     held = asked_module.AskedPostings(df, ids)
     start = np.concatenate([[0], np.cumsum(df)])
     decoded = []
-    read = parquet.ParquetFile.read_row_group
+    read = parquet.ParquetFile.iter_batches
     try:
-        parquet.ParquetFile.read_row_group = lambda self, g, **kw: decoded.append(g) or read(self, g, **kw)
+        parquet.ParquetFile.iter_batches = lambda self, *a, **kw: decoded.extend(kw["row_groups"]) or read(self, *a, **kw)
         asked_module.SLICES, before = slices, asked_module.SLICES
+        asked_module.BATCH_ROWS, rows_before = batch_rows, asked_module.BATCH_ROWS
         got = {name: held.read(path, name, dtype, threads=2) for name, dtype in
                (("chunk", np.int32), ("tf", np.int32), ("impact", np.float64))}
     finally:
-        parquet.ParquetFile.read_row_group = read
-        asked_module.SLICES = before
+        parquet.ParquetFile.iter_batches = read
+        asked_module.SLICES, asked_module.BATCH_ROWS = before, rows_before
     for name in got:
         whole = table.column(name).to_numpy()
         assert got[name].dtype == whole.dtype and len(got[name]) == int(df[ids].sum())

@@ -68,6 +68,29 @@ def test_the_weight_is_stage_04s_old_impact_bit_for_bit(data, n_chunks, n_terms,
         assert bits(weigh.held(t, slice(lo, hi, 3))) == bits(want[lo:hi:3])
         if hi > lo:
             assert weigh.largest(indptr, {})[t] == want[lo:hi].max()
+    before, bm25.BOUND_BLOCK = bm25.BOUND_BLOCK, 1  # each term a block of its own: the same bounds
+    try:
+        assert weigh.largest(indptr, {}).tobytes() == np.asarray(
+            [want[indptr[t]:indptr[t + 1]].max() if indptr[t + 1] > indptr[t] else 0.0 for t in range(n_terms)]).tobytes()
+    finally:
+        bm25.BOUND_BLOCK = before
+    # Read as `tf_dtype` says (uint16 when coded), the counts become the codes where they lie: the same codes.
+    again = bm25.Weights(idf, stats, lengths, int(tf.max()))
+    mine = tf.astype(again.tf_dtype)
+    again.hold(chunk, mine)
+    if weigh.codes is not None:
+        assert again.codes is mine and again.codes.tobytes() == weigh.codes.tobytes()
+    else:
+        assert again.codes is None and again.tf.tolist() == tf.tolist()
+    # All the terms' weights at once into one array (`gathered`), each times its query weight:
+    # the bits of each term's own weights times it, one after another; its chunks the held ones.
+    qw = data.draw(st.lists(st.sampled_from([1.0, 2.0, 0.37]), min_size=n_terms, max_size=n_terms))
+    for terms in ([(t, qw[t]) for t in range(n_terms)], [(n_terms - 1, qw[-1])], [(0, 1.0), (0, 0.37)]):
+        for dtype in (np.int32, np.intp):
+            ch, w = bm25.gathered(weigh, indptr, terms, dtype)
+            assert ch.dtype == dtype and w.dtype == np.float64
+            assert ch.tolist() == [c for t, _ in terms for c in chunk[indptr[t]:indptr[t + 1]].tolist()]
+            assert bits(w) == bits(np.concatenate([want[indptr[t]:indptr[t + 1]] * x for t, x in terms]))
     if weigh.codes is not None:  # a term's table over the pairs, and each posting by the formula, agree
         for pays, small in ((0, 0), (10**9, 0), (0, 10**9)):
             before = bm25.TABLE_PAYS, bm25.TABLE_SMALL

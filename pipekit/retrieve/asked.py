@@ -25,12 +25,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from pipekit.retrieve.ranks import coded_row, commonest
 from pipekit.run import io
-from pipekit.run.arrays import one_array
 from pipekit.run.errors import PipelineError
 
+BATCH_ROWS = 1 << 16  # rows of a group decoded at a time: a whole group's Arrow buffers, freed, stayed resident
+# (jemalloc's) under stage 05's peak: 493-525 -> 470-492 MB at 1M passages (bench/README.md, s05m)
 SLICES = 1024  # runs in a row group up to which each is a slice copied (~1 µs); past it one mask (~5 ms a group)
 
 
@@ -45,6 +47,25 @@ def rows_only(df: np.ndarray, term_ids: list, n: int, share: int, most: int, onl
         asked[np.asarray(ids, dtype=np.int64)] = True
     common = commonest(np.where(asked, df, 0), n, share, most)
     return common[df[common] * only > n]
+
+
+def read_chunks(holder, path: Path, unread=(), later=()):
+    """04_chunks' columns but `unread`, those in `later` left out: (table, read_later), where
+    `read_later()` sets `holder.chunks` to it with them joined, in the file's order.  Stage 05 needs only doc_id, length and
+    heading while it scores; chunk_id and the page columns, read after the queries, were ~30 MB
+    as Arrow holds them at 1M passages and as much again of the read's freed buffers, under its
+    peak (bench/README.md, branch s05m)."""
+    names = [n for n in io.schema(path).names if n not in unread]
+
+    def read_later() -> None:
+        table = holder.chunks
+        missing = [n for n in names if n not in table.column_names]
+        if missing:
+            more = io.read_table(path, missing)
+            holder.chunks = pa.table({n: (more if n in missing else table).column(n) for n in names},
+                                     metadata=table.schema.metadata)
+
+    return io.read_table(path, [n for n in names if n not in later]), read_later
 
 
 class AskedPostings:
@@ -138,17 +159,9 @@ class AskedPostings:
             aj = int(np.searchsorted(self.apart_lo, at + rows, side="left"))
             if i >= j and ai >= aj:
                 return  # no asked term here: the group is never decoded
-            table = reader(f).read_row_group(g, columns=names)
-            for c, out in enumerate(outs):
-                col = table.column(c)
-                values = one_array(col).to_numpy()
-                if i < j:
-                    self._fill_runs(values, out, i, j, at, rows)
-                for k in range(ai, aj):
-                    lo, hi = int(self.apart_lo[k]), int(self.apart_hi[k])
-                    a, b = max(lo, at), min(hi, at + rows)
-                    with lock:
-                        pieces.setdefault(k, []).append((c, a, values[a - at:b - at].copy()))
+            for batch in reader(f).iter_batches(BATCH_ROWS, row_groups=[g], columns=names, use_threads=False):
+                self._take_batch(batch, at, outs, pieces, lock)
+                at += batch.num_rows
             for k in range(ai, aj):
                 with lock:  # complete once every column has every row of the term
                     got = pieces.get(k)  # (None: the other thread, whose part came last, took it)
@@ -169,6 +182,24 @@ class AskedPostings:
             out = outs[names.index("chunk")]
             out -= out.dtype.type(self.first)  # chunks numbered from this index's first
         return outs
+
+    def _take_batch(self, batch, at: int, outs: list, pieces: dict, lock) -> None:
+        """A batch of a row group's rows (at..at + its rows): the held runs' rows copied into
+        `outs`, each apart term's kept in `pieces` (column, first row, values)."""
+        rows = batch.num_rows
+        i = int(np.searchsorted(self.hi, at, side="right"))
+        j = int(np.searchsorted(self.lo, at + rows, side="left"))
+        ai = int(np.searchsorted(self.apart_hi, at, side="right"))
+        aj = int(np.searchsorted(self.apart_lo, at + rows, side="left"))
+        for c, out in enumerate(outs):
+            values = batch.column(c).to_numpy()
+            if i < j:
+                self._fill_runs(values, out, i, j, at, rows)
+            for k in range(ai, aj):
+                lo, hi = int(self.apart_lo[k]), int(self.apart_hi[k])
+                a, b = max(lo, at), min(hi, at + rows)
+                with lock:
+                    pieces.setdefault(k, []).append((c, a, values[a - at:b - at].copy()))
 
     def _fill_runs(self, values: np.ndarray, out: np.ndarray, i: int, j: int, at: int, rows: int) -> None:
         """Copy the held runs [i, j) of a row group (its rows at..at+rows: `values`) into `out`."""

@@ -31,6 +31,7 @@ import numpy as np
 from pipekit.retrieve.ranks import masked
 
 BLOCK = 1 << 20  # postings weighed or coded at a time when every term's are: 8 MB of float64
+BOUND_BLOCK = 1 << 18  # ... for `largest`, at the index's load: its ~5 temporaries a block were 35 MB of stage 05's peak
 PAIRS_MAX = 1 << 16  # (tf, length) pairs up to which a held posting is one uint16 code of both
 TABLE_PAYS = 4  # postings weighed at once, per pair, from which a term's table of weights by code pays
 TABLE_SMALL = 4096  # pairs up to which a term's table costs no more than weighing a few postings
@@ -79,6 +80,7 @@ class Weights:
 
     def __init__(self, idf: np.ndarray, stats: dict, lengths: np.ndarray, largest_tf: int | None = None):
         self.idf, self.k1 = idf, stats["k1"]
+        self._tf_dtype = tf_dtype(largest_tf)
         k1, b, avgdl = stats["k1"], stats["b"], stats["avgdl"]
         self.norm = chunk_norms(k1, b, avgdl, lengths)
         self.chunk = self.tf = self.codes = self.klass = None
@@ -95,16 +97,25 @@ class Weights:
         self.pair_tf = np.repeat(np.arange(largest_tf + 1, dtype=np.int64), self.n_lengths)
         self.pair_norm = np.tile(chunk_norms(k1, b, avgdl, values), largest_tf + 1)
 
+    @property
+    def tf_dtype(self) -> type:
+        """The dtype to read the postings' tf in for `hold`: the codes' own (uint16) when they
+        are codes, so that `hold` turns the counts into codes where they lie."""
+        return np.uint16 if self.klass is not None else self._tf_dtype
+
     def hold(self, chunk: np.ndarray, tf: np.ndarray) -> None:
         """The held postings (term-major runs, as stage 05's Index holds them): their chunks and
-        tf, kept as codes of (tf, length) when there are few enough pairs."""
+        tf, kept as codes of (tf, length) when there are few enough pairs.  A uint16 `tf` (read
+        as `tf_dtype` says) becomes the codes in place, the caller's array: at 1M passages the
+        17.4M asked postings' counts and their codes were 17 + 35 MB side by side, under stage
+        05's peak."""
         self.chunk = chunk
         if self.klass is None:
             self.tf = tf
             return
-        self.codes = np.empty(len(tf), dtype=np.uint16)
+        self.codes = tf if tf.dtype == np.uint16 else np.empty(len(tf), dtype=np.uint16)
         for a in range(0, len(tf), BLOCK):
-            code = tf[a:a + BLOCK].astype(np.uint16)
+            code = tf[a:a + BLOCK].astype(np.uint16, copy=self.codes is not tf)
             code *= np.uint16(self.n_lengths)
             code += self.klass.take(chunk[a:a + BLOCK])
             self.codes[a:a + BLOCK] = code
@@ -117,9 +128,13 @@ class Weights:
         """Term t's weight in each of these postings (its chunks, and its tf in each)."""
         return weights(self.idf[t], tf, self.norm.take(chunk), self.k1)
 
-    def held(self, t: int, at) -> np.ndarray:
+    def held(self, t: int, at, out: np.ndarray | None = None) -> np.ndarray:
         """Term t's weight in held postings `at` (a slice or positions): by its table when they are
-        many, else each by the formula (with codes: the pair's tf and norm, from a small table)."""
+        many, else each by the formula (with codes: the pair's tf and norm, from a small table).
+        `out`: a float64 array of their number to write them in (returned), rather than a new one."""
+        if out is not None and (self.codes is None or t not in self._tables):
+            out[:] = self.held(t, at)  # (the table made, or the formula: a new array, copied once)
+            return out
         if self.codes is None:
             return self(t, self.chunk[at], self.tf[at])
         codes = self.codes[at]
@@ -133,7 +148,7 @@ class Weights:
                 self._tables.clear()
             self._tables[t] = table
         if table is not None:
-            return table.take(codes)
+            return table.take(codes, out=out)
         return weights(self.idf[t], codes // np.uint16(self.n_lengths), self.pair_norm.take(codes), self.k1)
 
     def _block(self, terms: np.ndarray, lo: int, hi: int, indptr: np.ndarray) -> np.ndarray:
@@ -144,13 +159,13 @@ class Weights:
         codes = self.codes[lo:hi]
         return weights(idf, codes // np.uint16(self.n_lengths), self.pair_norm.take(codes), self.k1)
 
-    def _blocks(self, indptr: np.ndarray):
-        """Runs of the terms with held postings, about BLOCK postings each, whole terms, with
+    def _blocks(self, indptr: np.ndarray, block: int = BLOCK):
+        """Runs of the terms with held postings, about `block` postings each, whole terms, with
         their weights: (terms, first posting, weights) (side by side: they follow in id order)."""
         held = np.flatnonzero(np.diff(indptr) > 0)
         starts, i = indptr[held], 0
         while i < len(held):
-            j = max(int(np.searchsorted(starts, starts[i] + BLOCK, side="left")), i + 1)
+            j = max(int(np.searchsorted(starts, starts[i] + block, side="left")), i + 1)
             lo, hi = int(starts[i]), int(indptr[held[j - 1] + 1])
             yield held[i:j], lo, self._block(held[i:j], lo, hi, indptr)
             i = j
@@ -159,7 +174,7 @@ class Weights:
         """Each term's largest weight (0 for a term whose postings are not held): over its held
         postings, or for a term held only as a coded row (`rows`: term -> (codes, values)), its values."""
         out = np.zeros(len(indptr) - 1, dtype=np.float64)
-        for terms, lo, w in self._blocks(indptr):
+        for terms, lo, w in self._blocks(indptr, BOUND_BLOCK):
             out[terms] = np.maximum.reduceat(w, indptr[terms] - lo)
         out[list(rows)] = [values.max() for _, values in rows.values()]
         return out
@@ -170,6 +185,27 @@ class Weights:
         for _, lo, w in self._blocks(indptr):
             out[lo:lo + len(w)] = w
         return out
+
+
+def gathered(weigh: Weights, indptr: np.ndarray, terms: list, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The held postings of `terms` [(t, w)], one term's after another: their chunks (as
+    `dtype`) and weights times w, each written straight into one array of all of them.
+    (Each term's weights gathered into an array of its own, then all joined, was a second
+    pass over every posting a query scores in full: stage 05 at 200k passages, bench/README.md, s05m.)"""
+    n = sum(indptr.item(t + 1) - indptr.item(t) for t, _ in terms)
+    one = len(terms) == 1 and weigh.chunk.dtype == dtype  # (one term's chunks: the held ones, not a copy)
+    chunks = weigh.chunk[indptr.item(terms[0][0]):indptr.item(terms[0][0] + 1)] if one else np.empty(n, dtype=dtype)
+    out, a = np.empty(n, dtype=np.float64), 0
+    for t, w in terms:
+        lo, hi = indptr.item(t), indptr.item(t + 1)
+        b = a + hi - lo
+        if not one:
+            chunks[a:b] = weigh.chunk[lo:hi]
+        part = weigh.held(t, slice(lo, hi), out[a:b])
+        if w != 1.0:
+            part *= w  # (in place: the bits of imp * w)
+        a = b
+    return chunks, out
 
 
 def looked_up(weigh: Weights, t: int, lo: int, hi: int, cand: np.ndarray, swap: float = 2) -> np.ndarray:

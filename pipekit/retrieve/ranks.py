@@ -199,6 +199,9 @@ def commonest(df: np.ndarray, n: int, share: int, most: int) -> np.ndarray:
     return common[np.argsort(-df[common], kind="stable")[:most]]
 
 
+ROW_BLOCK = 1 << 16  # chunks of a coded row added to the sums at a time (`summed`)
+
+
 def summed(n: int, parts: list) -> np.ndarray:
     """Each of `n` chunks' sum of the parts' impacts, added part by part in the order given:
     a part is a term's postings (chunks, impacts), or (None, (codes, values)) for a term held
@@ -217,12 +220,18 @@ def summed(n: int, parts: list) -> np.ndarray:
         chunks, impacts = zip(*parts[:lead]) if lead < len(parts) else zip(*parts)
         # (the chunks joined as NumPy's index type: bincount copies int32 ones to it first, so
         # this is one copy, not two: ~1 µs of a Searcher's docs question, and less memory at once)
-        dense = np.bincount(np.concatenate(chunks, dtype=np.intp), weights=np.concatenate(impacts), minlength=n)
+        # (one part already so, as stage 05 gathers them: used as it is, bm25.gathered)
+        one = len(chunks) == 1 and chunks[0].dtype == np.intp
+        dense = np.bincount(chunks[0] if one else np.concatenate(chunks, dtype=np.intp),
+                            weights=impacts[0] if one else np.concatenate(impacts), minlength=n)
     else:
         dense = np.zeros(n)
     for ch, imp in parts[lead:]:
-        if ch is None:
+        if ch is None and n <= ROW_BLOCK:  # (a Searcher's folder: one pass, no loop)
             dense += imp[1].take(imp[0])
+        elif ch is None:  # (a block at a time: a row's n weights at once were 8 MB a query at 1M passages)
+            for a in range(0, n, ROW_BLOCK):
+                dense[a:a + ROW_BLOCK] += imp[1].take(imp[0][a:a + ROW_BLOCK])
         else:
             dense[ch] += imp  # (a term's chunks are distinct: each is added once)
     return dense
