@@ -377,10 +377,11 @@ class Index:
             cols, vals = (bm25.gathered(self.weigh, self.indptr, parts, self.chunk.dtype) if lead else
                           row_postings(parts[0][1], self.chunk.dtype))
         elif postings * BINCOUNT_SHARE > len(self.lengths) or lead < len(parts):
-            # Postings rivalling the corpus in number: one bincount pass in C over all of them (adding in query
-            # order; those before any row, if any: [:lead], weighed into one array, bm25.gathered) beats scattering.
-            dense = summed(len(self.lengths), [bm25.gathered(self.weigh, self.indptr, parts[:lead], np.intp)][:lead] + [
-                p if p[0] is None else bm25.gathered(self.weigh, self.indptr, [p], self.chunk.dtype) for p in parts[lead:]])
+            # Postings rivalling the corpus in number: one bincount pass in C over all of them, adding in query
+            # order, beats scattering.  The held terms before the first row-only one: weighed into one array.
+            held = [bm25.gathered(self.weigh, self.indptr, parts[:lead], np.intp)] if lead else []
+            dense = summed(len(self.lengths), held + [p if p[0] is None else bm25.gathered(
+                self.weigh, self.indptr, [p], self.chunk.dtype) for p in parts[lead:]])
             # (`dense != 0`, not `dense`: nonzero over floats took 4x as long as over bools)
             cols = (dense >= at_least if at_least > 0 else dense != 0).nonzero()[0]
             return cols.astype(self.chunk.dtype), dense.take(cols)
