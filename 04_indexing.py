@@ -467,10 +467,10 @@ def run(ctx) -> None:
     few_arenas(COUNTING_THREADS)  # one malloc heap a core, not one a thread (pipekit/run/malloc.py)
     # Freed arrays stay in malloc's heaps for the next batch, handed back only between the
     # counting and the write (count_chunks) and at the end: memory touched afresh is what costs
-    # here (a page fault, in a virtual machine the host's too), and a stage large enough to
-    # matter runs in a child of its own (run_pipeline.py), so what it keeps no later stage
-    # inherits.  glibc's mmap threshold raised as well (malloc.keep_freed_memory): 20% fewer
-    # faults again, +45 MB peak at a million passages (bench/README.md, branch faults).
+    # here (a page fault, in a virtual machine the host's too).  Where the process ends with
+    # the stage, glibc's mmap threshold is raised too, so a large buffer is reused, not mapped
+    # anew each batch (ctx.keep_freed_memory; bench/README.md, branch faults).
+    ctx.keep_freed_memory()
     analyzer = Analyzer(stemmer=sec["stemmer"], stopwords=sec["stopwords"], single_letters=sec["single_letters"])
     k1, b = sec["k1"], sec["b"]
     if sec["dense_model"] is not None:
