@@ -244,7 +244,8 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     def convert(item):
         first, (k, ids, counts, nnz) = item
         if spill is not None:
-            ids, counts = spill.get(ids), None if counts is None else spill.get(counts)
+            # (read for the last time: their pages go back at once, for the postings put next)
+            ids, counts = spill.take(ids), None if counts is None else spill.take(counts)
         piece, n = counting.batch_postings(vocab.term_of_batch(k), ids, counts, nnz, n_terms, first)
         if not pieces:
             return piece, n, None
