@@ -187,7 +187,7 @@ def test_an_array_taken_comes_back_and_its_neighbours_keep_their_bytes(tmp_path_
 
 
 @pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc" or not spill._fallocate(),
-                    reason="fallocate's punched holes: Linux with glibc")
+                    reason="punched holes (fallocate): Linux with glibc")
 def test_an_array_taken_leaves_the_file_its_pages(tmp_path):
     """The pages wholly inside a taken array are no longer the file's (what made the spill's
     page cache grow to ~0.6 GB at a million passages, each page touched afresh)."""
