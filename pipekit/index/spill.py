@@ -22,7 +22,9 @@ term range's slice of a batch costs a few small reads besides its postings.
 
 The cost is disk (or page cache) while the stage runs: 4-6 bytes a token (a batch keeps each
 one, its repeats summed when it turns term-major; its count only where some token counts more
-than once), 4 a posting, 12 a batch's term, about 0.6 GB at a million passages.
+than once), 4 a posting, 12 a batch's term, about 0.6 GB at a million passages; a batch's
+tokens are read once, when it turns term-major, and their pages handed back then (`take`):
+by those sizes about 0.3 GB of it in pages at a time, not 0.6, and the later pages reuse them.
 
 What it does not do: compress, or outlive the stage (the index files are stage 04's output).
 """
