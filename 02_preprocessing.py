@@ -386,6 +386,7 @@ def _clean_one(raw: str | None, note: str | None, form: str) -> tuple[str, str |
 
 
 def run(ctx) -> None:
+    ctx.keep_freed_memory()  # each batch's buffers reused by the next, not faulted in anew (pipekit/run/malloc.py)
     threads = 2 if ctx.engine.kind == "local" else 1  # a cluster's worker process is one core: a batch at a time
     clean = StageFunction(2, "clean_partition", (ctx.section["unicode_form"], threads))
     # A document cleaned last time from the same stage-01 row is not cleaned again; of its

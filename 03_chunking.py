@@ -567,6 +567,7 @@ def run(ctx) -> None:
     from pipekit.run.incremental import reuse_parts
 
     settings = Settings.from_section(ctx.section)
+    ctx.keep_freed_memory()  # each batch's buffers reused by the next, not faulted in anew (pipekit/run/malloc.py)
     chunks_out = 0
     # A document chunked last time, with these settings, from the same text keeps its chunks.
     threads = 2 if ctx.engine.kind == "local" else 1  # a cluster's worker process is one core: a batch at a time

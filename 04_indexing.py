@@ -112,7 +112,6 @@ INDEXED_COLUMNS = ["chunk_id", "doc_id", "heading", "path", "text", "page_start"
 CITED = ["chunk_id", "doc_id", "heading", "page_start", "page_end", "page_label_start", "page_label_end",
          "content_hash"]
 BATCH = 8192  # chunks analysed together: big enough that Arrow kernels dominate, small enough to stay flat
-RELEASE_EVERY = 16  # batches between two hand-backs of freed memory (pipekit/run/malloc.py)
 RANGE_POSTINGS = 1 << 20  # postings of a term range put together at once by the local engine (~6 MB):
 # at 2M two ranges in flight raised the peak at 200k passages by ~70 MB, for 0.2 s less CPU at 1M
 COUNTING_THREADS = 2  # batches counted at once by the local engine (count_chunks)
@@ -230,13 +229,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
         advance(batch.num_rows)  # the local engine's bar (a cluster counts partitions instead)
         parts.append((vocab.add(dictionary), ids, counts, nnz))
         meta_cols.append(batch.select([c for c in cited if c in batch.schema.names]))
-        if len(parts) % RELEASE_EVERY == 0:
-            # The batches' temporaries, freed between the arrays kept, stay in malloc's heaps
-            # as holes until asked for: at a million passages RSS grew ~2x the counts kept.
-            release_freed_memory()
-    release_freed_memory()  # the loop's freed arrays: held, they raised the peak by ~20% (pipekit/run/malloc.py)
     terms = vocab.finish()
-    release_freed_memory()  # Arrow's pool holds what the vocabulary's kernels freed until asked
     n_terms = len(terms)
     # Each batch into term space and term-major order on its own (two at once), each
     # batch's word ids freed as it is converted.  One CSR of the corpus (every batch
@@ -251,7 +244,8 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     def convert(item):
         first, (k, ids, counts, nnz) = item
         if spill is not None:
-            ids, counts = spill.get(ids), None if counts is None else spill.get(counts)
+            # (read for the last time: their pages go back at once, for the postings put next)
+            ids, counts = spill.take(ids), None if counts is None else spill.take(counts)
         piece, n = counting.batch_postings(vocab.term_of_batch(k), ids, counts, nnz, n_terms, first)
         if not pieces:
             return piece, n, None
@@ -269,17 +263,19 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
         if summary is not None:
             df[summary[0]] += summary[1]  # a term appears once per batch: no repeated index
             nnz.append(summary[2].astype(np.int32))
-        if len(batch_pieces) % RELEASE_EVERY == 0:
-            release_freed_memory()  # the converted batches' word ids, freed
     vocab = None  # (the closure above reads it: freed, not deleted)
+    # The counting's freed memory, handed back once, between the phases: not batch by batch
+    # (each batch's temporaries are the next batch's, and handed back they were faulted in
+    # again: 580-620k page faults at a million passages, 119-170k this way), but here, so
+    # the write does not hold the counting's holes under its peak (+25-35 MB kept to the end).
+    release_freed_memory()
     lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
     counts = {"terms": terms, "lengths": lengths,
               "meta": pa.Table.from_batches(meta_cols) if meta_cols else None}
     if pieces:  # kept by batch: each term range of the postings is put together when it is written
         nnz = np.concatenate(nnz) if nnz else np.zeros(0, np.int32)
         return {**counts, "pieces": list(batch_pieces), "df": df, "nnz": nnz}
-    col_ptr, chunk_of, tf_of = counting.place(n_terms, batch_pieces, release_freed_memory, RELEASE_EVERY)
-    release_freed_memory()
+    col_ptr, chunk_of, tf_of = counting.place(n_terms, batch_pieces)
     return {**counts, "col_ptr": col_ptr, "chunk": chunk_of, "tf": tf_of}
 
 
@@ -368,10 +364,6 @@ def shard_postings(shard: tuple) -> Iterator[pa.Table]:
         })
         del term_of
         u = v
-    # This range's merged postings and temporaries, freed: kept in malloc's heaps, each range
-    # written raised RSS by its size again (+0.3 GB over a million passages' postings).
-    del col_ptr, chunk_of, tf_of
-    release_freed_memory()
 
 
 def ranges_postings(shards: list) -> Iterator[pa.Table]:
@@ -474,9 +466,12 @@ def write_postings(ctx, engine, plan: Plan, stats: dict, counts: list, meta: dic
 def run(ctx) -> None:
     sec, engine = ctx.section, ctx.engine
     few_arenas(COUNTING_THREADS)  # one malloc heap a core, not one a thread (pipekit/run/malloc.py)
-    # Freed arrays are handed back, not kept for the next batch (malloc.keep_freed_memory, tried):
-    # keeping them saved page faults but raised one run_pipeline process's peak by ~50 MB at
-    # 200k passages (the earlier stages' leftovers fragment the heap) and no wall time (bench/README.md).
+    # Freed arrays stay in malloc's heaps for the next batch, handed back only between the
+    # counting and the write (count_chunks) and at the end: memory touched afresh is what costs
+    # here (a page fault, in a virtual machine the host's too).  Where the process ends with
+    # the stage, glibc's mmap threshold is raised too, so a large buffer is reused, not mapped
+    # anew each batch (ctx.keep_freed_memory; bench/README.md, branch faults).
+    ctx.keep_freed_memory()
     analyzer = Analyzer(stemmer=sec["stemmer"], stopwords=sec["stopwords"], single_letters=sec["single_letters"])
     k1, b = sec["k1"], sec["b"]
     if sec["dense_model"] is not None:

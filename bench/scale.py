@@ -50,7 +50,7 @@ after another as a class runs them (the sum of their times, the largest of their
 `--baseline PATH` runs another checkout beside this one (a `git worktree add /tmp/base
 COMMIT` of the commit before a change): each stage, and run_pipeline, runs there and here
 one after the other, so a loaded machine weighs on before and after alike; both are
-printed per stage (wall s, peak MB, CPU s).  Outputs go to bench/corpora/nSIZE/out-PID
+printed per stage (wall s, peak MB, CPU s, system s, minor page faults).  Outputs go to bench/corpora/nSIZE/out-PID
 (out-base-PID), deleted after each size unless `--keep`.
 
 With `--no-pipeline`, stages 01–03 do not run: the bench writes `03_chunks.parquet` itself
@@ -266,9 +266,15 @@ t0 = time.perf_counter()
 p = subprocess.Popen(sys.argv[2:], stdout=sys.stdout, stderr=sys.stderr)
 _, status, ru = os.wait4(p.pid, 0)
 print(json.dumps({"seconds": time.perf_counter() - t0, "rss_mb": ru.ru_maxrss / 1024,
-                  "cpu": ru.ru_utime + ru.ru_stime,
+                  "cpu": ru.ru_utime + ru.ru_stime, "sys": ru.ru_stime, "minflt": ru.ru_minflt,
                   "rc": os.waitstatus_to_exitcode(status)}), file=open(sys.argv[1], "w"))
 """
+
+
+def cost(res: dict) -> str:
+    """A measured process's system time and minor page faults: on a virtual machine whose freed
+    memory goes back to the host, memory touched afresh costs both (bench/README.md, branch faults)."""
+    return f"sys {res['sys']:5.2f} s, {res['minflt'] / 1e3:5.0f}k faults" if "minflt" in res else ""
 
 
 def run_measured(cmd: list[str], cwd: Path, timeout: float | None = None) -> dict:
@@ -551,7 +557,8 @@ def bench_size(size: int, args, rank_bm25_rate: list) -> dict:
             if res.get("rc") != 0:
                 failed.add(name)
                 continue
-            print(f"  {size:>9,}  stage {n:02d} {name:<4}  {res['seconds']:7.1f} s  {res['rss_mb']:7.0f} MB", flush=True)
+            print(f"  {size:>9,}  stage {n:02d} {name:<4}  {res['seconds']:7.1f} s  {res['rss_mb']:7.0f} MB  {cost(res)}",
+                  flush=True)
     for r in [rows] + ([rows["base"]] if "base" in rows else []):
         if "05" in r and r["05"].get("rc") == 0:
             r["05"].update(parse_05(r["05"]["stdout"]))
@@ -598,7 +605,8 @@ def bench_size(size: int, args, rank_bm25_rate: list) -> dict:
         for name, (repo, c, _) in reversed(runs.items()):
             res = run_measured([sys.executable, str(repo / "run_pipeline.py"), "--config", str(c), "--force"], folder)
             (rows if name == "ours" else rows["base"])["pipeline"] = res
-            print(f"  {size:>9,}  run_pipeline {name:<4} {res['seconds']:7.1f} s  {res['rss_mb']:7.0f} MB", flush=True)
+            print(f"  {size:>9,}  run_pipeline {name:<4} {res['seconds']:7.1f} s  {res['rss_mb']:7.0f} MB  {cost(res)}",
+                  flush=True)
     if not args.keep:
         import shutil
 
@@ -820,7 +828,9 @@ def print_baseline(results: dict[int, dict]) -> None:
                 continue
             label = "run_pipeline --force" if key == "pipeline" else f"stage {key}"
             print(f"{size:>9,}  {label:<21} {a['seconds']:7.2f} -> {b['seconds']:7.2f} s ({b['seconds'] / a['seconds']:4.2f}x)"
-                  f"   {a['rss_mb']:6.0f} -> {b['rss_mb']:6.0f} MB   CPU {a['cpu']:6.2f} -> {b['cpu']:6.2f} s")
+                  f"   {a['rss_mb']:6.0f} -> {b['rss_mb']:6.0f} MB   CPU {a['cpu']:6.2f} -> {b['cpu']:6.2f} s"
+                  + (f"   sys {a['sys']:5.2f} -> {b['sys']:5.2f} s   faults {a['minflt'] / 1e3:5.0f}k -> {b['minflt'] / 1e3:5.0f}k"
+                     if "minflt" in a and "minflt" in b else ""))
 
 
 def print_targets(results: dict[int, dict], start: dict[str, dict]) -> None:

@@ -30,6 +30,7 @@ from pipekit.run.engine import RowRange, make_engine, progress_bar, row_ranges, 
 from pipekit.run.commands import (PipeProof, add_common_args, imports_done, mark_stage_done, parse_args, pipe_closed,
                                   pipe_proof_stdout, preview, require_output, user_options)
 from pipekit.run.errors import PipelineError
+from pipekit.run.malloc import keep_for_the_stage, stage_ends_process
 from pipekit.index.dense import identity
 from pipekit.read.walk import input_listing
 from pipekit.run import freshness
@@ -239,6 +240,11 @@ class StageContext:
     def note(self, text: str) -> None:
         self.notes.append(text)
 
+    def keep_freed_memory(self) -> bool:
+        """What the stage frees kept for its next batch, not handed back, where the process
+        ends with the stage (pipekit/run/malloc.py, keep_for_the_stage); True if it is."""
+        return keep_for_the_stage()
+
     def show(self, printer: Callable[[], None]) -> None:
         """Print with `printer` once the outputs are committed, not during the run: a reader
         who closes the pipe (`05_retrieval.py --explain | head -40`) must not cost the stage
@@ -304,6 +310,7 @@ def stage_main(number: int, run: Callable[[StageContext], None], argv: list[str]
     stage = get_stage(number)
     if argv is None:  # the stage's command line (a test passes argv): its modules are loaded
         imports_done()  # out of the cycle collector's walks (pipekit/run/commands.py)
+        stage_ends_process()  # so its stage may keep what it frees (pipekit/run/malloc.py)
     parser = argparse.ArgumentParser(prog=stage.script, description=(sys.modules.get("__main__").__doc__ or "").split("\n")[0])
     add_common_args(parser)
     parser.add_argument("--force", action="store_true",

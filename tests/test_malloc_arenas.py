@@ -79,10 +79,11 @@ print(libc.mallinfo2().hblks - before)
                     or tuple(int(x) for x in platform.libc_ver()[1].split(".")[:2]) < (2, 33),
                     reason="glibc 2.33 or later: mallopt's thresholds and mallinfo2")
 def test_stage_04_hands_back_what_it_frees(tmp_path):
-    """After stage 04 a large array is still a mapping of its own, handed back when freed:
-    stage 04 does not keep freed memory for its next batch (pipekit/run/malloc.py,
-    keep_freed_memory), which saved page faults but raised one run_pipeline process's
-    peak by ~50 MB at 200k passages for no wall time (bench/README.md)."""
+    """After stage 04 run by main() in a process that goes on (a test; run_pipeline on small
+    inputs, in one process), a large array is still a mapping of its own, handed back when
+    freed: glibc's thresholds are raised (malloc.keep_for_the_stage) only in a process that
+    ends with its stage, as they stay for the process's life (stage 05 keeps from its queries
+    on only; one run_pipeline process kept ~50 MB more at 200k passages, bench/README.md)."""
     from pathlib import Path
 
     repo = Path(__file__).resolve().parent.parent
@@ -128,3 +129,79 @@ def test_run_pipeline_puts_arrow_on_malloc(chosen, pool):
                            capture_output=True, text=True, timeout=120, env=env)
     assert child.returncode == 0, child.stderr[-2000:]
     assert child.stdout.split()[-2:] == [pool, chosen or "-"]
+
+
+@pytest.mark.parametrize("spilled", [True, False])
+def test_stage_04_counting_hands_back_once_not_batch_by_batch(tmp_path, monkeypatch, spilled):
+    """Stage 04 keeps what a batch freed for the next batch (handed back, each batch's
+    temporaries were faulted in again: 580-620k page faults at a million passages against
+    119-170k, bench/README.md, branch faults) and hands it back once, between the counting
+    and the write, however many batches there are; the counts are the same either way."""
+    from pipekit.index.analyzer import Analyzer
+    from pipekit.index.spill import Spill
+    from pipekit.run.stages import load_stage
+    from test_04_indexing import chunks
+
+    indexing = load_stage(4)
+    words = ["alpha", "beta", "gamma", "delta", "zeta"]
+    batches = [chunks(" ".join(words[(i + j) % 5] for j in range(i % 4 + 1))) for i in range(40)]
+    a = Analyzer("english", "english")
+
+    def counted():
+        calls = []
+        monkeypatch.setattr(indexing, "release_freed_memory", lambda: calls.append(1))
+        counts = indexing.count_chunks(batches, a, 1, pieces=spilled,
+                                       spill=Spill(tmp_path) if spilled else None)
+        monkeypatch.undo()
+        return calls, counts
+
+    calls, counts = counted()
+    assert calls == [1]  # 40 batches: one hand-back (every 16 batches before, and after each phase)
+    reference = indexing.count_chunks(batches, a, 1, pieces=False)
+    for x, y in zip(indexing.index_in_process([counts], a, 1.2, 0.75, 1)[:3],
+                    indexing.index_in_process([reference], a, 1.2, 0.75, 1)[:3]):
+        assert x.equals(y)
+
+
+KEEP_CHILD = r"""
+import ctypes, os, sys
+import numpy as np
+from pipekit.run import isolate, malloc
+
+class Info(ctypes.Structure):  # glibc's struct mallinfo2
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+
+def mapped():  # is a 48 MB array a mapping of its own (above glibc's largest self-raised threshold)?
+    before = libc.mallinfo2().hblks
+    big = np.ones(6 << 20)
+    return libc.mallinfo2().hblks - before
+
+def child():
+    with open(sys.argv[1], "w") as f:
+        f.write(f"{malloc.keep_for_the_stage()} {mapped()}")
+
+print(malloc.keep_for_the_stage(), mapped())
+isolate.run_in_child(child)
+print(open(sys.argv[1]).read())
+print(malloc.keep_for_the_stage(), mapped())
+"""
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc"
+                    or tuple(int(x) for x in platform.libc_ver()[1].split(".")[:2]) < (2, 33)
+                    or not hasattr(__import__("os"), "fork"),
+                    reason="glibc 2.33 or later: mallopt's thresholds and mallinfo2; fork")
+def test_a_stage_keeps_what_it_frees_only_in_a_process_that_ends_with_it(tmp_path):
+    """run_pipeline's child for a stage (and a stage's own command line) keeps what it frees
+    for its next batch: a large array comes from malloc's heap, not a mapping of its own
+    faulted in anew; the parent, which runs more stages after, keeps its thresholds."""
+    from pathlib import Path
+
+    child = subprocess.run([sys.executable, "-c", KEEP_CHILD, str(tmp_path / "report")],
+                           cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert child.stdout.split("\n")[:3] == ["False 1", "True 0", "False 1"]

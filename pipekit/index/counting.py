@@ -178,15 +178,15 @@ class Piece(NamedTuple):
         return Piece(self.terms[i:j] - np.int32(lo), self.df[i:j], self.chunk[a:z], self.tf[a:z])
 
 
-def place(n_terms: int, pieces, release=None, every: int = 16):
+def place(n_terms: int, pieces):
     """(col_ptr, chunk, tf) of every batch's postings (`Piece`s, in corpus order) as one
     term-major table: a term's postings are its postings in batch 1, then batch 2, ... so
     chunks stay in order within a term, as one CSR -> CSC of the whole corpus gives.  Each
     posting moves once, to a slot from the term's offset: linear.
 
     `pieces` is a deque, emptied as it is read, so each batch's arrays are freed once
-    placed (`release()` every `every` batches hands their memory back): the postings are
-    then held about once, not as the batches and the whole side by side."""
+    placed (and their memory reused by the next batch's): the postings are then held
+    about once, not as the batches and the whole side by side."""
     df = np.zeros(n_terms, dtype=np.int64)
     for piece in pieces:
         df[piece.terms] += piece.df  # a term appears once per batch: no repeated index
@@ -199,7 +199,6 @@ def place(n_terms: int, pieces, release=None, every: int = 16):
     # int32 slots while they fit: int64 ones moved twice the bytes (a 27M-posting shard merged in
     # 0.4-1.5 s instead of 0.3)
     slot = np.int32 if total < 2**31 else np.int64
-    placed = 0
     while pieces:
         present, n_of, rows, counts, _ = pieces.popleft()
         start = np.zeros(len(n_of), dtype=np.int64)
@@ -210,9 +209,6 @@ def place(n_terms: int, pieces, release=None, every: int = 16):
         tf[dest] = counts
         free[present] += n_of
         del present, n_of, rows, counts, dest
-        placed += 1
-        if release is not None and placed % every == 0:
-            release()
     return col_ptr, chunk, tf
 
 

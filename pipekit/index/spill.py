@@ -22,13 +22,18 @@ term range's slice of a batch costs a few small reads besides its postings.
 
 The cost is disk (or page cache) while the stage runs: 4-6 bytes a token (a batch keeps each
 one, its repeats summed when it turns term-major; its count only where some token counts more
-than once), 4 a posting, 12 a batch's term, about 0.6 GB at a million passages.
+than once), 4 a posting, 12 a batch's term, about 0.6 GB at a million passages; a batch's
+tokens are read once, when it turns term-major, and their pages handed back then (`take`):
+by those sizes about 0.3 GB of it in pages at a time, not 0.6, and the later pages reuse them.
 
 What it does not do: compress, or outlive the stage (the index files are stage 04's output).
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
+import sys
 import tempfile
 import threading
 from typing import NamedTuple
@@ -100,8 +105,43 @@ class Spill:
             done += got
         return out
 
+    def take(self, stored: Stored) -> np.ndarray:
+        """A stored array read for the last time: its pages handed back to the kernel now
+        (a hole punched where it lay), not when the file is closed.  Page cache freed and
+        soon allocated again (the next batches' postings put here, the index written) is
+        cheap where new pages are dear: in a virtual machine whose free memory goes back to
+        the host, a page touched afresh costs the host's fault too (bench/README.md, branch
+        faults).  The bytes of neighbouring arrays in the pages at its ends are kept."""
+        out = self.get(stored)
+        if out.nbytes:
+            _punch(self._fd, stored.offset, out.nbytes)
+        return out
+
     def close(self) -> None:
         self._file.close()
+
+
+def _punch(fd: int, offset: int, length: int) -> bool:
+    """fallocate(PUNCH_HOLE | KEEP_SIZE) of bytes offset..offset+length-1; True if done.  Only
+    the pages wholly inside go; a page the range shares is zeroed in the range alone.  A
+    no-op where it is missing (not Linux; a file system without holes)."""
+    fallocate = _fallocate()
+    if fallocate is None:
+        return False
+    return fallocate(fd, 0x02 | 0x01, ctypes.c_long(offset), ctypes.c_long(length)) == 0  # PUNCH_HOLE | KEEP_SIZE
+
+
+@functools.lru_cache(maxsize=None)
+def _fallocate():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fallocate = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+    fallocate.restype = ctypes.c_int
+    return fallocate
 
 
 class SpilledPiece:

@@ -46,6 +46,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+from pipekit.run import malloc
 from pipekit.run.errors import PipelineError
 
 OPT_OUT = "PIPEKIT_ONE_PROCESS"
@@ -119,6 +120,7 @@ def run_in_child(body: Callable[[], object]) -> None:
 def _child(body: Callable[[], object], write_end: int) -> None:
     code, report = 1, {"outcome": "crash"}
     try:
+        malloc.stage_ends_process()  # its stage may keep what it frees (malloc.keep_for_the_stage)
         _die_with_parent()
         _one_interrupt()
         _adopt_fork_server()

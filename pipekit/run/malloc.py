@@ -49,6 +49,32 @@ def keep_freed_memory(mmap_threshold: int = 1 << 30, top_pad: int = 64 << 20, re
         (M_MMAP_THRESHOLD, mmap_threshold), (M_TRIM_THRESHOLD, mmap_threshold), (M_TOP_PAD, top_pad)))
 
 
+_ENDS_WITH_STAGE = False  # set by stage_ends_process: this process ends when its stage does
+
+
+def stage_ends_process() -> None:
+    """Say that this process ends with the stage it runs: a stage's own command line
+    (cli.stage_main), or run_pipeline's child for a large stage (pipekit/run/isolate.py)."""
+    global _ENDS_WITH_STAGE
+    _ENDS_WITH_STAGE = True
+
+
+def keep_for_the_stage() -> bool:
+    """keep_freed_memory() where the process ends with its stage; True if glibc took it.
+
+    Stages 02 to 04 free and allocate arrays of the same few sizes batch after batch, and Arrow
+    on glibc's malloc (arrow_on_malloc: run_pipeline's children) gets each buffer over glibc's
+    mmap threshold as a fresh mapping, faulted in page by page and unmapped when freed: in
+    a virtual machine whose freed memory goes back to the host, a fault costs the host's
+    too (at a million passages, Arrow on malloc: stage 02 110-120k page faults, 36k kept;
+    stage 03 235k, 45k; stage 04 144-189k, 111-113k; each stage's peak +0-20 MB;
+    bench/README.md, branch faults).  What is kept then ends with the process.  Not in a
+    process that runs more stages after it (run_pipeline on small inputs, a test calling
+    main()): the settings stay for the process's life, and stage 05 keeps only from its
+    queries on (its load's buffers, kept, stayed under its peak)."""
+    return keep_freed_memory() if _ENDS_WITH_STAGE else False
+
+
 def few_arenas(n: int) -> bool:
     """At most `n` malloc arenas from now on (glibc's default: 8 per core); True if glibc took it.
 
