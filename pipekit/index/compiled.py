@@ -133,26 +133,31 @@ def _build(folder: Path, name: str) -> None:
 
 
 class _Scratch:
-    """A counting thread's buffers, kept between its batches (grown by the loops as needed)."""
+    """A counting thread's buffers, kept between its batches (grown by the loops as needed).
+    Sized for a batch of 8,192 passages (~86k distinct words, ~520k tokens); SCALE
+    shrinks them (tests: every buffer grown from almost nothing)."""
+
+    SCALE = 1
 
     def __init__(self):
-        self.table = np.zeros(4 << 18, np.uint64)  # slots for ~86k distinct words (a batch of 8,192 passages), half full
-        self.starts = np.zeros(1 << 17, np.int64)
-        self.words = np.empty(1 << 20, np.uint8)
-        self.ids = np.empty(1 << 19, np.int32)
-        self.rows = np.empty(1 << 19, np.int32)
+        k = self.SCALE
+        self.table = np.zeros(max(4 * ((1 << 18) // k), 8), np.uint64)  # 4 uint64s a slot, half full
+        self.starts = np.zeros(max((1 << 17) // k, 2), np.int64)
+        self.words = np.empty(max((1 << 20) // k, 1), np.uint8)
+        self.ids = np.empty(max((1 << 19) // k, 1), np.int32)
+        self.rows = np.empty(max((1 << 19) // k, 1), np.int32)
 
 
 _scratch = threading.local()
 
 
-def count_words(fields: list, capitals: bool, n_rows: int, least: int = LEAST_BYTES):
+def count_words(fields: list, capitals: bool, n_rows: int, least: int | None = None):
     """(dictionary, ids, counts, entries per row) of a batch's `fields`, as count_batch's plain
     way gives them, or None where the compiled loops are not (yet) loaded, or the batch holds
-    fewer than `least` bytes of text.  `fields`: (strings, row of each string or None for one a
-    row, weight) in the order their words are counted."""
+    fewer than `least` (LEAST_BYTES) bytes of text.  `fields`: (strings, row of each string or None for
+    one a row, weight) in the order their words are counted."""
     columns = [(_as_string_array(strings), rows, weight) for strings, rows, weight in fields]
-    if sum(a.nbytes for a, _, _ in columns) < least:
+    if sum(a.nbytes for a, _, _ in columns) < (LEAST_BYTES if least is None else least):
         return None
     loops = load(wait=False)
     if loops is None:

@@ -120,12 +120,12 @@ def cut_field(offsets, source, plain, pre_ptr, pre_offsets, rows, capitals,
     keys = np.empty((BLOCK, 3), np.uint64)  # a block's tokens: hash, first 8 bytes, next 8
     spans = np.empty((BLOCK, 3), np.int64)  # and where their bytes are: start, length, fold
     while True:
+        while 2 * SLOT * (n_words + BLOCK) > len(table):  # room for a block of new words, half full
+            table = rehashed(table, starts, words, n_words)
         t, at, n_words, n_tok = cut_texts(t, at, offsets, source, plain, pre_ptr, pre_offsets, rows, capitals,
                                           table, starts, words, n_words, ids, tok_rows, n_tok, keys, spans)
         if t == len(offsets) - 1:
             return table, starts, words, ids, tok_rows, n_words, n_tok
-        if 2 * SLOT * (n_words + BLOCK) > len(table):  # room for a block of new words, half full
-            table = rehashed(table, starts, words, n_words)
         if at < 0:  # room for text t: its most tokens (each takes 2 bytes, a lone capital and its
             # separator; a pre-cut run is one) and bytes
             if plain[t]:
