@@ -1,4 +1,4 @@
-"""Stage 04's words cut and numbered in one compiled pass (numba), where its plain way takes ~20.
+"""Stage 04's words cut and numbered in one compiled pass (numba), where the plain way makes ~20.
 
 `count_batch` (04_indexing.py) cuts a batch's fields into runs (pipekit/index/analyzer.py:
 ~15 NumPy passes over the bytes for ASCII texts, RE2 for the rest), numbers the runs by their
@@ -13,9 +13,9 @@ order), the counts (None when every token counts 1) and the entries per chunk, f
 (pipekit/index/compiled_loops.py):
 
 1. `cut_field`, once per field in `count_batch`'s order (the text, the heading line, the folder
-   names): each ASCII text's bytes read once, each run lower-cased into the word buffer as it is
-   hashed, looked up in an open-addressing table (a word's bytes compared, never its hash
-   trusted) or numbered as the next new word.  A text that is not ASCII is cut the plain way
+   names): each ASCII text's bytes read once, each run keyed as it is read (lower-cased), the
+   keys looked up a block at a time in an open-addressing table (a word's bytes compared, never
+   its hash trusted), a new word numbered next and its bytes added to the word buffer.  A text that is not ASCII is cut the plain way
    (the analyzer's RE2 split) and its runs are numbered in its place among the texts: the words'
    order, hence their numbers, is the plain way's in a mixed batch too;
 2. `by_row`: the tokens in chunk order, a stable counting sort into arrays of the batch's own.
@@ -109,7 +109,8 @@ def _place() -> tuple[Path, str]:
 
 def _imported(folder: Path, name: str):
     path = folder / (name + sysconfig.get_config_var("EXT_SUFFIX"))
-    spec = importlib.util.spec_from_file_location(name, path, loader=importlib.machinery.ExtensionFileLoader(name, str(path)))
+    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
