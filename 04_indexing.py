@@ -92,7 +92,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipekit.index import counting
+from pipekit.index import compiled, counting
 from pipekit.index.counting import merge_slices, term_slice  # noqa: F401 (term_slice: a StageFunction by name)
 from pipekit.index import dense
 from pipekit.index import layout
@@ -117,33 +117,41 @@ RANGE_POSTINGS = 1 << 20  # postings of a term range put together at once by the
 COUNTING_THREADS = 2  # batches counted at once by the local engine (count_chunks)
 
 
-def indexed_runs(analyzer: Analyzer, batch: pa.RecordBatch,
-                 heading_weight: int = 1) -> tuple[pa.Array, np.ndarray, np.ndarray]:
-    """What the analyzer sees for each chunk: its heading line, then its text (as runs, with
-    the chunk each came from and how many times it counts; cut separately, which spares
-    copying every text once more).  A heading run counts `heading_weight` times: a chunk's
-    heading names its subject in a few words, which its text need not repeat.  The text's
-    heading lines lose their attribute lists (`{ #id .class }`): markup, not words a
-    reader sees, as the heading column already has it; and its links are their text
-    (pipekit/index/link_text.py): the words of `[text](url "title")`'s address and title are not
-    words of the passage.  Weights None: every run counts once (`heading_weight` 0 or 1)."""
-    words, rows = analyzer.runs(drop_link_destinations(drop_heading_attribute_lists(batch.column("text"))))
-    if heading_weight == 0:
-        return words, rows, None
-    h_words, h_rows = analyzer.runs(batch.column("heading"))
-    if len(h_words) == 0:
-        return words, rows, None
-    return (pa.concat_arrays([words, h_words]), np.concatenate([rows, h_rows]),
-            None if heading_weight == 1 else
-            np.concatenate([np.ones(len(rows), np.int32), np.full(len(h_rows), heading_weight, dtype=np.int32)]))
+def indexed_fields(batch: pa.RecordBatch, path_weight: int, heading_weight: int = 1) -> list[tuple]:
+    """What the analyzer sees for each chunk, field by field in the order its words are
+    counted: (strings, the chunk of each or None for one a chunk, how many times a word of
+    it counts).  The text, then the heading line, then the folder names: a heading's run
+    counts `heading_weight` times (a chunk's heading names its subject in a few words, which
+    its text need not repeat), a folder's `path_weight` times.  The text's heading lines
+    lose their attribute lists (`{ #id .class }`): markup, not words a reader sees, as the
+    heading column already has it; and its links are their text
+    (pipekit/index/link_text.py): the words of `[text](url "title")`'s address and title are
+    not words of the passage.  (Fields are cut separately, which spares copying every text
+    once more; the heading's words are appended after the text's and find their chunk's
+    place when the tokens are put in chunk order.)"""
+    fields = [(drop_link_destinations(drop_heading_attribute_lists(batch.column("text"))), None, 1)]
+    if heading_weight != 0:
+        fields.append((batch.column("heading"), None, heading_weight))
+    if path_weight > 0 and "path" in batch.schema.names:
+        paths = batch.column("path")
+        fields.append((pc.list_flatten(paths), np.asarray(pc.list_parent_indices(paths), dtype=np.int64),
+                       path_weight))
+    return fields
 
 
-def path_tokens(analyzer: Analyzer, paths: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """Lower-cased runs of each chunk's folder names, with the chunk each belongs to."""
-    folders = pc.list_flatten(paths)
-    owner = np.asarray(pc.list_parent_indices(paths), dtype=np.int64)
-    words, folder_of_word = analyzer.runs(folders)
-    return words, owner[folder_of_word]
+def indexed_runs(analyzer: Analyzer, fields: list[tuple]) -> tuple[pa.Array, np.ndarray, np.ndarray | None]:
+    """The fields' runs end to end, with the chunk each came from and how many times it
+    counts: None where every run counts once (no field weighing more than 1 gave a run)."""
+    words, rows, weights = [], [], []
+    for strings, owner, weight in fields:
+        w, r = analyzer.runs(strings)
+        words.append(w)
+        rows.append(r if owner is None else owner[r])
+        weights.append(weight)
+    if not any(w != 1 and len(r) for w, r in zip(weights, rows)):
+        return pa.concat_arrays(words), np.concatenate(rows), None
+    return (pa.concat_arrays(words), np.concatenate(rows),
+            np.concatenate([np.full(len(r), w, dtype=np.int32) for w, r in zip(weights, rows)]))
 
 
 def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, heading_weight: int = 1):
@@ -158,19 +166,17 @@ def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, hea
     (BM25F's way of weighting a field; the length normalisation then stays consistent).
     Counts None: every token counts 1 (no weight above 1), and none is kept (4 bytes a token
     in the batch, 2 spilled and read back: 0.13 GB of the spill file at a million passages)."""
-    words, rows, weights = indexed_runs(analyzer, batch, heading_weight)
-    if path_weight > 0 and "path" in batch.schema.names:
-        p_words, p_rows = path_tokens(analyzer, batch.column("path"))
-        if len(p_words):
-            if weights is not None or path_weight != 1:
-                weights = np.concatenate([np.ones(len(rows), np.int32) if weights is None else weights,
-                                          np.full(len(p_rows), path_weight, dtype=np.int32)])
-            words = pa.concat_arrays([words, p_words])
-            rows = np.concatenate([rows, p_rows])
-    encoded = pc.dictionary_encode(words)  # one hash pass numbers the batch's distinct words
+    fields = indexed_fields(batch, path_weight, heading_weight)
+    # The three steps below in one compiled pass over the bytes, the same arrays (numba:
+    # pipekit/index/compiled.py; None while it loads, where it cannot, or for a small batch).
+    counted = compiled.count_words(fields, analyzer.capitals, batch.num_rows)
+    if counted is not None:
+        return counted
+    words, rows, weights = indexed_runs(analyzer, fields)  # cut
+    encoded = pc.dictionary_encode(words)  # numbered: one hash pass numbers the batch's distinct words
     cols = np.asarray(encoded.indices, dtype=np.int32)
-    # One entry a token, in chunk order (a CSR whose repeats are not summed yet): a word's
-    # count in a chunk is summed once it is a term (counting.merge_adjacent), as two words
+    # Counted: one entry a token, in chunk order (a CSR whose repeats are not summed yet): a
+    # word's count in a chunk is summed once it is a term (counting.merge_adjacent), as two words
     # that make one term are; summed here too, through scipy, it cost 2.6 s at a million passages.
     ids, counts, nnz = counting.by_row(rows, cols, weights, batch.num_rows)
     return encoded.dictionary, ids, counts, nnz

@@ -907,6 +907,7 @@ SKIP_REASONS = {
     "needs the whole pipeline": None, "is not on this machine: the module list": None,
     "has the project": None, "glibc": None,  # (a skip on other C libraries)
     "pipekit is importable here without the checkout": "`pip install -e .`",
+    "the compiled loops cannot be built here": "a C compiler",  # (numba's pycc links stage 04's loops)
 }
 
 

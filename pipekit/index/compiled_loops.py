@@ -1,0 +1,311 @@
+"""The loops of stage 04's compiled word cutter, compiled ahead of time by numba (`build`):
+pipekit/index/compiled.py says what they are for, when they are built and how they are loaded
+(an extension module, without numba), and holds them to the plain way.
+
+`cut_field` reads one field's texts (a batch's chunk texts, headings or folder names) byte by
+byte: each run of ASCII letters and digits is a token, keyed as it is read (a hash, and its
+first 16 bytes lower-cased as two integers), then numbered in an open-addressing table, a new
+word's bytes added to the word buffer: first appearance numbers the words, as
+`pc.dictionary_encode` does.  Texts that are not ASCII come pre-cut (RE2's runs, the analyzer's
+plain way for them, their bytes after the texts' in `source`): their runs are keyed and numbered
+the same way, in their place among the texts.  `by_row` then puts the tokens in row order (a
+counting sort, stable: a chunk's text words, then its heading's, then its folders', as
+`counting.by_row`'s stable argsort does).
+
+How it is written, for speed (bench/README.md, branch `tok`, has the figures):
+- tokens are keyed a block at a time (BLOCK), then numbered: a rare word's slot is a cache
+  miss, and looked up as each token was cut the misses came one after the other (the cutting's
+  branches keep the CPU from running ahead); numbered from a block of keys, they overlap;
+- one body, helpers only of numbers (`step`, `keys_of`): a compiled helper given arrays, called
+  or inlined, counts their references at every call (atomic operations), which made the loop
+  2-4x slower;
+- a table slot holds a word's first 16 bytes and length (SLOT): nearly every word is compared
+  there, without reading the word buffer (one cache line, not three).
+Buffers are a thread's own and kept between batches (compiled.py's `_Scratch`); `cut_field`
+grows one (twice the size, its contents copied) when `cut_texts` stops for it, and returns the
+buffers, so the caller keeps whichever array comes back.  No fastmath, no parallel: the words'
+bytes are compared, never trusted to a hash.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+M1 = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constants (golden ratio, murmur3's finaliser)
+M2 = np.uint64(0xFF51AFD7ED558CCD)
+SHIFT_MIX = np.uint64(33)
+LOW = np.uint64(0xFFFFFFFF)
+ONE = np.uint64(1)
+SLOT = 4  # uint64s a table slot: the hash's high 32 bits and the word's number + 1 (0: empty),
+# its first 8 bytes, the next 8 (zeros past its end: a word's bytes are never 0) and its length
+BLOCK = 256  # tokens keyed before they are numbered
+
+
+@numba.njit(inline="always")
+def step(h, key0, key1, block, k, b):
+    """The key so far after byte k of a word is b: its bytes as little-endian 8-byte blocks,
+    the first two kept (key0, key1), every full one folded into the hash."""
+    block |= np.uint64(b) << np.uint64(8 * (k & 7))
+    if k & 7 == 7:
+        if k == 7:
+            key0 = block
+        elif k == 15:
+            key1 = block
+        h = (h ^ block) * M1
+        block = np.uint64(0)
+    return h, key0, key1, block
+
+
+@numba.njit(inline="always")
+def keys_of(h, key0, key1, block, length):
+    """(hash, first 8 bytes, next 8 bytes) of a word of `length` bytes keyed by `step`."""
+    if length & 7:
+        if length < 8:
+            key0 = block
+        elif length < 16:
+            key1 = block
+        h = (h ^ block) * M1
+    h ^= np.uint64(length)
+    h ^= h >> SHIFT_MIX  # (murmur3's finaliser: the slot is the hash's low bits)
+    h *= M2
+    h ^= h >> SHIFT_MIX
+    return h, key0, key1
+
+
+@numba.njit
+def grown(array, need):
+    """`array`, or a copy at least twice as long when it holds fewer than `need` elements."""
+    if len(array) >= need:
+        return array
+    bigger = np.empty(max(need, 2 * len(array)), array.dtype)
+    bigger[:len(array)] = array
+    return bigger
+
+
+@numba.njit
+def rehashed(table, starts, words, n_words):
+    """A table twice as large holding the first n_words words (keyed again from their bytes)."""
+    table = np.zeros(2 * len(table), np.uint64)
+    mask = np.uint64(len(table) // SLOT - 1)
+    for w in range(n_words):
+        a, length = starts[w], starts[w + 1] - starts[w]
+        h = key0 = key1 = block = np.uint64(0)
+        for k in range(length):
+            h, key0, key1, block = step(h, key0, key1, block, k, words[a + k])
+        h, key0, key1 = keys_of(h, key0, key1, block, length)
+        at = np.int64(h & mask) * SLOT
+        while table[at] != 0:
+            at = (at + SLOT) % len(table)
+        table[at], table[at + 1], table[at + 2], table[at + 3] = (h & ~LOW) | np.uint64(w + 1), key0, key1, length
+    return table
+
+
+@numba.njit
+def cut_field(offsets, source, plain, pre_ptr, pre_offsets, rows, capitals,
+              table, starts, words, n_words, ids, tok_rows, n_tok):
+    """One field's tokens added after the n_tok before (ids: word numbers; tok_rows: rows),
+    its new words after the n_words before (word w's bytes: words[starts[w]:starts[w + 1]]).
+
+    Text t (bytes source[offsets[t]:offsets[t + 1]], row rows[t]): when plain[t] (ASCII), its
+    maximal [A-Za-z0-9] runs, lower-cased; a run of one character is dropped, but with
+    `capitals` a lone B-Z other than I, kept as that capital (analyzer.py's `_ascii_piece`);
+    else its pre-cut runs source[pre_offsets[r]:pre_offsets[r + 1]], r in
+    pre_ptr[t]..pre_ptr[t + 1], as they are.  Returns the buffers (grown ones are new
+    arrays) and the two counts.
+
+    The work is `cut_texts`'; this loop only grows the buffers where it stops for them and
+    goes on from there (buffers replaced inside the loop over the bytes would be counted
+    references at every step)."""
+    t, at = 0, -1
+    keys = np.empty((BLOCK, 3), np.uint64)  # a block's tokens: hash, first 8 bytes, next 8
+    spans = np.empty((BLOCK, 3), np.int64)  # and where their bytes are: start, length, fold
+    while True:
+        while 2 * SLOT * (n_words + BLOCK) > len(table):  # room for a block of new words, half full
+            table = rehashed(table, starts, words, n_words)
+        t, at, n_words, n_tok = cut_texts(t, at, offsets, source, plain, pre_ptr, pre_offsets, rows, capitals,
+                                          table, starts, words, n_words, ids, tok_rows, n_tok, keys, spans)
+        if t == len(offsets) - 1:
+            return table, starts, words, ids, tok_rows, n_words, n_tok
+        if at < 0:  # room for text t: its most tokens (each takes 2 bytes, a lone capital and its
+            # separator; a pre-cut run is one) and bytes
+            if plain[t]:
+                most, size = (offsets[t + 1] - offsets[t] + 1) // 2, offsets[t + 1] - offsets[t]
+            else:
+                most, size = pre_ptr[t + 1] - pre_ptr[t], pre_offsets[pre_ptr[t + 1]] - pre_offsets[pre_ptr[t]]
+            ids, tok_rows = grown(ids, n_tok + BLOCK + most), grown(tok_rows, n_tok + BLOCK + most)
+            starts = grown(starts, n_words + BLOCK + most + 2)
+            words = grown(words, starts[n_words] + size)
+
+
+@numba.njit
+def cut_texts(t, at, offsets, source, plain, pre_ptr, pre_offsets, rows, capitals,
+              table, starts, words, n_words, ids, tok_rows, n_tok, keys, spans):
+    """`cut_field`'s work from text t (from its byte or pre-cut run `at`, or its start: -1),
+    until the texts end or a buffer is full: (the text to go on from, where in it, n_words,
+    n_tok).  Up to BLOCK tokens are keyed (1.), then numbered (2.); a text is started only
+    with room for all it can give and a block (`cut_field` makes it), a block only with room
+    in the table for all its tokens as new words, so every stop is between two blocks."""
+    n_texts = len(offsets) - 1
+    mask = np.uint64(len(table) // SLOT - 1)
+    while True:
+        # 1. Key up to BLOCK tokens (stop: 1 the texts ended, 2 a text needs room).
+        m = mb = stop = 0  # (mb: the block's bytes so far)
+        while m < BLOCK:
+            if at < 0:
+                if t == n_texts:
+                    stop = 1
+                    break
+                if plain[t]:
+                    most, size, at = (offsets[t + 1] - offsets[t] + 1) // 2, offsets[t + 1] - offsets[t], offsets[t]
+                else:
+                    most, size, at = (pre_ptr[t + 1] - pre_ptr[t],
+                                      pre_offsets[pre_ptr[t + 1]] - pre_offsets[pre_ptr[t]], pre_ptr[t])
+                if (n_tok + BLOCK + most > min(len(ids), len(tok_rows)) or n_words + BLOCK + most + 2 > len(starts)
+                        or starts[n_words] + mb + size > len(words)):
+                    at = -1
+                    stop = 2
+                    break
+            if plain[t]:
+                i, end = at, offsets[t + 1]
+                while i < end and not ((97 <= (source[i] | 32) <= 122) or (48 <= source[i] <= 57)):
+                    i += 1
+                if i == end:
+                    t, at = t + 1, -1
+                    continue
+                h = key0 = key1 = block = np.uint64(0)
+                j = i
+                while j < end and ((97 <= (source[j] | 32) <= 122) or (48 <= source[j] <= 57)):
+                    h, key0, key1, block = step(h, key0, key1, block, j - i, source[j] | 32)
+                    j += 1
+                at, length, fold = j, j - i, 32
+                if length == 1:
+                    c = source[i]
+                    if not (capitals and 66 <= c <= 90 and c != 73):
+                        continue
+                    block, fold = np.uint64(c), 0  # a lone capital, a name, keeps its case
+            else:
+                if at == pre_ptr[t + 1]:
+                    t, at = t + 1, -1
+                    continue
+                i, length, fold = pre_offsets[at], pre_offsets[at + 1] - pre_offsets[at], 0
+                h = key0 = key1 = block = np.uint64(0)
+                for k in range(length):
+                    h, key0, key1, block = step(h, key0, key1, block, k, source[i + k])
+                at += 1
+            keys[m, 0], keys[m, 1], keys[m, 2] = keys_of(h, key0, key1, block, length)
+            spans[m, 0], spans[m, 1], spans[m, 2] = i, length, fold
+            tok_rows[n_tok + m] = rows[t]
+            m += 1
+            mb += length
+        # 2. Number them: an earlier word's number if its bytes are equal (compared in the slot
+        # up to 16 bytes), else the next number, the word's bytes added after the others.
+        for p in range(m):
+            h, key0, key1 = keys[p, 0], keys[p, 1], keys[p, 2]
+            i, length, fold = spans[p, 0], spans[p, 1], spans[p, 2]
+            tag = h & ~LOW
+            slot = np.int64(h & mask) * SLOT
+            while True:
+                entry = table[slot]
+                if entry == 0:
+                    w = n_words
+                    table[slot], table[slot + 1] = tag | np.uint64(w + 1), key0
+                    table[slot + 2], table[slot + 3] = key1, length
+                    first = starts[w]
+                    for k in range(length):
+                        words[first + k] = source[i + k] | fold
+                    n_words += 1
+                    starts[n_words] = first + length
+                    break
+                if (entry & ~LOW == tag and table[slot + 1] == key0 and table[slot + 2] == key1
+                        and table[slot + 3] == np.uint64(length)):
+                    w = np.int64(entry & LOW) - 1
+                    a = starts[w]  # (a word past 16 bytes: the rest of its bytes compared)
+                    k = 16
+                    while k < length and words[a + k] == source[i + k] | fold:
+                        k += 1
+                    if k >= length:
+                        break
+                slot = (slot + SLOT) & (len(table) - 1)  # (a power of 2)
+            ids[n_tok + p] = w
+        n_tok += m
+        if stop:
+            return (n_texts if stop == 1 else t), -1, n_words, n_tok
+        if 2 * SLOT * (n_words + BLOCK) > len(table):
+            return t, at, n_words, n_tok
+
+
+@numba.njit
+def by_row(ids, tok_rows, n_tok, field_ends, field_weights, n_rows, weighted):
+    """(ids, counts, entries per row): the first n_tok tokens in row order, a row's in the order
+    they came (fields in order, each field's rows ascending: a stable counting sort), new arrays
+    of their own; counts (int32) the weight of each token's field, only if `weighted` (else
+    empty).  Entries per row are int64, as np.bincount gives them."""
+    nnz = np.zeros(n_rows, np.int64)
+    ordered = True
+    last = -1
+    for t in range(n_tok):
+        r = tok_rows[t]
+        nnz[r] += 1
+        ordered &= r >= last
+        last = r
+    out = np.empty(n_tok, np.int32)
+    counts = np.empty(n_tok if weighted else 0, np.int32)
+    nxt = np.empty(n_rows, np.int64)  # each row's next place
+    total = 0
+    for r in range(n_rows):
+        nxt[r] = total
+        total += nnz[r]
+    f = 0
+    for t in range(n_tok):
+        while t >= field_ends[f]:
+            f += 1
+        p = t
+        if not ordered:
+            r = tok_rows[t]
+            p = nxt[r]
+            nxt[r] = p + 1
+        out[p] = ids[t]
+        if weighted:
+            counts[p] = field_weights[f]
+    return out, counts, nnz
+
+
+def build(folder: str, name: str) -> None:
+    """Compile `cut_field` and `by_row` into the extension module `name` in `folder` (numba's
+    pycc: a C compiler links it), with the argument types compiled.py passes; each releases the
+    GIL while it runs, as `@njit(nogil=True)` would (pycc's wrappers otherwise hold it: two
+    counting threads would take turns).  Written to a temporary folder, then moved into place:
+    two processes building at once each write a whole file."""
+    import os
+    import shutil
+    import tempfile
+
+    from numba import types as T
+    from numba.pycc import CC
+    from numba.pycc import compiler
+
+    class Flags(compiler.Flags):  # (pycc has no option for it: its wrappers are made with these flags)
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.release_gil = True
+
+    compiler.Flags = Flags
+
+    def a(dtype, readonly=False):
+        return T.Array(dtype, 1, "C", readonly=readonly)
+
+    i64, i32, u64, u8 = a(T.int64), a(T.int32), a(T.uint64), a(T.uint8)
+    cc = CC(name)
+    cc.verbose = False
+    cc.export("cut_field", T.Tuple([u64, i64, u8, i32, i32, T.int64, T.int64])(
+        i64, a(T.uint8, True), a(T.boolean), i64, i64, i32, T.boolean, u64, i64, u8, T.int64, i32, i32, T.int64))(
+        cut_field.py_func)
+    cc.export("by_row", T.Tuple([i32, i32, i64])(i32, i32, T.int64, i64, i64, T.int64, T.boolean))(by_row.py_func)
+    work = tempfile.mkdtemp(dir=folder, prefix=".build-")
+    try:
+        cc.output_dir = work
+        cc.compile()
+        (built,) = [f for f in os.listdir(work) if f.startswith(name)]
+        os.replace(os.path.join(work, built), os.path.join(folder, built))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,109 @@
+"""Stage 04's words cut and numbered in one compiled pass (pipekit/index/compiled.py): on random
+ASCII and mixed texts, headings and folder names, with every weight setting, the batch's
+dictionary, its tokens' word numbers in chunk order, their counts and each chunk's entries are
+the plain way's (the analyzer's runs, `pc.dictionary_encode`, `counting.by_row`), to the element
+and the dtype; buffers grown from almost nothing give the same; and the index files are the
+same with the compiled loops and without them."""
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from pipekit.index import compiled, counting
+from pipekit.index.analyzer import Analyzer
+from pipekit.run.stages import load_stage
+
+from test_04_indexing import chunks
+
+indexing = load_stage(4)
+if compiled.load() is None:  # (built on first use: ~15 s once a machine, then kept in __pycache__)
+    pytest.skip("the compiled loops cannot be built here (numba or a C compiler missing): "
+                "stage 04 counts the plain way, tested elsewhere", allow_module_level=True)
+
+# Runs of letters (both cases), digits, lone letters and capitals (A, I and the names), long
+# words (past the 16 bytes a table slot compares, some sharing those 16), punctuation, markup,
+# and letters that are not ASCII (a text holding one goes the plain way, RE2, in its place).
+PIECES = st.sampled_from([
+    "How", "do", "I", "set", "a", "A", "R", "x", "B", "Z", "timeout", "THE", "x86_64", "snake_case",
+    "e.g.", "don't", "v2", "0", "42", "a1b", "C++", "--force", "Ünïcode", "café", "東京", "naïve",
+    "abcdefghijklmnopqrstu", "abcdefghijklmnopqrstv", "abcdefghijklmnop", "ABCDEFGHIJKLMNOPQ",
+    "[link](http://x.org/a \"t\")", "## Head { #id .c }", "\n", "\t", " ", "", "!", "—", "İ", "ß"])
+TEXT = st.lists(PIECES, max_size=14).map(" ".join) | st.text(max_size=30) | st.text(
+    st.characters(max_codepoint=127), max_size=40)
+
+
+def plain(analyzer, fields, n_rows):
+    words, rows, weights = indexing.indexed_runs(analyzer, fields)
+    encoded = pc.dictionary_encode(words)
+    ids, counts, nnz = counting.by_row(rows, np.asarray(encoded.indices, dtype=np.int32), weights, n_rows)
+    return encoded.dictionary, ids, counts, nnz
+
+
+def assert_same(got, want):
+    (d, ids, counts, nnz), (d2, ids2, counts2, nnz2) = got, want
+    assert d.type == d2.type and d.to_pylist() == d2.to_pylist()
+    assert ids.dtype == ids2.dtype and np.array_equal(ids, ids2)
+    assert (counts is None) == (counts2 is None)
+    if counts is not None:
+        assert counts.dtype == counts2.dtype and np.array_equal(counts, counts2)
+    assert nnz.dtype == nnz2.dtype and np.array_equal(nnz, nnz2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(TEXT, TEXT, st.lists(TEXT, max_size=3)), min_size=1, max_size=12),
+       st.sampled_from([0, 1, 3]), st.sampled_from([0, 1, 2]), st.booleans(), st.sampled_from([1, 1 << 12]))
+def test_the_compiled_pass_gives_the_plain_ways_arrays(rows, heading_weight, path_weight, capitals, scale):
+    texts, headings, paths = zip(*rows)
+    batch = chunks(*texts, headings=list(headings), paths=list(paths))
+    analyzer = Analyzer("none", "none", "capitals" if capitals else "none")
+    fields = indexing.indexed_fields(batch, path_weight, heading_weight)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compiled._Scratch, "SCALE", scale)  # (1 << 12: every buffer grown, the table rehashed)
+        mp.setattr(compiled._scratch, "buffers", None, raising=False)
+        got = compiled.count_words(fields, analyzer.capitals, batch.num_rows, least=0)
+    assert_same(got, plain(analyzer, fields, batch.num_rows))
+
+
+def test_a_sliced_column_and_a_batch_of_many_words():
+    # A column sliced out of a bigger one (offsets not from 0), and ~20k distinct words in one
+    # field (the table, words and token buffers grown mid-text from their smallest sizes).
+    rng = np.random.default_rng(7)
+    vocab = np.array(["w%dq%s" % (i, "x" * int(i % 23)) for i in range(20_000)])
+    text = " ".join(rng.choice(vocab, 60_000)) + " É " + " ".join(vocab[:50])
+    column = pa.array(["Zz 9 R", text, "", "İstanbul Ab cd", text[:999]]).slice(1)
+    analyzer = Analyzer("none", "none")
+    fields = [(column, None, 1), (pa.array(["A b C", "", "d", "Ee"]), None, 3)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compiled._Scratch, "SCALE", 1 << 16)
+        mp.setattr(compiled._scratch, "buffers", None, raising=False)
+        got = compiled.count_words(fields, True, 4, least=0)
+    assert_same(got, plain(analyzer, fields, 4))
+
+
+def test_small_batches_and_unbuilt_loops_take_the_plain_way(monkeypatch):
+    fields = [(pa.array(["one two"]), None, 1)]
+    assert compiled.count_words(fields, True, 1) is None  # under LEAST_BYTES
+    monkeypatch.setattr(compiled, "_loops", False)  # (what a machine without numba or a compiler has)
+    assert compiled.count_words(fields, True, 1, least=0) is None
+
+
+@pytest.mark.parametrize("heading_weight, path_weight", [(1, 1), (3, 2), (0, 0)])
+def test_the_index_is_the_same_with_the_compiled_loops_and_without(monkeypatch, heading_weight, path_weight):
+    rng = np.random.default_rng(heading_weight)
+    words = ["deploy", "Rollback", "R", "a", "x86_64", "café", "on-call", "Freeze", "I", "2024"]
+    texts = [" ".join(rng.choice(words, int(rng.integers(0, 30)))) for _ in range(300)]
+    batch = chunks(*texts, headings=[" ".join(rng.choice(words, 2)) for _ in texts],
+                   paths=[list(rng.choice(["ops", "Guide", "ünï"], int(rng.integers(0, 3)))) for _ in texts])
+    analyzer = Analyzer("english", "questions")
+
+    def index():
+        return indexing.build_index([batch], analyzer, 1.2, 0.75, path_weight, heading_weight=heading_weight)
+
+    monkeypatch.setattr(compiled, "LEAST_BYTES", 0)
+    with_loops = index()
+    monkeypatch.setattr(compiled, "_loops", False)
+    without = index()
+    for a, b in zip(with_loops[:3], without[:3]):
+        assert a.equals(b)
+    assert with_loops[3] == without[3]
