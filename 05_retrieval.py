@@ -104,7 +104,7 @@ from pipekit.run.stages import get_stage
 
 DEPTH = 100  # documents evaluated per query, whatever top_k is
 UNREAD_04 = ("chunk", "content_hash")  # 04_chunks columns the Index does not hold, and those read after the queries:
-LATER_04 = ("chunk_id", "page_start", "page_end", "page_label_start", "page_label_end")  # (asked.read_chunks)
+LATER_04 = ("chunk_id", "heading", "page_start", "page_end", "page_label_start", "page_label_end")  # (read_chunks)
 DENSE_SHARE = 16  # a term in over 1/16 of the chunks gets an array over all chunks for lookups ...
 DENSE_TERMS = 96  # ... for at most this many terms (a 1-2 byte code a chunk each: ranks.common_term_rows)
 ROWS_ONLY_SHARE = 4  # ... and one in over 1/4 is held only so, never as postings too (-96 MB at 1M passages)
@@ -557,7 +557,7 @@ def run(ctx) -> None:
     if index.context is not None:
         ctx.note(f"section context {sec['section_context']}: {index.context.n:,} sections of {len(index.lengths):,} chunks")
     index.dense = dense_for(ctx.output_dir, index, sec["dense_weight"], ctx.note) if here or sec["explain"] else None
-    index.repeats = repeats_for(index, sec["repeats"], lambda rows: chunk_texts(chunks_03, rows))
+    index.repeats = repeats_for(index, sec["repeats"], lambda rows: chunk_texts(chunks_03, rows), ctx.path("04_chunks.parquet"))
 
     keep_freed_memory(release_first=True)  # the queries' many short-lived arrays reused, not the load's (malloc.py)
     if here:  # on a thread per core, a bar over batches of queries
