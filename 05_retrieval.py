@@ -522,8 +522,8 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
             answers = [a for batch in progress(pool.map(answer, batches), len(batches)) for a in batch]
     else:
         answers = [a for batch in progress(map(answer, batches), len(batches)) for a in batch]
-    if summary and repeats is not None:  # the query threads' freed heaps handed back before the repeats read titles
-        release_freed_memory()  # and texts (at 1M passages +40-60 MB over them, kept: malloc.keep_freed_memory)
+    if summary and repeats is not None and workers > 1:  # the query threads' freed heaps handed back before the repeats
+        release_freed_memory()  # read titles and texts (1M passages: +30-60 MB under them; 200k, one thread: +15 MB)
     answers, also = collapse_answers(repeats, answers, top_k_n, reach, one, depth)
     out, run = collect_answers(queries, answers, doc_names if summary else None, also)
     if not summary:

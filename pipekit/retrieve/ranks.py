@@ -226,6 +226,8 @@ def summed(n: int, parts: list) -> np.ndarray:
         one = len(chunks) == 1 and chunks[0].dtype == np.intp
         dense = np.bincount(chunks[0] if one else np.concatenate(chunks, dtype=np.intp),
                             weights=impacts[0] if one else np.concatenate(impacts), minlength=n)
+        if dense.dtype != np.float64:  # (no postings at all: bincount gives int64 zeros, which a row cannot add to)
+            dense = dense.astype(np.float64)
     else:
         dense = np.zeros(n)
     for ch, imp in parts[lead:]:
