@@ -95,8 +95,8 @@ from pipekit.retrieve import bm25
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
 from pipekit.retrieve.links import hit_links, with_link
-from pipekit.retrieve.ranks import (BINCOUNT_SHARE, TopPostings, common_term_rows, document_codes, masked,
-                                    nth_best_document, rank, row_lookup, row_postings, sorted_unique, summed)
+from pipekit.retrieve.ranks import (BINCOUNT_SHARE, KeptSums, TopPostings, common_term_rows, document_codes, masked,
+                                    nth_best_document, rank, row_lookup, row_postings, sorted_unique)
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
 from pipekit.run.arrays import one_array, run_starts
 from pipekit.retrieve.sections import section_context
@@ -104,7 +104,7 @@ from pipekit.run.stages import get_stage
 
 DEPTH = 100  # documents evaluated per query, whatever top_k is
 UNREAD_04 = ("chunk", "content_hash")  # 04_chunks columns the Index does not hold, and those read after the queries:
-LATER_04 = ("chunk_id", "page_start", "page_end", "page_label_start", "page_label_end")  # (asked.read_chunks)
+LATER_04 = ("chunk_id", "heading", "page_start", "page_end", "page_label_start", "page_label_end")  # (read_chunks)
 DENSE_SHARE = 16  # a term in over 1/16 of the chunks gets an array over all chunks for lookups ...
 DENSE_TERMS = 96  # ... for at most this many terms (a 1-2 byte code a chunk each: ranks.common_term_rows)
 ROWS_ONLY_SHARE = 4  # ... and one in over 1/4 is held only so, never as postings too (-96 MB at 1M passages)
@@ -185,8 +185,9 @@ class Index:
         self.weigh.hold(self.chunk, tf)  # (tf and length as one code, pipekit/retrieve/bm25.py)
         max_impact = self.weigh.largest(self.indptr, self._whole)  # the most a term adds
         dense_ids, dense = self._dense_rows(zeros)
-        return {"lengths": self.lengths, "doc_names": doc_names, "doc_codes": doc_codes, "chunk": self.chunk,
-                "_tf": None, "weigh": self.weigh, "max_impact": max_impact, "dense_ids": dense_ids, "dense": dense}
+        return {"lengths": self.lengths, "doc_names": doc_names, "doc_codes": doc_codes, "chunk": self.chunk, "_tf": None,
+                "weigh": self.weigh, "max_impact": max_impact, "dense_ids": dense_ids, "dense": dense,
+                "_sums": KeptSums(len(self.lengths))}  # (`scores`' sums over every chunk, a thread's own)
 
     @property
     def tf(self) -> np.ndarray:
@@ -202,7 +203,7 @@ class Index:
 
     def drop_postings(self) -> None:
         """The postings and rows forgotten once the queries are answered (~130 MB at 1M passages)."""
-        self.chunk = self._tf = self._forward = self.weigh = None
+        self.chunk = self._tf = self._forward = self.weigh = self._sums = None
         self._dense, self._seeds, self._whole = {}, None, {}
         release_freed_memory()
 
@@ -377,14 +378,11 @@ class Index:
             cols, vals = (bm25.gathered(self.weigh, self.indptr, parts, self.chunk.dtype) if lead else
                           row_postings(parts[0][1], self.chunk.dtype))
         elif postings * BINCOUNT_SHARE > len(self.lengths) or lead < len(parts):
-            # Postings rivalling the corpus in number: one bincount pass in C over all of them, adding in query
-            # order, beats scattering.  The held terms before the first row-only one: weighed into one array.
-            held = [bm25.gathered(self.weigh, self.indptr, parts[:lead], np.intp)] if lead else []
-            dense = summed(len(self.lengths), held + [p if p[0] is None else bm25.gathered(
-                self.weigh, self.indptr, [p], self.chunk.dtype) for p in parts[lead:]])
-            # (`dense != 0`, not `dense`: nonzero over floats took 4x as long as over bools)
-            cols = (dense >= at_least if at_least > 0 else dense != 0).nonzero()[0]
-            return cols.astype(self.chunk.dtype), dense.take(cols)
+            # Postings rivalling the corpus in number: added in query order into an array over all chunks, a
+            # thread's own, kept across queries (ranks.KeptSums: no array of the corpus's size made per query).
+            cols, vals = self._sums([p if p[0] is None else bm25.gathered(self.weigh, self.indptr, [p], self.chunk.dtype)
+                                     for p in parts], at_least)
+            return cols.astype(self.chunk.dtype), vals
         else:
             # Fewer: merge the sorted lists (a stable sort keeps a chunk's postings in query order) and
             # add up each chunk's run: bincount over run numbers adds left to right, as promised
@@ -524,6 +522,8 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
             answers = [a for batch in progress(pool.map(answer, batches), len(batches)) for a in batch]
     else:
         answers = [a for batch in progress(map(answer, batches), len(batches)) for a in batch]
+    if summary and repeats is not None and workers > 1:  # the query threads' freed heaps handed back before the repeats
+        release_freed_memory()  # read titles and texts (1M passages: +30-60 MB under them; 200k, one thread: +15 MB)
     answers, also = collapse_answers(repeats, answers, top_k_n, reach, one, depth)
     out, run = collect_answers(queries, answers, doc_names if summary else None, also)
     if not summary:
@@ -557,7 +557,7 @@ def run(ctx) -> None:
     if index.context is not None:
         ctx.note(f"section context {sec['section_context']}: {index.context.n:,} sections of {len(index.lengths):,} chunks")
     index.dense = dense_for(ctx.output_dir, index, sec["dense_weight"], ctx.note) if here or sec["explain"] else None
-    index.repeats = repeats_for(index, sec["repeats"], lambda rows: chunk_texts(chunks_03, rows))
+    index.repeats = repeats_for(index, sec["repeats"], lambda rows: chunk_texts(chunks_03, rows), chunks_03)  # (titles too)
 
     keep_freed_memory(release_first=True)  # the queries' many short-lived arrays reused, not the load's (malloc.py)
     if here:  # on a thread per core, a bar over batches of queries

@@ -21,21 +21,26 @@ from pipekit.run.arrays import one_array
 from test_05_retrieval_fast import WAYS, build, postings_file, random_corpus, random_queries, retrieval
 
 
-@settings(max_examples=80, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.integers(0, 5))
-def test_summed_adds_rows_and_postings_in_the_bits_of_one_bincount(seed, terms, rows_from):
-    # One bincount over every term's postings adds each chunk's impacts in query order;
-    # `summed`, given some terms as coded rows (0.0 where absent), must give the same bits.
-    rng = np.random.default_rng(seed)
-    n = 50
+def random_parts(rng, n: int, terms: int, rows_from: int) -> tuple[list, np.ndarray]:
+    """A query's parts as `ranks.summed` takes them (random postings over n chunks; from term
+    `rows_from` on, each as its coded row), and one bincount over all the postings in order."""
     parts, plain = [], []
     for i in range(terms):
         ch = np.sort(rng.choice(n, size=int(rng.integers(0, n)), replace=False)).astype(np.int32)
         imp = rng.random(len(ch)) * 10.0 ** rng.integers(-3, 4)
         plain.append((ch, imp))
         parts.append((ch, imp) if i < rows_from else (None, ranks.coded_row(ch, imp, n)))
-    want = np.bincount(np.concatenate([p[0] for p in plain]), weights=np.concatenate([p[1] for p in plain]),
-                       minlength=n)
+    return parts, np.bincount(np.concatenate([p[0] for p in plain]), weights=np.concatenate([p[1] for p in plain]),
+                              minlength=n)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.integers(0, 5))
+def test_summed_adds_rows_and_postings_in_the_bits_of_one_bincount(seed, terms, rows_from):
+    # One bincount over every term's postings adds each chunk's impacts in query order;
+    # `summed`, given some terms as coded rows (0.0 where absent), must give the same bits.
+    n = 50
+    parts, want = random_parts(np.random.default_rng(seed), n, terms, rows_from)
     got = ranks.summed(n, parts)
     assert got.tobytes() == want.tobytes()
     before, ranks.ROW_BLOCK = ranks.ROW_BLOCK, 7  # a row added 7 chunks at a time: the same bits
@@ -43,6 +48,31 @@ def test_summed_adds_rows_and_postings_in_the_bits_of_one_bincount(seed, terms, 
         assert ranks.summed(n, parts).tobytes() == want.tobytes()
     finally:
         ranks.ROW_BLOCK = before
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.integers(0, 6), st.sampled_from([0.0, 0.5, 3.0]))
+def test_kept_sums_are_summeds_bits_in_a_buffer_zeroed_again(seed, terms, rows_from, at_least):
+    # Stage 05's query phase adds each term's postings where they lie (np.add.at) into an array a
+    # thread keeps (ranks.KeptSums): the chunks that score, and their sums, must be `summed`'s to
+    # the bit (one bincount over the postings), query after query on the same buffer (zeroed again),
+    # and on two threads at once.
+    from concurrent.futures import ThreadPoolExecutor
+    rng = np.random.default_rng(seed)
+    n = 50
+    queries = [random_parts(rng, n, terms, rows_from) for _ in range(3)]
+    sums = ranks.KeptSums(n)
+
+    def check(query):
+        parts, dense = query
+        want = np.flatnonzero(dense >= at_least if at_least > 0 else dense != 0)
+        cols, vals = sums(parts, at_least)
+        assert cols.tolist() == want.tolist() and vals.tobytes() == dense[want].tobytes()
+
+    for query in queries + queries:
+        check(query)
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(check, queries * 4))
 
 
 @settings(max_examples=60, deadline=None)

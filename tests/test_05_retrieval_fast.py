@@ -497,6 +497,10 @@ def test_document_codes_are_dictionary_encodings_of_consecutive_documents(runs, 
     want = pc.dictionary_encode(doc_id)
     assert got_names.to_pylist() == want.dictionary.to_pylist()
     assert got_codes.dtype == np.int64 and got_codes.tolist() == np.asarray(want.indices).tolist()
+    if all(n == 1 for n in runs):  # every chunk its own document: the names are doc_id, no copy held beside it
+        assert got_names is doc_id
+    ones = pa.array(names, pa.string())
+    assert ranks.document_codes(ones)[0] is ones and ranks.document_codes(ones)[1].tolist() == list(range(len(names)))
 
 
 WORDISH = st.text(alphabet=st.sampled_from(list("ab-—–.,'\" \t\n\u00a0é…x")), max_size=12)

@@ -235,3 +235,35 @@ def test_texts_are_read_only_for_rankings_whose_titles_two_documents_share():
     assert out[0][0].tolist() == [1, 3] and [len(a[0]) for a in also[0]] == [0, 0]
     assert out[1][0].tolist() == [0, 1] and also[1][0][0].tolist() == [2]  # chunk 2 repeats chunk 0
     assert set(read) == {0, 1, 2}  # the second ranking's; none of the first's (3, 4, 5)
+
+
+def test_headings_read_from_04_chunks_for_the_hits_are_the_held_columns(tmp_path):
+    # Stage 05 no longer holds 04_chunks' heading while it scores (LATER_04): the repeats read the
+    # headings of the rows a ranking asks from the file (io.take_rows, small row groups here). The
+    # titles, and so every collapse, must be those the held column gives, in any order of rows.
+    from types import SimpleNamespace
+
+    import numpy as np
+    import pyarrow as pa
+
+    from pipekit.chunk.headings import TRAIL_SEPARATOR
+    from pipekit.retrieve.repeats import repeats_for
+
+    rng = np.random.default_rng(5)
+    n = 97
+    titles = ["Setup", "Usage", "API", "Notes", "setup!"]
+    heading = [None if i % 11 == 0 else TRAIL_SEPARATOR.join(rng.choice(titles, size=1 + i % 3).tolist())
+               for i in range(n)]
+    texts = [" ".join(rng.choice(["alpha", "beta", "gamma", "delta"], size=6).tolist()) for _ in range(n)]
+    table = pa.table({"doc_id": [f"d{i % 13}" for i in range(n)], "heading": pa.array(heading, pa.string())})
+    path = tmp_path / "04_chunks.parquet"
+    pq.write_table(table, path, row_group_size=7)
+    holder = SimpleNamespace(chunks=table, doc_codes=np.arange(n, dtype=np.int64) % 13)
+    texts_of = lambda rows: [texts[r] for r in rows]  # noqa: E731
+    held, read = repeats_for(holder, "collapse", texts_of), repeats_for(holder, "collapse", texts_of, path)
+    rows = rng.permutation(n)
+    assert read.titles(rows) == held.titles(rows) and read.titles(rows[:5]) == held.titles(rows[:5])
+    for _ in range(20):
+        ranking = rng.choice(n, size=int(rng.integers(1, 40)), replace=False)
+        (k1, a1), (k2, a2) = held.collapse(ranking, 5), read.collapse(ranking, 5)
+        assert k1.tolist() == k2.tolist() and a1 == a2
