@@ -283,9 +283,8 @@ def section_context(weight: float, chunks_03: Path, index) -> SectionContext | N
     if "heading_path" in io.schema(chunks_03).names:  # a file, or a cluster's folder of parts
         paths = one_array(io.read_table(chunks_03, ["heading_path"]).column("heading_path"))
     else:  # a hand-made 03 file with SPEC's `heading` only: its titles, empty levels already dropped
-        if "heading" not in index.chunks.column_names:
-            index.read_later()  # (stage 05 reads 04_chunks' heading after its queries, LATER_04: here now)
-        heading = pc.fill_null(one_array(index.chunks.column("heading")), "")
+        # (from the file, as heading_path: stage 05 reads 04_chunks' copy only after its queries)
+        heading = pc.fill_null(one_array(io.read_table(chunks_03, ["heading"]).column("heading")), "")
         paths = pc.if_else(pc.equal(heading, ""), pa.scalar([], pa.list_(pa.string())),
                            pc.split_pattern(heading, TRAIL_SEPARATOR))
     if len(paths) != len(doc_id):
