@@ -133,6 +133,12 @@ def _build(folder: Path, name: str) -> None:
         _loops = False
 
 
+def loaded():
+    """The compiled loops if this process has loaded them already (a large batch was counted
+    with them), else None: nothing is built or imported here."""
+    return _loops or None
+
+
 class _Scratch:
     """A counting thread's buffers, kept between its batches (grown by the loops as needed).
     Sized for a batch of 8,192 passages (~86k distinct words, ~520k tokens); SCALE
