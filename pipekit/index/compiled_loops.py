@@ -271,41 +271,19 @@ def by_row(ids, tok_rows, n_tok, field_ends, field_weights, n_rows, weighted):
 
 
 def build(folder: str, name: str) -> None:
-    """Compile `cut_field` and `by_row` into the extension module `name` in `folder` (numba's
-    pycc: a C compiler links it), with the argument types compiled.py passes; each releases the
-    GIL while it runs, as `@njit(nogil=True)` would (pycc's wrappers otherwise hold it: two
-    counting threads would take turns).  Written to a temporary folder, then moved into place:
-    two processes building at once each write a whole file."""
-    import os
-    import shutil
-    import tempfile
-
+    """Compile `cut_field` and `by_row` into the extension module `name` in `folder`, with the
+    argument types compiled.py passes (pipekit/run/aot.py: each releases the GIL while it runs,
+    so the two counting threads do not take turns)."""
     from numba import types as T
-    from numba.pycc import CC
-    from numba.pycc import compiler
 
-    class Flags(compiler.Flags):  # (pycc has no option for it: its wrappers are made with these flags)
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.release_gil = True
-
-    compiler.Flags = Flags
+    from pipekit.run.aot import compile_module
 
     def a(dtype, readonly=False):
         return T.Array(dtype, 1, "C", readonly=readonly)
 
     i64, i32, u64, u8 = a(T.int64), a(T.int32), a(T.uint64), a(T.uint8)
-    cc = CC(name)
-    cc.verbose = False
-    cc.export("cut_field", T.Tuple([u64, i64, u8, i32, i32, T.int64, T.int64])(
-        i64, a(T.uint8, True), a(T.boolean), i64, i64, i32, T.boolean, u64, i64, u8, T.int64, i32, i32, T.int64))(
-        cut_field.py_func)
-    cc.export("by_row", T.Tuple([i32, i32, i64])(i32, i32, T.int64, i64, i64, T.int64, T.boolean))(by_row.py_func)
-    work = tempfile.mkdtemp(dir=folder, prefix=".build-")
-    try:
-        cc.output_dir = work
-        cc.compile()
-        (built,) = [f for f in os.listdir(work) if f.startswith(name)]
-        os.replace(os.path.join(work, built), os.path.join(folder, built))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    compile_module(folder, name, [
+        ("cut_field", T.Tuple([u64, i64, u8, i32, i32, T.int64, T.int64])(
+            i64, a(T.uint8, True), a(T.boolean), i64, i64, i32, T.boolean, u64, i64, u8, T.int64, i32, i32, T.int64),
+         cut_field.py_func),
+        ("by_row", T.Tuple([i32, i32, i64])(i32, i32, T.int64, i64, i64, T.int64, T.boolean), by_row.py_func)])
