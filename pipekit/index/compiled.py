@@ -67,9 +67,9 @@ def load(wait: bool = True):
 
 
 def loaded():
-    """The compiled loops if this process has loaded them already (a large batch was counted
-    with them), else None: nothing is built or imported here."""
-    return _loops or None
+    """The compiled loops if they are built on this machine already (imported now), else None:
+    never starts a build (a small rerun does not build them)."""
+    return None if _loops is False else BUILT.built()
 
 
 class _Scratch:

@@ -270,8 +270,94 @@ def by_row(ids, tok_rows, n_tok, field_ends, field_weights, n_rows, weighted):
     return out, counts, nnz
 
 
+@numba.njit
+def term_major(term_of_local, ids, counts, weighted, row_nnz, first_row, seen):
+    """One batch's tokens (word ids in row order, row r's next row_nnz[r]; counts only if
+    `weighted`) in term space and term-major: counting.batch_postings' arrays, the same ones
+    scipy's CSR -> CSC and sum of duplicates give.  Returns (terms present, ascending; each
+    one's postings; where each one's postings start, and the end; each posting's chunk, from
+    first_row; its tf, summed in int32; each row's length, its counts summed, in int64).
+
+    `seen` is a zeroed int32 array of a count per term, the caller's, kept between batches
+    (zeroed again here for the terms met): a fresh one each batch was a page fault each 4 KB.
+    A term's postings stay in row order (rows are read in order, each placed after the ones
+    before: a stable counting sort), so a word said twice in a chunk, or two words of one term,
+    are neighbours and summed into one posting."""
+    n_rows, n_tok = len(row_nnz), len(ids)
+    lengths = np.zeros(n_rows, np.int64)
+    terms = np.empty(n_tok, np.int32)
+    present = np.empty(min(n_tok, len(seen)), np.int32)
+    n_present = kept = t = 0
+    for r in range(n_rows):
+        for _ in range(row_nnz[r]):
+            term = term_of_local[ids[t]]
+            terms[t] = term
+            if term >= 0:
+                lengths[r] += counts[t] if weighted else 1
+                if seen[term] == 0:
+                    present[n_present] = term
+                    n_present += 1
+                seen[term] += 1
+                kept += 1
+            t += 1
+    present = present[:n_present]
+    if len(seen) <= 16 * n_present:  # the terms in order: a scan of every term, or a sort of the ones met
+        n = 0
+        for term in range(len(seen)):
+            if seen[term]:
+                present[n] = term
+                n += 1
+    else:
+        present.sort()
+    # Each present term's first slot, then its next one (`seen` turned into a cursor).
+    at = 0
+    for i in range(n_present):
+        term = present[i]
+        c = seen[term]
+        seen[term] = at
+        at += c
+    rows = np.empty(kept, np.int32)
+    tfs = np.empty(kept if weighted else 0, np.int32)
+    t = 0
+    for r in range(n_rows):
+        for _ in range(row_nnz[r]):
+            term = terms[t]
+            if term >= 0:
+                p = seen[term]
+                seen[term] = p + 1
+                rows[p] = r
+                if weighted:
+                    tfs[p] = counts[t]
+            t += 1
+    # Each term's run: a row's neighbours summed into one posting (the cursor ends at the run's end).
+    chunk = np.empty(kept, np.int32)
+    tf = np.empty(kept, np.int32)
+    df = np.empty(n_present, np.int32)
+    starts = np.empty(n_present + 1, np.int32)
+    a = n = 0
+    for i in range(n_present):
+        term = present[i]
+        z = seen[term]
+        seen[term] = 0
+        starts[i] = n
+        last = -1
+        for p in range(a, z):
+            w = tfs[p] if weighted else 1
+            if rows[p] == last:
+                tf[n - 1] += w
+            else:
+                last = rows[p]
+                chunk[n] = last + first_row
+                tf[n] = w
+                n += 1
+        df[i] = n - starts[i]
+        a = z
+    starts[n_present] = n
+    return present, df, starts, chunk[:n].copy(), tf[:n].copy(), lengths
+
+
 def build(folder: str, name: str) -> None:
-    """Compile `cut_field` and `by_row` into the extension module `name` in `folder`, with the
+    """Compile `cut_field`, `by_row` and `term_major` into the extension module `name` in `folder`, with the
     argument types compiled.py passes (pipekit/run/aot.py: each releases the GIL while it runs,
     so the two counting threads do not take turns)."""
     from numba import types as T
@@ -286,4 +372,6 @@ def build(folder: str, name: str) -> None:
         ("cut_field", T.Tuple([u64, i64, u8, i32, i32, T.int64, T.int64])(
             i64, a(T.uint8, True), a(T.boolean), i64, i64, i32, T.boolean, u64, i64, u8, T.int64, i32, i32, T.int64),
          cut_field.py_func),
-        ("by_row", T.Tuple([i32, i32, i64])(i32, i32, T.int64, i64, i64, T.int64, T.boolean), by_row.py_func)])
+        ("by_row", T.Tuple([i32, i32, i64])(i32, i32, T.int64, i64, i64, T.int64, T.boolean), by_row.py_func),
+        ("term_major", T.Tuple([i32, i32, i32, i32, i32, i64])(i32, i32, i32, T.boolean, i64, T.int64, i32),
+         term_major.py_func)])
