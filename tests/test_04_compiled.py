@@ -4,6 +4,8 @@ dictionary, its tokens' word numbers in chunk order, their counts and each chunk
 the plain way's (the analyzer's runs, `pc.dictionary_encode`, `counting.by_row`), to the element
 and the dtype; buffers grown from almost nothing give the same; and the index files are the
 same with the compiled loops and without them."""
+from collections import deque
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -156,3 +158,28 @@ def test_a_large_batch_turned_term_major_by_the_loop_is_scipys():
             want = counting.batch_postings(term_of, ids.copy(), counts, row_nnz, 4000, 123)
         for a, b in zip([*got[0], got[1]], [*want[0], want[1]]):
             assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), st.integers(1, 40), st.integers(0, 6), st.sampled_from(["uint16", "int32", "mixed"]))
+def test_a_term_range_put_together_by_the_loop_is_the_plain_ways(data, n_terms, n_pieces, width):
+    """counting.place with the compiled `place_runs` (a piece's runs copied) and without: the
+    same col_ptr, chunk and tf, dtypes too, whatever the pieces' tf widths (uint16 and int32
+    mixed: NumPy's way for a piece the loop is not compiled for)."""
+    pieces, first = [], 0
+    for p in range(n_pieces):
+        terms = np.array(sorted(data.draw(st.sets(st.integers(0, n_terms - 1), max_size=n_terms))), np.int32)
+        df = np.array([data.draw(st.integers(1, 4)) for _ in terms], np.int32)
+        n = int(df.sum())
+        chunk = np.array(sorted(data.draw(st.lists(st.integers(first, first + 9), min_size=n, max_size=n))), np.int32)
+        dtype = {"uint16": np.uint16, "int32": np.int32, "mixed": (np.uint16, np.int32)[p % 2]}[width]
+        tf = np.array(data.draw(st.lists(st.integers(1, 9), min_size=n, max_size=n)), dtype)
+        pieces.append(counting.Piece(terms, df, chunk, tf))
+        first += 10
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(counting, "SMALL", 0)  # (the loop for any size)
+        got = counting.place(n_terms, deque(pieces))
+        mp.setattr(compiled, "_loops", False)
+        want = counting.place(n_terms, deque(pieces))
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and np.array_equal(a, b)

@@ -363,8 +363,25 @@ def term_major(term_of_local, ids, counts, weighted, row_nnz, first_row, seen):
     return present, df, starts, chunk[:n].copy(), tf[:n].copy(), lengths
 
 
+@numba.njit
+def place_runs(free, present, n_of, rows, counts, chunk, tf):
+    """counting.place's step for one piece: term present[i]'s n_of[i] postings (the next ones of
+    `rows` and `counts`, a run) copied to chunk and tf from that term's next free slot, which
+    moves on past them.  A run in, a run out: copies, where NumPy's way made each posting's
+    slot (np.repeat, an arange) and scattered them one by one."""
+    a = 0
+    for i in range(len(present)):
+        term, n = present[i], n_of[i]
+        d = free[term]
+        for k in range(n):
+            chunk[d + k] = rows[a + k]
+            tf[d + k] = counts[a + k]
+        free[term] = d + n
+        a += n
+
+
 def build(folder: str, name: str) -> None:
-    """Compile `cut_field`, `by_row` and `term_major` into the extension module `name` in `folder`, with the
+    """Compile `cut_field`, `by_row`, `term_major` and `place_runs` into the extension module `name` in `folder`, with the
     argument types compiled.py passes (pipekit/run/aot.py: each releases the GIL while it runs,
     so the two counting threads do not take turns)."""
     from numba import types as T
@@ -381,4 +398,7 @@ def build(folder: str, name: str) -> None:
          cut_field.py_func),
         ("by_row", T.Tuple([i32, i32, i64])(i32, i32, T.int64, i64, i64, T.int64, T.boolean), by_row.py_func),
         ("term_major", T.Tuple([i32, i32, i32, i32, i32, i64])(i32, i32, i32, T.boolean, i64, T.int64, i32),
-         term_major.py_func)])
+         term_major.py_func),
+        # (a piece's counts and the range's tf are uint16 while every count fits, else int32)
+        ("place_runs16", T.void(i64, i32, i32, i32, a(T.uint16), i32, a(T.uint16)), place_runs.py_func),
+        ("place_runs32", T.void(i64, i32, i32, i32, i32, i32, i32), place_runs.py_func)])
