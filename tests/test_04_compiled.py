@@ -4,6 +4,8 @@ dictionary, its tokens' word numbers in chunk order, their counts and each chunk
 the plain way's (the analyzer's runs, `pc.dictionary_encode`, `counting.by_row`), to the element
 and the dtype; buffers grown from almost nothing give the same; and the index files are the
 same with the compiled loops and without them."""
+from collections import deque
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -107,3 +109,77 @@ def test_the_index_is_the_same_with_the_compiled_loops_and_without(monkeypatch, 
     for a, b in zip(with_loops[:3], without[:3]):
         assert a.equals(b)
     assert with_loops[3] == without[3]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.integers(0, 40), st.integers(1, 30), st.integers(0, 50), st.booleans(), st.integers(0, 10_000),
+       st.booleans())
+def test_a_batch_turned_term_major_by_the_loop_is_the_plain_ways(data, n_rows, n_words, n_terms, weighted, first_row,
+                                                                   read_only):
+    """counting.batch_postings through the compiled `term_major` (its threads' kept count a
+    term, zero again after each batch) and the plain way (scipy's CSR -> CSC, NumPy's sums):
+    the same Piece and lengths, to the element and the dtype: words the analyzer dropped (-1),
+    two words of one term in a chunk, repeats, empty rows, counts past 65,535 summed, ids
+    read-only as Arrow's."""
+    row_nnz = np.array(data.draw(st.lists(st.integers(0, 9), min_size=n_rows, max_size=n_rows)), np.int64)
+    n_tok = int(row_nnz.sum())
+    ids = np.array(data.draw(st.lists(st.integers(0, n_words - 1), min_size=n_tok, max_size=n_tok)), np.int32)
+    term_of = np.array(data.draw(st.lists(st.integers(-1, n_terms - 1), min_size=n_words, max_size=n_words)), np.int32)
+    counts = None
+    if weighted:
+        counts = np.array(data.draw(st.lists(st.sampled_from([1, 2, 3, 40_000]), min_size=n_tok, max_size=n_tok)),
+                          np.int32)
+        counts = counting.narrow_counts(counts)
+    if read_only:
+        ids.flags.writeable = False
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(counting, "SMALL", 0)  # (the loop for any size, and the plain way through scipy)
+        got = counting.batch_postings(term_of, ids.copy() if not read_only else ids, counts, row_nnz, n_terms,
+                                      first_row)
+        again = counting.batch_postings(term_of, ids.copy() if not read_only else ids, counts, row_nnz, n_terms,
+                                        first_row)  # (the kept counts were zeroed)
+        mp.setattr(compiled, "_loops", False)
+        want = counting.batch_postings(term_of, ids.copy(), counts, row_nnz, n_terms, first_row)
+    for (piece, lengths) in (got, again):
+        for a, b in zip([*piece, lengths], [*want[0], want[1]]):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_a_large_batch_turned_term_major_by_the_loop_is_scipys():
+    """Past counting.SMALL the plain way is scipy's: the loop gives its arrays too."""
+    rng = np.random.default_rng(3)
+    row_nnz = rng.integers(0, 90, 3000).astype(np.int64)
+    ids = (rng.zipf(1.4, int(row_nnz.sum())) % 5000).astype(np.int32)
+    term_of = rng.integers(-1, 4000, 5000).astype(np.int32)
+    for counts in (None, counting.narrow_counts(rng.integers(1, 4, len(ids)).astype(np.int32))):
+        got = counting.batch_postings(term_of, ids.copy(), counts, row_nnz, 4000, 123)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(compiled, "_loops", False)
+            want = counting.batch_postings(term_of, ids.copy(), counts, row_nnz, 4000, 123)
+        for a, b in zip([*got[0], got[1]], [*want[0], want[1]]):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), st.integers(1, 40), st.integers(0, 6), st.sampled_from(["uint16", "int32", "mixed"]))
+def test_a_term_range_put_together_by_the_loop_is_the_plain_ways(data, n_terms, n_pieces, width):
+    """counting.place with the compiled `place_runs` (a piece's runs copied) and without: the
+    same col_ptr, chunk and tf, dtypes too, whatever the pieces' tf widths (uint16 and int32
+    mixed: NumPy's way for a piece the loop is not compiled for)."""
+    pieces, first = [], 0
+    for p in range(n_pieces):
+        terms = np.array(sorted(data.draw(st.sets(st.integers(0, n_terms - 1), max_size=n_terms))), np.int32)
+        df = np.array([data.draw(st.integers(1, 4)) for _ in terms], np.int32)
+        n = int(df.sum())
+        chunk = np.array(sorted(data.draw(st.lists(st.integers(first, first + 9), min_size=n, max_size=n))), np.int32)
+        dtype = {"uint16": np.uint16, "int32": np.int32, "mixed": (np.uint16, np.int32)[p % 2]}[width]
+        tf = np.array(data.draw(st.lists(st.integers(1, 9), min_size=n, max_size=n)), dtype)
+        pieces.append(counting.Piece(terms, df, chunk, tf))
+        first += 10
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(counting, "SMALL", 0)  # (the loop for any size)
+        got = counting.place(n_terms, deque(pieces))
+        mp.setattr(compiled, "_loops", False)
+        want = counting.place(n_terms, deque(pieces))
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and np.array_equal(a, b)

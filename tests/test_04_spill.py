@@ -136,26 +136,32 @@ class _OwnDictionaries:
 @settings(max_examples=40, deadline=None)
 @given(batches=st.lists(st.lists(st.sampled_from(WORDS + ["Running", "betas", "RUNS"]), max_size=9, unique=True),
                         max_size=9),
-       every=st.integers(1, 10), own=st.booleans(), spilled=st.booleans(), weak=st.booleans())
+       every=st.integers(1, 10), own=st.booleans(), spilled=st.booleans(),
+       kind=st.sampled_from(["chosen", "weak", "compiled"]))
 def test_the_vocabulary_folded_a_few_batches_at_a_time_numbers_terms_as_one_pass(
-        tmp_path_factory, batches, every, own, spilled, weak):
+        tmp_path_factory, batches, every, own, spilled, kind):
     """Each batch's local words get their term's place among the sorted terms (-1: dropped),
-    whether the batches' words are numbered by the kept hash table or (`weak`: a hash two
+    whether the batches' words are numbered by the kept hash table (NumPy's, or `compiled`:
+    the counting's compiled loops; `chosen`: whichever the vocabulary picks) or (`weak`: a hash two
     words share, from the batch where they meet) the exact way, folded one, a few or all at
     a time, whether Arrow shares one dictionary between chunks or not, and with the maps
     spilled or held: the terms the analyzer gives each word on its own, sorted by code point."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from pipekit.index import vocabulary
-    from pipekit.index.wordtable import WordTable
+    from pipekit.index import compiled, vocabulary
+    from pipekit.index.wordtable import CompiledWordTable, WordTable
 
     a = Analyzer("english", "english")
     store = spill.Spill(tmp_path_factory.mktemp("spill")) if spilled else None
     with pytest.MonkeyPatch.context() as mp:
         if own or all(batches):  # (a batch without words is looked up the slow way: Arrow drops its chunk)
             mp.setattr(vocabulary, "pc", _OwnDictionaries(own))
-        table = WordTable(hashes=lambda w: np.asarray(pc.utf8_length(w), dtype=np.uint64) % 3) if weak else None
+        table = None
+        if kind == "weak":
+            table = WordTable(hashes=lambda w: np.asarray(pc.utf8_length(w), dtype=np.uint64) % 3)
+        elif kind == "compiled" and compiled.load() is not None:
+            table = CompiledWordTable(compiled.load())
         vocab = vocabulary.Vocabulary(a, every=every, spill=store, table=table)
         numbers = [vocab.add(pa.array(words, pa.string())) for words in batches]
         terms = vocab.finish().to_pylist()

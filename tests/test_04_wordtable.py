@@ -60,3 +60,46 @@ def test_a_shared_hash_is_caught_and_changes_nothing():
     assert weak.number(pa.array(["ab", "abc"])).tolist() == [0, 1]
     with pytest.raises(Collision):
         weak.number(pa.array(["xy"]))
+
+
+def _compiled_loops():
+    from pipekit.index import compiled
+
+    loops = compiled.load()  # (built on first use: ~15 s once a machine, then kept in __pycache__)
+    if loops is None:
+        pytest.skip("the compiled loops cannot be built here (numba or a C compiler missing): "
+                    "stage 04's vocabulary numbers words the NumPy way, tested above")
+    return loops
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches=st.lists(st.lists(st.one_of(st.sampled_from(TRICKY), st.text(max_size=30)), unique=True, max_size=40),
+                        max_size=8))
+def test_the_compiled_table_numbers_words_as_the_numpy_one(batches):
+    """CompiledWordTable (the counting's compiled loops, its buffers grown from small ones):
+    every batch's numbers and the words so far equal a dict's first-seen-first numbering and
+    WordTable's, words equal in their first 8 or 16 bytes, with a zero byte, empty or not ASCII too."""
+    from pipekit.index.wordtable import CompiledWordTable
+
+    table = CompiledWordTable(_compiled_loops())
+    got, want, words = _numbered(batches, table)
+    assert got == want
+    assert table.words.to_pylist() == words and len(table) == len(words)
+    numpy_way = WordTable()
+    assert [numpy_way.number(pa.array(b, pa.string())).tolist() for b in batches] == want
+
+
+def test_the_compiled_table_grows_and_takes_sliced_and_null_words():
+    """Many batches of many words (its table rehashed, its buffers grown several times): the
+    NumPy table's numbers; a sliced array (offsets not from 0) and a null ("" as WordTable has it)."""
+    from pipekit.index.wordtable import CompiledWordTable
+
+    rng = np.random.default_rng(7)
+    vocab = np.array(["w%dx%s" % (i, "y" * int(rng.integers(0, 30))) for i in range(40_000)])
+    compiled_way, numpy_way = CompiledWordTable(_compiled_loops()), WordTable()
+    for _ in range(6):
+        words = pa.array(list(dict.fromkeys(rng.choice(vocab, 15_000).tolist())))
+        assert np.array_equal(compiled_way.number(words), numpy_way.number(words))
+    odd = pa.array(["zz", "w1x", None, "new", "çé"]).slice(1)
+    assert compiled_way.number(odd).tolist() == numpy_way.number(odd).tolist()
+    assert compiled_way.words.equals(numpy_way.words)

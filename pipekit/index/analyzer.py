@@ -146,7 +146,7 @@ class Analyzer:
                                       pc.invert(pc.is_in(arr, value_set=pa.array(NOT_NAMES)))))
         kept = pc.filter(arr, pa.array(keep))
         if self.stemmer == "english" and len(kept):
-            kept = pa.array(_stemmer().stemWords(kept.to_pylist()), pa.string())
+            kept = pa.array(_distinct_stemmer().stemWords(kept.to_pylist()), pa.string())
         if name.any():
             # The names take their places among the stems (the words' order is the caller's).
             both = keep | name
@@ -304,6 +304,7 @@ def _ascii_piece(offsets: np.ndarray, data: np.ndarray, capitals: bool, first: i
 
 
 _STEMMER = None
+_STEMMER_NO_CACHE = None
 
 
 def _stemmer():
@@ -313,3 +314,18 @@ def _stemmer():
 
         _STEMMER = Stemmer.Stemmer("english")
     return _STEMMER
+
+
+def _distinct_stemmer():
+    """A stemmer for words that are each given once (`terms_of_words`: a dictionary's).
+    PyStemmer keeps a cache of 10,000 words by default, which only distinct words never hit,
+    and purging it cost twice the stemming: 86k distinct words in 37 ms without it against
+    120 ms with it (stage 04's vocabulary stems every new word of the corpus)."""
+    global _STEMMER_NO_CACHE
+    if _STEMMER_NO_CACHE is None:
+        import Stemmer
+
+        stemmer = Stemmer.Stemmer("english")
+        stemmer.maxCacheSize = 0
+        _STEMMER_NO_CACHE = stemmer
+    return _STEMMER_NO_CACHE

@@ -27,7 +27,8 @@ ids, counts, entries per chunk: held, spilled) is new memory.
 Where the loops come from: numba compiles them ahead of time (numba's pycc) into an extension
 module kept beside this file (`__pycache__`, or ~/.cache/pipekit where that is not writable),
 named by a hash of compiled_loops.py, numba's version and Python's: a stage imports it like any
-module, in a millisecond and without numba.  Compiled the way `@njit` compiles them in the
+module, in a millisecond and without numba (pipekit/run/aot.py: the build, its place and its
+loading, shared with stage 05's compiled ranking).  Compiled the way `@njit` compiles them in the
 stage's own process instead, numba's import and its compiler's registries added ~140 MB to
 stage 04's memory (LLVM, numba's typing tables: 230 MB resident before the first batch, 63
 without), and stage 04 must stay well under stage 05's peak; built ahead, nothing is added.
@@ -40,97 +41,35 @@ counted the plain way.  Both ways give the same arrays, to the element
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.machinery
-import importlib.metadata
-import importlib.util
-import os
-import subprocess
-import sys
-import sysconfig
 import threading
-import warnings
-from pathlib import Path
 
 import numpy as np
 
 from pipekit.index.analyzer import _as_string_array, _regex_runs
+from pipekit.run.aot import Ahead
 from pipekit.run.arrays import string_buffers
 from pipekit.run.lazy import lazy
 
 pa, pc = lazy("pyarrow"), lazy("pyarrow.compute")
 
 LEAST_BYTES = 1 << 20  # a batch's text bytes from which the loops are worth building (a full batch: ~4.8 MB)
-LOOPS = Path(__file__).with_name("compiled_loops.py")
-
-_loops = None  # the built module once imported; False: it cannot be (counted the plain way)
-_loading = threading.Lock()
-_builder: threading.Thread | None = None
+# Built, kept and loaded by pipekit/run/aot.py, the machinery stage 05's compiled ranking shares.
+BUILT = Ahead("pipekit.index.compiled_loops", "pipekit_words", "stage 04's compiled word cutter",
+              "counting the plain way")
+_loops = None  # False: the loops off, as on a machine that cannot build them (the tests set it)
 
 
 def load(wait: bool = True):
     """The compiled loops (an extension module), imported, or built first (in a process of its
     own, on a thread that waits for it: `wait` False returns None meanwhile); None where they
     cannot be built."""
-    global _loops, _builder
-    if _loops is None:
-        with _loading:
-            if _loops is None and _builder is None:
-                folder, name = _place()
-                if (folder / (name + sysconfig.get_config_var("EXT_SUFFIX"))).exists():
-                    _loops = _imported(folder, name)
-                else:
-                    _builder = threading.Thread(target=_build, args=(folder, name), name="04-build", daemon=True)
-                    _builder.start()
-        if _loops is None and wait:
-            _builder.join()
-    return _loops or None
+    return None if _loops is False else BUILT.load(wait)
 
 
-def _place() -> tuple[Path, str]:
-    """Where the built module is kept, and its name (the loops' source, numba's and Python's
-    versions in its hash: any of them changed, it is built again)."""
-    try:
-        numba_version = importlib.metadata.version("numba")
-    except importlib.metadata.PackageNotFoundError:
-        numba_version = "none"
-    key = hashlib.sha256(LOOPS.read_bytes() + f"{numba_version} {sys.version}".encode()).hexdigest()[:16]
-    folder = LOOPS.parent / "__pycache__"
-    try:
-        folder.mkdir(exist_ok=True)
-        writable = os.access(folder, os.W_OK)
-    except OSError:
-        writable = False
-    if not writable:
-        folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pipekit"
-        folder.mkdir(parents=True, exist_ok=True)
-    return folder, f"pipekit_words_{key}"
-
-
-def _imported(folder: Path, name: str):
-    path = folder / (name + sysconfig.get_config_var("EXT_SUFFIX"))
-    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
-    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _build(folder: Path, name: str) -> None:
-    """compiled_loops.build in a process of its own (numba's memory stays there), then imported."""
-    global _loops
-    root = str(LOOPS.parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    code = f"from pipekit.index.compiled_loops import build; build({str(folder)!r}, {name!r})"
-    try:
-        done = subprocess.run([sys.executable, "-W", "ignore", "-c", code], env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError((done.stderr.strip().splitlines() or ["failed"])[-1])
-        _loops = _imported(folder, name)
-    except Exception as exc:  # (no numba, no compiler, numba's own errors: the plain way is always there)
-        warnings.warn(f"stage 04's compiled word cutter is off ({type(exc).__name__}: {exc}); "
-                      f"counting the plain way", RuntimeWarning)
-        _loops = False
+def loaded():
+    """The compiled loops if they are built on this machine already (imported now), else None:
+    never starts a build (a small rerun does not build them)."""
+    return None if _loops is False else BUILT.built()
 
 
 class _Scratch:

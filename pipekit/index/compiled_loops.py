@@ -117,7 +117,7 @@ def cut_field(offsets, source, plain, pre_ptr, pre_offsets, rows, capitals,
     goes on from there (buffers replaced inside the loop over the bytes would be counted
     references at every step)."""
     t, at = 0, -1
-    keys = np.empty((BLOCK, 3), np.uint64)  # a block's tokens: hash, first 8 bytes, next 8
+    keys = np.empty((BLOCK + 1, 3), np.uint64)  # a block's tokens: hash, first 8 bytes, next 8 (and one spare)
     spans = np.empty((BLOCK, 3), np.int64)  # and where their bytes are: start, length, fold
     while True:
         while 2 * SLOT * (n_words + BLOCK) > len(table):  # room for a block of new words, half full
@@ -199,6 +199,13 @@ def cut_texts(t, at, offsets, source, plain, pre_ptr, pre_offsets, rows, capital
             mb += length
         # 2. Number them: an earlier word's number if its bytes are equal (compared in the slot
         # up to 16 bytes), else the next number, the word's bytes added after the others.
+        # First each token's slot read once, in a loop of independent reads: their cache misses
+        # (a rare word's slot, in a table of megabytes) overlap, where in the loop below each
+        # waited behind the branches of the one before (28 % of this loop's time on that read).
+        touched = np.uint64(0)
+        for p in range(m):
+            touched ^= table[np.int64(keys[p, 0] & mask) * SLOT]
+        keys[BLOCK, 0] = touched  # (kept, so that the reads are not dropped as unused)
         for p in range(m):
             h, key0, key1 = keys[p, 0], keys[p, 1], keys[p, 2]
             i, length, fold = spans[p, 0], spans[p, 1], spans[p, 2]
@@ -270,42 +277,128 @@ def by_row(ids, tok_rows, n_tok, field_ends, field_weights, n_rows, weighted):
     return out, counts, nnz
 
 
+@numba.njit
+def term_major(term_of_local, ids, counts, weighted, row_nnz, first_row, seen):
+    """One batch's tokens (word ids in row order, row r's next row_nnz[r]; counts only if
+    `weighted`) in term space and term-major: counting.batch_postings' arrays, the same ones
+    scipy's CSR -> CSC and sum of duplicates give.  Returns (terms present, ascending; each
+    one's postings; where each one's postings start, and the end; each posting's chunk, from
+    first_row; its tf, summed in int32; each row's length, its counts summed, in int64).
+
+    `seen` is a zeroed int32 array of a count per term, the caller's, kept between batches
+    (zeroed again here for the terms met): a fresh one each batch was a page fault each 4 KB.
+    A term's postings stay in row order (rows are read in order, each placed after the ones
+    before: a stable counting sort), so a word said twice in a chunk, or two words of one term,
+    are neighbours and summed into one posting."""
+    n_rows, n_tok = len(row_nnz), len(ids)
+    lengths = np.zeros(n_rows, np.int64)
+    terms = np.empty(n_tok, np.int32)
+    present = np.empty(min(n_tok, len(seen)), np.int32)
+    n_present = kept = t = 0
+    for r in range(n_rows):
+        for _ in range(row_nnz[r]):
+            term = term_of_local[ids[t]]
+            terms[t] = term
+            if term >= 0:
+                lengths[r] += counts[t] if weighted else 1
+                if seen[term] == 0:
+                    present[n_present] = term
+                    n_present += 1
+                seen[term] += 1
+                kept += 1
+            t += 1
+    present = present[:n_present]
+    if len(seen) <= 16 * n_present:  # the terms in order: a scan of every term, or a sort of the ones met
+        n = 0
+        for term in range(len(seen)):
+            if seen[term]:
+                present[n] = term
+                n += 1
+    else:
+        present.sort()
+    # Each present term's first slot, then its next one (`seen` turned into a cursor).
+    at = 0
+    for i in range(n_present):
+        term = present[i]
+        c = seen[term]
+        seen[term] = at
+        at += c
+    rows = np.empty(kept, np.int32)
+    tfs = np.empty(kept if weighted else 0, np.int32)
+    t = 0
+    for r in range(n_rows):
+        for _ in range(row_nnz[r]):
+            term = terms[t]
+            if term >= 0:
+                p = seen[term]
+                seen[term] = p + 1
+                rows[p] = r
+                if weighted:
+                    tfs[p] = counts[t]
+            t += 1
+    # Each term's run: a row's neighbours summed into one posting (the cursor ends at the run's end).
+    chunk = np.empty(kept, np.int32)
+    tf = np.empty(kept, np.int32)
+    df = np.empty(n_present, np.int32)
+    starts = np.empty(n_present + 1, np.int32)
+    a = n = 0
+    for i in range(n_present):
+        term = present[i]
+        z = seen[term]
+        seen[term] = 0
+        starts[i] = n
+        last = -1
+        for p in range(a, z):
+            w = tfs[p] if weighted else 1
+            if rows[p] == last:
+                tf[n - 1] += w
+            else:
+                last = rows[p]
+                chunk[n] = last + first_row
+                tf[n] = w
+                n += 1
+        df[i] = n - starts[i]
+        a = z
+    starts[n_present] = n
+    return present, df, starts, chunk[:n].copy(), tf[:n].copy(), lengths
+
+
+@numba.njit
+def place_runs(free, present, n_of, rows, counts, chunk, tf):
+    """counting.place's step for one piece: term present[i]'s n_of[i] postings (the next ones of
+    `rows` and `counts`, a run) copied to chunk and tf from that term's next free slot, which
+    moves on past them.  A run in, a run out: copies, where NumPy's way made each posting's
+    slot (np.repeat, an arange) and scattered them one by one."""
+    a = 0
+    for i in range(len(present)):
+        term, n = present[i], n_of[i]
+        d = free[term]
+        for k in range(n):
+            chunk[d + k] = rows[a + k]
+            tf[d + k] = counts[a + k]
+        free[term] = d + n
+        a += n
+
+
 def build(folder: str, name: str) -> None:
-    """Compile `cut_field` and `by_row` into the extension module `name` in `folder` (numba's
-    pycc: a C compiler links it), with the argument types compiled.py passes; each releases the
-    GIL while it runs, as `@njit(nogil=True)` would (pycc's wrappers otherwise hold it: two
-    counting threads would take turns).  Written to a temporary folder, then moved into place:
-    two processes building at once each write a whole file."""
-    import os
-    import shutil
-    import tempfile
-
+    """Compile `cut_field`, `by_row`, `term_major` and `place_runs` into the extension module `name` in `folder`, with the
+    argument types compiled.py passes (pipekit/run/aot.py: each releases the GIL while it runs,
+    so the two counting threads do not take turns)."""
     from numba import types as T
-    from numba.pycc import CC
-    from numba.pycc import compiler
 
-    class Flags(compiler.Flags):  # (pycc has no option for it: its wrappers are made with these flags)
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.release_gil = True
-
-    compiler.Flags = Flags
+    from pipekit.run.aot import compile_module
 
     def a(dtype, readonly=False):
         return T.Array(dtype, 1, "C", readonly=readonly)
 
     i64, i32, u64, u8 = a(T.int64), a(T.int32), a(T.uint64), a(T.uint8)
-    cc = CC(name)
-    cc.verbose = False
-    cc.export("cut_field", T.Tuple([u64, i64, u8, i32, i32, T.int64, T.int64])(
-        i64, a(T.uint8, True), a(T.boolean), i64, i64, i32, T.boolean, u64, i64, u8, T.int64, i32, i32, T.int64))(
-        cut_field.py_func)
-    cc.export("by_row", T.Tuple([i32, i32, i64])(i32, i32, T.int64, i64, i64, T.int64, T.boolean))(by_row.py_func)
-    work = tempfile.mkdtemp(dir=folder, prefix=".build-")
-    try:
-        cc.output_dir = work
-        cc.compile()
-        (built,) = [f for f in os.listdir(work) if f.startswith(name)]
-        os.replace(os.path.join(work, built), os.path.join(folder, built))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    compile_module(folder, name, [
+        ("cut_field", T.Tuple([u64, i64, u8, i32, i32, T.int64, T.int64])(
+            i64, a(T.uint8, True), a(T.boolean), i64, i64, i32, T.boolean, u64, i64, u8, T.int64, i32, i32, T.int64),
+         cut_field.py_func),
+        ("by_row", T.Tuple([i32, i32, i64])(i32, i32, T.int64, i64, i64, T.int64, T.boolean), by_row.py_func),
+        ("term_major", T.Tuple([i32, i32, i32, i32, i32, i64])(i32, i32, i32, T.boolean, i64, T.int64, i32),
+         term_major.py_func),
+        # (a piece's counts and the range's tf are uint16 while every count fits, else int32)
+        ("place_runs16", T.void(i64, i32, i32, i32, a(T.uint16), i32, a(T.uint16)), place_runs.py_func),
+        ("place_runs32", T.void(i64, i32, i32, i32, i32, i32, i32), place_runs.py_func)])

@@ -8,7 +8,8 @@
    of one chunk that make one term.
 4. `narrow_counts`: a count in 2 bytes when the batch's counts fit (they are all held at once).
 5. `batch_postings`, `Piece` and `place`: stage 04's counts kept by batch, each batch in term
-   space and term-major on its own (1-3 for one batch), and any range of terms put together
+   space and term-major on its own (1-3 for one batch; in one compiled loop where stage 04's
+   compiled loops are built, pipekit/index/compiled_loops.py `term_major`), and any range of terms put together
    from every batch when it is written (`place`): the corpus's postings are held once, as
    the batches', never also as one table (nor as one CSR beside its CSC).
 6. `term_slice` and `merge_slices`: stage 04's map/reduce of postings: a partition's slice
@@ -26,6 +27,7 @@ checks both ways against each other.
 """
 from __future__ import annotations
 
+import threading
 from collections import deque
 from typing import NamedTuple
 
@@ -117,6 +119,12 @@ def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarra
     whole corpus this step ran on one core, and concatenating every batch into it first held
     the parts and the whole at once (stage 04's peak at a million passages, bench/README.md).
     """
+    if len(ids) >= SMALL:
+        from pipekit.index import compiled  # (not imported for a handful of chunks)
+
+        loops = compiled.loaded()
+        if loops is not None:
+            return _term_major(loops, term_of_local, ids, counts, row_nnz, n_terms, first_row)
     if ids.flags.writeable:  # (a batch's ids read from Arrow's buffer, not spilled, are not)
         np.take(term_of_local, ids, out=ids, mode="clip")  # every id is in range: "clip" only spares a buffer
     else:
@@ -150,6 +158,32 @@ def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarra
     # (each term's start kept: summing the counts before a range's first term, per range and
     # batch, was 0.5 s of a million passages' write)
     return Piece(present, df[present], chunk, narrow_counts(tf), col_ptr[np.r_[present, n_terms]]), lengths
+
+
+_seen = threading.local()  # each converting thread's zeroed count a term (`_term_major`)
+
+
+def _term_major(loops, term_of_local, ids, counts, row_nnz, n_terms, first_row):
+    """`batch_postings` in one compiled loop (pipekit/index/compiled_loops.py `term_major`: the
+    same arrays, to the element and the dtype): the scipy way's CSR -> CSC, sum of duplicates
+    and the NumPy passes around them took ~1.5 s of CPU at a million passages, and importing
+    scipy 0.13 s of each run, while both converting threads waited on its import lock."""
+    seen = getattr(_seen, "array", None)
+    if seen is None or len(seen) != n_terms:
+        seen = _seen.array = np.zeros(n_terms, np.int32)
+    weighted = counts is not None
+    counts = counts.astype(np.int32, copy=False) if weighted else np.zeros(0, np.int32)
+    present, df, starts, chunk, tf, lengths = loops.term_major(
+        np.ascontiguousarray(term_of_local, dtype=np.int32), _writable(ids), _writable(counts), weighted,
+        row_nnz.astype(np.int64, copy=False), first_row, seen)
+    return Piece(present, df, chunk, narrow_counts(tf), starts), lengths
+
+
+def _writable(a: np.ndarray) -> np.ndarray:
+    """`a` as the compiled loop takes it: int32, C-contiguous, writable (a view of Arrow's
+    buffer is read-only: copied)."""
+    a = np.ascontiguousarray(a, dtype=np.int32)
+    return a if a.flags.writeable else a.copy()
 
 
 def row_sums(values: np.ndarray, indptr: np.ndarray) -> np.ndarray:
@@ -199,8 +233,19 @@ def place(n_terms: int, pieces):
     # int32 slots while they fit: int64 ones moved twice the bytes (a 27M-posting shard merged in
     # 0.4-1.5 s instead of 0.3)
     slot = np.int32 if total < 2**31 else np.int64
+    # A piece's runs copied by the compiled loop where it is built (compiled_loops.place_runs:
+    # 1.2 s of CPU at a million passages this way, in NumPy's fancy indexing), when its arrays
+    # have the types it was compiled for (always, from stage 04's own pieces)
+    from pipekit.index import compiled  # (imported by then wherever the loops are loaded)
+
+    loops = compiled.loaded() if total >= SMALL else None
+    runs = None if loops is None else {np.dtype(np.uint16): loops.place_runs16, np.dtype(np.int32): loops.place_runs32}
     while pieces:
         present, n_of, rows, counts, _ = pieces.popleft()
+        run = runs and runs.get(tf.dtype)
+        if run is not None and _as_compiled(present, n_of, rows) and _as_compiled(counts, dtype=tf.dtype):
+            run(free, present, n_of, rows, counts, chunk, tf)
+            continue
         start = np.zeros(len(n_of), dtype=np.int64)
         np.cumsum(n_of[:-1], out=start[1:])
         dest = np.repeat((free[present] - start).astype(slot), n_of)
@@ -210,6 +255,11 @@ def place(n_terms: int, pieces):
         free[present] += n_of
         del present, n_of, rows, counts, dest
     return col_ptr, chunk, tf
+
+
+def _as_compiled(*arrays: np.ndarray, dtype=np.int32) -> bool:
+    """Whether the compiled loop takes these arrays as they are: of `dtype`, contiguous, writable."""
+    return all(a.dtype == dtype and a.flags.c_contiguous and a.flags.writeable for a in arrays)
 
 
 def term_slice(lo: int, hi: int, first_chunk: int, chunks: tuple | None, counts: dict) -> dict:

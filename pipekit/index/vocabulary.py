@@ -18,7 +18,10 @@ passages: 122 batches x 86k words).  Why a table kept between batches: Arrow kee
 so each fold hashed the word list so far again (`dictionary_encode` of the list and 8
 batches' dictionaries: 3.3 s of CPU at a million passages); the kept table took ~12 ms a
 batch.  Looking each *token* up in a growing table instead cost as much again as the
-tokenizing (session 16); here only each batch's distinct words are.
+tokenizing (session 16); here only each batch's distinct words are.  Where the counting's
+compiled loops are loaded (a large corpus), the table is theirs (wordtable.CompiledWordTable:
+the same numbers, half the CPU of NumPy's probing, which was 1.46 s at a million passages on
+this thread while the counting threads waited for it).
 
 The exact way stays, for a hash two words share (WordTable checks, and says so): from that
 batch on, the batches are folded `every` at a time by one `dictionary_encode` of the list so
@@ -35,7 +38,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipekit.index.wordtable import Collision, WordTable
+from pipekit.index import compiled
+from pipekit.index.wordtable import Collision, CompiledWordTable, WordTable
 
 FOLD_EVERY = 8  # batches' dictionaries folded at a time the exact way (~8 MB waiting)
 
@@ -50,8 +54,10 @@ class Vocabulary:
     def __init__(self, analyzer, every: int = FOLD_EVERY, spill=None, table: WordTable | None = None):
         self.analyzer, self.every, self.spill = analyzer, max(every, 1), spill
         # The corpus's distinct words so far, first seen first: in the table while it serves
-        # (None once two words shared a hash; `table` lets a test choose the hash)
-        self.table = WordTable() if table is None else table
+        # (None once two words shared a hash; `table` lets a test choose the hash).  Chosen at
+        # the first fold: the compiled one where the counting's compiled loops are loaded by
+        # then (they are for a large corpus; a small rerun never loads them), else NumPy's.
+        self.table, self.exact = table, False
         self._words = pa.array([], pa.string())
         self.word_terms: list[pa.Array] = []  # each fold's new words' terms (null: dropped)
         self.pending: list[tuple[int, pa.Array]] = []  # (batch, dictionary) not folded yet
@@ -65,7 +71,7 @@ class Vocabulary:
         k = len(self.maps)
         self.maps.append(None)
         self.pending.append((k, dictionary))
-        if len(self.pending) >= (1 if self.table is not None else self.every):
+        if len(self.pending) >= (self.every if self.exact else 1):
             self._wait()  # one fold at a time: each builds on the word list of the one before
             pending, self.pending = self.pending, []
             self._folding = self._pool.submit(self._fold, pending)
@@ -82,12 +88,15 @@ class Vocabulary:
 
     def _fold(self, pending: list[tuple[int, pa.Array]]) -> None:
         """Number the pending batches' words after the words seen before, and analyse the new ones."""
+        if self.table is None and not self.exact:  # the first fold: which table
+            loops = compiled.loaded()
+            self.table = CompiledWordTable(loops) if loops is not None else WordTable()
         while pending and self.table is not None:
             (k, dictionary), n = pending[0], len(self.table)
             try:
                 m = self.table.number(dictionary)
             except Collision:  # from this batch on, the exact way
-                self._words, self.table = self.table.words, None
+                self._words, self.table, self.exact = self.table.words, None, True
                 break
             pending = pending[1:]
             self.maps[k] = self.spill.put(m) if self.spill is not None else m

@@ -20,6 +20,14 @@ and the batch's new words must have distinct hashes.  If either check fails, `nu
 raises `Collision` before changing anything, and the caller numbers words the exact way
 (pipekit/index/vocabulary.py does, for that batch and every later one).
 
+`CompiledWordTable` does the same with stage 04's compiled word cutter, where it is loaded
+(pipekit/index/compiled.py): a batch's dictionary is fed to its `cut_field` as texts of one
+pre-cut run each, so its words are looked up and numbered in a table kept between batches,
+their bytes compared in the table's slots, never a hash trusted (no Collision).  The NumPy
+probing above was 1.46 s of CPU at a million passages (123 batches of ~86k words, ~140 ns a
+word) on the vocabulary's thread, which the counting threads waited for (bench/README.md,
+branch `w04`).
+
 What it does not do: decide what a word is or what term it makes (pipekit/index/analyzer.py),
 or shrink (the words are held until the stage ends, as the word list was).
 """
@@ -207,3 +215,55 @@ class WordTable:
             self._n = n + len(new)
             self._chunks.append(words.take(pa.array(new)))
         return found.astype(np.int32)
+
+
+class CompiledWordTable:
+    """`WordTable`'s `number`, `words` and `len` through the compiled loops (module docstring):
+    the same numbers, to the element.  `loops`: compiled.py's loaded module."""
+
+    def __init__(self, loops):
+        self._loops = loops
+        self._table = np.zeros(4 * 1024, np.uint64)  # (cut_field's table: 4 uint64s a slot, grown as needed)
+        self._starts = np.zeros(1024, np.int64)  # word w's bytes: _bytes[_starts[w]:_starts[w + 1]]
+        self._bytes = np.empty(1 << 16, np.uint8)
+        self._ids = np.empty(1024, np.int32)  # (scratch: a batch's numbers, and the row of each)
+        self._rows = np.empty(1024, np.int32)
+        self._n = 0
+        self._words = pa.array([], pa.string())  # words 0.._joined as an Arrow array (made when asked)
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def words(self) -> pa.Array:
+        """Every word so far, by number."""
+        if len(self._words) < self._n:
+            n, n0 = self._n, len(self._words)
+            offsets = self._starts[n0:n + 1]
+            new = pa.StringArray.from_buffers(n - n0, pa.py_buffer((offsets - offsets[0]).astype(np.int32)),
+                                              pa.py_buffer(self._bytes[int(offsets[0]):int(offsets[-1])].copy()))
+            self._words = pa.concat_arrays([self._words, new]) if n0 else new
+        return self._words
+
+    def number(self, words: pa.Array) -> np.ndarray:
+        """Each of these distinct words' number (int32), the new ones numbered after the words
+        before, in the order given."""
+        if isinstance(words, pa.ChunkedArray):
+            words = words.combine_chunks()
+        if words.type != pa.string():
+            words = words.cast(pa.string())
+        words = pc.fill_null(words, "")
+        n = len(words)
+        if n == 0:
+            return np.zeros(0, np.int32)
+        offsets, data = string_buffers(words)
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        # Each word a text of one run, as they are (not ASCII-cut: `plain` False, no case folded).
+        runs = offsets.astype(np.int64) - lo
+        source = data[lo:hi]
+        source.flags.writeable = False  # (the type cut_field was compiled for: Arrow's buffers are read-only)
+        (self._table, self._starts, self._bytes, self._ids, self._rows, self._n, _) = self._loops.cut_field(
+            runs, source, np.zeros(n, np.bool_), np.arange(n + 1, dtype=np.int64), runs,
+            np.zeros(n, np.int32), False, self._table, self._starts, self._bytes, self._n,
+            self._ids, self._rows, 0)
+        return self._ids[:n].copy()

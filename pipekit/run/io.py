@@ -41,7 +41,10 @@ from pipekit.run.errors import PipelineError
 
 META_KEY = b"pipekit"
 LONG_TEXT = frozenset({"text"})  # columns holding whole documents or chunks: written plain
-DISTINCT = frozenset({"chunk"})  # columns whose values rarely repeat: no dictionary
+DISTINCT = frozenset({"chunk"})  # columns whose values rarely repeat: no dictionary, no codec
+# (stage 04's chunk numbers: snappy kept 100 % of their bytes in every row group, and compressing
+# them was a fifth of writing 04_postings: 1.2 s of one thread at a million passages, the write
+# phase's one serial chain; bench/README.md, branch `w04`)
 # LONG_TEXT columns' codec; the rest keep Parquet's default, snappy.  None: stages 01-03 each
 # write the texts once and the next stage reads them once, and compressing them was the
 # largest item of the writer (LZ4, the codec before: 0.27 s of CPU of 0.43 s to write 200k
@@ -447,9 +450,10 @@ class ParquetSink:
             options["use_dictionary"] = [c for c, f in leaves if f not in LONG_TEXT | DISTINCT]
             if any(n in LONG_TEXT for n in schema.names):
                 options["write_statistics"] = [c for c, f in leaves if f not in LONG_TEXT]
-                # Texts are most of every byte stages 01-03 write and stages 02-05 read back:
-                # written as they are (TEXT_CODEC), the other columns compressed.
-                options["compression"] = {c: TEXT_CODEC if f in LONG_TEXT else "snappy" for c, f in leaves}
+            # Texts are most of every byte stages 01-03 write and stages 02-05 read back:
+            # written as they are (TEXT_CODEC), the other columns compressed but DISTINCT's.
+            options["compression"] = {c: TEXT_CODEC if f in LONG_TEXT else "none" if f in DISTINCT else "snappy"
+                                      for c, f in leaves}
         self._writer = pq.ParquetWriter(self.tmp, self.schema, **options)
         # Encoding and compressing a batch (Parquet's C++, which lets go of the GIL) runs on
         # a thread of its own while the stage makes the next batch: the stages compute on
