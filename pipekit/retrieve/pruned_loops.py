@@ -143,12 +143,13 @@ def top_chunks(reach, seeds, term, rowat, w, bound, idf, k1, pair_tf, pair_norm,
         if acc[c] + after[j] * SAFE_UP >= floor:
             cand[k] = c
             k += 1
-    # Looked up, each term costs a step of a binary search a chunk left (a row: one read); added
-    # whole, its postings (a row: every chunk): when the lookups would cost more, add them whole.
+    # Looked up, each term costs a chunk left the steps of a galloping search over the postings
+    # between two chunks (a row: one read); added whole, its postings (a row: every chunk): when
+    # the lookups would cost more, add them whole.
     looks, whole = 0.0, float(n)
     for q in range(m):
         size = n if term[q] < 0 else indptr[term[q] + 1] - indptr[term[q]]
-        looks += 1.0 if rowat[q] != -1 else 2.0 * np.log2(size + 1.0)
+        looks += 1.0 if rowat[q] != -1 else 2.0 * np.log2(size / max(k, 1) + 2.0)
         whole += size
     if k * looks > whole:
         for i in range(nh):
