@@ -346,12 +346,16 @@ def best_of(reach, cols, scores):
             for i in range(b * per + 1, b * per + per):
                 most = max(most, scores[i])
             low = min(low, most)
-        some = np.empty(n)
         k = 0
         for i in range(n):
-            some[k] = scores[i]
             k += scores[i] >= low
-        cut = np.partition(some[:k], k - reach)[k - reach]
+        some = np.empty(k)  # (counted first: no array of all n, 8 MB at 1M passages, a query)
+        k = 0
+        for i in range(n):
+            if scores[i] >= low:
+                some[k] = scores[i]
+                k += 1
+        cut = np.partition(some, k - reach)[k - reach]
     kept = 0
     for i in range(n):
         kept += scores[i] >= cut
