@@ -160,7 +160,7 @@ def test_the_built_module_ranks_as_the_loops_do(tmp_path, monkeypatch):
     monkeypatch.setattr(pruned.BUILT, "module", pruned.BUILT.module)  # (put back after: other tests' small
     built = pruned.BUILT.load()                                        # indexes rank in NumPy then)
     if built is None:
-        pytest.skip("the compiled ranking cannot be built here (numba or a C compiler missing): "
+        pytest.skip("the compiled loops cannot be built here (numba or a C compiler missing): "
                     "stage 05 ranks in NumPy, tested elsewhere")
     rng = np.random.default_rng(21)
     words, texts, doc_ids = random_corpus(rng, vocab=50)
