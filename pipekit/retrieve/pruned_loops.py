@@ -103,29 +103,25 @@ def top_chunks(reach, seeds, term, rowat, w, bound, idf, k1, pair_tf, pair_norm,
         q = order[j]
         times = w[q]
         cut = (floor - after[j + 1] * SAFE_UP) * SAFE_DOWN
-        if term[q] >= 0:
-            t = term[q]
-            for p in range(indptr[t], indptr[t + 1]):
-                c = chunk[p]
-                x = tables[q, codes[p]] * times
-                if acc[c] == 0.0:
-                    if x < cut:
-                        continue
-                    hits[nh] = c
-                    nh += 1
-                acc[c] += x
-        else:
-            r, at = rowat[q], voff[q]
-            for c in range(n):
+        held = term[q] >= 0  # its postings, else every chunk's code in its row (the test is hoisted out of the loop)
+        lo = indptr[term[q]] if held else 0
+        r, at = rowat[q], voff[q]
+        for i in range(indptr[term[q] + 1] - lo if held else n):
+            if held:
+                c = np.int64(chunk[lo + i])
+                x = tables[q, codes[lo + i]] * times
+            else:
+                c = np.int64(i)
                 k = row_code(rows8, rows16, r, c)
-                if k != 0:
-                    x = vals[at + k] * times
-                    if acc[c] == 0.0:
-                        if x < cut:
-                            continue
-                        hits[nh] = c
-                        nh += 1
-                    acc[c] += x
+                if k == 0:
+                    continue
+                x = vals[at + k] * times
+            if acc[c] == 0.0:
+                if x < cut:
+                    continue
+                hits[nh] = c
+                nh += 1
+            acc[c] += x
         j += 1
         if j < m and nh >= 2 * reach and not raised and after[j] * SAFE_UP >= floor:
             # a higher floor, once: the best sums so far scored exactly
