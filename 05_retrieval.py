@@ -516,7 +516,7 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
         return out
 
     workers = threads or min(cores(), len(batches))
-    if threads is None and fusion is None and ranked is None and scored:  # (vectors, compiled: threads pay)
+    if threads is None and fusion is None and scored:  # (vectors: a cosine block is NumPy's, threads pay)
         postings = index.df[np.concatenate([q.ids for q in scored])].sum() if len(index.df) else 0
         workers = workers if postings >= THREADS_PAY * len(scored) else 1
     progress = progress or (lambda it, total: it)
