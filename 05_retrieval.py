@@ -27,11 +27,13 @@ Zipf's law is why it pays: the words in nearly every chunk carry the least weigh
 they end up light and are never read in full.  A query weight (qtf) only scales a term's
 impacts and its bound, so the pruning holds for any positive weights.  The k best chunks and
 the 100 best documents are then one sort of what is left; ties go to the chunk earlier in the
-corpus.  Queries are answered in batches on a thread per core (NumPy lets the others run
-while it works); each answer depends on its query alone, so the results never depend on
-threads.  On a cluster (`engine.kind: dask`) each worker holds a part of the index (stage
-04's shards by document) and answers every batch on it (`shard_partition`); the client
-merges the parts' answers and writes (pipekit/retrieve/shards.py).
+corpus.  Once built on a machine, one compiled call does all that for a query (the same
+chunks, the same score bits: pipekit/retrieve/pruned.py), where NumPy made ~30.  Queries are
+answered in batches on a thread per core (NumPy and the compiled loop let the others run);
+each answer depends on its query alone, so the results never depend on threads.  On a
+cluster (`engine.kind: dask`) each worker holds a part of the index (stage 04's shards by
+document) and answers every batch on it (`shard_partition`); the client merges the parts'
+answers and writes (pipekit/retrieve/shards.py).
 
 Metrics are on documents: a document scores its best chunk, as a reader judges "did I find
 the right document".  They are computed by ir-measures (trec_eval's conventions) over the
@@ -98,6 +100,7 @@ from pipekit.retrieve.links import hit_links, with_link
 from pipekit.retrieve.ranks import (BINCOUNT_SHARE, KeptSums, TopPostings, common_term_rows, document_codes, masked,
                                     nth_best_document, rank, row_lookup, row_postings, sorted_unique)
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
+from pipekit.retrieve.pruned import RowStack, ranker
 from pipekit.run.arrays import one_array, run_starts
 from pipekit.retrieve.sections import section_context
 from pipekit.run.stages import get_stage
@@ -178,13 +181,14 @@ class Index:
         self.lengths = chunks.column("length").to_numpy()
         largest_tf = io.column_max(self._postings_path, "tf")  # held as 2 bytes a posting where an impact was 8:
         self.weigh = bm25.Weights(self.idf, self.stats, self.lengths, largest_tf)  # weighed as they are used
+        self.row_stack = RowStack(len(self.lengths), min(DENSE_TERMS, len(self.df)), zeros)  # (rows as the compiled loop reads them)
         self.chunk, tf, self._whole = (  # (asked: each row-only term coded as its rows are read)
             self.asked.postings(self._postings_path, len(self.lengths), cores(), zeros, self.weigh.tf_dtype,
-                                self.weigh) if self.asked is not None else
+                                self.weigh, self.row_stack.zeros) if self.asked is not None else
             (self._read_column("chunk", np.int32, zeros), self._read_column("tf", self.weigh.tf_dtype, zeros), {}))
         self.weigh.hold(self.chunk, tf)  # (tf and length as one code, pipekit/retrieve/bm25.py)
         max_impact = self.weigh.largest(self.indptr, self._whole)  # the most a term adds
-        dense_ids, dense = self._dense_rows(zeros)
+        dense_ids, dense = self._dense_rows(self.row_stack.zeros)
         return {"lengths": self.lengths, "doc_names": doc_names, "doc_codes": doc_codes, "chunk": self.chunk, "_tf": None,
                 "weigh": self.weigh, "max_impact": max_impact, "dense_ids": dense_ids, "dense": dense,
                 "_sums": KeptSums(len(self.lengths))}  # (`scores`' sums over every chunk, a thread's own)
@@ -203,7 +207,7 @@ class Index:
 
     def drop_postings(self) -> None:
         """The postings and rows forgotten once the queries are answered (~130 MB at 1M passages)."""
-        self.chunk = self._tf = self._forward = self.weigh = self._sums = None
+        self.chunk = self._tf = self._forward = self.weigh = self._sums = self.row_stack = None
         self._dense, self._seeds, self._whole = {}, None, {}
         release_freed_memory()
 
@@ -344,14 +348,10 @@ class Index:
 
     def _lookup(self, t, cand: np.ndarray, w: float = 1.0) -> np.ndarray:
         """Term t's impact times w in each of the sorted chunks `cand` (0 where it is absent)."""
-        out = self._unweighted_lookup(t, cand)
+        dense = self._dense.get(t)  # (a term held only as a row has one: only held postings below)
+        out = row_lookup(dense, cand) if dense is not None else bm25.looked_up(
+            self.weigh, t, self.indptr.item(t), self.indptr.item(t + 1), cand, SEARCH_SWAP)
         return out if w == 1.0 else out * w  # qtf 1, the usual case, costs no pass
-
-    def _unweighted_lookup(self, t, cand: np.ndarray) -> np.ndarray:
-        dense = self._dense.get(t)
-        if dense is not None:  # (a term held only as a row has one: only held postings below)
-            return row_lookup(dense, cand)
-        return bm25.looked_up(self.weigh, t, self.indptr.item(t), self.indptr.item(t + 1), cand, SEARCH_SWAP)
 
     def scores(self, term_ids: np.ndarray, at_least: float = 0.0,
                weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -490,6 +490,8 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
     # Repeats collapsed: chunks ranked `reach` deep, past k, so the next passage fills a repeat's place.
     repeats = getattr(index, "repeats", None)
     reach = depth + top_k_n if repeats is not None else top_k_n
+    # The best chunks in one compiled call: no section, filter or vector (pipekit/retrieve/pruned.py; its GIL let go)
+    ranked = ranker(index, summary) if fusion is None and mask is None and index.context is None else None
 
     def one(i: int, reach: int, top=None) -> tuple:
         """Query i's ranked chunks (`reach` of them), their scores, its documents and theirs."""
@@ -497,7 +499,8 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
         if mask is not None:
             cols, vals = filtered_candidates(index, scored[i], depth, mask, fusion, qvec)
         else:  # (with vectors, the fused lists are each `depth` long, whatever the reach)
-            cols, vals = candidates(index, scored[i], depth if fusion is not None else max(reach, depth))
+            got = ranked(scored[i].ids, scored[i].weights, max(reach, depth)) if ranked is not None else None
+            cols, vals = got or candidates(index, scored[i], depth if fusion is not None else max(reach, depth))
             if fusion is not None:  # the union of both top lists, each score over its best, mixed
                 top = fusion.top(vecs[i:i + 1], depth)[0] if top is None else top
                 cols, vals = fusion.fuse(cols, vals, qvec, top, depth, index.scorer(scored[i]))
@@ -517,11 +520,8 @@ def search(index: Index, queries: list[tuple[str, str]], top_k_n: int, depth: in
         postings = index.df[np.concatenate([q.ids for q in scored])].sum() if len(index.df) else 0
         workers = workers if postings >= THREADS_PAY * len(scored) else 1
     progress = progress or (lambda it, total: it)
-    if workers > 1:
-        with ThreadPoolExecutor(workers) as pool:  # map() hands the batches back in order
-            answers = [a for batch in progress(pool.map(answer, batches), len(batches)) for a in batch]
-    else:
-        answers = [a for batch in progress(map(answer, batches), len(batches)) for a in batch]
+    with ThreadPoolExecutor(workers) as pool:  # map() hands the batches back in order (one worker: in this thread)
+        answers = [a for batch in progress((pool.map if workers > 1 else map)(answer, batches), len(batches)) for a in batch]
     if summary and repeats is not None and workers > 1:  # the query threads' freed heaps handed back before the repeats
         release_freed_memory()  # read titles and texts (1M passages: +30-60 MB under them; 200k, one thread: +15 MB)
     answers, also = collapse_answers(repeats, answers, top_k_n, reach, one, depth)

@@ -121,12 +121,13 @@ class AskedPostings:
         return term_ids
 
     def postings(self, path: Path, n: int, threads: int = 1, zeros=np.empty, tf_type=np.int32,
-                 weigh=None) -> tuple[np.ndarray, np.ndarray, dict]:
+                 weigh=None, row_zeros=None) -> tuple[np.ndarray, np.ndarray, dict]:
         """The held postings' chunk and tf (as `tf_type`), and each `apart` term as a coded row of
         its weights over the `n` chunks ({term: (codes, values)}, ranks.coded_row; `weigh(t, chunk,
-        tf)`: its weights there, pipekit/retrieve/bm25.py), coded as its last row group comes in."""
+        tf)`: its weights there, pipekit/retrieve/bm25.py), coded as its last row group comes in
+        (its codes made by `row_zeros`, or `zeros`: pipekit/retrieve/pruned.py's RowStack)."""
         rows: dict[int, tuple] = {}
-        keep = lambda t, arrays: rows.__setitem__(t, coded_row(arrays[0], weigh(t, *arrays), n, zeros))
+        keep = lambda t, arrays: rows.__setitem__(t, coded_row(arrays[0], weigh(t, *arrays), n, row_zeros or zeros))
         chunk, tf = self.read_columns(path, {"chunk": np.int32, "tf": tf_type}, threads, zeros, keep)
         return chunk, tf, rows
 

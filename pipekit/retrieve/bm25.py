@@ -140,16 +140,23 @@ class Weights:
         codes = self.codes[at]
         table = self._tables.get(t)
         if table is None and (len(codes) * TABLE_PAYS >= len(self.pair_tf) or len(self.pair_tf) <= TABLE_SMALL):
-            # Kept: a query log asks the same terms again and again (Zipf), and at 200k passages
-            # making a term's table at each query cost ~15 % of the query phase.  Threads share it:
-            # making one twice is harmless.
+            table = self.table(t)
+        if table is not None:
+            return table.take(codes, out=out)
+        return weights(self.idf[t], codes // np.uint16(self.n_lengths), self.pair_norm.take(codes), self.k1)
+
+    def table(self, t: int) -> np.ndarray:
+        """Term t's weight for each (tf, length) pair code (with codes held), made once and kept:
+        a query log asks the same terms again and again (Zipf), and at 200k passages making a
+        term's table at each query cost ~15 % of the query phase.  Threads share them: making
+        one twice is harmless."""
+        table = self._tables.get(t)
+        if table is None:
             table = weights(self.idf[t], self.pair_tf, self.pair_norm.copy(), self.k1)
             if (len(self._tables) + 1) * table.nbytes > TABLES_KEPT:
                 self._tables.clear()
             self._tables[t] = table
-        if table is not None:
-            return table.take(codes, out=out)
-        return weights(self.idf[t], codes // np.uint16(self.n_lengths), self.pair_norm.take(codes), self.k1)
+        return table
 
     def _block(self, terms: np.ndarray, lo: int, hi: int, indptr: np.ndarray) -> np.ndarray:
         """The weights of held postings [lo, hi), the runs of `terms` (ascending, whole)."""

@@ -1,0 +1,153 @@
+"""Stage 05's queries ranked in one compiled call each (numba, built ahead of time), where
+`Index.best_candidates` made ~30 NumPy calls.
+
+At 200k passages stage 05 answered its 1,000 bench queries in ~0.68 s, ~690 µs a query, and a
+profile put nearly all of it in the calls, not the arithmetic: `_reaching`, `_floor`, `_lookup`
+and `masked`, each a NumPy call over a few thousand numbers (bench/README.md, branch `rank`).
+`TopChunks` gives the same chunks and the same score bits from one call of `top_chunks`
+(pipekit/retrieve/pruned_loops.py: MaxScore term at a time, then the survivors scored exactly
+in query order), handed to `rank` as the NumPy path's candidates are: so 05_results, the run
+file and the metrics are the same (tests/test_05_pruned.py).
+
+Where it is used: stage 05's local query phase for a query without section context, filter or
+dense vectors (`search`'s `one`, and rm3's first pass), on an index whose postings are held as
+pair codes (bm25.Weights) and whose coded rows lie in a `RowStack`.  Everything else takes the
+NumPy path, as does every query until the module is built.
+
+How it is built and loaded: pipekit/run/aot.py, as stage 04's word cutter is: numba's pycc
+compiles the loops into an extension module kept in `pipekit/retrieve/__pycache__` (or
+~/.cache/pipekit), named by a hash of the loops' source, numba's and Python's versions; stage 05
+imports it in a millisecond, without numba (whose import and compiler add ~140 MB and ~0.5 s
+to a process: stage 05's peak is the run's).  The first stage 05 on an index of at least
+LEAST_CHUNKS chunks starts the build (a process of its own, ~13 s of one core) and ranks in
+NumPy meanwhile; where it cannot be built, one warning and NumPy always.  Its wrapper releases
+the GIL, so two query threads rank side by side.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from pipekit.retrieve.ranks import sorted_unique
+from pipekit.run.aot import Ahead
+
+BUILT = Ahead("pipekit.retrieve.pruned_loops", "pipekit_rank", "stage 05's compiled ranking", "ranking in NumPy")
+LEAST_CHUNKS = 50_000  # chunks from which the module is worth building (the tests' and the sample's never build it)
+
+
+class RowStack:
+    """Coded rows (ranks.coded_row: a code per chunk) laid out as the rows of one 2D array per
+    code type, so that the compiled loop can be handed all of them at once.  `zeros` is the
+    allocator the rows are made with (`most` of each type, then plain arrays); a stack's pages
+    are the OS's zero pages until a row is written, so the unused rows cost nothing."""
+
+    def __init__(self, n: int, most: int, zeros=np.zeros):
+        self.n, self.most, self._zeros = n, most, zeros
+        self.stacks: dict = {}
+        self.at: dict[int, int] = {}  # id of a row handed out -> its place (>= 0: uint8 rows, <= -2: uint16)
+        self._lock = threading.Lock()
+
+    def zeros(self, shape, dtype):
+        dtype = np.dtype(dtype)
+        if shape != (self.n,) or dtype not in (np.uint8, np.uint16):
+            return self._zeros(shape, dtype)
+        with self._lock:
+            stack = self.stacks.get(dtype)
+            if stack is None:
+                stack = self.stacks[dtype] = np.zeros((self.most, self.n), dtype)
+            used = sum(1 for r in self.at.values() if (r >= 0) == (dtype == np.uint8))
+            if used == self.most:
+                return self._zeros(shape, dtype)
+            row = stack[used]
+            self.at[id(row)] = used if dtype == np.uint8 else -2 - used
+            return row
+
+    def stack(self, dtype) -> np.ndarray:
+        got = self.stacks.get(np.dtype(dtype))
+        return got if got is not None else np.zeros((0, self.n), dtype)
+
+
+class TopChunks:
+    """`top_chunks` over stage 05's Index: its held postings (chunk, pair codes), its coded rows
+    (`RowStack`), each term's weights by code (`Weights.table`), each thread's scratch."""
+
+    SAMPLE = 16384  # postings of one term looked at for its seeds, at most (stage 05's SEED_SAMPLE)
+
+    def __init__(self, index, loops):
+        self.index, self.loops = index, loops
+        self.n = len(index.lengths)
+        self.rows = index.row_stack
+        self.arrays = (np.ascontiguousarray(index.indptr, dtype=np.int64), index.chunk, index.weigh.codes,
+                       self.rows.stack(np.uint8), self.rows.stack(np.uint16))
+        weigh = index.weigh
+        self.k1, self.pair_tf, self.pair_norm = float(weigh.k1), weigh.pair_tf.astype(np.float64), weigh.pair_norm
+        self._scratch = threading.local()
+
+    @classmethod
+    def of(cls, index, loops):
+        """A TopChunks for `index`, or None where its arrays are not the loop's (no pair codes,
+        chunks not int32, rows not stacked): the NumPy path then."""
+        weigh = getattr(index, "weigh", None)
+        if (loops is None or weigh is None or weigh.codes is None or getattr(index, "row_stack", None) is None
+                or index.chunk.dtype != np.int32 or not index.chunk.flags.c_contiguous):
+            return None
+        return cls(index, loops)
+
+    def seeds(self, ids: np.ndarray, want: int) -> np.ndarray:
+        """Chunks likely to score high, for the loop's first floor: the rarest terms' `want` best
+        postings each (found once a term, kept: ranks.TopPostings), until they are `want`
+        (`Index._floor`'s seeds, a chunk's score here being enough: `rank` needs the best chunks)."""
+        index = self.index
+        df = index.df[ids].tolist()
+        parts, got = [], 0
+        for i in sorted(range(len(df)), key=df.__getitem__):
+            parts.append(index._seeds(int(ids[i]), want, self.SAMPLE))
+            got += len(parts[-1])
+            if got >= want:
+                break
+        seeds = parts[0] if len(parts) == 1 else sorted_unique(np.concatenate(parts))
+        return seeds.astype(np.int32, copy=False)
+
+    def __call__(self, ids: np.ndarray, weights: np.ndarray, reach: int):
+        """The chunks (ascending, as the index's chunks) that hold the reach best of the query
+        (terms `ids` in query order, query weights `weights`), every chunk tied with the reach-th
+        too, and their exact scores; None where a term's row is not in the stack (NumPy then)."""
+        index = self.index
+        m = len(ids)
+        if m == 0:
+            return np.zeros(0, dtype=index.chunk.dtype), np.zeros(0)
+        term = ids.astype(np.int64)  # (a copy: a row-only term's becomes -1)
+        rowat = np.full(m, -1, np.int64)
+        voff = np.zeros(m, np.int64)
+        values, at = [], 0
+        whole, dense, stacked = index._whole, index._dense, self.rows.at
+        for q, t in enumerate(ids.tolist()):
+            row = dense.get(t)
+            if row is not None and id(row[0]) in stacked:
+                rowat[q], voff[q] = stacked[id(row[0])], at
+                values.append(row[1])
+                at += len(row[1])
+            if whole and t in whole:
+                if rowat[q] == -1:
+                    return None
+                term[q] = -1
+        w = np.asarray(weights, dtype=np.float64)
+        scratch = getattr(self._scratch, "arrays", None)
+        if scratch is None:
+            scratch = self._scratch.arrays = (np.zeros(self.n), np.empty(self.n, np.int32),
+                                              np.empty(self.n, np.int32), np.empty(self.n))
+        cols, vals = self.loops.top_chunks(
+            reach, self.seeds(ids, 2 * reach), term, rowat, w, index.max_impact[ids] * w, index.idf[ids],
+            self.k1, self.pair_tf, self.pair_norm, np.concatenate(values) if values else np.zeros(1), voff,
+            *self.arrays, *scratch)
+        return cols.astype(index.chunk.dtype), vals
+
+
+def ranker(index, build: bool):
+    """A TopChunks for stage 05's `index` when the module is loaded (`build`: the index is large
+    enough to start its build if it is not there), else None."""
+    if len(index.lengths) < LEAST_CHUNKS and BUILT.module is None:
+        return None
+    loops = BUILT.load(wait=False) if build else BUILT.built()
+    return TopChunks.of(index, loops)

@@ -1,0 +1,173 @@
+"""Stage 05's queries ranked in one compiled call (pipekit/retrieve/pruned.py, the loops in
+pruned_loops.py): the chunks `rank` is handed hold the same best chunks with the same score
+bits as the NumPy path's (`candidates`: MaxScore in ~30 NumPy calls), so every hit, its order,
+every tie and the document run are the same; stage 05's files too, with the module and without.
+
+The loops run here as numba's `@njit` functions (the module pruned_loops itself, compiled in the
+test's process: the same code pycc builds), and once as the built extension module."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from pipekit.retrieve import pruned, pruned_loops
+from pipekit.retrieve.ranks import rank
+from pipekit.retrieve.search import OutputReader
+from pipekit.run.stages import load_stage
+from test_05_retrieval_fast import RM3, WAYS, build, random_corpus, random_queries, retrieval
+
+
+def both_ways(monkeypatch, index, queries, k, depth, feedback=None):
+    """`search`'s hits and document run with the compiled loops, then with them off."""
+    monkeypatch.setattr(pruned.BUILT, "module", pruned_loops)
+    assert pruned.ranker(index, False) is not None
+    on = retrieval.search(index, queries, k, depth, feedback=feedback)
+    monkeypatch.setattr(pruned.BUILT, "module", False)
+    assert pruned.ranker(index, False) is None
+    off = retrieval.search(index, queries, k, depth, feedback=feedback)
+    return on, off
+
+
+def assert_same(on, off):
+    (hits, run, scored), (hits2, run2, scored2) = on, off
+    for a, b in zip(hits, hits2):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    assert run == run2
+    assert [(q.ids.tolist(), q.weights.tobytes()) for q in scored] == [(q.ids.tolist(), q.weights.tobytes()) for q in scored2]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([8, 30, 120]), st.sampled_from([0.05, 0.6, 1.0]),
+       st.sampled_from([1, 3, 10]), st.sampled_from([1, 5, 40]), st.booleans(), st.booleans())
+def test_the_compiled_ranking_gives_the_numpy_paths_hits(tmp_path_factory, seed, vocab, new_doc, k, depth, rows_only,
+                                                         small):
+    # Random corpora of many ties (few words, short chunks of equal lengths), documents of one or
+    # several chunks, queries of known, unknown and repeated words (qtf), k past depth and below,
+    # the commonest terms held as rows alone or beside their postings, pruning or not.
+    tmp_path = tmp_path_factory.mktemp("pruned")
+    rng = np.random.default_rng(seed)
+    words, texts, doc_ids = random_corpus(rng, n_chunks=int(rng.integers(20, 300)), vocab=vocab, new_doc=new_doc)
+    build(tmp_path, texts, doc_ids)
+    queries = random_queries(rng, words, n=40)
+    index = retrieval.Index(OutputReader(tmp_path), queries=[t for _, t in queries], rows_only=rows_only)
+    index.small_query = 0 if small else index.small_query
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(retrieval, "ROWS_ONLY_SHARE", 3)
+        assert_same(*both_ways(mp, index, queries, k, depth))
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_every_way_of_the_numpy_path_and_rm3(tmp_path, monkeypatch, way):
+    # The NumPy path's settings (dense rows for every term or none, lists merged or summed, cuts
+    # always or never) and rm3's expanded queries (weights that are not whole numbers) give what
+    # the compiled loop gives.
+    for name, value in WAYS[way].items():
+        monkeypatch.setattr(retrieval, name, value)
+    rng = np.random.default_rng(11)
+    words, texts, doc_ids = random_corpus(rng, vocab=80)
+    index = build(tmp_path, texts, doc_ids)
+    index.small_query = 0
+    queries = random_queries(rng, words, n=120)
+    for feedback in (None, RM3):
+        for k, depth in ((5, 12), (30, 10)):
+            assert_same(*both_ways(monkeypatch, index, queries, k, depth, feedback))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.integers(1, 150))
+def test_top_chunks_holds_the_reach_best_with_their_ties(seed, terms, reach):
+    # Straight against `rank` over every chunk's exact score (`Index.scores`): the chunks handed
+    # back hold the reach best (every tie of the reach-th too), in corpus order, score bits equal.
+    import tempfile
+    from pathlib import Path
+
+    rng = np.random.default_rng(seed)
+    words, texts, doc_ids = random_corpus(rng, n_chunks=200, vocab=12, new_doc=0.5)
+    with tempfile.TemporaryDirectory() as folder:
+        index = build(Path(folder), texts, doc_ids)
+        ranked = pruned.TopChunks.of(index, pruned_loops)
+        ids = np.unique(rng.integers(0, len(index.df), terms))
+        rng.shuffle(ids)
+        weights = rng.choice([1.0, 2.0, 0.37, 3.5], len(ids))
+        cols, vals = ranked(ids, weights, reach)
+        all_cols, all_vals = index.scores(ids, weights=weights)
+        assert np.all(np.diff(cols) > 0) and cols.dtype == all_cols.dtype
+        at = np.searchsorted(all_cols, cols)
+        assert np.array_equal(all_cols[at], cols) and all_vals[at].tobytes() == vals.tobytes()
+        cut = np.sort(all_vals)[::-1][reach - 1] if len(all_vals) >= reach else 0.0
+        assert np.array_equal(cols, all_cols[all_vals >= cut])
+        order, docs, scores = rank(cols, vals, index.doc_codes, reach, reach)
+        order2, docs2, scores2 = rank(all_cols, all_vals, index.doc_codes, reach, reach)
+        assert np.array_equal(cols[order], all_cols[order2]) and np.array_equal(docs, docs2)
+        assert scores.tobytes() == scores2.tobytes()
+
+
+def test_rows_past_the_stack_and_no_pair_codes_take_the_numpy_path(tmp_path, monkeypatch):
+    rng = np.random.default_rng(3)
+    words, texts, doc_ids = random_corpus(rng, vocab=30)
+    build(tmp_path, texts, doc_ids)
+    queries = random_queries(rng, words, n=60)
+    monkeypatch.setattr(retrieval, "ROWS_ONLY_SHARE", 4)
+    # One row per code type stacked: the others plain arrays (a query with such a term held only as
+    # a row takes the NumPy path; one whose postings are held is looked up in them).
+    monkeypatch.setattr(retrieval, "RowStack", lambda n, most, zeros: pruned.RowStack(n, 1, zeros))
+    index = retrieval.Index(OutputReader(tmp_path), queries=[t for _, t in queries], rows_only=True)
+    assert len(index._whole) >= 2 and len(index.row_stack.at) < len(index._dense)
+    assert_same(*both_ways(monkeypatch, index, queries, 5, 12))
+    index.weigh.codes = None  # (too many (tf, length) pairs for a uint16 code: the formula, in NumPy)
+    assert pruned.TopChunks.of(index, pruned_loops) is None
+
+
+def test_stage_05_writes_the_same_files_with_the_module_and_without(tmp_path, monkeypatch):
+    # The whole stage on a small BEIR corpus (one chunk a record, no section context: the
+    # compiled path), its results, run file and metrics byte for byte with the module and off.
+    import json
+
+    import pandas as pd
+
+    from pipekit.cli import stage_main
+
+    rng = np.random.default_rng(8)
+    words, texts, _ = random_corpus(rng, n_chunks=300, vocab=60, new_doc=1.0)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": t or "w0x"}) + "\n"
+                              for i, t in enumerate(texts)))
+    queries = random_queries(rng, words, n=50)
+    (tmp_path / "queries.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries))
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{q}\td{int(rng.integers(0, 300))}\t1\n" for q, _ in queries))
+    config = tmp_path / "config.yaml"
+    config.write_text("paths: {output: out}\ndocuments: {input: corpus.jsonl}\nindexing: {heading_weight: 1}\n"
+                      "retrieval: {queries: queries.tsv, qrels: qrels.tsv, top_k: 10, feedback: none, "
+                      "section_context: 0}\n")
+    for stage in range(1, 5):
+        assert stage_main(stage, load_stage(stage).run, ["--config", str(config)]) == 0
+    files = []
+    for module in (pruned_loops, False):
+        monkeypatch.setattr(pruned.BUILT, "module", module)
+        assert stage_main(5, retrieval.run, ["--config", str(config), "--force"]) == 0
+        out = tmp_path / "out"
+        files.append(((out / "05_results.trec").read_bytes(), pd.read_parquet(out / "05_results.parquet"),
+                      pd.read_parquet(out / "05_metrics.parquet")))
+    (trec, results, metrics), (trec2, results2, metrics2) = files
+    assert trec == trec2 and len(results) > 100
+    assert results.equals(results2) and metrics.equals(metrics2)
+
+
+def test_the_built_module_ranks_as_the_loops_do(tmp_path, monkeypatch):
+    # pycc's build of the same loops (built once per machine, as stage 05 builds it: ~13 s of a core).
+    monkeypatch.setattr(pruned.BUILT, "module", pruned.BUILT.module)  # (put back after: other tests' small
+    built = pruned.BUILT.load()                                        # indexes rank in NumPy then)
+    if built is None:
+        pytest.skip("the compiled loops cannot be built here (numba or a C compiler missing): "
+                    "stage 05 ranks in NumPy, tested elsewhere")
+    rng = np.random.default_rng(21)
+    words, texts, doc_ids = random_corpus(rng, vocab=50)
+    index = build(tmp_path, texts, doc_ids)
+    a, b = pruned.TopChunks.of(index, built), pruned.TopChunks.of(index, pruned_loops)
+    for _, text in random_queries(rng, words, n=80):
+        q = index.query_terms([text])[0]
+        for reach in (1, 10, 110):
+            (c1, v1), (c2, v2) = a(q.ids, q.weights, reach), b(q.ids, q.weights, reach)
+            assert c1.tobytes() == c2.tobytes() and v1.tobytes() == v2.tobytes()
