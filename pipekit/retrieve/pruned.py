@@ -138,8 +138,9 @@ class TopChunks:
         w = np.asarray(weights, dtype=np.float64)
         scratch = getattr(self._scratch, "arrays", None)
         if scratch is None:
-            scratch = self._scratch.arrays = (np.zeros(self.n), np.empty(self.n, np.int32),
-                                              np.empty(self.n, np.int32), np.empty(self.n))
+            # (in 4 KiB pages, as the stacks: the loop touches hits, cand and part only as far as a
+            # query's chunks reach, and a huge page's fault can stall on compaction)
+            scratch = self._scratch.arrays = tuple(small_page_zeros((self.n,), t) for t in (np.float64, np.int32, np.int32, np.float64))
         cols, vals = self.loops.top_chunks(
             reach, self.seeds(ids, 2 * reach), term, rowat, w, index.max_impact[ids] * w, index.idf[ids],
             self.k1, self.pair_tf, self.pair_norm, np.concatenate(values) if values else np.zeros(1), voff,
