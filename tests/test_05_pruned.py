@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 from pipekit.retrieve import pruned, pruned_loops
 from pipekit.retrieve.ranks import rank
 from pipekit.retrieve.search import OutputReader
+from pipekit.run.arrays import small_page_zeros
 from pipekit.run.stages import load_stage
 from test_05_retrieval_fast import RM3, WAYS, build, random_corpus, random_queries, retrieval
 
@@ -171,3 +172,39 @@ def test_the_built_module_ranks_as_the_loops_do(tmp_path, monkeypatch):
         for reach in (1, 10, 110):
             (c1, v1), (c2, v2) = a(q.ids, q.weights, reach), b(q.ids, q.weights, reach)
             assert c1.tobytes() == c2.tobytes() and v1.tobytes() == v2.tobytes()
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(0, 5), n=st.integers(0, 9000), dtype=st.sampled_from([np.uint8, np.uint16, np.float64]))
+def test_small_page_zeros_is_np_zeros(rows, n, dtype):
+    # RowStack's stacks: the same array np.zeros makes, writable, its rows views that outlive it.
+    got = small_page_zeros((rows, n), dtype)
+    assert got.shape == (rows, n) and got.dtype == np.dtype(dtype) and not got.any()
+    if rows and n:
+        row = got[rows - 1]
+        del got
+        row[n - 1] = 7
+        assert row.sum() == 7 and row.flags.writeable
+
+
+def test_a_row_stack_is_in_small_pages():
+    # Huge pages for it stalled stage 05's load on compaction (bench/README.md, branch `r05`).
+    stack = pruned.RowStack(1 << 20, 8)
+    row = stack.zeros((1 << 20,), np.uint16)
+    row[::4096] = 1
+    start = row.__array_interface__["data"][0] + row.nbytes // 2  # (NumPy's advice leaves an array's first page out)
+    try:
+        maps = open("/proc/self/smaps").read().split("\n")
+    except OSError:
+        pytest.skip("no /proc/self/smaps")
+    for i, line in enumerate(maps):
+        head = line.split()[0] if line else ""
+        if "-" in head and all(c in "0123456789abcdef-" for c in head):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            if lo <= start < hi:
+                block = maps[i:i + 40]
+                flags = next(b for b in block if b.startswith("VmFlags"))
+                assert "nh" in flags.split()  # (madvise NOHUGEPAGE: NumPy's own would say "hg")
+                assert next(b for b in block if b.startswith("AnonHugePages")).split()[1] == "0"
+                return
+    pytest.fail("the stack's mapping is not in smaps")

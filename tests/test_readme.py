@@ -906,6 +906,7 @@ SKIP_REASONS = {
     "needs symlinks": None, "no ls executable": None, "no fork": None, "needs stages 02 and 03": None, "needs run_pipeline.py": None,
     "needs the whole pipeline": None, "is not on this machine: the module list": None,
     "has the project": None, "glibc": None,  # (a skip on other C libraries)
+    "no /proc/self/smaps": None,  # (a skip off Linux: tests/test_05_pruned.py's page check)
     "pipekit is importable here without the checkout": "`pip install -e .`",
     "the compiled loops cannot be built here": "a C compiler",  # (numba's pycc links stage 04's loops)
 }

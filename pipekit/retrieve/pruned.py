@@ -31,6 +31,7 @@ import numpy as np
 
 from pipekit.retrieve.ranks import sorted_unique
 from pipekit.run.aot import Ahead
+from pipekit.run.arrays import small_page_zeros
 
 BUILT = Ahead("pipekit.retrieve.pruned_loops", "pipekit_rank", "stage 05's compiled ranking", "ranking in NumPy")
 LEAST_CHUNKS = 50_000  # chunks from which the module is worth building (the tests' and the sample's never build it)
@@ -40,7 +41,9 @@ class RowStack:
     """Coded rows (ranks.coded_row: a code per chunk) laid out as the rows of one 2D array per
     code type, so that the compiled loop can be handed all of them at once.  `zeros` is the
     allocator the rows are made with (`most` of each type, then plain arrays); a stack's pages
-    are the OS's zero pages until a row is written, so the unused rows cost nothing."""
+    are the OS's zero pages until a row is written, so the unused rows cost nothing.  A stack
+    is in 4 KiB pages (`small_page_zeros`), as the rows were when each was an array of its own:
+    NumPy's huge pages for it cost ~1 s of system time at a million passages (compaction)."""
 
     def __init__(self, n: int, most: int, zeros=np.zeros):
         self.n, self.most, self._zeros = n, most, zeros
@@ -55,7 +58,7 @@ class RowStack:
         with self._lock:
             stack = self.stacks.get(dtype)
             if stack is None:
-                stack = self.stacks[dtype] = np.zeros((self.most, self.n), dtype)
+                stack = self.stacks[dtype] = small_page_zeros((self.most, self.n), dtype)
             used = sum(1 for r in self.at.values() if (r >= 0) == (dtype == np.uint8))
             if used == self.most:
                 return self._zeros(shape, dtype)
@@ -135,8 +138,9 @@ class TopChunks:
         w = np.asarray(weights, dtype=np.float64)
         scratch = getattr(self._scratch, "arrays", None)
         if scratch is None:
-            scratch = self._scratch.arrays = (np.zeros(self.n), np.empty(self.n, np.int32),
-                                              np.empty(self.n, np.int32), np.empty(self.n))
+            # (in 4 KiB pages, as the stacks: the loop touches hits, cand and part only as far as a
+            # query's chunks reach, and a huge page's fault can stall on compaction)
+            scratch = self._scratch.arrays = tuple(small_page_zeros((self.n,), t) for t in (np.float64, np.int32, np.int32, np.float64))
         cols, vals = self.loops.top_chunks(
             reach, self.seeds(ids, 2 * reach), term, rowat, w, index.max_impact[ids] * w, index.idf[ids],
             self.k1, self.pair_tf, self.pair_norm, np.concatenate(values) if values else np.zeros(1), voff,

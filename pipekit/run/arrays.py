@@ -1,11 +1,12 @@
 """Array helpers several stages share: Arrow string buffers as NumPy, run starts of sorted codes,
-a column as one array, byte scans without temporaries.
+a column as one array, byte scans without temporaries, zeros in small pages.
 
 Kept at the bottom of the house so that the analyzer (04), the cleaning fast path (02), the
 query reader and the ranks (05) and the reuse plan (every stage) use one of each.
 """
 from __future__ import annotations
 
+import mmap
 import threading
 
 import numpy as np
@@ -181,3 +182,24 @@ def true_counts(flags: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     # The last reduceat runs to the array's end: its segment stops at g[-1] instead.
     between[-1] = sums[g[-2]:g[-1]].sum()
     return between + np.diff(part)
+
+
+def small_page_zeros(shape, dtype) -> np.ndarray:
+    """np.zeros(shape, dtype) in the kernel's 4 KiB pages: an anonymous mapping of its own,
+    handed back (munmap) when the array and its views are gone.
+
+    NumPy asks for transparent huge pages (madvise) for every array of 4 MB or more, and where
+    the kernel compacts memory to find one on the spot (`defrag` = madvise, this bench's
+    machine) a first touch can stall for milliseconds: stage 05's coded rows laid out as one
+    stack (pipekit/retrieve/pruned.py's RowStack, 96 rows of a million chunks) cost 0.85-1.6 s
+    of system time at a million passages in 466 faults, where the same rows made one by one
+    (1-2 MB each, under NumPy's threshold) had cost 0.03-0.16 s in ~7,000 (bench/README.md,
+    branch `r05`).  Untouched pages stay the OS's zero pages, as np.zeros' do."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes == 0:
+        return np.zeros(shape, dtype)
+    buffer = mmap.mmap(-1, nbytes)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):  # (where the kernel gives huge pages unasked, too)
+        buffer.madvise(mmap.MADV_NOHUGEPAGE)
+    return np.frombuffer(buffer, dtype).reshape(shape)
