@@ -156,7 +156,7 @@ def indexed_runs(analyzer: Analyzer, fields: list[tuple]) -> tuple[pa.Array, np.
             np.concatenate([np.full(len(r), w, dtype=np.int32) for w, r in zip(weights, rows)]))
 
 
-def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, heading_weight: int = 1):
+def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, heading_weight: int = 1, kept=None):
     """Word counts of one batch of chunks: its distinct words (an Arrow dictionary), then
     rows are chunks, columns the words' numbers in that dictionary (CSR: the column of
     each entry, its count, the entries per row; a word said twice in a chunk is two
@@ -171,7 +171,9 @@ def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, hea
     fields = indexed_fields(batch, path_weight, heading_weight)
     # The three steps below in one compiled pass over the bytes, the same arrays (numba:
     # pipekit/index/compiled.py; None while it loads, where it cannot, or for a small batch).
-    counted = compiled.count_words(fields, analyzer.capitals, batch.num_rows)
+    # `kept`: each counting thread keeps its table, and a batch's dictionary is only the words
+    # new to its thread (compiled.KeptWords).
+    counted = compiled.count_words(fields, analyzer.capitals, batch.num_rows, kept=kept)
     if counted is not None:
         return counted
     words, rows, weights = indexed_runs(analyzer, fields)  # cut
@@ -223,11 +225,12 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     # beside the counting (pipekit/index/vocabulary.py), each new word analysed once.
     vocab = Vocabulary(analyzer, spill=spill)
     parts, meta_cols = deque(), []
+    kept = compiled.KeptWords()  # each counting thread's words, kept between its batches
 
     # Two batches counted at once: Arrow's kernels and NumPy's loops let go of the GIL,
     # and on one thread stage 04 left the second core idle while the first cut words.
     def count(batch):
-        dictionary, ids, counts, nnz = count_batch(analyzer, batch, path_weight, heading_weight)
+        dictionary, ids, counts, nnz = count_batch(analyzer, batch, path_weight, heading_weight, kept)
         counts = counting.narrow_counts(counts)  # 2 bytes a count while they fit (None: all 1)
         if spill is not None:
             ids, counts = spill.put(ids), None if counts is None else spill.put(counts)
