@@ -240,6 +240,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
         advance(batch.num_rows)  # the local engine's bar (a cluster counts partitions instead)
         parts.append((vocab.add(dictionary), ids, counts, nnz))
         meta_cols.append(batch.select([c for c in cited if c in batch.schema.names]))
+    kept = None  # (the closure reads it: the threads' tables freed here, where the counting ran on this thread)
     terms = vocab.finish()
     n_terms = len(terms)
     # Each batch into term space and term-major order on its own (two at once), each
