@@ -37,9 +37,11 @@ the words were written out that many times (BM25F's field weighting), so the for
 above holds as written over those counts; `heading_weight: 1` is the plain formula.
 
 The counting is per batch (`count_batch`: a batch in, its sparse counts out, against
-batch-local word ids, so two batches are counted at once on two threads; the Vocabulary
+word ids of its own, so two batches are counted at once on two threads; the Vocabulary
 numbers each batch's dictionary in the corpus's word list beside them, a hash table kept
-between batches: pipekit/index/wordtable.py), and one step
+between batches: pipekit/index/wordtable.py; where the compiled loops count, each thread
+keeps its own words from batch to batch too, and a batch's dictionary is only the words new
+to its thread: compiled.KeptWords), and one step
 at the end of a partition (`count_chunks`) maps words to terms and sums: the split a
 map/reduce engine needs.
 
