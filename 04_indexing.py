@@ -84,6 +84,12 @@ the index stays three plain tables anyone can open in pandas.
 from __future__ import annotations
 
 import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
+if __name__ == "__main__":  # (before pyarrow loads) run alone, Arrow on glibc's heap, as run_pipeline's child has it:
+    # Arrow's own mimalloc faulted in fresh huge pages here, 0.5-1.4 s of system time at 200k passages
+    # and 1.3-1.6 s at a million, and a 45 MB higher peak at 200k (bench/README.md, branch v04)
+    from pipekit.run.malloc import arrow_on_malloc
+
+    arrow_on_malloc()
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
