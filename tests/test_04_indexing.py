@@ -499,35 +499,3 @@ def test_drain_holds_none_of_what_it_runs_through():
     with pytest.raises(AssertionError):  # list() keeps them: the check above sees it
         list(tables())
 
-
-STAGE_POOL_CHILD = r"""
-import atexit, os, runpy, sys
-
-def show():  # at exit: the stage's own process, after its imports and its main()
-    import pyarrow as pa
-    print(pa.default_memory_pool().backend_name, os.environ.get("ARROW_DEFAULT_MEMORY_POOL", "-"))
-
-atexit.register(show)
-sys.argv = ["04_indexing.py", "--help"]
-runpy.run_path("04_indexing.py", run_name="__main__")
-"""
-
-
-@pytest.mark.parametrize("chosen, pool", [(None, "system"), ("jemalloc", "jemalloc")])
-def test_stage_04_run_alone_puts_arrow_on_malloc(chosen, pool):
-    """Run as a script, stage 04 allocates Arrow's buffers from glibc's malloc, as run_pipeline's
-    child does (malloc.arrow_on_malloc; Arrow's mimalloc faulted in fresh huge pages: up to
-    1.6 s of system time at a million passages); a pool the user chose is kept, and the
-    environment is put back for the processes it starts."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    if chosen:
-        env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
-    child = subprocess.run([sys.executable, "-c", STAGE_POOL_CHILD], cwd=Path(__file__).resolve().parent.parent,
-                           capture_output=True, text=True, timeout=120, env=env)
-    assert child.returncode == 0, child.stderr[-2000:]
-    assert child.stdout.split()[-2:] == [pool, chosen or "-"]
