@@ -37,9 +37,11 @@ the words were written out that many times (BM25F's field weighting), so the for
 above holds as written over those counts; `heading_weight: 1` is the plain formula.
 
 The counting is per batch (`count_batch`: a batch in, its sparse counts out, against
-batch-local word ids, so two batches are counted at once on two threads; the Vocabulary
+word ids of its own, so two batches are counted at once on two threads; the Vocabulary
 numbers each batch's dictionary in the corpus's word list beside them, a hash table kept
-between batches: pipekit/index/wordtable.py), and one step
+between batches: pipekit/index/wordtable.py; where the compiled loops count, each thread
+keeps its own words from batch to batch too, and a batch's dictionary is only the words new
+to its thread: compiled.KeptWords), and one step
 at the end of a partition (`count_chunks`) maps words to terms and sums: the split a
 map/reduce engine needs.
 
@@ -82,6 +84,12 @@ the index stays three plain tables anyone can open in pandas.
 from __future__ import annotations
 
 import pipekit  # first: outside the virtualenv it says how to activate it, not a traceback
+if __name__ == "__main__":  # (before pyarrow loads) run alone, Arrow on glibc's heap, as run_pipeline's child has it:
+    # Arrow's own mimalloc faulted in fresh huge pages here, 0.5-1.4 s of system time at 200k passages
+    # and 1.3-1.6 s at a million, and a 45 MB higher peak at 200k (bench/README.md, branch v04)
+    from pipekit.run.malloc import arrow_on_malloc
+
+    arrow_on_malloc()
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -156,7 +164,7 @@ def indexed_runs(analyzer: Analyzer, fields: list[tuple]) -> tuple[pa.Array, np.
             np.concatenate([np.full(len(r), w, dtype=np.int32) for w, r in zip(weights, rows)]))
 
 
-def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, heading_weight: int = 1):
+def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, heading_weight: int = 1, kept=None):
     """Word counts of one batch of chunks: its distinct words (an Arrow dictionary), then
     rows are chunks, columns the words' numbers in that dictionary (CSR: the column of
     each entry, its count, the entries per row; a word said twice in a chunk is two
@@ -171,7 +179,9 @@ def count_batch(analyzer: Analyzer, batch: pa.RecordBatch, path_weight: int, hea
     fields = indexed_fields(batch, path_weight, heading_weight)
     # The three steps below in one compiled pass over the bytes, the same arrays (numba:
     # pipekit/index/compiled.py; None while it loads, where it cannot, or for a small batch).
-    counted = compiled.count_words(fields, analyzer.capitals, batch.num_rows)
+    # `kept`: each counting thread keeps its table, and a batch's dictionary is only the words
+    # new to its thread (compiled.KeptWords).
+    counted = compiled.count_words(fields, analyzer.capitals, batch.num_rows, kept=kept)
     if counted is not None:
         return counted
     words, rows, weights = indexed_runs(analyzer, fields)  # cut
@@ -223,11 +233,12 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     # beside the counting (pipekit/index/vocabulary.py), each new word analysed once.
     vocab = Vocabulary(analyzer, spill=spill)
     parts, meta_cols = deque(), []
+    kept = compiled.KeptWords()  # each counting thread's words, kept between its batches
 
     # Two batches counted at once: Arrow's kernels and NumPy's loops let go of the GIL,
     # and on one thread stage 04 left the second core idle while the first cut words.
     def count(batch):
-        dictionary, ids, counts, nnz = count_batch(analyzer, batch, path_weight, heading_weight)
+        dictionary, ids, counts, nnz = count_batch(analyzer, batch, path_weight, heading_weight, kept)
         counts = counting.narrow_counts(counts)  # 2 bytes a count while they fit (None: all 1)
         if spill is not None:
             ids, counts = spill.put(ids), None if counts is None else spill.put(counts)
@@ -237,6 +248,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
         advance(batch.num_rows)  # the local engine's bar (a cluster counts partitions instead)
         parts.append((vocab.add(dictionary), ids, counts, nnz))
         meta_cols.append(batch.select([c for c in cited if c in batch.schema.names]))
+    kept = None  # (the closure reads it: the threads' tables freed here, where the counting ran on this thread)
     terms = vocab.finish()
     n_terms = len(terms)
     # Each batch into term space and term-major order on its own (two at once), each

@@ -67,6 +67,35 @@ def test_the_compiled_pass_gives_the_plain_ways_arrays(rows, heading_weight, pat
     assert_same(got, plain(analyzer, fields, batch.num_rows))
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.tuples(TEXT, TEXT), min_size=1, max_size=6), min_size=1, max_size=5),
+       st.sampled_from([0, 1, 3]), st.booleans(), st.sampled_from([1, 1 << 12]))
+def test_a_thread_that_keeps_its_words_gives_each_token_the_plain_ways_word(batches, heading_weight, capitals,
+                                                                             scale):
+    """With compiled.KeptWords a counting thread's table outlives its batch: each batch's
+    dictionary (NewWords) is only the words new to the thread, numbered after its earlier ones,
+    and its ids number the thread's words.  Batch after batch on one thread, each token's word,
+    its count and each chunk's entries are the plain way's (its own dictionary each batch)."""
+    analyzer = Analyzer("none", "none", "capitals" if capitals else "none")
+    kept, words = compiled.KeptWords(), []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compiled._Scratch, "SCALE", scale)  # (1 << 12: buffers grown, the kept table rehashed)
+        for rows in batches:
+            texts, headings = zip(*rows)
+            batch = chunks(*texts, headings=list(headings))
+            fields = indexing.indexed_fields(batch, 0, heading_weight)
+            new, ids, counts, nnz = compiled.count_words(fields, analyzer.capitals, batch.num_rows, least=0, kept=kept)
+            d, ids2, counts2, nnz2 = plain(analyzer, fields, batch.num_rows)
+            assert isinstance(new, compiled.NewWords) and new.first == len(words)
+            added = new.words.to_pylist()
+            assert len(set(added)) == len(added) and not set(added) & set(words)
+            words += added
+            assert [words[i] for i in ids] == [d[int(i)].as_py() for i in ids2]
+            assert ids.dtype == ids2.dtype and (counts is None) == (counts2 is None)
+            assert counts is None or np.array_equal(counts, counts2)
+            assert nnz.dtype == nnz2.dtype and np.array_equal(nnz, nnz2)
+
+
 def test_a_sliced_column_and_a_batch_of_many_words():
     # A column sliced out of a bigger one (offsets not from 0), and ~20k distinct words in one
     # field (the table, words and token buffers grown mid-text from their smallest sizes).
@@ -99,9 +128,12 @@ def test_the_index_is_the_same_with_the_compiled_loops_and_without(monkeypatch, 
                    paths=[list(rng.choice(["ops", "Guide", "ünï"], int(rng.integers(0, 3)))) for _ in texts])
     analyzer = Analyzer("english", "questions")
 
-    def index():
-        return indexing.build_index([batch], analyzer, 1.2, 0.75, path_weight, heading_weight=heading_weight)
+    assert_same_index(monkeypatch, lambda: indexing.build_index([batch], analyzer, 1.2, 0.75, path_weight,
+                                                                heading_weight=heading_weight))
 
+
+def assert_same_index(monkeypatch, index):
+    """index() gives the same tables and statistics with the compiled loops and without."""
     monkeypatch.setattr(compiled, "LEAST_BYTES", 0)
     with_loops = index()
     monkeypatch.setattr(compiled, "_loops", False)
@@ -109,6 +141,21 @@ def test_the_index_is_the_same_with_the_compiled_loops_and_without(monkeypatch, 
     for a, b in zip(with_loops[:3], without[:3]):
         assert a.equals(b)
     assert with_loops[3] == without[3]
+
+
+def test_many_batches_on_two_threads_that_keep_their_words_give_the_plain_index(monkeypatch):
+    """count_chunks on two threads, each keeping its words across its batches (a batch's ids
+    numbering its thread's words, the vocabulary a map a thread): the index of the plain way."""
+    rng = np.random.default_rng(11)
+    vocab = ["deploy", "Rollback", "R", "a", "x86_64", "café", "on-call", "Freeze", "I", "2024"] + [
+        "w%d" % i for i in range(400)]
+    batches = []
+    for b in range(9):
+        texts = [" ".join(rng.choice(vocab[:60 + 40 * b], int(rng.integers(0, 40)))) for _ in range(120)]
+        batches.append(chunks(*texts, headings=[" ".join(rng.choice(vocab, 2)) for _ in texts]))
+    analyzer = Analyzer("english", "questions")
+
+    assert_same_index(monkeypatch, lambda: indexing.build_index(iter(batches), analyzer, 1.2, 0.75, 0, heading_weight=2))
 
 
 @settings(max_examples=200, deadline=None)

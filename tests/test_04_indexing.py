@@ -498,3 +498,4 @@ def test_drain_holds_none_of_what_it_runs_through():
     alive.clear()
     with pytest.raises(AssertionError):  # list() keeps them: the check above sees it
         list(tables())
+

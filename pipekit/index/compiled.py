@@ -41,7 +41,9 @@ counted the plain way.  Both ways give the same arrays, to the element
 """
 from __future__ import annotations
 
+import itertools
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -89,24 +91,63 @@ class _Scratch:
 
 
 _scratch = threading.local()
+_owners = itertools.count()  # (a kept table's number: the vocabulary keeps a map from each one's words)
 
 
-def count_words(fields: list, capitals: bool, n_rows: int, least: int | None = None):
+class NewWords(NamedTuple):
+    """A batch's dictionary where its counting thread keeps its words (`KeptWords`): only the
+    words the thread met for the first time in it, which are the thread's words first..first +
+    len(words); the batch's ids number the thread's words (`owner`: which thread's)."""
+    words: object  # pa.Array
+    owner: int
+    first: int
+
+
+class KeptWords:
+    """One counting run's word tables, a counting thread's own kept across its batches.
+
+    Each batch started with an empty table (zeroed: 8 MB a batch) and numbered its own ~86k
+    distinct words, every one inserted afresh, copied out as its dictionary, and numbered again
+    in the corpus's word list by the vocabulary (pipekit/index/vocabulary.py).  A corpus's
+    vocabulary stops growing early (~200k words at 200k passages and at a million here), so a
+    thread that keeps its table finds nearly every word of a later batch in it: the batch's
+    dictionary is only its new words (`NewWords`), and its ids number the thread's words.
+    A run's own object (a thread's table from another run is never read): held by the run,
+    freed with it."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def scratch(self) -> _Scratch:
+        s = getattr(self._local, "buffers", None)
+        if s is None:
+            s = self._local.buffers = _Scratch()
+            s.n_words, s.owner = 0, next(_owners)
+        return s
+
+
+def count_words(fields: list, capitals: bool, n_rows: int, least: int | None = None, kept: KeptWords | None = None):
     """(dictionary, ids, counts, entries per row) of a batch's `fields`, as count_batch's plain
     way gives them, or None where the compiled loops are not (yet) loaded, or the batch holds
     fewer than `least` (LEAST_BYTES) bytes of text.  `fields`: (strings, row of each string or None for
-    one a row, weight) in the order their words are counted."""
+    one a row, weight) in the order their words are counted.  With `kept`, the thread's table is
+    kept from its batch before: the dictionary is a `NewWords`, and the ids number the thread's words."""
     columns = [(_as_string_array(strings), rows, weight) for strings, rows, weight in fields]
     if sum(a.nbytes for a, _, _ in columns) < (LEAST_BYTES if least is None else least):
         return None
     loops = load(wait=False)
     if loops is None:
         return None
-    s = getattr(_scratch, "buffers", None)
-    if s is None:
-        s = _scratch.buffers = _Scratch()
-    s.table[:] = 0
-    n_words = n_tok = 0
+    if kept is not None:
+        s = kept.scratch()
+        n_words = first = s.n_words
+    else:
+        s = getattr(_scratch, "buffers", None)
+        if s is None:
+            s = _scratch.buffers = _Scratch()
+        s.table[:] = 0
+        n_words = first = 0
+    n_tok = 0
     ends, weights = [], []
     for arr, rows, weight in columns:
         offsets, data = string_buffers(arr)
@@ -124,9 +165,12 @@ def count_words(fields: list, capitals: bool, n_rows: int, least: int | None = N
     weighted = any(w != 1 and e > f for w, f, e in zip(weights, firsts, ends))
     ids, counts, nnz = loops.by_row(s.ids, s.rows, n_tok, np.array(ends, np.int64), np.array(weights, np.int64),
                                     n_rows, weighted)
-    word_offsets = s.starts[:n_words + 1].astype(np.int32)
-    dictionary = pa.StringArray.from_buffers(n_words, pa.py_buffer(word_offsets),
-                                             pa.py_buffer(s.words[:int(word_offsets[-1])].copy()))
+    starts = s.starts[first:n_words + 1]
+    dictionary = pa.StringArray.from_buffers(n_words - first, pa.py_buffer((starts - starts[0]).astype(np.int32)),
+                                             pa.py_buffer(s.words[int(starts[0]):int(starts[-1])].copy()))
+    if kept is not None:
+        s.n_words = n_words
+        dictionary = NewWords(dictionary, s.owner, first)
     return dictionary, ids, counts if weighted else None, nnz
 
 

@@ -23,6 +23,14 @@ compiled loops are loaded (a large corpus), the table is theirs (wordtable.Compi
 the same numbers, half the CPU of NumPy's probing, which was 1.46 s at a million passages on
 this thread while the counting threads waited for it).
 
+Where the counting's compiled loops count a batch, its counting thread keeps its own table
+from batch to batch (compiled.KeptWords): the batch's dictionary is then only the words new to
+that thread (`NewWords`), and its ids number the thread's words, so the vocabulary keeps a map
+a thread (its words' numbers in the corpus's list, extended batch by batch) and gives every
+batch of that thread the same map of terms.  A corpus's vocabulary stops growing early, so most
+batches bring a few new words, where each brought ~86k to be looked up again: the fold's CPU at
+a million passages 1.0 -> 0.35 s (bench/README.md, branch `v04`).
+
 The exact way stays, for a hash two words share (WordTable checks, and says so): from that
 batch on, the batches are folded `every` at a time by one `dictionary_encode` of the list so
 far followed by their dictionaries (Arrow's chunks share one dictionary, the list's words
@@ -32,16 +40,25 @@ What it does not do: decide what a term is (pipekit/index/analyzer.py).
 """
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipekit.index import compiled
+from pipekit.index.compiled import NewWords
 from pipekit.index.wordtable import Collision, CompiledWordTable, WordTable
 
 FOLD_EVERY = 8  # batches' dictionaries folded at a time the exact way (~8 MB waiting)
+
+
+class _Owned(NamedTuple):
+    """maps[k] of a batch whose ids number its counting thread's kept words (compiled.KeptWords):
+    that thread's map from its words to the corpus's, the same for all its batches."""
+    owner: int
 
 
 class Vocabulary:
@@ -61,13 +78,19 @@ class Vocabulary:
         self._words = pa.array([], pa.string())
         self.word_terms: list[pa.Array] = []  # each fold's new words' terms (null: dropped)
         self.pending: list[tuple[int, pa.Array]] = []  # (batch, dictionary) not folded yet
-        self.maps: list = []  # batch k: each local id's number in `words` (or where the spill has it)
+        self.maps: list = []  # batch k: each local id's number in `words` (or where the spill has it, or _Owned)
+        # A counting thread's kept words (NewWords): each one's number in `words`, in pieces as
+        # its batches come (its ids number them), and once finished, each one's term.
+        self.owned: dict[int, list[np.ndarray]] = {}
+        self.owned_terms: dict[int, np.ndarray] = {}
+        self._owned_lock = threading.Lock()
         self.term_of_word: np.ndarray | None = None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="vocabulary")
         self._folding = None
 
-    def add(self, dictionary: pa.Array) -> int:
-        """Take a batch's distinct words (its local ids number them); the batch's number."""
+    def add(self, dictionary: pa.Array | NewWords) -> int:
+        """Take a batch's distinct words (its local ids number them), or its counting thread's new
+        words (NewWords: its ids number the thread's words); the batch's number."""
         k = len(self.maps)
         self.maps.append(None)
         self.pending.append((k, dictionary))
@@ -94,12 +117,12 @@ class Vocabulary:
         while pending and self.table is not None:
             (k, dictionary), n = pending[0], len(self.table)
             try:
-                m = self.table.number(dictionary)
+                m = self.table.number(_words_of(dictionary))
             except Collision:  # from this batch on, the exact way
                 self._words, self.table, self.exact = self.table.words, None, True
                 break
             pending = pending[1:]
-            self.maps[k] = self.spill.put(m) if self.spill is not None else m
+            self._keep(k, dictionary, m)
             self.word_terms.append(self.analyzer.terms_of_words(self.table.words.slice(n)))
         if pending:
             self._fold_exact(pending)
@@ -107,7 +130,8 @@ class Vocabulary:
     def _fold_exact(self, pending: list[tuple[int, pa.Array]]) -> None:
         """`_fold` by one `dictionary_encode` of the word list and the batches' dictionaries."""
         n = len(self.words)
-        dictionaries = [d.cast(pa.string()) if d.type != pa.string() else d for _, d in pending]
+        dictionaries = [_words_of(d) for _, d in pending]
+        dictionaries = [d.cast(pa.string()) if d.type != pa.string() else d for d in dictionaries]
         known = [self.words] if n else []  # (Arrow drops an empty chunk from the result)
         encoded = pc.dictionary_encode(pa.chunked_array([*known, *dictionaries], pa.string()))
         # One dictionary for every chunk, the list's words first and in place (what Arrow's
@@ -125,10 +149,22 @@ class Vocabulary:
             words = pa.concat_arrays([self.words, union.filter(pc.invert(pc.is_in(union, value_set=self.words)))])
             maps = [np.asarray(pc.index_in(d, value_set=words), dtype=np.int32) for d in dictionaries]
         del encoded
-        for (k, _), m in zip(pending, maps):
-            self.maps[k] = self.spill.put(m) if self.spill is not None else m
+        for (k, d), m in zip(pending, maps):
+            self._keep(k, d, m)
         self.word_terms.append(self.analyzer.terms_of_words(words.slice(n)))
         self._words = words
+
+    def _keep(self, k: int, dictionary, m: np.ndarray) -> None:
+        """Batch k's map from its words to the corpus's: its own, or its thread's words' (NewWords)."""
+        if not isinstance(dictionary, NewWords):
+            self.maps[k] = self.spill.put(m) if self.spill is not None else m
+            return
+        pieces = self.owned.setdefault(dictionary.owner, [])
+        if sum(len(p) for p in pieces) != dictionary.first:  # (a thread's batches come in its order)
+            raise RuntimeError(f"batch {k}: its thread's new words start at {dictionary.first}, "
+                               f"not after the {sum(len(p) for p in pieces)} numbered before")
+        pieces.append(m.astype(np.int32, copy=False))
+        self.maps[k] = _Owned(dictionary.owner)
 
     def finish(self) -> pa.Array:
         """The sorted terms (once every batch is added)."""
@@ -153,6 +189,18 @@ class Vocabulary:
         m, self.maps[k] = self.maps[k], None
         if m is None:  # a batch without words
             return np.zeros(0, dtype=np.int32)
+        if isinstance(m, _Owned):  # every batch of that thread: its words' terms, made once
+            with self._owned_lock:
+                terms = self.owned_terms.get(m.owner)
+                if terms is None:
+                    pieces = self.owned.pop(m.owner)
+                    terms = self.owned_terms[m.owner] = self.term_of_word[
+                        np.concatenate([np.zeros(0, np.int32), *pieces])]
+            return terms
         if not isinstance(m, np.ndarray):
             m = self.spill.get(m)
         return self.term_of_word[m]
+
+
+def _words_of(dictionary) -> pa.Array:
+    return dictionary.words if isinstance(dictionary, NewWords) else dictionary
