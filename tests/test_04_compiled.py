@@ -69,24 +69,33 @@ def test_the_compiled_pass_gives_the_plain_ways_arrays(rows, heading_weight, pat
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.lists(st.tuples(TEXT, TEXT), min_size=1, max_size=6), min_size=1, max_size=5),
-       st.sampled_from([0, 1, 3]), st.booleans(), st.sampled_from([1, 1 << 12]))
+       st.sampled_from([0, 1, 3]), st.booleans(), st.sampled_from([1, 1 << 12]), st.sampled_from([None, 1, 5]))
 def test_a_thread_that_keeps_its_words_gives_each_token_the_plain_ways_word(batches, heading_weight, capitals,
-                                                                             scale):
+                                                                             scale, most):
     """With compiled.KeptWords a counting thread's table outlives its batch: each batch's
     dictionary (NewWords) is only the words new to the thread, numbered after its earlier ones,
     and its ids number the thread's words.  Batch after batch on one thread, each token's word,
-    its count and each chunk's entries are the plain way's (its own dictionary each batch)."""
+    its count and each chunk's entries are the plain way's (its own dictionary each batch).
+    `most`: a table that reached KeptWords.MOST words is started again, under a new owner."""
     analyzer = Analyzer("none", "none", "capitals" if capitals else "none")
-    kept, words = compiled.KeptWords(), []
+    kept, words, owner = compiled.KeptWords(), [], None
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(compiled._Scratch, "SCALE", scale)  # (1 << 12: buffers grown, the kept table rehashed)
+        if most is not None:
+            mp.setattr(compiled.KeptWords, "MOST", most)
         for rows in batches:
             texts, headings = zip(*rows)
             batch = chunks(*texts, headings=list(headings))
             fields = indexing.indexed_fields(batch, 0, heading_weight)
             new, ids, counts, nnz = compiled.count_words(fields, analyzer.capitals, batch.num_rows, least=0, kept=kept)
             d, ids2, counts2, nnz2 = plain(analyzer, fields, batch.num_rows)
-            assert isinstance(new, compiled.NewWords) and new.first == len(words)
+            assert isinstance(new, compiled.NewWords)
+            if new.owner != owner:  # a table of its own: the first batch, or the last one reached MOST
+                assert owner is None or len(words) >= compiled.KeptWords.MOST
+                owner, words = new.owner, []
+            else:
+                assert len(words) < compiled.KeptWords.MOST
+            assert new.first == len(words)
             added = new.words.to_pylist()
             assert len(set(added)) == len(added) and not set(added) & set(words)
             words += added
@@ -155,6 +164,10 @@ def test_many_batches_on_two_threads_that_keep_their_words_give_the_plain_index(
         batches.append(chunks(*texts, headings=[" ".join(rng.choice(vocab, 2)) for _ in texts]))
     analyzer = Analyzer("english", "questions")
 
+    assert_same_index(monkeypatch, lambda: indexing.build_index(iter(batches), analyzer, 1.2, 0.75, 0, heading_weight=2))
+    # A thread's table started again every ~100 words (KeptWords.MOST): several owners a thread.
+    monkeypatch.setattr(compiled.KeptWords, "MOST", 100)
+    monkeypatch.setattr(compiled, "_loops", None)
     assert_same_index(monkeypatch, lambda: indexing.build_index(iter(batches), analyzer, 1.2, 0.75, 0, heading_weight=2))
 
 

@@ -113,14 +113,21 @@ class KeptWords:
     thread that keeps its table finds nearly every word of a later batch in it: the batch's
     dictionary is only its new words (`NewWords`), and its ids number the thread's words.
     A run's own object (a thread's table from another run is never read): held by the run,
-    freed with it."""
+    freed with it.
+
+    A vocabulary that never stops growing (identifiers, numbers, hashes, many languages) would
+    make each thread's table a copy of it, beside the vocabulary's own: from MOST words on, a
+    thread starts a new table (a new owner to the vocabulary), so a table stays bounded
+    (~32 MB) and a corpus whose words level off keeps one table a thread."""
+
+    MOST = 1 << 19  # words a thread's table keeps before it starts again (~200k here at any size)
 
     def __init__(self):
         self._local = threading.local()
 
     def scratch(self) -> _Scratch:
         s = getattr(self._local, "buffers", None)
-        if s is None:
+        if s is None or s.n_words >= self.MOST:
             s = self._local.buffers = _Scratch()
             s.n_words, s.owner = 0, next(_owners)
         return s
