@@ -104,6 +104,38 @@ def test_top_chunks_holds_the_reach_best_with_their_ties(seed, terms, reach):
         assert scores.tobytes() == scores2.tobytes()
 
 
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_many_pair_codes_long_chunks_and_high_tf(tmp_path_factory, seed):
+    # Chunks of 1 to 700 words and a word said up to 90 times in one: thousands of (tf, length)
+    # pairs, so the NumPy path weighs a short list posting by posting (the formula) and a long one
+    # by the term's kept table (bm25.Weights.table), which the loop is handed: the same bits.
+    tmp_path = tmp_path_factory.mktemp("pairs")
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}x" for i in range(25)]
+    p = 1.0 / np.arange(1, len(words) + 1)
+    texts, doc_ids = [], []
+    for c in range(160):
+        body = [words[i] for i in rng.choice(len(words), size=int(rng.integers(1, 700)), p=p / p.sum())]
+        body += [words[int(rng.integers(0, len(words)))]] * int(rng.integers(0, 90))
+        texts.append(" ".join(body))
+        doc_ids.append(f"doc{c // 2}")
+    build(tmp_path, texts, doc_ids)
+    queries = random_queries(rng, words, n=40)
+    index = retrieval.Index(OutputReader(tmp_path), queries=[t for _, t in queries], rows_only=True)
+    index.small_query = 0
+    assert index.weigh.codes is not None and len(index.weigh.pair_tf) > 4096
+    with pytest.MonkeyPatch.context() as mp:
+        assert_same(*both_ways(mp, index, queries, 5, 12))
+    ranked = pruned.TopChunks.of(index, pruned_loops)
+    for _, text in queries:
+        q = index.query_terms([text])[0]
+        cols, vals = ranked(q.ids, q.weights, 30)
+        all_cols, all_vals = index.scores(q.ids, weights=q.weights)
+        at = np.searchsorted(all_cols, cols)
+        assert np.array_equal(all_cols[at], cols) and all_vals[at].tobytes() == vals.tobytes()
+
+
 def test_rows_past_the_stack_and_no_pair_codes_take_the_numpy_path(tmp_path, monkeypatch):
     rng = np.random.default_rng(3)
     words, texts, doc_ids = random_corpus(rng, vocab=30)

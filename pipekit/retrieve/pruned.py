@@ -83,8 +83,7 @@ class TopChunks:
         self.rows = index.row_stack
         self.arrays = (np.ascontiguousarray(index.indptr, dtype=np.int64), index.chunk, index.weigh.codes,
                        self.rows.stack(np.uint8), self.rows.stack(np.uint16))
-        weigh = index.weigh
-        self.k1, self.pair_tf, self.pair_norm = float(weigh.k1), weigh.pair_tf.astype(np.float64), weigh.pair_norm
+        self.no_table = np.zeros(len(index.weigh.pair_tf))  # (a row-only term's: never read)
         self._scratch = threading.local()
 
     @classmethod
@@ -124,7 +123,8 @@ class TopChunks:
         rowat = np.full(m, -1, np.int64)
         voff = np.zeros(m, np.int64)
         values, at = [], 0
-        whole, dense, stacked = index._whole, index._dense, self.rows.at
+        whole, dense, stacked, table = index._whole, index._dense, self.rows.at, index.weigh.table
+        tables = []  # each term's weights by pair code, made once a term and kept (bm25.Weights.table)
         for q, t in enumerate(ids.tolist()):
             row = dense.get(t)
             if row is not None and id(row[0]) in stacked:
@@ -135,6 +135,7 @@ class TopChunks:
                 if rowat[q] == -1:
                     return None
                 term[q] = -1
+            tables.append(self.no_table if term[q] == -1 else table(t))
         w = np.asarray(weights, dtype=np.float64)
         scratch = getattr(self._scratch, "arrays", None)
         if scratch is None:
@@ -142,8 +143,8 @@ class TopChunks:
             # query's chunks reach, and a huge page's fault can stall on compaction)
             scratch = self._scratch.arrays = tuple(small_page_zeros((self.n,), t) for t in (np.float64, np.int32, np.int32, np.float64))
         cols, vals = self.loops.top_chunks(
-            reach, self.seeds(ids, 2 * reach), term, rowat, w, index.max_impact[ids] * w, index.idf[ids],
-            self.k1, self.pair_tf, self.pair_norm, np.concatenate(values) if values else np.zeros(1), voff,
+            reach, self.seeds(ids, 2 * reach), term, rowat, w, index.max_impact[ids] * w, np.stack(tables),
+            np.concatenate(values) if values else np.zeros(1), voff,
             *self.arrays, *scratch)
         return cols.astype(index.chunk.dtype), vals
 
