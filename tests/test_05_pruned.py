@@ -136,6 +136,39 @@ def test_many_pair_codes_long_chunks_and_high_tf(tmp_path_factory, seed):
         assert np.array_equal(all_cols[at], cols) and all_vals[at].tobytes() == vals.tobytes()
 
 
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([12, 30, 80]), st.sampled_from([1, 5, 40]))
+def test_common_terms_as_bits_give_what_their_rows_give(tmp_path_factory, seed, vocab, depth):
+    # Where the compiled loop answers (its module built), a common term whose postings are held
+    # is looked up by its bits (pruned.BitStack), not a coded row: the hits of an index with bits
+    # are those of one with rows (compiled, and the NumPy path, which then searches the postings).
+    tmp_path = tmp_path_factory.mktemp("bits")
+    rng = np.random.default_rng(seed)
+    words, texts, doc_ids = random_corpus(rng, n_chunks=int(rng.integers(60, 400)), vocab=vocab)
+    build(tmp_path, texts, doc_ids)
+    queries = random_queries(rng, words, n=40)
+    texts_q = [t for _, t in queries]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(retrieval, "ROWS_ONLY_SHARE", 3)
+        mp.setattr(pruned.BUILT, "module", False)
+        rows = retrieval.Index(OutputReader(tmp_path), queries=texts_q, rows_only=True)
+        mp.setattr(pruned.BUILT, "module", pruned_loops)
+        bits = retrieval.Index(OutputReader(tmp_path), queries=texts_q, rows_only=True)
+        assert rows.bit_stack is None and bits.bit_stack is not None
+        assert set(bits._dense) == set(bits._whole) and set(rows._dense) == set(bits._whole) | set(bits.bit_stack.at)
+        for t, i in bits.bit_stack.at.items():  # each held chunk's bit, and the postings before each word
+            ch = bits.chunk[bits.indptr[t]:bits.indptr[t + 1]]
+            flags = np.unpackbits(bits.bit_stack.bits[i].view(np.uint8), bitorder="little")
+            assert np.array_equal(np.flatnonzero(flags), ch)
+            assert np.array_equal(bits.bit_stack.before[i], np.searchsorted(ch, np.arange(len(flags) // 64) * 64))
+        for ix in (rows, bits):
+            ix.small_query = 0
+        on = retrieval.search(bits, queries, 5, depth)
+        mp.setattr(pruned.BUILT, "module", False)
+        assert_same(on, retrieval.search(rows, queries, 5, depth))
+        assert_same(on, retrieval.search(bits, queries, 5, depth))
+
+
 def test_rows_past_the_stack_and_no_pair_codes_take_the_numpy_path(tmp_path, monkeypatch):
     rng = np.random.default_rng(3)
     words, texts, doc_ids = random_corpus(rng, vocab=30)
