@@ -101,7 +101,7 @@ from pipekit.retrieve.ranks import (BINCOUNT_SHARE, KeptSums, TopPostings, commo
                                     nth_best_document, rank, row_lookup, row_postings, sorted_unique)
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
 from pipekit.retrieve.pruned import BitStack, RowStack, ranker
-from pipekit.run.arrays import one_array, run_starts, small_page_zeros
+from pipekit.run.arrays import large_zeros, one_array, run_starts
 from pipekit.retrieve.sections import section_context
 from pipekit.run.stages import get_stage
 
@@ -158,7 +158,7 @@ class Index:
         # Not the columns nothing reads (at 1M passages the hashes alone were 19 MB of 100).
         self.chunks, self.read_later = read_chunks(self, chunks_path, UNREAD_04, later)  # (read_later(): the rest)
         if postings:
-            self.__dict__.update(self._derived(self.chunks, small_page_zeros))  # (4 KiB pages: a huge one can stall)
+            self.__dict__.update(self._derived(self.chunks, large_zeros))  # (4 KiB pages when large: a huge one can stall)
             self._dense = dict(zip(self.dense_ids.tolist(), self.dense))
             self._seeds = TopPostings(self._postings_of)  # each term's floor seeds, found once
         self.small_query = SMALL_QUERY  # tests lower it, so their small corpora take the pruned path

@@ -252,6 +252,24 @@ def test_small_page_zeros_is_np_zeros(rows, n, dtype):
         assert row.sum() == 7 and row.flags.writeable
 
 
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(0, 5000), dtype=st.sampled_from([np.uint16, np.int32, np.float64]))
+def test_large_zeros_are_np_zeros_in_small_pages_from_their_size(n, dtype):
+    # Stage 05's held postings: NumPy's own below SMALL_PAGES_FROM bytes, a mapping of their own from it.
+    import mmap
+
+    from pipekit.run import arrays
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(arrays, "SMALL_PAGES_FROM", 4096)
+        got = arrays.large_zeros((n,), dtype)
+    assert got.shape == (n,) and got.dtype == np.dtype(dtype) and not got.any()
+    owner = got
+    while isinstance(owner, np.ndarray) and owner.base is not None:
+        owner = owner.base
+    assert isinstance(owner, mmap.mmap) == (n * np.dtype(dtype).itemsize >= 4096)
+
+
 def test_a_row_stack_is_in_small_pages():
     # Huge pages for it stalled stage 05's load on compaction (bench/README.md, branch `r05`).
     stack = pruned.RowStack(1 << 20, 8)
