@@ -267,7 +267,7 @@ def test_large_zeros_are_np_zeros_in_small_pages_from_their_size(n, dtype):
     owner = got
     while isinstance(owner, np.ndarray) and owner.base is not None:
         owner = owner.base
-    assert isinstance(owner, mmap.mmap) == (n * np.dtype(dtype).itemsize >= 4096)
+    assert isinstance(getattr(owner, "obj", owner), mmap.mmap) == (n * np.dtype(dtype).itemsize >= 4096)
 
 
 def test_a_row_stack_is_in_small_pages():
