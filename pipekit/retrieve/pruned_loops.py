@@ -13,7 +13,8 @@ A. terms heaviest bound first (a term's bound: its largest weight times its quer
    lift an untouched chunk to the reach-th best sum so far (a floor: a sum of some terms is at
    most the chunk's score, weights being positive), no term adds chunks any more;
 B. the chunks still in the race are sorted; each lighter term is looked up in them (its coded
-   row, or a binary search in its postings from where the previous chunk's search ended), and
+   row, its bits (pruned.BitStack: a popcount gives the posting's place), or a galloping search
+   in its postings from where the previous chunk's search ended), and
    a chunk that can no longer reach the floor is dropped;
 C. the chunks left are scored exactly: term by term in query order, each chunk's sum from
    0.0, each weight times the term's query weight: ((0 + a) + b) + c, the additions of the
