@@ -342,26 +342,7 @@ def scanned(reach, acc):
     sums first copied out with their chunks touched 12 bytes a chunk of each thread's scratch at a
     million passages (bench/README.md, branch m05)."""
     n = len(acc)
-    cut = -1.0
-    if n > reach:
-        per = n // reach
-        low = np.inf
-        for b in range(reach):
-            most = acc[b * per]
-            for i in range(b * per + 1, b * per + per):
-                most = max(most, acc[i])
-            low = min(low, most)
-        k = 0
-        for c in range(n):
-            k += acc[c] >= low and acc[c] != 0.0
-        if k >= reach:  # (fewer: fewer than reach chunks scored, all of them kept)
-            some = np.empty(k)
-            k = 0
-            for c in range(n):
-                if acc[c] >= low and acc[c] != 0.0:
-                    some[k] = acc[c]
-                    k += 1
-            cut = np.partition(some, k - reach)[k - reach]
+    cut = reach_cut(reach, acc)
     kept = 0
     for c in range(n):
         kept += acc[c] >= cut and acc[c] != 0.0
@@ -381,7 +362,7 @@ def scanned(reach, acc):
 def nth_best(acc, hits, nh, want):
     """The want-th largest of acc[hits[:nh]] (want <= nh), without a copy of all nh: the least
     of `want` blocks' maxima is at most it, so only the sums at or above that are partitioned
-    (best_of's way)."""
+    (`reach_cut`'s way)."""
     per = nh // want
     low = np.inf
     for b in range(want):
@@ -402,31 +383,43 @@ def nth_best(acc, hits, nh, want):
     return np.partition(some, k - want)[k - want]
 
 
+@numba.njit(inline="always")
+def reach_cut(reach, values):
+    """The reach-th largest of the nonzero values, or -1.0 when there are no more than reach (all
+    kept).  Among many, the least of `reach` blocks' maxima (at most the reach-th largest: each
+    block's maximum is a value of its own) drops most before the partition (ranks.nth_largest's
+    way): the values at or above it counted first, then copied, never an array of all n (8 MB at
+    1M passages, a query)."""
+    n = len(values)
+    if n <= reach:
+        return -1.0
+    per = n // reach
+    low = np.inf
+    for b in range(reach):
+        most = values[b * per]
+        for i in range(b * per + 1, b * per + per):
+            most = max(most, values[i])
+        low = min(low, most)
+    k = 0
+    for i in range(n):
+        k += values[i] >= low and values[i] != 0.0
+    if k < reach:  # (fewer nonzero than reach: all of them)
+        return -1.0
+    some = np.empty(k)
+    k = 0
+    for i in range(n):
+        if values[i] >= low and values[i] != 0.0:
+            some[k] = values[i]
+            k += 1
+    return np.partition(some, k - reach)[k - reach]
+
+
 @numba.njit
 def best_of(reach, cols, scores):
-    """The chunks whose score is at least the reach-th best (all of them when fewer), as copies.
-    Among many, the least of `reach` blocks' maxima (at most the reach-th best) drops most
-    before the partition (ranks.nth_largest's way)."""
+    """The chunks whose score is at least the reach-th best (all of them when fewer), as copies
+    (scores are > 0: `reach_cut`'s nonzero ones are all of them)."""
     n = len(cols)
-    cut = -1.0
-    if n > reach:
-        per = n // reach
-        low = np.inf
-        for b in range(reach):
-            most = scores[b * per]
-            for i in range(b * per + 1, b * per + per):
-                most = max(most, scores[i])
-            low = min(low, most)
-        k = 0
-        for i in range(n):
-            k += scores[i] >= low
-        some = np.empty(k)  # (counted first: no array of all n, 8 MB at 1M passages, a query)
-        k = 0
-        for i in range(n):
-            if scores[i] >= low:
-                some[k] = scores[i]
-                k += 1
-        cut = np.partition(some, k - reach)[k - reach]
+    cut = reach_cut(reach, scores)
     kept = 0
     for i in range(n):
         kept += scores[i] >= cut
