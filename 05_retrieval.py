@@ -127,7 +127,7 @@ class Index:
     asked = None  # with `queries`: the postings held are only their terms' (pipekit/retrieve/asked.py)
     weigh = None  # the held postings and their weights (pipekit/retrieve/bm25.py)
     _whole: dict = {}  # term -> coded row, for the terms held only as rows (`rows_only`)
-    _bits = False  # rows_only: the compiled loop's lookups of common terms may be bits (`_dense_rows`)
+    _bits = False  # rows_only with the queries known (no rm3): common terms looked up by bits (`_dense_rows`)
 
     def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None, rows_only: bool = False, later=()):
         # postings=False: no scoring (a client whose workers score: shards.py); rows_only, later: ROWS_ONLY_SHARE, LATER_04.
@@ -154,7 +154,7 @@ class Index:
             apart = only_rows(self.df, ids, self.stats["N"], DENSE_SHARE, DENSE_TERMS, ROWS_ONLY_SHARE) if rows_only else ()
             self.asked = AskedPostings(self.df, ids, self._shards.first, apart)
             self.indptr = self.asked.indptr  # every other term's run is empty
-        self._tf, self._forward, self._noise, self._bits = None, None, None, rows_only
+        self._tf, self._forward, self._noise, self._bits = None, None, None, rows_only and self.asked is not None
         # Not the columns nothing reads (at 1M passages the hashes alone were 19 MB of 100).
         self.chunks, self.read_later = read_chunks(self, chunks_path, UNREAD_04, later)  # (read_later(): the rest)
         if postings:
