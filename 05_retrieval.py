@@ -100,8 +100,8 @@ from pipekit.retrieve.links import hit_links, with_link
 from pipekit.retrieve.ranks import (BINCOUNT_SHARE, KeptSums, TopPostings, common_term_rows, document_codes, masked,
                                     nth_best_document, rank, row_lookup, row_postings, sorted_unique)
 from pipekit.retrieve.repeats import collapse_answers, repeats_for
-from pipekit.retrieve.pruned import RowStack, ranker
-from pipekit.run.arrays import one_array, run_starts, small_page_zeros
+from pipekit.retrieve.pruned import BitStack, RowStack, ranker
+from pipekit.run.arrays import large_zeros, one_array, run_starts
 from pipekit.retrieve.sections import section_context
 from pipekit.run.stages import get_stage
 
@@ -127,6 +127,7 @@ class Index:
     asked = None  # with `queries`: the postings held are only their terms' (pipekit/retrieve/asked.py)
     weigh = None  # the held postings and their weights (pipekit/retrieve/bm25.py)
     _whole: dict = {}  # term -> coded row, for the terms held only as rows (`rows_only`)
+    _bits = False  # rows_only with the queries known (no rm3): common terms looked up by bits (`_dense_rows`)
 
     def __init__(self, ctx, postings: bool = True, queries: list[str] | None = None, rows_only: bool = False, later=()):
         # postings=False: no scoring (a client whose workers score: shards.py); rows_only, later: ROWS_ONLY_SHARE, LATER_04.
@@ -135,14 +136,12 @@ class Index:
         metas = [io.read_meta(ctx.require(n, get_stage(4))) for n in get_stage(4).outputs]
         if len({m["fingerprint"] for m in metas}) != 1:
             raise PipelineError("the 04_* files come from different runs: rerun `python 04_indexing.py`")
-        self.meta = metas[0]
-        self.stats = self.meta["corpus"]
+        self.meta, self.stats = metas[0], metas[0]["corpus"]
         self.analyzer = Analyzer.from_settings(self.stats["analyzer"])
         terms = io.read_table(ctx.path("04_terms.parquet"), ["term", "df", "idf"])
         self.terms = terms.column("term").combine_chunks()
         self._term_ids = TermIds(self.terms)  # a word's term id, by binary search (pipekit/retrieve/queries.py)
-        self.df = terms.column("df").to_numpy()
-        self.idf = terms.column("idf").to_numpy()
+        self.df, self.idf = terms.column("df").to_numpy(), terms.column("idf").to_numpy()
         # Postings are sorted by term, so a term's postings start where the previous df ends.
         self.indptr = np.zeros(len(self.df) + 1, dtype=np.int64)
         np.cumsum(self.df, out=self.indptr[1:])
@@ -155,19 +154,18 @@ class Index:
             apart = only_rows(self.df, ids, self.stats["N"], DENSE_SHARE, DENSE_TERMS, ROWS_ONLY_SHARE) if rows_only else ()
             self.asked = AskedPostings(self.df, ids, self._shards.first, apart)
             self.indptr = self.asked.indptr  # every other term's run is empty
-        self._tf = self._forward = self._noise = None
+        self._tf, self._forward, self._noise, self._bits = None, None, None, rows_only and self.asked is not None
         # Not the columns nothing reads (at 1M passages the hashes alone were 19 MB of 100).
         self.chunks, self.read_later = read_chunks(self, chunks_path, UNREAD_04, later)  # (read_later(): the rest)
         if postings:
-            self.__dict__.update(self._derived(self.chunks, small_page_zeros))  # (4 KiB pages: a huge one can stall)
+            self.__dict__.update(self._derived(self.chunks, large_zeros))  # (4 KiB pages when large: a huge one can stall)
             self._dense = dict(zip(self.dense_ids.tolist(), self.dense))
             self._seeds = TopPostings(self._postings_of)  # each term's floor seeds, found once
         self.small_query = SMALL_QUERY  # tests lower it, so their small corpora take the pruned path
         self.context = None  # the chunks' sections, when retrieval.section_context is on (pipekit/retrieve/sections.py)
         self.dense = None  # the chunks' vectors, when the index has them and retrieval.dense_weight > 0 (pipekit/retrieve/fusion.py)
         self.repeats = None  # with retrieval.repeats: collapse, what finds them (pipekit/retrieve/repeats.py)
-        self.note = ctx.note
-        self.load_seconds = time.perf_counter() - t0
+        self.note, self.load_seconds = ctx.note, time.perf_counter() - t0
         held = (f" of the {self.asked.terms:,} asked" if self.asked is not None else "") + (
             f", {len(self._whole)} terms as rows only" if self._whole else "")
         ctx.note(f"index loaded in {self.load_seconds:.2f} s ({int(self.indptr[-1]):,} postings{held}, "
@@ -207,7 +205,7 @@ class Index:
 
     def drop_postings(self) -> None:
         """The postings and rows forgotten once the queries are answered (~130 MB at 1M passages)."""
-        self.chunk = self._tf = self._forward = self.weigh = self._sums = self.row_stack = None
+        self.chunk = self._tf = self._forward = self.weigh = self._sums = self.row_stack = self.bit_stack = None
         self._dense, self._seeds, self._whole = {}, None, {}
         release_freed_memory()
 
@@ -247,8 +245,7 @@ class Index:
         if floor <= 0:  # fewer than `depth` documents contain a query term: score them all
             return self.scores(term_ids, weights=w)
         # A term's bound is its largest impact times its weight in the query.
-        weight = (self.max_impact[term_ids] * w).tolist()
-        light, bound = [], 0.0
+        weight, light, bound = (self.max_impact[term_ids] * w).tolist(), [], 0.0
         for i in sorted(range(m), key=weight.__getitem__):
             if (bound + weight[i]) * SAFE_UP >= floor:
                 break
@@ -342,9 +339,12 @@ class Index:
         return self.chunk[lo:hi:step], self.weigh.held(t, slice(lo, hi, step))
 
     def _dense_rows(self, zeros=np.zeros) -> tuple[np.ndarray, list]:
-        """The ids of the terms in over 1/DENSE_SHARE of the chunks, and their rows (ranks.common_term_rows)."""
-        held = np.diff(self.indptr)  # df, or 0 for a term not asked or held only as a row (`_whole`, coded already)
-        return common_term_rows(held, len(self.lengths), self._postings_of, DENSE_SHARE, DENSE_TERMS, zeros, self._whole)
+        """The ids of the terms in over 1/DENSE_SHARE of the chunks, and their rows (ranks.common_term_rows); where
+        the compiled loop will answer (`_bits`), those whose postings are held get bits instead (pruned.BitStack)."""
+        held, n = np.diff(self.indptr), len(self.lengths)  # df, or 0 for a term not asked or held only as a row (`_whole`)
+        self.bit_stack = BitStack.instead_of_rows(self, held, DENSE_SHARE, DENSE_TERMS) if self._bits else None
+        most = len(self._whole) if self.bit_stack is not None else DENSE_TERMS  # (bits: the rows only's alone, coded already)
+        return common_term_rows(held, n, self._postings_of, DENSE_SHARE, most, zeros, self._whole)
 
     def _lookup(self, t, cand: np.ndarray, w: float = 1.0) -> np.ndarray:
         """Term t's impact times w in each of the sorted chunks `cand` (0 where it is absent)."""

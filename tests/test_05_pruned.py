@@ -104,6 +104,71 @@ def test_top_chunks_holds_the_reach_best_with_their_ties(seed, terms, reach):
         assert scores.tobytes() == scores2.tobytes()
 
 
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_many_pair_codes_long_chunks_and_high_tf(tmp_path_factory, seed):
+    # Chunks of 1 to 700 words and a word said up to 90 times in one: thousands of (tf, length)
+    # pairs, so the NumPy path weighs a short list posting by posting (the formula) and a long one
+    # by the term's kept table (bm25.Weights.table), which the loop is handed: the same bits.
+    tmp_path = tmp_path_factory.mktemp("pairs")
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}x" for i in range(25)]
+    p = 1.0 / np.arange(1, len(words) + 1)
+    texts, doc_ids = [], []
+    for c in range(160):
+        body = [words[i] for i in rng.choice(len(words), size=int(rng.integers(1, 700)), p=p / p.sum())]
+        body += [words[int(rng.integers(0, len(words)))]] * int(rng.integers(0, 90))
+        texts.append(" ".join(body))
+        doc_ids.append(f"doc{c // 2}")
+    build(tmp_path, texts, doc_ids)
+    queries = random_queries(rng, words, n=40)
+    index = retrieval.Index(OutputReader(tmp_path), queries=[t for _, t in queries], rows_only=True)
+    index.small_query = 0
+    assert index.weigh.codes is not None and len(index.weigh.pair_tf) > 4096
+    with pytest.MonkeyPatch.context() as mp:
+        assert_same(*both_ways(mp, index, queries, 5, 12))
+    ranked = pruned.TopChunks.of(index, pruned_loops)
+    for _, text in queries:
+        q = index.query_terms([text])[0]
+        cols, vals = ranked(q.ids, q.weights, 30)
+        all_cols, all_vals = index.scores(q.ids, weights=q.weights)
+        at = np.searchsorted(all_cols, cols)
+        assert np.array_equal(all_cols[at], cols) and all_vals[at].tobytes() == vals.tobytes()
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([12, 30, 80]), st.sampled_from([1, 5, 40]))
+def test_common_terms_as_bits_give_what_their_rows_give(tmp_path_factory, seed, vocab, depth):
+    # Where the compiled loop answers (its module built), a common term whose postings are held
+    # is looked up by its bits (pruned.BitStack), not a coded row: the hits of an index with bits
+    # are those of one with rows (compiled, and the NumPy path, which then searches the postings).
+    tmp_path = tmp_path_factory.mktemp("bits")
+    rng = np.random.default_rng(seed)
+    words, texts, doc_ids = random_corpus(rng, n_chunks=int(rng.integers(60, 400)), vocab=vocab)
+    build(tmp_path, texts, doc_ids)
+    queries = random_queries(rng, words, n=40)
+    texts_q = [t for _, t in queries]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(retrieval, "ROWS_ONLY_SHARE", 3)
+        mp.setattr(pruned.BUILT, "module", False)
+        rows = retrieval.Index(OutputReader(tmp_path), queries=texts_q, rows_only=True)
+        mp.setattr(pruned.BUILT, "module", pruned_loops)
+        bits = retrieval.Index(OutputReader(tmp_path), queries=texts_q, rows_only=True)
+        assert rows.bit_stack is None and bits.bit_stack is not None
+        assert set(bits._dense) == set(bits._whole) and set(rows._dense) == set(bits._whole) | set(bits.bit_stack.at)
+        for t, i in bits.bit_stack.at.items():  # each held chunk's bit, and the postings before each word
+            ch = bits.chunk[bits.indptr[t]:bits.indptr[t + 1]]
+            flags = np.unpackbits(bits.bit_stack.bits[i].view(np.uint8), bitorder="little")
+            assert np.array_equal(np.flatnonzero(flags), ch)
+            assert np.array_equal(bits.bit_stack.before[i], np.searchsorted(ch, np.arange(len(flags) // 64) * 64))
+        for ix in (rows, bits):
+            ix.small_query = 0
+        on = retrieval.search(bits, queries, 5, depth)
+        mp.setattr(pruned.BUILT, "module", False)
+        assert_same(on, retrieval.search(rows, queries, 5, depth))
+        assert_same(on, retrieval.search(bits, queries, 5, depth))
+
+
 def test_rows_past_the_stack_and_no_pair_codes_take_the_numpy_path(tmp_path, monkeypatch):
     rng = np.random.default_rng(3)
     words, texts, doc_ids = random_corpus(rng, vocab=30)
@@ -185,6 +250,24 @@ def test_small_page_zeros_is_np_zeros(rows, n, dtype):
         del got
         row[n - 1] = 7
         assert row.sum() == 7 and row.flags.writeable
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(0, 5000), dtype=st.sampled_from([np.uint16, np.int32, np.float64]))
+def test_large_zeros_are_np_zeros_in_small_pages_from_their_size(n, dtype):
+    # Stage 05's held postings: NumPy's own below SMALL_PAGES_FROM bytes, a mapping of their own from it.
+    import mmap
+
+    from pipekit.run import arrays
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(arrays, "SMALL_PAGES_FROM", 4096)
+        got = arrays.large_zeros((n,), dtype)
+    assert got.shape == (n,) and got.dtype == np.dtype(dtype) and not got.any()
+    owner = got
+    while isinstance(owner, np.ndarray) and owner.base is not None:
+        owner = owner.base
+    assert isinstance(getattr(owner, "obj", owner), mmap.mmap) == (n * np.dtype(dtype).itemsize >= 4096)
 
 
 def test_a_row_stack_is_in_small_pages():

@@ -203,3 +203,17 @@ def small_page_zeros(shape, dtype) -> np.ndarray:
     if hasattr(mmap, "MADV_NOHUGEPAGE"):  # (where the kernel gives huge pages unasked, too)
         buffer.madvise(mmap.MADV_NOHUGEPAGE)
     return np.frombuffer(buffer, dtype).reshape(shape)
+
+
+SMALL_PAGES_FROM = 24 << 20  # bytes from which `large_zeros` gives small pages
+
+
+def large_zeros(shape, dtype) -> np.ndarray:
+    """np.zeros(shape, dtype), in 4 KiB pages (`small_page_zeros`) from SMALL_PAGES_FROM bytes on.
+
+    Stage 05's held postings (chunk, pair codes): at a million passages (66 and 33 MB) NumPy's huge
+    pages stalled the index load on compaction now and then (0.9-2.3 s of system time), so they
+    went to small pages; at 200k passages (14 and 7 MB) the huge pages found no stall, and small
+    pages' eight times as many faults cost ~0.1 s of its load (bench/README.md, branches r05, m05)."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return small_page_zeros(shape, dtype) if nbytes >= SMALL_PAGES_FROM else np.zeros(shape, dtype)
