@@ -365,7 +365,9 @@ class _Batches:
             yield self._emit()
 
     def _emit(self) -> pa.Table:
-        table = pa.concat_tables(self.pending).combine_chunks()
+        # Its blocks' slices as they are, not combined: the writer takes a column in chunks,
+        # and combining copied every text once more into fresh memory (its pages faulted in).
+        table = pa.concat_tables(self.pending)
         self.pending, self.rows, self.chars = [], 0, 0
         return table
 
