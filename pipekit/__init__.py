@@ -12,9 +12,10 @@ Nothing in run/ imports a room above it, and no module imports the numbered stag
 `pipekit.run.stages.load_stage(n)` loads them for run_pipeline and the tests
 (`python scripts/import_graph.py` prints the graph).
 """
-from pipekit.run.environment import check as _check_environment
+from pipekit.run.environment import check as _check_environment, quiet_blas_threads as _quiet_blas_threads
 
 _check_environment()  # before anything imports a third-party package: see environment.py
+_quiet_blas_threads()  # before NumPy loads: its BLAS threads sleep when idle (environment.py)
 
 from pipekit.run.errors import ConfigError, PipelineError  # noqa: E402
 from pipekit.run.stages import STAGES, load_stage

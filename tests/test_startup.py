@@ -144,3 +144,20 @@ def test_stage_03_loads_regex_only_for_a_word_over_max(tmp_path):
                                "--set", "chunking.min=1", "--set", "chunking.unit=chars")
     chunks = pq.read_table(tmp_path / "out" / "03_chunks.parquet").column("text").to_pylist()
     assert len(chunks) > 2 and all(c[0] == "x" for c in chunks[1:])  # cut between grapheme clusters, not before an accent
+
+
+def test_numpys_blas_threads_sleep_when_idle_unless_the_user_says_otherwise():
+    """pipekit sets OPENBLAS_THREAD_TIMEOUT before NumPy loads (pipekit/run/environment.py): an
+    idle BLAS thread then uses no CPU; the threads' number and a product's result are as without."""
+    import os
+
+    code = ("import os, time, pipekit, numpy as np; time.sleep(0.3); a = np.arange(40000.).reshape(200, 200); "
+            "print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'), float((a @ a).sum()), len(os.listdir('/proc/self/task')))")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    ours = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    theirs = subprocess.run([sys.executable, "-c", code], cwd=REPO, env={**env, "OPENBLAS_THREAD_TIMEOUT": "28"},
+                            capture_output=True, text=True, check=True)
+    plain = subprocess.run([sys.executable, "-c", code.replace("pipekit, ", "")], cwd=REPO, env=env,
+                           capture_output=True, text=True, check=True)
+    assert ours.stdout.split()[0] == "4" and theirs.stdout.split()[0] == "28" and plain.stdout.split()[0] == "None"
+    assert ours.stdout.split()[1:] == plain.stdout.split()[1:]  # the same product, the same threads

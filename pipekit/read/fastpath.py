@@ -60,6 +60,7 @@ __all__ = ["beir_tables", "clean_texts", "already_clean", "ahead_unless"]
 # ---- stage 01: a BEIR corpus into columns ---------------------------------------------------
 
 BLOCK_BYTES = 2 << 20  # corpus bytes per Arrow parse: at 200k passages 1.2 s and 215 MB, 8 MB blocks 1.3 s and 290 MB
+SPARE_ROOM = 64 << 10  # a new block buffer's room past BLOCK_BYTES, for the part line a block carries over
 _BOM = b"\xef\xbb\xbf"
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # an escape json.loads may leave as half a character
 
@@ -90,7 +91,8 @@ def beir_tables(path: Path, max_bytes: int | None, start: int, end: int | None, 
     # The lines' hashes in a process of their own where there is a second core: they keep
     # the GIL (pipekit/read/line_hashes.py).  Asked for a few blocks ahead of their parse.
     hasher = LineHasher.start(path, None if end is None else end - start) if threads > 1 else None
-    blocks = _line_blocks(path, start, end)
+    spare: list[np.ndarray] = []  # blocks' buffers done with, for the next blocks (`_line_blocks`)
+    blocks = _line_blocks(path, start, end, spare)
     if hasher is not None:
         blocks = asked_ahead(hasher, blocks)
     try:
@@ -105,6 +107,10 @@ def beir_tables(path: Path, max_bytes: int | None, start: int, end: int | None, 
                     table, listed, rows, lengths = parsed
                     _check_seen(path, seen, listed, rows, first_line)
                 yield from cutter.add(table, lengths)
+                # Nothing made from the block points into its bytes (Arrow's parse and the
+                # line-by-line path copy what they keep): its buffer serves a later block.
+                spare.append(data.base if data.base is not None else data)
+                del block, parsed, data
         yield from cutter.rest()
     finally:
         if hasher is not None:
@@ -132,7 +138,8 @@ def _check_seen(path: Path, seen: set, listed: list, rows: np.ndarray, first_lin
         seen.add(doc_id)
 
 
-def _line_blocks(path: Path, start: int, end: int | None) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+def _line_blocks(path: Path, start: int, end: int | None,
+                 spare: list | None = None) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
     """(number of the block's first line, its offset in the file, its bytes, line starts,
     line ends) for blocks of whole lines that begin in [start, end), as `beir_lines` numbers
     and cuts them (on b"\n" only; the file's BOM, when `start` is 0, left out of its first line).
@@ -141,7 +148,13 @@ def _line_blocks(path: Path, start: int, end: int | None) -> Iterator[tuple[int,
     left (`readinto`, one copy of each byte): reading a block, joining it to that part line
     and slicing off the next one copied each block three times, each into a fresh 2 MB
     buffer that costs its page faults (at 200k passages, timed apart: the reads 0.15 s, the
-    joins 0.10, the slices 0.08, on the thread every other one waits for)."""
+    joins 0.10, the slices 0.08, on the thread every other one waits for).
+
+    `spare`: buffers the caller is done with (a block's bytes, once its table is made),
+    taken for the next blocks instead of new ones.  On this kind of machine a fresh page
+    costs a fault, and the host's (its memory handed back when freed): a new 2 MB buffer a
+    block touched every byte of the corpus in pages never used before.  Only the caller
+    says when a buffer is free; the one holding the part line carried over is not taken."""
     from pipekit.read.beir import open_corpus
 
     with open_corpus(path, start) as handle:
@@ -149,9 +162,10 @@ def _line_blocks(path: Path, start: int, end: int | None) -> Iterator[tuple[int,
         while not last:
             # A line longer than a block is read on into a buffer twice as large, so a long
             # line costs a few copies of itself, not one per block it spans.
-            buf = np.empty(len(tail) + max(BLOCK_BYTES, len(tail)), dtype=np.uint8)
+            want = len(tail) + max(BLOCK_BYTES, len(tail))
+            buf = _spare_buffer(spare, want, tail)
             buf[:len(tail)] = tail
-            got = handle.readinto(memoryview(buf)[len(tail):]) or 0
+            got = handle.readinto(memoryview(buf)[len(tail):want]) or 0
             last = not got
             # Only the new bytes are searched: the part line before holds no newline.
             newline = np.flatnonzero(buf[len(tail):len(tail) + got] == 10) + len(tail)
@@ -178,6 +192,15 @@ def _line_blocks(path: Path, start: int, end: int | None) -> Iterator[tuple[int,
             tail, at = data[cut:], at + cut
 
 
+def _spare_buffer(spare: list | None, size: int, tail: np.ndarray) -> np.ndarray:
+    """A buffer of at least `size` bytes: a spare one large enough (not the one `tail` lies
+    in), else a new one with room for a block and a part line."""
+    for i, buf in enumerate(spare or ()):
+        if len(buf) >= size and tail.base is not buf:
+            return spare.pop(i)
+    return np.empty(max(size, BLOCK_BYTES + SPARE_ROOM), dtype=np.uint8)
+
+
 def _arrow_block(pool, path, data: np.ndarray, starts, ends, hashed=None, *, max_bytes, schema):
     """(the block's table parsed by Arrow, its ids as a list, each id's line in the block,
     its texts' lengths in characters), or None where json.loads' reading might differ.  A
@@ -194,6 +217,7 @@ def _arrow_block(pool, path, data: np.ndarray, starts, ends, hashed=None, *, max
     import codecs
     from pipekit.read.beir import read_records
     from pipekit.read.line_hashes import LineHasher, digests, hex_column
+    from pipekit.read.plain_json import plain_fields
 
     buf = np.asarray(data, dtype=np.uint8)
     body_end = ends - (buf[ends - 1] == 10)  # the line without its newline (and without a CR before it)
@@ -210,17 +234,23 @@ def _arrow_block(pool, path, data: np.ndarray, starts, ends, hashed=None, *, max
             codecs.utf_8_decode(memoryview(buf), "strict", True)
         except UnicodeDecodeError:
             return None
-    parsing = pool.submit(read_records, pa.py_buffer(buf).slice(int(starts[0])))
     rows = np.flatnonzero(record)
     r_starts, r_ends = starts[rows], ends[rows]
+    # Lines exactly as json.dumps writes a plain record are cut at their quotes, in NumPy;
+    # any other block is parsed by Arrow, beside the hashing (pipekit/read/plain_json.py).
+    plain = plain_fields(buf, r_starts, body_end[rows])
+    if plain is None:
+        parsing = pool.submit(read_records, pa.py_buffer(buf).slice(int(starts[0])))
     if hashed is None:
         hashes = hex_column(digests(buf, r_starts, r_ends))
     else:  # every line's digest was asked for: the records' are kept
         hashes = hex_column(LineHasher.result(hashed, buf, starts, ends), None if len(rows) == len(starts) else rows)
-    parsed = parsing.result()  # None: whatever Arrow refuses, the line-by-line path words it
-    if parsed is None or parsed.num_rows != len(rows):
-        return None
-    ids, titles, texts = (parsed.column(k).combine_chunks() for k in ("_id", "title", "text"))
+    if plain is None:
+        parsed = parsing.result()  # None: whatever Arrow refuses, the line-by-line path words it
+        if parsed is None or parsed.num_rows != len(rows):
+            return None
+        plain = [parsed.column(k).combine_chunks() for k in ("_id", "title", "text")]
+    ids, titles, texts = plain
     if ids.null_count or pc.any(pc.equal(pc.binary_length(ids), 0)).as_py():
         return None
     table = _beir_table(path, ids, titles, texts, r_ends - r_starts, hashes, max_bytes, schema)
@@ -335,7 +365,9 @@ class _Batches:
             yield self._emit()
 
     def _emit(self) -> pa.Table:
-        table = pa.concat_tables(self.pending).combine_chunks()
+        # Its blocks' slices as they are, not combined: the writer takes a column in chunks,
+        # and combining copied every text once more into fresh memory (its pages faulted in).
+        table = pa.concat_tables(self.pending)
         self.pending, self.rows, self.chars = [], 0, 0
         return table
 

@@ -9,6 +9,7 @@ Only the standard library may be imported here.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -49,3 +50,21 @@ def check() -> None:
         print(f"{name}: error: {advice(missing)}", file=sys.stderr)
         raise SystemExit(1)
     raise ModuleNotFoundError(advice(missing), name=missing[0])
+
+
+# OpenBLAS (NumPy's BLAS) starts a thread per extra core when NumPy is imported, and each
+# waits for work by spinning for 2^28 cycles (~0.1 s) before it sleeps, at start and after
+# every BLAS call.  On two cores that was ~0.1 s of CPU taken from every stage process's first
+# busy moments (perf of stage 01 at 200k passages: `blas_thread_server` 3.5 % of all samples,
+# though stage 01 makes no BLAS call).  2^4 cycles: a thread sleeps as soon as its work is
+# done and is woken for the next, which a matrix product large enough to be split waits for
+# unnoticed.  Threads, their number and every result are as before; a value already set wins.
+BLAS_THREAD_TIMEOUT = "4"
+
+
+def quiet_blas_threads() -> bool:
+    """Set OPENBLAS_THREAD_TIMEOUT before NumPy loads OpenBLAS: True if this set it."""
+    if "numpy" in sys.modules or "OPENBLAS_THREAD_TIMEOUT" in os.environ:
+        return False
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = BLAS_THREAD_TIMEOUT
+    return True
