@@ -191,21 +191,20 @@ class _InFlight:
 
 def test_beir_tables_on_two_threads_give_one_threads_rows_and_errors(tmp_path):
     """Blocks made two at once (one parsed while another is hashed): the tables one thread
-    makes, in order, with blocks that go line by line (an integer `_id`) between Arrow's (and
-    the plain template's: pipekit/read/plain_json.py); an `_id` given twice across blocks stops
-    the run at the same line, with the same message."""
+    makes, in order, with blocks that go line by line (an integer `_id`) between Arrow's; an
+    `_id` given twice across blocks stops the run at the same line, with the same message."""
+    import pipekit.read.beir as beir
+
     path = tmp_path / "corpus.jsonl"
     records = [{"_id": i if i % 37 == 0 else f"d{i}", "title": f"T{i}" if i % 3 else "", "text": f"w{i} " * (i % 9)}
                for i in range(400)]
-    for i in range(0, 400, 5):
-        records[i]["meta"] = i  # a key the template does not have: those blocks go to Arrow's parse
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    counted = _InFlight(fastpath._arrow_block)
-    with mock.patch.object(fastpath, "BLOCK_BYTES", 512), mock.patch.object(fastpath, "_arrow_block", counted):
+    counted = _InFlight(beir.read_records)
+    with mock.patch.object(fastpath, "BLOCK_BYTES", 512), mock.patch.object(beir, "read_records", counted):
         one = list(fastpath.beir_tables(path, 60, 0, None, S1.SCHEMA, 64, 10_000, threads=1))
         assert counted.most == 1
         two = list(fastpath.beir_tables(path, 60, 0, None, S1.SCHEMA, 64, 10_000, threads=2))
-        assert counted.most == 2  # two blocks in flight at once
+        assert counted.most == 2  # two blocks' parses in flight at once
     assert [t.num_rows for t in two] == [t.num_rows for t in one] and all(a.equals(b) for a, b in zip(one, two))
     assert pa.concat_tables(two).equals(pa.Table.from_pylist(list(iter_beir(path, 60)), schema=S1.SCHEMA))
     path.write_text("".join(json.dumps(r) + "\n" for r in records[:300] + [{"_id": "d5"}] + records[300:]))

@@ -217,7 +217,6 @@ def _arrow_block(pool, path, data: np.ndarray, starts, ends, hashed=None, *, max
     import codecs
     from pipekit.read.beir import read_records
     from pipekit.read.line_hashes import LineHasher, digests, hex_column
-    from pipekit.read.plain_json import plain_fields
 
     buf = np.asarray(data, dtype=np.uint8)
     body_end = ends - (buf[ends - 1] == 10)  # the line without its newline (and without a CR before it)
@@ -234,23 +233,17 @@ def _arrow_block(pool, path, data: np.ndarray, starts, ends, hashed=None, *, max
             codecs.utf_8_decode(memoryview(buf), "strict", True)
         except UnicodeDecodeError:
             return None
+    parsing = pool.submit(read_records, pa.py_buffer(buf).slice(int(starts[0])))
     rows = np.flatnonzero(record)
     r_starts, r_ends = starts[rows], ends[rows]
-    # Lines exactly as json.dumps writes a plain record are cut at their quotes, in NumPy;
-    # any other block is parsed by Arrow, beside the hashing (pipekit/read/plain_json.py).
-    plain = plain_fields(buf, r_starts, body_end[rows])
-    if plain is None:
-        parsing = pool.submit(read_records, pa.py_buffer(buf).slice(int(starts[0])))
     if hashed is None:
         hashes = hex_column(digests(buf, r_starts, r_ends))
     else:  # every line's digest was asked for: the records' are kept
         hashes = hex_column(LineHasher.result(hashed, buf, starts, ends), None if len(rows) == len(starts) else rows)
-    if plain is None:
-        parsed = parsing.result()  # None: whatever Arrow refuses, the line-by-line path words it
-        if parsed is None or parsed.num_rows != len(rows):
-            return None
-        plain = [parsed.column(k).combine_chunks() for k in ("_id", "title", "text")]
-    ids, titles, texts = plain
+    parsed = parsing.result()  # None: whatever Arrow refuses, the line-by-line path words it
+    if parsed is None or parsed.num_rows != len(rows):
+        return None
+    ids, titles, texts = (parsed.column(k).combine_chunks() for k in ("_id", "title", "text"))
     if ids.null_count or pc.any(pc.equal(pc.binary_length(ids), 0)).as_py():
         return None
     table = _beir_table(path, ids, titles, texts, r_ends - r_starts, hashes, max_bytes, schema)
