@@ -291,3 +291,16 @@ def test_a_row_stack_is_in_small_pages():
                 assert next(b for b in block if b.startswith("AnonHugePages")).split()[1] == "0"
                 return
     pytest.fail("the stack's mapping is not in smaps")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=40))
+def test_bits_set_counts_each_words_bits_with_numpy_2_and_without(words):
+    """BitStack's counts before each word: np.bitwise_count (NumPy 2), or the byte table that
+    stands in for it on NumPy 1.26 (which requirements.txt allows), each bin(x).count("1")."""
+    w = np.array(words, dtype=np.uint64)
+    want = [bin(x).count("1") for x in words]
+    assert pruned._bits_set(w).tolist() == want
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delattr(np, "bitwise_count", raising=False)
+        assert pruned._bits_set(w).tolist() == want

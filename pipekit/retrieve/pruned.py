@@ -105,7 +105,7 @@ class BitStack:
             flags[ch] = True
             self.bits[i] = np.packbits(flags, bitorder="little").view("<u8")  # (chunk 8j + k: bit k of byte j)
             flags[ch] = False
-            self.before[i, 1:] = np.cumsum(np.bitwise_count(self.bits[i, :-1]), dtype=np.int64)
+            self.before[i, 1:] = np.cumsum(_bits_set(self.bits[i, :-1]), dtype=np.int64)
 
     @classmethod
     def instead_of_rows(cls, index, held: np.ndarray, share: int, most: int):
@@ -120,6 +120,17 @@ class BitStack:
     @classmethod
     def empty(cls, n: int) -> "BitStack":
         return cls(n, np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int32))
+
+
+_BYTE_BITS = np.array([bin(b).count("1") for b in range(256)], dtype=np.uint8)
+
+
+def _bits_set(words: np.ndarray) -> np.ndarray:
+    """Each uint64's number of bits set (np.bitwise_count where NumPy has it: 2.0 on; requirements
+    allow 1.26, so a byte table otherwise)."""
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(words)
+    return _BYTE_BITS[words.view(np.uint8)].reshape(len(words), 8).sum(axis=1, dtype=np.uint8)
 
 
 def by_bits(n: int) -> bool:
