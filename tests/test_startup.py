@@ -161,3 +161,25 @@ def test_numpys_blas_threads_sleep_when_idle_unless_the_user_says_otherwise():
                            capture_output=True, text=True, check=True)
     assert ours.stdout.split()[0] == "4" and theirs.stdout.split()[0] == "28" and plain.stdout.split()[0] == "None"
     assert ours.stdout.split()[1:] == plain.stdout.split()[1:]  # the same product, the same threads
+
+
+def test_the_compiled_modules_names_come_without_importing_numba_or_importlib_metadata():
+    """pipekit/run/aot.py names a compiled module by the loops' source, numba's version and
+    Python's; numba's is read from its _version.py, so a stage process that loads the module
+    imports neither numba nor importlib.metadata (~40 ms), and the stamp names the version installed."""
+    code = """
+import sys
+from pipekit.run import aot
+from pipekit.index import compiled
+folder, name = compiled.BUILT.place()
+stamp = aot.numba_stamp()
+print(name.startswith("pipekit_words_"), "numba" in sys.modules, "importlib.metadata" in sys.modules)
+import importlib.metadata as md
+try:
+    print(md.version("numba").encode() in stamp)
+except md.PackageNotFoundError:
+    print(stamp == b"none")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "False", "False", "True"]

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.machinery
-import importlib.metadata
 import importlib.util
 import os
 import subprocess
@@ -77,11 +76,7 @@ class Ahead:
     def place(self) -> tuple[Path, str]:
         """Where the built module is kept, and its name (the loops' source, numba's and Python's
         versions in its hash: any of them changed, it is built again)."""
-        try:
-            numba_version = importlib.metadata.version("numba")
-        except importlib.metadata.PackageNotFoundError:
-            numba_version = "none"
-        key = hashlib.sha256(self.source.read_bytes() + f"{numba_version} {sys.version}".encode()).hexdigest()[:16]
+        key = hashlib.sha256(self.source.read_bytes() + numba_stamp() + sys.version.encode()).hexdigest()[:16]
         folder = self.source.parent / "__pycache__"
         try:
             folder.mkdir(exist_ok=True)
@@ -105,6 +100,21 @@ class Ahead:
         except Exception as exc:  # (no numba, no compiler, numba's own errors: the plain way is always there)
             warnings.warn(f"{self.what} is off ({type(exc).__name__}: {exc}); {self.plain}", RuntimeWarning)
             self.module = False
+
+
+def numba_stamp() -> bytes:
+    """What names the installed numba's version, read without importing numba or importlib.metadata:
+    its `_version.py` (versioneer's, in every release: the version and its git revision).
+    importlib.metadata cost ~40 ms of imports (email, zipfile, csv) in every process that loads a
+    compiled module, stage 04's and 05's, a twentieth of a one-file rerun.  b"none": no numba."""
+    spec = importlib.util.find_spec("numba")
+    if spec is None or not spec.submodule_search_locations:
+        return b"none"
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    try:
+        return (folder / "_version.py").read_bytes()
+    except OSError:  # (a numba without it: its folder names it, as a build of its own)
+        return str(folder).encode()
 
 
 def imported(folder: Path, name: str):
