@@ -395,9 +395,9 @@ class OldPages:
         except OSError:  # none yet (a first run), or a dataset folder's (Dask): left alone
             return None
         try:
-            size = os.fstat(fd).st_size
-            if stat.S_ISREG(os.fstat(fd).st_mode) and size >= OLD_PAGES_BYTES:
-                return cls(fd, size)
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode) and info.st_size >= OLD_PAGES_BYTES:
+                return cls(fd, info.st_size)
         except OSError:
             pass
         os.close(fd)
@@ -636,12 +636,7 @@ class ParquetSink:
                 self._finish_in_flight()
             finally:
                 self._thread.shutdown()
-                if self._fd is not None:
-                    os.close(self._fd)
-                    self._fd = None
-                if self._old is not None:
-                    self._old.close()
-                    self._old = None
+                self._close_files()
             self._writer.close()
             self._writer = None
             if any(p[0] == "copied" for p in self._pieces):
@@ -694,13 +689,17 @@ class ParquetSink:
                     self._writer.close()
         finally:
             self._writer = None
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
-            if self._old is not None:
-                self._old.close()
-                self._old = None
+            self._close_files()
             self.tmp.unlink(missing_ok=True)
+
+    def _close_files(self) -> None:
+        """The new file's descriptor (its write-back) and the old output's (OldPages), closed."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._old is not None:
+            self._old.close()
+            self._old = None
 
 
 class DatasetSink:
