@@ -173,6 +173,22 @@ def _one_line_scan(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return good, odd[kind < 32]
 
 
+def _compiled_counts(texts: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(`ascii_one_line`, and where it is True `_words`' two counts) of each text, from stages
+    02-03's compiled scan (pipekit/chunk/scan.py: one pass, eight bytes at a time, where the
+    plain way reads the bytes five times over), or None where that is not built (yet)."""
+    from pipekit.chunk import scan
+
+    b, starts, ends = text_bytes(texts, "ascii_one_line")
+    loops = scan.loaded(len(b))
+    if loops is None or len(starts) == 0:
+        return None
+    one_line, n_words, size = scan.one_line_words(loops, b, starts, ends)
+    if texts.null_count:
+        one_line &= np.asarray(texts.is_valid())
+    return one_line, n_words, size
+
+
 def one_chunk(batch: pa.RecordBatch, settings) -> tuple[np.ndarray, np.ndarray | None]:
     """Which rows of a batch of 02_preprocessed.parquet chunk_document makes exactly one
     chunk of, that chunk being the text's one line (see the module docstring); with the
@@ -182,8 +198,14 @@ def one_chunk(batch: pa.RecordBatch, settings) -> tuple[np.ndarray, np.ndarray |
         return np.zeros(n, dtype=bool), None
     text = batch.column("text")
     ok = pc.and_(pc.equal(batch.column("format"), "beir"), pc.is_valid(batch.column("path")))
+    ok = np.asarray(pc.fill_null(ok, False), dtype=bool)
+    counted = _compiled_counts(text) if settings.unit == "words" else None
+    if counted is not None:  # the one-line test and both word counts in one compiled pass
+        one_line, n_words, size = counted
+        ok &= one_line
+        return (ok & (size <= settings.max), n_words) if ok.any() else (ok, None)
     one_line, low = _one_line_scan(text)
-    ok = np.asarray(pc.fill_null(ok, False), dtype=bool) & one_line
+    ok &= one_line
     if not ok.any():
         return ok, None
     if settings.unit == "words":
