@@ -224,10 +224,15 @@ def single_chunks(batch: pa.RecordBatch, schema: pa.Schema, n_words: np.ndarray 
     line (`n_words`: their word counts, when one_chunk counted them)."""
     n = batch.num_rows
     doc_id, title = batch.column("doc_id"), batch.column("title")
-    text = pc.utf8_rtrim(batch.column("text"), characters="\n")
-    n_chars = pc.binary_length(text)  # ASCII (one_chunk chose it): a character is a byte, no decoding
-    has_title = np.asarray(pc.fill_null(pc.greater(pc.binary_length(title), 0), False), dtype=bool)
-    offsets = np.concatenate(([0], np.cumsum(has_title))).astype(np.int32)
+    # ASCII (one_chunk chose it): the newline trimmed and the characters counted as bytes, no decoding
+    text = pc.ascii_rtrim(batch.column("text"), characters="\n")
+    n_chars = pc.binary_length(text)
+    # A title that is there and not empty, from its offsets (the kernels were 0.05 s at 1M passages)
+    has_title = np.diff(string_buffers(title)[0]) > 0
+    if title.null_count:
+        has_title &= np.asarray(title.is_valid())
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(has_title, out=offsets[1:])
     zeros = np.zeros(n, dtype=np.int64)
     if n_words is None:
         n_words = _words(text, budget=False)[0]
@@ -240,7 +245,9 @@ def single_chunks(batch: pa.RecordBatch, schema: pa.Schema, n_words: np.ndarray 
         "n_words": pa.array(np.asarray(n_words, dtype=np.int32)), "n_chars": n_chars.cast(pa.int32()),
         "format": batch.column("format"), "content_hash": batch.column("content_hash"),
     }
-    return pa.Table.from_arrays([columns[f.name].cast(f.type) if f.name in columns else pa.nulls(n, f.type)
+    # (cast only where a type differs: a cast to its own type was ~10 µs a column, 0.05 s at 1M passages)
+    return pa.Table.from_arrays([pa.nulls(n, f.type) if f.name not in columns else columns[f.name]
+                                 if columns[f.name].type == f.type else columns[f.name].cast(f.type)
                                  for f in schema], schema=schema)
 
 
