@@ -62,7 +62,7 @@ def test_a_word_run_across_three_words_is_found():
 
 
 def test_the_built_module_is_the_plain_scans():
-    loops = scan.BUILT.load(wait=True)
+    loops = scan.built().load(wait=True)
     if loops is None:
         pytest.skip("the compiled scan cannot be built here (a C compiler or numba's pycc missing)")
     rng = np.random.default_rng(7)

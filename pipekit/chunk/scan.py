@@ -15,28 +15,33 @@ numba's pycc builds it once a machine into an extension module beside this file,
 hash of scan_loops.py, numba's and Python's versions; a stage imports it in a millisecond,
 without numba.  The first batch of at least LEAST_BYTES starts the build (in a process of its
 own, ~6 s of one core); until it is there, and where it cannot be built (no numba, no C
-compiler: a warning says so once), the plain NumPy scans answer.  A small rerun never builds it.
+compiler: a warning says so once), the plain NumPy scans answer.  A small rerun never loads it.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from pipekit.run.aot import Ahead
+LEAST_BYTES = 256 << 10  # a batch's text bytes from which the loop is worth loading or building (a BEIR batch: ~1.2 MB)
+_loops = None  # False: the loop off, as on a machine that cannot build it; the tests may set a module
 
-LEAST_BYTES = 256 << 10  # a batch's text bytes from which the loops are worth building (a BEIR batch: ~1.2 MB)
-BUILT = Ahead("pipekit.chunk.scan_loops", "pipekit_scan", "stages 02-03's compiled byte scan",
-              "scanning the plain way")
-_loops = None  # False: the loops off, as on a machine that cannot build them (the tests set it)
+
+@functools.lru_cache(maxsize=None)
+def built():
+    """The module's handle (pipekit/run/aot.py, imported only when a batch is large enough)."""
+    from pipekit.run.aot import Ahead
+
+    return Ahead("pipekit.chunk.scan_loops", "pipekit_scan", "stage 03's compiled byte scan", "scanning the plain way")
 
 
 def loaded(nbytes: int):
-    """The compiled loops when they are built (a build started, not waited for, once a batch
-    of LEAST_BYTES asks), else None: the caller scans the plain way."""
-    if _loops is False:
-        return None
+    """The compiled loop for a batch of `nbytes` bytes of text: imported when it is built, or its
+    build started (not waited for) when it is not; None meanwhile, where it cannot be built, and
+    for a batch under LEAST_BYTES (a one-file rerun imports nothing for it): the plain scans."""
     if _loops is not None:
-        return _loops
-    return BUILT.load(wait=False) if nbytes >= LEAST_BYTES else BUILT.built()
+        return _loops or None
+    return built().load(wait=False) if nbytes >= LEAST_BYTES else None
 
 
 def _words_view(data: np.ndarray) -> tuple[np.ndarray, int]:
