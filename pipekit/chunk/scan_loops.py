@@ -12,7 +12,7 @@ reads.  A word's bytes are classified together with the usual tricks on bytes be
 (whether any byte is 0x80 or more is kept aside: such a text is not ASCII): `(x | H) - k * L`
 keeps each byte's high bit exactly where that byte is >= k, with no borrow from one byte into
 the next.  Word starts are counted from each word's 8 flags (bit j: byte j is not whitespace)
-by a table of 512, the runs of non-spaces by tables of 256; only a text with a run over 10 is
+by a table of 512, the runs of non-spaces by two tables of 256; only a text with a run over 10 is
 read again, a byte at a time, for its long words' extra units.
 
 How it is written, for speed (bench/README.md, branch `c23`, has the figures): no branch in
@@ -38,12 +38,11 @@ RUN = 10  # doctext._RUN: characters per budget word in a run without whitespace
 
 @numba.njit
 def _tables():
-    """(word starts, leading run, trailing run, longest run) of each 8-bit flag pattern
-    (bit j: byte j is not whitespace), the first given the flag of the byte before in bit 8."""
+    """(word starts, leading run, trailing run) of each 8-bit flag pattern (bit j: byte j is not
+    whitespace), the first given the flag of the byte before in bit 8."""
     starts = np.zeros(512, np.int64)
     lead = np.zeros(256, np.int64)
     tail = np.zeros(256, np.int64)
-    most = np.zeros(256, np.int64)
     for m in range(512):
         n = 0
         for j in range(8):
@@ -60,11 +59,7 @@ def _tables():
         while j >= 0 and (m >> j) & 1:
             j -= 1
         tail[m] = 7 - j
-        run = 0
-        for j in range(8):
-            run = run + 1 if (m >> j) & 1 else 0
-            most[m] = max(most[m], run)
-    return starts, lead, tail, most
+    return starts, lead, tail
 
 
 @numba.njit(nogil=True)
@@ -77,7 +72,7 @@ def one_line_words(data, words, shift, starts, ends):
     ok = np.zeros(n, np.bool_)
     n_words = np.zeros(n, np.int64)
     budget = np.zeros(n, np.int64)
-    start_of, lead, tail, most = _tables()
+    start_of, lead, tail = _tables()
     n_full = len(words)
     for i in range(n):
         s, e = starts[i], ends[i]
