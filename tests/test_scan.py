@@ -64,7 +64,8 @@ def test_a_word_run_across_three_words_is_found():
 def test_the_built_module_is_the_plain_scans():
     loops = scan.built().load(wait=True)
     if loops is None:
-        pytest.skip("the compiled scan cannot be built here (a C compiler or numba's pycc missing)")
+        pytest.skip("the compiled loops cannot be built here (a C compiler or numba's pycc missing): "
+                    "stage 03 scans the plain way, tested elsewhere")
     rng = np.random.default_rng(7)
     words = ["w", "word", "abcdefghijk", "x" * 25, "\t", "é"]
     texts = [" ".join(rng.choice(words, rng.integers(0, 30)).tolist()) + ("\n" if k % 3 else "") for k in range(500)]
