@@ -229,6 +229,16 @@ def test_clean_texts_is_clean_document(texts, form, data):
     assert (furniture, paged) == (sum(s[2] for s in slow), sum(s[2] > 0 for s in slow))
 
 
+@settings(max_examples=examples(200))
+@given(st.lists(st.none() | st.text(st.sampled_from("ab \n"), max_size=6), max_size=8), st.integers(0, 3))
+def test_final_newline_is_strip_and_one_newline(texts, skip):
+    # With and without a text that ends in a newline (only then are the texts trimmed first),
+    # sliced at any offset of the buffer.
+    column = pa.array(["x" * skip] + texts, pa.string()).slice(1)
+    want = [None if t is None else t.rstrip("\n") + "\n" for t in texts]
+    assert fastpath._final_newline(column).to_pylist() == want
+
+
 def test_plain_records_take_the_column_path_and_others_do_not():
     texts = pa.array(["one short paragraph", "ends with newlines\n\n", "trailing space \nx", "tab\there",
                       "Caf\u00e9", "\nleading", "a\rb", "--- page 2 ---\nx", "   ", None])

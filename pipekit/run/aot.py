@@ -1,12 +1,13 @@
 """Loops compiled ahead of time by numba's pycc: built once per machine, imported without numba.
 
-Two stages run compiled loops: stage 04 cuts and numbers words (pipekit/index/compiled_loops.py),
-stage 05 ranks its queries (pipekit/retrieve/pruned_loops.py).  Compiled the way `@njit` compiles
-them, in the stage's own process, numba's import and its compiler's registries add ~140 MB and
-~0.5 s to it (LLVM, numba's typing tables: stage 04 was 230 MB resident before its first batch,
-63 without), and these two stages' peaks are the run's.  So numba's pycc compiles them into an
+Three stages run compiled loops: stage 03 scans its short records' bytes (pipekit/chunk/scan_loops.py),
+stage 04 cuts and numbers words (pipekit/index/compiled_loops.py), stage 05 ranks its queries
+(pipekit/retrieve/pruned_loops.py).  Compiled the way `@njit` compiles them, in the stage's own
+process, numba's import and its compiler's registries add ~140 MB and ~0.5 s to it (LLVM, numba's
+typing tables: stage 04 was 230 MB resident before its first batch, 63 without), and stages 04's
+and 05's peaks are the run's.  So numba's pycc compiles them into an
 extension module instead, and a stage imports that like any module: in a millisecond, numba not
-imported.  This file is the part both share:
+imported.  This file is the part they share:
 
 - where the module is kept: beside the loops (`__pycache__`), or ~/.cache/pipekit where that is
   not writable, named by a hash of the loops' source, numba's version and Python's (any of them
