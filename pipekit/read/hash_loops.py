@@ -44,21 +44,22 @@ BYTE = np.uint64(0xFF)
 
 
 @numba.njit(inline="always")
-def g(a, b, c, d, x, y):
-    """BLAKE2b's mixing function G on four words of the state and two of the message."""
+def half(a, b, c, d, x, r1, l1, r2, l2):
+    """One half of BLAKE2b's mixing function G: a word of the message added, two rotations."""
     a = a + b + x
     d ^= a
-    d = (d >> R32) | (d << L32)
+    d = (d >> r1) | (d << l1)
     c = c + d
     b ^= c
-    b = (b >> R24) | (b << L40)
-    a = a + b + y
-    d ^= a
-    d = (d >> R16) | (d << L48)
-    c = c + d
-    b ^= c
-    b = (b >> R63) | (b << L1)
+    b = (b >> r2) | (b << l2)
     return a, b, c, d
+
+
+@numba.njit(inline="always")
+def g(a, b, c, d, x, y):
+    """BLAKE2b's mixing function G on four words of the state and two of the message."""
+    a, b, c, d = half(a, b, c, d, x, R32, L32, R24, L40)
+    return half(a, b, c, d, y, R16, L48, R63, L1)
 
 
 # The twelve rounds written out, each G's message words named by SIGMA (as RFC 7693's macros
