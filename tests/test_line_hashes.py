@@ -58,8 +58,8 @@ LINE = st.binary(max_size=300) | st.integers(0, 1100).map(lambda n: bytes(range(
 def compiled_hashes():
     module = line_hashes.compiled_lines().load(wait=True)  # (built on first use: ~15 s once a machine)
     if module is None:
-        pytest.skip("the compiled line hashes cannot be built here (numba or a C compiler missing): "
-                    "the lines are hashed by hashlib, tested above")
+        pytest.skip("the compiled loops cannot be built here (numba or a C compiler missing): "
+                    "stage 01 hashes its lines with hashlib, tested above")
     return module
 
 
