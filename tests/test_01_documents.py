@@ -668,6 +668,39 @@ def test_summary_names_the_first_problems_and_counts_the_rest():
                              "... and 3 more: status != 'ok' in 01_documents.parquet"]
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_a_tables_tally_is_its_rows_counted_one_by_one(seed):
+    """`add_table` (Arrow, with its short way for tables all `ok` or without notes) counts what a
+    plain loop over the rows counts: statuses, formats, the first problems, blank and shrunk pages."""
+    import random
+
+    import pyarrow as pa
+
+    from pipekit.chunk.unchunked import NO_TEXT_LAYER
+    from pipekit.read.html import SHRUNK
+
+    rng = random.Random(seed)
+    statuses = rng.choice([["ok"], ["ok", "error", "skipped"]])
+    notes = rng.choice([[None], [None, "x", f"3 pages, {NO_TEXT_LAYER}", f"1,000 of 9,000 {SHRUNK} kept"]])
+    tables = [[{"doc_id": f"d{t}-{i}", "status": rng.choice(statuses), "format": rng.choice(["beir", "pdf", "html"]),
+                "error": rng.choice([None, "bad"]), "note": rng.choice(notes)} for i in range(rng.randint(0, 30))]
+              for t in range(rng.randint(1, 4))]
+    tally = documents.Tally(shown=3)
+    for rows in tables:
+        tally.add_table(pa.Table.from_pylist(rows, schema=pa.schema(
+            [(k, pa.string()) for k in ("doc_id", "status", "format", "error", "note")])))
+    want = documents.Tally(shown=3)
+    for row in (r for rows in tables for r in rows):
+        want.add(row)
+        for part, named, mark in (("blank", "blank_named", NO_TEXT_LAYER), ("shrunk", "shrunk_named", SHRUNK)):
+            if row["status"] == "ok" and mark in (row["note"] or ""):
+                setattr(want, part, getattr(want, part) + 1)
+                if len(getattr(want, named)) < want.shown:
+                    getattr(want, named).append(f"ok      {row['doc_id']}: {row['note']}")
+    assert tally.lines() == want.lines()
+    assert (+tally.statuses, +tally.formats) == (+want.statuses, +want.formats)
+
+
 def test_the_bundled_sample_reads_all_but_its_broken_pdf():
     sample = REPO / "data" / "sample"
     rows = {e.doc_id: read_document(e) for e in list_inputs(sample, [], [], False)}

@@ -104,7 +104,10 @@ from pathlib import Path
 from multiprocessing import forkserver
 from pipekit.read.parallel import start_early
 from pipekit.read.walk import InputEntry
+from pipekit.run import hashing
 from pipekit.run.hashing import HASHING_PROCESS_BYTES
+
+hashing.lines_built = lambda: False  # (where the compiled line hashes are built, no process is needed: below)
 
 def corpus(n_bytes):
     return InputEntry(Path("c.jsonl"), "c.jsonl", [], format="beir", n_bytes=n_bytes)
@@ -117,3 +120,15 @@ os.kill(server(), 0)  # running
 print(forkserver._forkserver._preload_modules)
 """
     assert _run(code, tmp_path) == "['pipekit.run.hashing']"
+
+
+def test_no_fork_server_where_the_lines_are_hashed_by_the_compiled_call(tmp_path):
+    code = """
+from multiprocessing import forkserver
+from pipekit.read.workers import start_hashing_server
+from pipekit.run import hashing
+
+hashing.lines_built = lambda: True
+print(start_hashing_server(hashing.HASHING_PROCESS_BYTES, 2), forkserver._forkserver._forkserver_pid)
+"""
+    assert _run(code, tmp_path) == "False None"

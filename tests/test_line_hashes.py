@@ -1,7 +1,8 @@
-"""pipekit/read/line_hashes.py: a BEIR record's `content_hash` made in a hashing process (or in
-bulk in the stage's thread) is `content_hash` of its line; stage 01's tables are the same with
-the process, without it, and when it fails; and the block reader's offsets and ids check
-(pipekit/read/fastpath.py) that the process and the one-pass id check stand on."""
+"""pipekit/read/line_hashes.py: a BEIR record's `content_hash` made in one compiled call a block
+(pipekit/read/hash_loops.py), in a hashing process, or in bulk in the stage's thread is
+`content_hash` of its line; stage 01's tables are the same with the compiled call, with the
+process, without either, and when the process fails; and the block reader's offsets and ids
+check (pipekit/read/fastpath.py) that the process and the one-pass id check stand on."""
 from __future__ import annotations
 
 import json
@@ -22,11 +23,21 @@ from pipekit.run.stages import load_stage
 S1 = load_stage(1)
 
 
+@pytest.mark.parametrize("compiled", [False, None])
 @settings(max_examples=60, deadline=None)
 @given(lines=st.lists(st.binary(max_size=40) | st.binary(min_size=2040, max_size=2100), max_size=12),
        keep=st.data())
-def test_digests_in_bulk_are_content_hash(lines, keep):
-    """Short lines, empty ones, and lines on both sides of hashlib's 2,048-byte GIL threshold."""
+def test_digests_in_bulk_are_content_hash(lines, keep, compiled):
+    """Short lines, empty ones, and lines on both sides of hashlib's 2,048-byte GIL threshold;
+    hashlib's way and the compiled call's, where it is built."""
+    line_hashes._loops = compiled
+    try:
+        _digests_are_content_hash(lines, keep)
+    finally:
+        line_hashes._loops = None
+
+
+def _digests_are_content_hash(lines, keep):
     data = b"".join(lines)
     ends = np.cumsum([len(x) for x in lines], dtype=np.int64)
     starts = ends - np.array([len(x) for x in lines], dtype=np.int64)
@@ -36,6 +47,49 @@ def test_digests_in_bulk_are_content_hash(lines, keep):
                     dtype=np.int64)
     assert line_hashes.hex_column(joined, rows).to_pylist() == [content_hash(lines[i]) for i in rows.tolist()]
     assert line_hashes.hex_column(joined).type == pa.string()
+
+
+# Lines of every length around BLAKE2b's 128-byte block (and 0, 1, several blocks), anywhere in
+# a buffer (a block's lines start at any offset), bytes of every value.
+LINE = st.binary(max_size=300) | st.integers(0, 1100).map(lambda n: bytes(range(256)) * (n // 256) + bytes(n % 256))
+
+
+@pytest.fixture(scope="module")
+def compiled_hashes():
+    module = line_hashes.compiled_lines().load(wait=True)  # (built on first use: ~15 s once a machine)
+    if module is None:
+        pytest.skip("the compiled loops cannot be built here (numba or a C compiler missing): "
+                    "stage 01 hashes its lines with hashlib, tested above")
+    return module
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(LINE, max_size=10), lead=st.binary(max_size=9))
+def test_compiled_digests_are_hashlibs(compiled_hashes, lines, lead):
+    """The compiled BLAKE2b gives `content_hash`'s 8 bytes for every line: what a rerun compares."""
+    data = lead + b"".join(lines)
+    ends = len(lead) + np.cumsum([len(x) for x in lines], dtype=np.int64)
+    starts = ends - np.array([len(x) for x in lines], dtype=np.int64)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    out = np.zeros(8 * len(lines), dtype=np.uint8)
+    compiled_hashes.line_digests(buf, starts, ends, out)
+    assert out.tobytes() == line_digests(data, starts.tolist(), ends.tolist())
+    assert line_hashes.hex_column(line_hashes.digests(buf, starts, ends)).to_pylist() == [content_hash(x) for x in lines]
+
+
+def test_beir_tables_with_the_compiled_hashes_are_hashlibs(compiled_hashes, tmp_path, monkeypatch):
+    """With the compiled call built no hashing process starts, and the tables are those made
+    with hashlib in the thread, and `iter_beir`'s."""
+    path = tmp_path / "corpus.jsonl"
+    _corpus(path)
+    monkeypatch.setattr(fastpath, "BLOCK_BYTES", 700)
+    monkeypatch.setattr(line_hashes, "PROCESS_BYTES", 0)
+    with mock.patch.object(line_hashes.LineHasher, "__init__", side_effect=AssertionError("a process started")):
+        compiled = pa.concat_tables(fastpath.beir_tables(path, 200, 0, None, S1.SCHEMA, 64, 10_000, threads=2))
+    monkeypatch.setattr(line_hashes, "_loops", False)
+    plain = pa.concat_tables(fastpath.beir_tables(path, 200, 0, None, S1.SCHEMA, 64, 10_000, threads=1))
+    assert compiled.equals(plain)
+    assert plain.equals(pa.Table.from_pylist(list(iter_beir(path, 200)), schema=S1.SCHEMA))
 
 
 def test_file_line_digests_read_the_bytes_they_hash(tmp_path):
@@ -58,7 +112,8 @@ def _corpus(path: Path, n: int = 600) -> None:
     path.write_bytes(b"\xef\xbb\xbf" + "\n".join(x if i % 50 else x + "\n   " for i, x in enumerate(lines)).encode() + b"\n")
 
 
-def test_beir_tables_with_the_hashing_process_are_one_threads(tmp_path):
+def test_beir_tables_with_the_hashing_process_are_one_threads(tmp_path, monkeypatch):
+    monkeypatch.setattr(line_hashes, "_loops", False)  # (the process is the way until they are built)
     path = tmp_path / "corpus.jsonl"
     _corpus(path)
     with mock.patch.object(fastpath, "BLOCK_BYTES", 700):
@@ -79,9 +134,10 @@ def test_beir_tables_with_the_hashing_process_are_one_threads(tmp_path):
     assert one.equals(pa.Table.from_pylist(list(iter_beir(path, 200)), schema=S1.SCHEMA))
 
 
-def test_a_failed_or_late_hashing_process_leaves_the_hashes_to_the_thread(tmp_path):
+def test_a_failed_or_late_hashing_process_leaves_the_hashes_to_the_thread(tmp_path, monkeypatch):
     """A process that died (its futures raise), one that has not begun a block (the future is
     cancelled and the block hashed where it is asked for), and the file changed under it."""
+    monkeypatch.setattr(line_hashes, "_loops", False)
     path = tmp_path / "corpus.jsonl"
     _corpus(path, 300)
     with mock.patch.object(fastpath, "BLOCK_BYTES", 900):

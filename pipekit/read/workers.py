@@ -57,10 +57,12 @@ def start_hashing_server(n_bytes: int, workers: int) -> bool:
     start with another preload finds it running, and a corpus's run needs no other."""
     from multiprocessing import forkserver
 
-    from pipekit.run.hashing import HASHING_PROCESS_BYTES
+    from pipekit.run.hashing import HASHING_PROCESS_BYTES, lines_built
 
     if workers <= 1 or n_bytes < HASHING_PROCESS_BYTES:
         return False
+    if lines_built():
+        return False  # the lines are hashed by the compiled call, in the stage's threads: no process
     try:
         ReadersContext().set_forkserver_preload(list(HASHING_PRELOAD))
         forkserver.ensure_running()

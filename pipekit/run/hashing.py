@@ -46,9 +46,35 @@ def line_digests(data, starts, ends) -> bytes:
     return b"".join([blake2b(view[a:b], digest_size=8).digest() for a, b in zip(starts, ends)])
 
 
-# A BEIR range this large or larger has its lines hashed in a process of their own, where the
-# stage has a second core (~27k passages; pipekit/read/line_hashes.py).
+# A BEIR range this large or larger has its lines hashed in one compiled call a block, or, until
+# that is built on this machine, in a process of their own where the stage has a second core
+# (~27k passages; pipekit/read/line_hashes.py).
 HASHING_PROCESS_BYTES = 16 << 20
+_COMPILED_LINES = None
+
+
+def compiled_lines():
+    """The compiled line hashes' module as pipekit/run/aot.py builds, keeps and loads it
+    (pipekit/read/hash_loops.py): an `Ahead`, made here so that the early start can ask whether
+    it is built without importing NumPy (`lines_built`)."""
+    global _COMPILED_LINES
+    if _COMPILED_LINES is None:
+        from pipekit.run.aot import Ahead
+
+        _COMPILED_LINES = Ahead("pipekit.read.hash_loops", "pipekit_lines", "stage 01's compiled line hashes",
+                                "each BEIR line is hashed by hashlib")
+    return _COMPILED_LINES
+
+
+def lines_built() -> bool:
+    """Whether the compiled line hashes are built on this machine (nothing imported, nothing built)."""
+    import sysconfig
+
+    try:
+        folder, name = compiled_lines().place()
+    except OSError:
+        return False
+    return (folder / (name + sysconfig.get_config_var("EXT_SUFFIX"))).exists()
 
 
 def file_line_digests(path: str, offset: int, length: int, bounds: bytes) -> bytes:
