@@ -58,6 +58,7 @@ LEAST_BYTES = 1 << 20  # a batch's text bytes from which the loops are worth bui
 # Built, kept and loaded by pipekit/run/aot.py, the machinery stage 05's compiled ranking shares.
 BUILT = Ahead("pipekit.index.compiled_loops", "pipekit_words", "stage 04's compiled word cutter",
               "counting the plain way")
+NO_BITS = np.zeros(0, np.uint64)  # (cut_field's bits where no text is ASCII: none made)
 _loops = None  # False: the loops off, as on a machine that cannot build them (the tests set it)
 
 
@@ -88,6 +89,19 @@ class _Scratch:
         self.words = np.empty(max((1 << 20) // k, 1), np.uint8)
         self.ids = np.empty(max((1 << 19) // k, 1), np.int32)
         self.rows = np.empty(max((1 << 19) // k, 1), np.int32)
+        self.packed = np.empty(max((1 << 20) // k, 2), np.uint64)  # a field's bytes, as uint64s
+        self.bits = np.empty(max((1 << 17) // k, 3), np.uint64)  # a bit a byte: a letter or digit
+
+    def bytes_and_bits(self, source: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`cut_field`'s `packed` (the field's bytes copied into uint64s, read 8 at a time; two
+        spare) and `bits` (a bit a byte, which the loop fills; three spare), in kept buffers."""
+        n = len(source)
+        if len(self.packed) < (n + 7) // 8 + 2:
+            self.packed = np.empty(max((n + 7) // 8 + 2, 2 * len(self.packed)), np.uint64)
+        if len(self.bits) < n // 64 + 3:
+            self.bits = np.empty(max(n // 64 + 3, 2 * len(self.bits)), np.uint64)
+        self.packed.view(np.uint8)[:n] = source
+        return self.packed, self.bits[:n // 64 + 3]
 
 
 _scratch = threading.local()
@@ -160,9 +174,10 @@ def count_words(fields: list, capitals: bool, n_rows: int, least: int | None = N
         offsets, data = string_buffers(arr)
         if len(arr) and offsets[-1] > offsets[0]:  # (an empty text has no run, either way)
             offsets, source, plain, pre_ptr, pre_offsets = _source(arr, offsets, data, capitals)
+            packed, bits = s.bytes_and_bits(source) if plain.any() else (NO_BITS, NO_BITS)
             rows = np.arange(len(arr), dtype=np.int32) if rows is None else rows.astype(np.int32)
             s.table, s.starts, s.words, s.ids, s.rows, n_words, n_tok = loops.cut_field(
-                offsets, source, plain, pre_ptr, pre_offsets, rows, capitals,
+                offsets, source, packed, bits, plain, pre_ptr, pre_offsets, rows, capitals,
                 s.table, s.starts, s.words, n_words, s.ids, s.rows, n_tok)
         ends.append(n_tok)
         weights.append(weight)

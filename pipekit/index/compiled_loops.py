@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba.cpython.unsafe.numbers import trailing_zeros as cttz
 
 M1 = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constants (golden ratio, murmur3's finaliser)
 M2 = np.uint64(0xFF51AFD7ED558CCD)
@@ -39,6 +40,13 @@ ONE = np.uint64(1)
 SLOT = 4  # uint64s a table slot: the hash's high 32 bits and the word's number + 1 (0: empty),
 # its first 8 bytes, the next 8 (zeros past its end: a word's bytes are never 0) and its length
 BLOCK = 256  # tokens keyed before they are numbered
+# Eight bytes at once (SWAR), for the bits of an ASCII text's letters and digits (`alnum_bits`):
+# added to a byte of at most 0x7F, none of these carries into the next byte.
+B20, H80, L7F = np.uint64(0x2020202020202020), np.uint64(0x8080808080808080), np.uint64(0x7F7F7F7F7F7F7F7F)
+A_FROM, Z_PAST = np.uint64(0x1F1F1F1F1F1F1F1F), np.uint64(0x0505050505050505)  # >= 'a', > 'z' (of a byte | 0x20)
+D_FROM, D_PAST = np.uint64(0x5050505050505050), np.uint64(0x4646464646464646)  # >= '0', > '9'
+GATHER = np.uint64(0x0102040810204080)  # each byte's low bit, times this, lands in the top byte
+LOWS = np.array([0] + [(1 << (8 * n)) - 1 for n in range(1, 8)] + [(1 << 64) - 1], dtype=np.uint64)  # n low bytes
 
 
 @numba.njit(inline="always")
@@ -65,11 +73,57 @@ def keys_of(h, key0, key1, block, length):
         elif length < 16:
             key1 = block
         h = (h ^ block) * M1
+    return finished(h, length), key0, key1
+
+
+@numba.njit(inline="always")
+def finished(h, length):
+    """The hash of a word of `length` bytes whose 8-byte blocks were folded into h."""
     h ^= np.uint64(length)
     h ^= h >> SHIFT_MIX  # (murmur3's finaliser: the slot is the hash's low bits)
     h *= M2
     h ^= h >> SHIFT_MIX
-    return h, key0, key1
+    return h
+
+
+@numba.njit(inline="always")
+def eight(packed, i):
+    """Bytes i..i + 7 of a byte string held in uint64s (`packed`) as one little-endian integer."""
+    q, r = i >> 3, np.uint64(8 * (i & 7))
+    return (packed[q] >> r) | ((packed[q + 1] << ONE) << (np.uint64(63) - r))
+
+
+@numba.njit(inline="always")
+def sixty_four(bits, i):
+    """Bits i..i + 63 of a bit string (`bits`, bit i of bits[i >> 6]) as one integer, bit i lowest."""
+    q, r = i >> 6, np.uint64(i & 63)
+    return (bits[q] >> r) | ((bits[q + 1] << ONE) << (np.uint64(63) - r))
+
+
+@numba.njit
+def alnum_bits(packed, n_bytes, bits):
+    """bits: bit i set where byte i of `packed` (a byte string held in uint64s) is an ASCII letter
+    or digit, for i < n_bytes, clear after (to the end of `bits`).  Eight bytes a step, no branch:
+    a byte's high bit is cleared before the compares (none carries into its neighbour) and
+    keeps a byte past 0x7F out."""
+    nq = (n_bytes + 7) >> 3
+    acc = np.uint64(0)
+    for q in range(nq):
+        w = packed[q]
+        x = w & L7F
+        y = x | B20
+        a = (((y + A_FROM) & ~(y + Z_PAST)) | ((x + D_FROM) & ~(x + D_PAST))) & ~w & H80
+        if q == nq - 1 and n_bytes & 7:
+            a &= LOWS[n_bytes & 7]
+        acc |= (((a >> np.uint64(7)) * GATHER) >> np.uint64(56)) << np.uint64(8 * (q & 7))
+        if q & 7 == 7:
+            bits[q >> 3] = acc
+            acc = np.uint64(0)
+    at = (nq + 7) >> 3
+    if nq & 7:
+        bits[nq >> 3] = acc
+    for k in range(at, len(bits)):
+        bits[k] = 0
 
 
 @numba.njit
@@ -101,7 +155,7 @@ def rehashed(table, starts, words, n_words):
 
 
 @numba.njit
-def cut_field(offsets, source, plain, pre_ptr, pre_offsets, rows, capitals,
+def cut_field(offsets, source, packed, bits, plain, pre_ptr, pre_offsets, rows, capitals,
               table, starts, words, n_words, ids, tok_rows, n_tok):
     """One field's tokens added after the n_tok before (ids: word numbers; tok_rows: rows),
     its new words after the n_words before (word w's bytes: words[starts[w]:starts[w + 1]]).
@@ -117,12 +171,15 @@ def cut_field(offsets, source, plain, pre_ptr, pre_offsets, rows, capitals,
     goes on from there (buffers replaced inside the loop over the bytes would be counted
     references at every step)."""
     t, at = 0, -1
+    if len(bits):  # (no plain text, no bits: the caller passes none)
+        alnum_bits(packed, len(source), bits)
     keys = np.empty((BLOCK + 1, 3), np.uint64)  # a block's tokens: hash, first 8 bytes, next 8 (and one spare)
     spans = np.empty((BLOCK, 3), np.int64)  # and where their bytes are: start, length, fold
     while True:
         while 2 * SLOT * (n_words + BLOCK) > len(table):  # room for a block of new words, half full
             table = rehashed(table, starts, words, n_words)
-        t, at, n_words, n_tok = cut_texts(t, at, offsets, source, plain, pre_ptr, pre_offsets, rows, capitals,
+        t, at, n_words, n_tok = cut_texts(t, at, offsets, source, packed, bits, plain, pre_ptr, pre_offsets, rows,
+                                          capitals,
                                           table, starts, words, n_words, ids, tok_rows, n_tok, keys, spans)
         if t == len(offsets) - 1:
             return table, starts, words, ids, tok_rows, n_words, n_tok
@@ -138,7 +195,7 @@ def cut_field(offsets, source, plain, pre_ptr, pre_offsets, rows, capitals,
 
 
 @numba.njit
-def cut_texts(t, at, offsets, source, plain, pre_ptr, pre_offsets, rows, capitals,
+def cut_texts(t, at, offsets, source, packed, bits, plain, pre_ptr, pre_offsets, rows, capitals,
               table, starts, words, n_words, ids, tok_rows, n_tok, keys, spans):
     """`cut_field`'s work from text t (from its byte or pre-cut run `at`, or its start: -1),
     until the texts end or a buffer is full: (the text to go on from, where in it, n_words,
@@ -166,23 +223,39 @@ def cut_texts(t, at, offsets, source, plain, pre_ptr, pre_offsets, rows, capital
                     stop = 2
                     break
             if plain[t]:
+                # The run's start and end from the bits of letters and digits (64 bytes a read, a
+                # count of trailing zeros each: no branch a byte), its key from its bytes read 8 at
+                # a time (lower-cased: a letter's or digit's bit 0x20 set), as `step` keys them.
                 i, end = at, offsets[t + 1]
-                while i < end and not ((97 <= (source[i] | 32) <= 122) or (48 <= source[i] <= 57)):
-                    i += 1
-                if i == end:
+                found = sixty_four(bits, i)
+                while found == 0 and i < end:
+                    i += 64
+                    found = sixty_four(bits, i)
+                i += np.int64(cttz(found))  # (64 where none: i passes the end)
+                if i >= end:
                     t, at = t + 1, -1
                     continue
-                h = key0 = key1 = block = np.uint64(0)
-                j = i
-                while j < end and ((97 <= (source[j] | 32) <= 122) or (48 <= source[j] <= 57)):
-                    h, key0, key1, block = step(h, key0, key1, block, j - i, source[j] | 32)
-                    j += 1
-                at, length, fold = j, j - i, 32
+                length = np.int64(cttz(~sixty_four(bits, i)))
+                while length & 63 == 0:  # (a run of 64 bytes or more)
+                    length += np.int64(cttz(~sixty_four(bits, i + length)))
+                length = min(length, end - i)  # (the next text may start with a letter)
+                at, fold = i + length, 32
+                key0 = (eight(packed, i) | B20) & LOWS[min(length, 8)]
+                key1 = (eight(packed, i + 8) | B20) & LOWS[min(max(length - 8, 0), 8)]
+                h = key0 * M1
+                h16 = (h ^ key1) * M1
+                h = h16 if length > 8 else h
+                k = 16
+                while k < length:
+                    h = (h ^ ((eight(packed, i + k) | B20) & LOWS[min(length - k, 8)])) * M1
+                    k += 8
                 if length == 1:
                     c = source[i]
                     if not (capitals and 66 <= c <= 90 and c != 73):
                         continue
-                    block, fold = np.uint64(c), 0  # a lone capital, a name, keeps its case
+                    key0, fold = np.uint64(c), 0  # a lone capital, a name, keeps its case
+                    h = key0 * M1
+                keys[m, 0], keys[m, 1], keys[m, 2] = finished(h, length), key0, key1
             else:
                 if at == pre_ptr[t + 1]:
                     t, at = t + 1, -1
@@ -192,7 +265,7 @@ def cut_texts(t, at, offsets, source, plain, pre_ptr, pre_offsets, rows, capital
                 for k in range(length):
                     h, key0, key1, block = step(h, key0, key1, block, k, source[i + k])
                 at += 1
-            keys[m, 0], keys[m, 1], keys[m, 2] = keys_of(h, key0, key1, block, length)
+                keys[m, 0], keys[m, 1], keys[m, 2] = keys_of(h, key0, key1, block, length)
             spans[m, 0], spans[m, 1], spans[m, 2] = i, length, fold
             tok_rows[n_tok + m] = rows[t]
             m += 1
@@ -394,7 +467,8 @@ def build(folder: str, name: str) -> None:
     i64, i32, u64, u8 = a(T.int64), a(T.int32), a(T.uint64), a(T.uint8)
     compile_module(folder, name, [
         ("cut_field", T.Tuple([u64, i64, u8, i32, i32, T.int64, T.int64])(
-            i64, a(T.uint8, True), a(T.boolean), i64, i64, i32, T.boolean, u64, i64, u8, T.int64, i32, i32, T.int64),
+            i64, a(T.uint8, True), u64, u64, a(T.boolean), i64, i64, i32, T.boolean, u64, i64, u8, T.int64, i32, i32,
+            T.int64),
          cut_field.py_func),
         ("by_row", T.Tuple([i32, i32, i64])(i32, i32, T.int64, i64, i64, T.int64, T.boolean), by_row.py_func),
         ("term_major", T.Tuple([i32, i32, i32, i32, i32, i64])(i32, i32, i32, T.boolean, i64, T.int64, i32),
