@@ -351,7 +351,7 @@ def by_row(ids, tok_rows, n_tok, field_ends, field_weights, n_rows, weighted):
 
 
 @numba.njit
-def term_major(term_of_local, ids, counts, weighted, row_nnz, first_row, seen):
+def term_major(term_of_local, ids, counts, weighted, row_nnz, first_row, seen, df_sum, per_chunk):
     """One batch's tokens (word ids in row order, row r's next row_nnz[r]; counts only if
     `weighted`) in term space and term-major: counting.batch_postings' arrays, the same ones
     scipy's CSR -> CSC and sum of duplicates give.  Returns (terms present, ascending; each
@@ -362,7 +362,8 @@ def term_major(term_of_local, ids, counts, weighted, row_nnz, first_row, seen):
     (zeroed again here for the terms met): a fresh one each batch was a page fault each 4 KB.
     A term's postings stay in row order (rows are read in order, each placed after the ones
     before: a stable counting sort), so a word said twice in a chunk, or two words of one term,
-    are neighbours and summed into one posting."""
+    are neighbours and summed into one posting.  Where they are not empty (counting.Tally), each
+    term's df is added to df_sum[term] and each chunk's number of postings to per_chunk[chunk]."""
     n_rows, n_tok = len(row_nnz), len(ids)
     lengths = np.zeros(n_rows, np.int64)
     terms = np.empty(n_tok, np.int32)
@@ -432,6 +433,12 @@ def term_major(term_of_local, ids, counts, weighted, row_nnz, first_row, seen):
                 n += 1
         df[i] = n - starts[i]
         a = z
+    if len(df_sum):
+        for i in range(n_present):
+            df_sum[present[i]] += df[i]
+    if len(per_chunk):
+        for p in range(n):
+            per_chunk[chunk[p]] += 1
     starts[n_present] = n
     return present, df, starts, chunk[:n].copy(), tf[:n].copy(), lengths
 
@@ -471,7 +478,7 @@ def build(folder: str, name: str) -> None:
             T.int64),
          cut_field.py_func),
         ("by_row", T.Tuple([i32, i32, i64])(i32, i32, T.int64, i64, i64, T.int64, T.boolean), by_row.py_func),
-        ("term_major", T.Tuple([i32, i32, i32, i32, i32, i64])(i32, i32, i32, T.boolean, i64, T.int64, i32),
+        ("term_major", T.Tuple([i32, i32, i32, i32, i32, i64])(i32, i32, i32, T.boolean, i64, T.int64, i32, i64, i32),
          term_major.py_func),
         # (a piece's counts and the range's tf are uint16 while every count fits, else int32)
         ("place_runs16", T.void(i64, i32, i32, i32, a(T.uint16), i32, a(T.uint16)), place_runs.py_func),
