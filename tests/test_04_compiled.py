@@ -206,6 +206,29 @@ def test_a_batch_turned_term_major_by_the_loop_is_the_plain_ways(data, n_rows, n
             assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.integers(1, 12), st.lists(st.tuples(st.integers(0, 30), st.booleans(), st.sampled_from([1, 2, 3])),
+                                               min_size=1, max_size=4), st.booleans())
+def test_the_loop_puts_tokens_in_row_order_as_a_stable_sort_does(data, n_rows, fields, weighted):
+    """The compiled `by_row` (each field's run of a row merged in field order where every field's
+    rows ascend, as cut_field gives them; a counting sort where one does not) against NumPy's
+    stable sort (counting.by_row): ids, each one's field's weight, entries per row."""
+    rows, ends, weights, tok_weights = [], [], [], []
+    for n, ascending, weight in fields:
+        r = data.draw(st.lists(st.integers(0, n_rows - 1), min_size=n, max_size=n))
+        rows += sorted(r) if ascending else r
+        ends.append(len(rows))
+        weights.append(weight)
+        tok_weights += [weight] * n
+    rows = np.array(rows, np.int32)
+    ids = np.arange(len(rows), dtype=np.int32) * 7 % 11
+    got = compiled.load().by_row(ids, rows, len(rows), np.array(ends, np.int64), np.array(weights, np.int64), n_rows,
+                                 weighted)
+    want = counting.by_row(rows, ids, np.array(tok_weights, np.int32), n_rows)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[2], want[2]) and got[2].dtype == want[2].dtype
+    assert np.array_equal(got[1], want[1]) if weighted else len(got[1]) == 0
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.data(), st.lists(st.integers(0, 30), min_size=1, max_size=4), st.integers(1, 30), st.integers(1, 50),
        st.booleans())

@@ -13,7 +13,8 @@ order), the counts (None when every token counts 1) and the entries per chunk, f
 (pipekit/index/compiled_loops.py):
 
 1. `cut_field`, once per field in `count_batch`'s order (the text, the heading line, the folder
-   names): each ASCII text's bytes read once, each run keyed as it is read (lower-cased), the
+   names): each ASCII text's runs found in a bit a byte (a letter or digit: the field's bytes
+   copied into kept uint64s and classed eight at a time), each run keyed as it is read (lower-cased), the
    keys looked up a block at a time in an open-addressing table (a word's bytes compared, never
    its hash trusted), a new word numbered next and its bytes added to the word buffer.  A text that is not ASCII is cut the plain way
    (the analyzer's RE2 split) and its runs are numbered in its place among the texts: the words'

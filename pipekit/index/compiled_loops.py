@@ -2,9 +2,9 @@
 pipekit/index/compiled.py says what they are for, when they are built and how they are loaded
 (an extension module, without numba), and holds them to the plain way.
 
-`cut_field` reads one field's texts (a batch's chunk texts, headings or folder names) byte by
-byte: each run of ASCII letters and digits is a token, keyed as it is read (a hash, and its
-first 16 bytes lower-cased as two integers), then numbered in an open-addressing table, a new
+`cut_field` reads one field's texts (a batch's chunk texts, headings or folder names): each run
+of ASCII letters and digits is a token, keyed as it is read (a hash, and its first 16 bytes
+lower-cased as two integers), then numbered in an open-addressing table, a new
 word's bytes added to the word buffer: first appearance numbers the words, as
 `pc.dictionary_encode` does.  Texts that are not ASCII come pre-cut (RE2's runs, the analyzer's
 plain way for them, their bytes after the texts' in `source`): their runs are keyed and numbered
@@ -20,7 +20,11 @@ How it is written, for speed (bench/README.md, branch `tok`, has the figures):
   or inlined, counts their references at every call (atomic operations), which made the loop
   2-4x slower;
 - a table slot holds a word's first 16 bytes and length (SLOT): nearly every word is compared
-  there, without reading the word buffer (one cache line, not three).
+  there, without reading the word buffer (one cache line, not three);
+- an ASCII run's ends are found in a bit a byte (`alnum_bits`, eight bytes a step with no
+  branch), 64 bytes a read and a count of trailing zeros, and its key is read 8 bytes at a time
+  (`eight`): byte by byte, a branch on each byte's class ended each word and its separators
+  unpredictably (count_words -21 % of CPU on 1M's batches, bench/README.md, branch `k04`).
 Buffers are a thread's own and kept between batches (compiled.py's `_Scratch`); `cut_field`
 grows one (twice the size, its contents copied) when `cut_texts` stops for it, and returns the
 buffers, so the caller keeps whichever array comes back.  No fastmath, no parallel: the words'
@@ -319,17 +323,44 @@ def by_row(ids, tok_rows, n_tok, field_ends, field_weights, n_rows, weighted):
     """(ids, counts, entries per row): the first n_tok tokens in row order, a row's in the order
     they came (fields in order, each field's rows ascending: a stable counting sort), new arrays
     of their own; counts (int32) the weight of each token's field, only if `weighted` (else
-    empty).  Entries per row are int64, as np.bincount gives them."""
+    empty).  Entries per row are int64, as np.bincount gives them.
+
+    Each field's tokens come in ascending rows (its texts are cut in order), so a row's tokens
+    are a run of each field's: they are merged run by run, read and written in order, where
+    each token sent to its row's next place (a counting sort) wrote all over the batch's array.
+    A field whose rows are not ascending is put in order by the counting sort."""
     nnz = np.zeros(n_rows, np.int64)
-    ordered = True
-    last = -1
+    ordered = runs = True  # (the tokens in row order; each field's)
+    last = last_of_field = -1
+    f = 0
     for t in range(n_tok):
+        while t >= field_ends[f]:
+            f += 1
+            last_of_field = -1
         r = tok_rows[t]
         nnz[r] += 1
         ordered &= r >= last
-        last = r
+        runs &= r >= last_of_field
+        last = last_of_field = r
     out = np.empty(n_tok, np.int32)
     counts = np.empty(n_tok if weighted else 0, np.int32)
+    if runs and not ordered:
+        n_fields = len(field_ends)
+        at = np.empty(n_fields, np.int64)  # each field's next token
+        for g in range(n_fields):
+            at[g] = 0 if g == 0 else field_ends[g - 1]
+        p = 0
+        for r in range(n_rows):
+            for g in range(n_fields):
+                t, end = at[g], min(field_ends[g], n_tok)
+                while t < end and tok_rows[t] == r:
+                    out[p] = ids[t]
+                    if weighted:
+                        counts[p] = field_weights[g]
+                    p += 1
+                    t += 1
+                at[g] = t
+        return out, counts, nnz
     nxt = np.empty(n_rows, np.int64)  # each row's next place
     total = 0
     for r in range(n_rows):
