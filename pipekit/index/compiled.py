@@ -14,7 +14,7 @@ order), the counts (None when every token counts 1) and the entries per chunk, f
 
 1. `cut_field`, once per field in `count_batch`'s order (the text, the heading line, the folder
    names): each ASCII text's runs found in a bit a byte (a letter or digit: the field's bytes
-   copied into kept uint64s and classed eight at a time), each run keyed as it is read (lower-cased), the
+   classed eight at a time), each run keyed as it is read (lower-cased), the
    keys looked up a block at a time in an open-addressing table (a word's bytes compared, never
    its hash trusted), a new word numbered next and its bytes added to the word buffer.  A text that is not ASCII is cut the plain way
    (the analyzer's RE2 split) and its runs are numbered in its place among the texts: the words'
@@ -90,19 +90,15 @@ class _Scratch:
         self.words = np.empty(max((1 << 20) // k, 1), np.uint8)
         self.ids = np.empty(max((1 << 19) // k, 1), np.int32)
         self.rows = np.empty(max((1 << 19) // k, 1), np.int32)
-        self.packed = np.empty(max((1 << 20) // k, 2), np.uint64)  # a field's bytes, as uint64s
         self.bits = np.empty(max((1 << 17) // k, 3), np.uint64)  # a bit a byte: a letter or digit
 
-    def bytes_and_bits(self, source: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`cut_field`'s `packed` (the field's bytes copied into uint64s, read 8 at a time; two
-        spare) and `bits` (a bit a byte, which the loop fills; three spare), in kept buffers."""
-        n = len(source)
-        if len(self.packed) < (n + 7) // 8 + 2:
-            self.packed = np.empty(max((n + 7) // 8 + 2, 2 * len(self.packed)), np.uint64)
-        if len(self.bits) < n // 64 + 3:
-            self.bits = np.empty(max(n // 64 + 3, 2 * len(self.bits)), np.uint64)
-        self.packed.view(np.uint8)[:n] = source
-        return self.packed, self.bits[:n // 64 + 3]
+    def bits_of(self, source: np.ndarray) -> np.ndarray:
+        """`cut_field`'s `bits` for these bytes (a bit a byte, which the loop fills; three words
+        spare), in a kept buffer."""
+        n = len(source) // 64 + 3
+        if len(self.bits) < n:
+            self.bits = np.empty(max(n, 2 * len(self.bits)), np.uint64)
+        return self.bits[:n]
 
 
 _scratch = threading.local()
@@ -175,10 +171,10 @@ def count_words(fields: list, capitals: bool, n_rows: int, least: int | None = N
         offsets, data = string_buffers(arr)
         if len(arr) and offsets[-1] > offsets[0]:  # (an empty text has no run, either way)
             offsets, source, plain, pre_ptr, pre_offsets = _source(arr, offsets, data, capitals)
-            packed, bits = s.bytes_and_bits(source) if plain.any() else (NO_BITS, NO_BITS)
+            bits = s.bits_of(source) if plain.any() else NO_BITS
             rows = np.arange(len(arr), dtype=np.int32) if rows is None else rows.astype(np.int32)
             s.table, s.starts, s.words, s.ids, s.rows, n_words, n_tok = loops.cut_field(
-                offsets, source, packed, bits, plain, pre_ptr, pre_offsets, rows, capitals,
+                offsets, source, bits, plain, pre_ptr, pre_offsets, rows, capitals,
                 s.table, s.starts, s.words, n_words, s.ids, s.rows, n_tok)
         ends.append(n_tok)
         weights.append(weight)

@@ -23,7 +23,7 @@ How it is written, for speed (bench/README.md, branch `tok`, has the figures):
   there, without reading the word buffer (one cache line, not three);
 - an ASCII run's ends are found in a bit a byte (`alnum_bits`, eight bytes a step with no
   branch), 64 bytes a read and a count of trailing zeros, and its key is read 8 bytes at a time
-  (`eight`): byte by byte, a branch on each byte's class ended each word and its separators
+  (`eight`: one unaligned load from the text's own bytes): byte by byte, a branch on each byte's class ended each word and its separators
   unpredictably (count_words -21 % of CPU on 1M's batches, bench/README.md, branch `k04`).
 Buffers are a thread's own and kept between batches (compiled.py's `_Scratch`); `cut_field`
 grows one (twice the size, its contents copied) when `cut_texts` stops for it, and returns the
@@ -34,7 +34,10 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
 from numba.cpython.unsafe.numbers import trailing_zeros as cttz
+from numba.extending import intrinsic
 
 M1 = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constants (golden ratio, murmur3's finaliser)
 M2 = np.uint64(0xFF51AFD7ED558CCD)
@@ -90,11 +93,25 @@ def finished(h, length):
     return h
 
 
+@intrinsic
+def _load8(typingctx, array, i):
+    """array[i:i + 8] (a uint8 array's bytes) as one little-endian uint64, in one unaligned load:
+    no copy of the bytes into uint64s (4 MB a field and thread, touched afresh)."""
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        return builder.load(builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(64).as_pointer()), align=1)
+    return types.uint64(array, types.int64), codegen
+
+
 @numba.njit(inline="always")
-def eight(packed, i):
-    """Bytes i..i + 7 of a byte string held in uint64s (`packed`) as one little-endian integer."""
-    q, r = i >> 3, np.uint64(8 * (i & 7))
-    return (packed[q] >> r) | ((packed[q + 1] << ONE) << (np.uint64(63) - r))
+def eight(source, i):
+    """Bytes i..i + 7 of `source` as one little-endian integer, zeros past its end."""
+    if i + 8 <= len(source):
+        return _load8(source, i)
+    w = np.uint64(0)
+    for k in range(max(len(source) - i, 0)):
+        w |= np.uint64(source[i + k]) << np.uint64(8 * k)
+    return w
 
 
 @numba.njit(inline="always")
@@ -105,20 +122,18 @@ def sixty_four(bits, i):
 
 
 @numba.njit
-def alnum_bits(packed, n_bytes, bits):
-    """bits: bit i set where byte i of `packed` (a byte string held in uint64s) is an ASCII letter
-    or digit, for i < n_bytes, clear after (to the end of `bits`).  Eight bytes a step, no branch:
-    a byte's high bit is cleared before the compares (none carries into its neighbour) and
-    keeps a byte past 0x7F out."""
+def alnum_bits(source, bits):
+    """bits: bit i set where byte i of `source` is an ASCII letter or digit, clear after its end
+    (to the end of `bits`).  Eight bytes a step, no branch: a byte's high bit is cleared before
+    the compares (none carries into its neighbour) and keeps a byte past 0x7F out."""
+    n_bytes = len(source)
     nq = (n_bytes + 7) >> 3
     acc = np.uint64(0)
     for q in range(nq):
-        w = packed[q]
+        w = eight(source, 8 * q)  # (zeros past the end: no letter)
         x = w & L7F
         y = x | B20
         a = (((y + A_FROM) & ~(y + Z_PAST)) | ((x + D_FROM) & ~(x + D_PAST))) & ~w & H80
-        if q == nq - 1 and n_bytes & 7:
-            a &= LOWS[n_bytes & 7]
         acc |= (((a >> np.uint64(7)) * GATHER) >> np.uint64(56)) << np.uint64(8 * (q & 7))
         if q & 7 == 7:
             bits[q >> 3] = acc
@@ -159,7 +174,7 @@ def rehashed(table, starts, words, n_words):
 
 
 @numba.njit
-def cut_field(offsets, source, packed, bits, plain, pre_ptr, pre_offsets, rows, capitals,
+def cut_field(offsets, source, bits, plain, pre_ptr, pre_offsets, rows, capitals,
               table, starts, words, n_words, ids, tok_rows, n_tok):
     """One field's tokens added after the n_tok before (ids: word numbers; tok_rows: rows),
     its new words after the n_words before (word w's bytes: words[starts[w]:starts[w + 1]]).
@@ -176,14 +191,13 @@ def cut_field(offsets, source, packed, bits, plain, pre_ptr, pre_offsets, rows, 
     references at every step)."""
     t, at = 0, -1
     if len(bits):  # (no plain text, no bits: the caller passes none)
-        alnum_bits(packed, len(source), bits)
+        alnum_bits(source, bits)
     keys = np.empty((BLOCK + 1, 3), np.uint64)  # a block's tokens: hash, first 8 bytes, next 8 (and one spare)
     spans = np.empty((BLOCK, 3), np.int64)  # and where their bytes are: start, length, fold
     while True:
         while 2 * SLOT * (n_words + BLOCK) > len(table):  # room for a block of new words, half full
             table = rehashed(table, starts, words, n_words)
-        t, at, n_words, n_tok = cut_texts(t, at, offsets, source, packed, bits, plain, pre_ptr, pre_offsets, rows,
-                                          capitals,
+        t, at, n_words, n_tok = cut_texts(t, at, offsets, source, bits, plain, pre_ptr, pre_offsets, rows, capitals,
                                           table, starts, words, n_words, ids, tok_rows, n_tok, keys, spans)
         if t == len(offsets) - 1:
             return table, starts, words, ids, tok_rows, n_words, n_tok
@@ -199,7 +213,7 @@ def cut_field(offsets, source, packed, bits, plain, pre_ptr, pre_offsets, rows, 
 
 
 @numba.njit
-def cut_texts(t, at, offsets, source, packed, bits, plain, pre_ptr, pre_offsets, rows, capitals,
+def cut_texts(t, at, offsets, source, bits, plain, pre_ptr, pre_offsets, rows, capitals,
               table, starts, words, n_words, ids, tok_rows, n_tok, keys, spans):
     """`cut_field`'s work from text t (from its byte or pre-cut run `at`, or its start: -1),
     until the texts end or a buffer is full: (the text to go on from, where in it, n_words,
@@ -244,14 +258,14 @@ def cut_texts(t, at, offsets, source, packed, bits, plain, pre_ptr, pre_offsets,
                     length += np.int64(cttz(~sixty_four(bits, i + length)))
                 length = min(length, end - i)  # (the next text may start with a letter)
                 at, fold = i + length, 32
-                key0 = (eight(packed, i) | B20) & LOWS[min(length, 8)]
-                key1 = (eight(packed, i + 8) | B20) & LOWS[min(max(length - 8, 0), 8)]
+                key0 = (eight(source, i) | B20) & LOWS[min(length, 8)]
+                key1 = (eight(source, i + 8) | B20) & LOWS[min(max(length - 8, 0), 8)]
                 h = key0 * M1
                 h16 = (h ^ key1) * M1
                 h = h16 if length > 8 else h
                 k = 16
                 while k < length:
-                    h = (h ^ ((eight(packed, i + k) | B20) & LOWS[min(length - k, 8)])) * M1
+                    h = (h ^ ((eight(source, i + k) | B20) & LOWS[min(length - k, 8)])) * M1
                     k += 8
                 if length == 1:
                     c = source[i]
@@ -505,11 +519,11 @@ def build(folder: str, name: str) -> None:
     i64, i32, u64, u8 = a(T.int64), a(T.int32), a(T.uint64), a(T.uint8)
     compile_module(folder, name, [
         ("cut_field", T.Tuple([u64, i64, u8, i32, i32, T.int64, T.int64])(
-            i64, a(T.uint8, True), u64, u64, a(T.boolean), i64, i64, i32, T.boolean, u64, i64, u8, T.int64, i32, i32,
+            i64, a(T.uint8, True), u64, a(T.boolean), i64, i64, i32, T.boolean, u64, i64, u8, T.int64, i32, i32,
             T.int64),
          cut_field.py_func),
         ("by_row", T.Tuple([i32, i32, i64])(i32, i32, T.int64, i64, i64, T.int64, T.boolean), by_row.py_func),
-        ("term_major", T.Tuple([i32, i32, i32, i32, i32, i64])(i32, i32, i32, T.boolean, i64, T.int64, i32, i64, i32),
+        ("term_major", T.Tuple([i32, i32, i32, i32, i32, i64])(i32, i32, i32, T.boolean, i64, T.int64, i32, i32, i32),
          term_major.py_func),
         # (a piece's counts and the range's tf are uint16 while every count fits, else int32)
         ("place_runs16", T.void(i64, i32, i32, i32, a(T.uint16), i32, a(T.uint16)), place_runs.py_func),
