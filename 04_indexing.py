@@ -266,23 +266,16 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
         if spill is not None:
             # (read for the last time: their pages go back at once, for the postings put next)
             ids, counts = spill.take(ids), None if counts is None else spill.take(counts)
-        piece, n = counting.batch_postings(vocab.term_of_batch(k), ids, counts, nnz, n_terms, first)
-        if not pieces:
-            return piece, n, None
-        # What the reduce needs of the batch (its terms' df, its chunks' numbers of postings),
-        # taken before its postings go to the spill file.
-        summary = (piece.terms, piece.df, np.bincount(piece.chunk - np.int32(first), minlength=len(n)))
-        return (SpilledPiece(spill, piece) if spill is not None else piece), n, summary
+        # (what the reduce needs of the batch, its terms' df and its chunks' numbers of postings,
+        # added to the tally as it turns term-major, before its postings go to the spill file)
+        piece, n = counting.batch_postings(vocab.term_of_batch(k), ids, counts, nnz, n_terms, first, tally)
+        return (SpilledPiece(spill, piece) if spill is not None else piece), n
 
+    tally = counting.Tally(n_terms, int(firsts[-1])) if pieces else None
     batch_pieces, lengths = deque(), []
-    df = np.zeros(n_terms, dtype=np.int64)
-    nnz = []
-    for piece, n, summary in map_ahead(convert, taken(), threads):
+    for piece, n in map_ahead(convert, taken(), threads):
         batch_pieces.append(piece)
         lengths.append(n)
-        if summary is not None:
-            df[summary[0]] += summary[1]  # a term appears once per batch: no repeated index
-            nnz.append(summary[2].astype(np.int32))
     vocab = None  # (the closure above reads it: freed, not deleted)
     # The counting's freed memory, handed back once, between the phases: not batch by batch
     # (each batch's temporaries are the next batch's, and handed back they were faulted in
@@ -293,8 +286,7 @@ def count_chunks(batches, analyzer: Analyzer, path_weight: int, progress=iter, h
     counts = {"terms": terms, "lengths": lengths,
               "meta": pa.Table.from_batches(meta_cols) if meta_cols else None}
     if pieces:  # kept by batch: each term range of the postings is put together when it is written
-        nnz = np.concatenate(nnz) if nnz else np.zeros(0, np.int32)
-        return {**counts, "pieces": list(batch_pieces), "df": df, "nnz": nnz}
+        return {**counts, "pieces": list(batch_pieces), "df": tally.df, "nnz": tally.per_chunk}
     col_ptr, chunk_of, tf_of = counting.place(n_terms, batch_pieces)
     return {**counts, "col_ptr": col_ptr, "chunk": chunk_of, "tf": tf_of}
 

@@ -5,6 +5,7 @@ the plain way's (the analyzer's runs, `pc.dictionary_encode`, `counting.by_row`)
 and the dtype; buffers grown from almost nothing give the same; and the index files are the
 same with the compiled loops and without them."""
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -203,6 +204,60 @@ def test_a_batch_turned_term_major_by_the_loop_is_the_plain_ways(data, n_rows, n
     for (piece, lengths) in (got, again):
         for a, b in zip([*piece, lengths], [*want[0], want[1]]):
             assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.integers(1, 12), st.lists(st.tuples(st.integers(0, 30), st.booleans(), st.sampled_from([1, 2, 3])),
+                                               min_size=1, max_size=4), st.booleans())
+def test_the_loop_puts_tokens_in_row_order_as_a_stable_sort_does(data, n_rows, fields, weighted):
+    """The compiled `by_row` (each field's run of a row merged in field order where every field's
+    rows ascend, as cut_field gives them; a counting sort where one does not) against NumPy's
+    stable sort (counting.by_row): ids, each one's field's weight, entries per row."""
+    rows, ends, weights, tok_weights = [], [], [], []
+    for n, ascending, weight in fields:
+        r = data.draw(st.lists(st.integers(0, n_rows - 1), min_size=n, max_size=n))
+        rows += sorted(r) if ascending else r
+        ends.append(len(rows))
+        weights.append(weight)
+        tok_weights += [weight] * n
+    rows = np.array(rows, np.int32)
+    ids = np.arange(len(rows), dtype=np.int32) * 7 % 11
+    got = compiled.load().by_row(ids, rows, len(rows), np.array(ends, np.int64), np.array(weights, np.int64), n_rows,
+                                 weighted)
+    want = counting.by_row(rows, ids, np.array(tok_weights, np.int32), n_rows)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[2], want[2]) and got[2].dtype == want[2].dtype
+    assert np.array_equal(got[1], want[1]) if weighted else len(got[1]) == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data(), st.lists(st.integers(0, 30), min_size=1, max_size=4), st.integers(1, 30), st.integers(1, 50),
+       st.booleans())
+def test_a_tally_of_the_batches_is_their_pieces_df_and_postings_a_chunk(data, batch_rows, n_words, n_terms, loop):
+    """counting.Tally, filled by batch_postings as each batch turns term-major (by the compiled
+    loop, or the plain way), on two threads: each term's df summed over the batches, and each
+    chunk's number of postings, as the batches' pieces give them."""
+    batches, first = [], 0
+    for n_rows in batch_rows:
+        row_nnz = np.array(data.draw(st.lists(st.integers(0, 9), min_size=n_rows, max_size=n_rows)), np.int64)
+        n_tok = int(row_nnz.sum())
+        ids = np.array(data.draw(st.lists(st.integers(0, n_words - 1), min_size=n_tok, max_size=n_tok)), np.int32)
+        batches.append((ids, row_nnz, first))
+        first += n_rows
+    term_of = np.array(data.draw(st.lists(st.integers(-1, n_terms - 1), min_size=n_words, max_size=n_words)), np.int32)
+    tally = counting.Tally(n_terms, first)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(counting, "SMALL", 0)
+        if not loop:
+            mp.setattr(compiled, "_loops", False)
+        with ThreadPoolExecutor(2) as pool:
+            pieces = list(pool.map(lambda b: counting.batch_postings(term_of, b[0].copy(), None, b[1], n_terms, b[2],
+                                                                     tally)[0], batches))
+    df = np.zeros(n_terms, np.int64)
+    for piece in pieces:
+        df[piece.terms] += piece.df
+    per_chunk = np.bincount(np.concatenate([np.zeros(0, np.int32)] + [p.chunk for p in pieces]), minlength=first)
+    assert tally.df.dtype == np.int64 and np.array_equal(tally.df, df)
+    assert tally.per_chunk.dtype == np.int32 and np.array_equal(tally.per_chunk, per_chunk)
 
 
 def test_a_large_batch_turned_term_major_by_the_loop_is_scipys():

@@ -13,7 +13,8 @@ order), the counts (None when every token counts 1) and the entries per chunk, f
 (pipekit/index/compiled_loops.py):
 
 1. `cut_field`, once per field in `count_batch`'s order (the text, the heading line, the folder
-   names): each ASCII text's bytes read once, each run keyed as it is read (lower-cased), the
+   names): each ASCII text's runs found in a bit a byte (a letter or digit: the field's bytes
+   classed eight at a time), each run keyed as it is read (lower-cased), the
    keys looked up a block at a time in an open-addressing table (a word's bytes compared, never
    its hash trusted), a new word numbered next and its bytes added to the word buffer.  A text that is not ASCII is cut the plain way
    (the analyzer's RE2 split) and its runs are numbered in its place among the texts: the words'
@@ -58,6 +59,7 @@ LEAST_BYTES = 1 << 20  # a batch's text bytes from which the loops are worth bui
 # Built, kept and loaded by pipekit/run/aot.py, the machinery stage 05's compiled ranking shares.
 BUILT = Ahead("pipekit.index.compiled_loops", "pipekit_words", "stage 04's compiled word cutter",
               "counting the plain way")
+NO_BITS = np.zeros(0, np.uint64)  # (cut_field's bits where no text is ASCII: none made)
 _loops = None  # False: the loops off, as on a machine that cannot build them (the tests set it)
 
 
@@ -88,6 +90,15 @@ class _Scratch:
         self.words = np.empty(max((1 << 20) // k, 1), np.uint8)
         self.ids = np.empty(max((1 << 19) // k, 1), np.int32)
         self.rows = np.empty(max((1 << 19) // k, 1), np.int32)
+        self.bits = np.empty(max((1 << 17) // k, 3), np.uint64)  # a bit a byte: a letter or digit
+
+    def bits_of(self, source: np.ndarray) -> np.ndarray:
+        """`cut_field`'s `bits` for these bytes (a bit a byte, which the loop fills; three words
+        spare), in a kept buffer."""
+        n = len(source) // 64 + 3
+        if len(self.bits) < n:
+            self.bits = np.empty(max(n, 2 * len(self.bits)), np.uint64)
+        return self.bits[:n]
 
 
 _scratch = threading.local()
@@ -160,9 +171,10 @@ def count_words(fields: list, capitals: bool, n_rows: int, least: int | None = N
         offsets, data = string_buffers(arr)
         if len(arr) and offsets[-1] > offsets[0]:  # (an empty text has no run, either way)
             offsets, source, plain, pre_ptr, pre_offsets = _source(arr, offsets, data, capitals)
+            bits = s.bits_of(source) if plain.any() else NO_BITS
             rows = np.arange(len(arr), dtype=np.int32) if rows is None else rows.astype(np.int32)
             s.table, s.starts, s.words, s.ids, s.rows, n_words, n_tok = loops.cut_field(
-                offsets, source, plain, pre_ptr, pre_offsets, rows, capitals,
+                offsets, source, bits, plain, pre_ptr, pre_offsets, rows, capitals,
                 s.table, s.starts, s.words, n_words, s.ids, s.rows, n_tok)
         ends.append(n_tok)
         weights.append(weight)

@@ -106,7 +106,7 @@ def narrow_counts(counts: np.ndarray | None) -> np.ndarray | None:
 
 
 def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarray | None, row_nnz: np.ndarray,
-                   n_terms: int, first_row: int = 0):
+                   n_terms: int, first_row: int = 0, tally: "Tally | None" = None):
     """One batch's counts in term space, term-major: a `Piece` (the terms it holds, each
     one's number of postings in it, the postings' chunks — the batch's rows numbered from
     `first_row` — and their tf), and each row's length.
@@ -118,13 +118,14 @@ def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarra
     its batch alone, so two batches are converted at once on two threads: as one CSR of the
     whole corpus this step ran on one core, and concatenating every batch into it first held
     the parts and the whole at once (stage 04's peak at a million passages, bench/README.md).
+    With a `tally`, the batch's df and its chunks' numbers of postings are added to it (`Tally`).
     """
     if len(ids) >= SMALL:
         from pipekit.index import compiled  # (not imported for a handful of chunks)
 
         loops = compiled.loaded()
         if loops is not None:
-            return _term_major(loops, term_of_local, ids, counts, row_nnz, n_terms, first_row)
+            return _term_major(loops, term_of_local, ids, counts, row_nnz, n_terms, first_row, tally)
     if ids.flags.writeable:  # (a batch's ids read from Arrow's buffer, not spilled, are not)
         np.take(term_of_local, ids, out=ids, mode="clip")  # every id is in range: "clip" only spares a buffer
     else:
@@ -157,13 +158,50 @@ def batch_postings(term_of_local: np.ndarray, ids: np.ndarray, counts: np.ndarra
     # merge_adjacent sums in int32; held until written, a count takes 2 bytes where it fits.
     # (each term's start kept: summing the counts before a range's first term, per range and
     # batch, was 0.5 s of a million passages' write)
+    if tally is not None:
+        tally.df_of_thread()[present] += df[present]
+        tally.per_chunk[first_row:first_row + n] += np.bincount(chunk - np.int32(first_row), minlength=n).astype(
+            np.int32)
     return Piece(present, df[present], chunk, narrow_counts(tf), col_ptr[np.r_[present, n_terms]]), lengths
 
 
+class Tally:
+    """What the reduce needs of a run's postings, added up as each batch turns term-major
+    (`batch_postings`): each term's df (a sum a converting thread, int32; added up in int64 when asked)
+    and each chunk's number of postings (int32; chunk numbers as `first_row` gives them).  Taken
+    from each batch's postings afterwards (a bincount of its chunks, a scatter-add of its df on
+    the thread that collects them) it was ~0.45 s of CPU at a million passages; the compiled loop
+    counts both as it places the postings."""
+
+    def __init__(self, n_terms: int, n_chunks: int):
+        self.n_terms = n_terms
+        self.per_chunk = np.zeros(n_chunks, np.int32)
+        self._local = threading.local()
+        self._dfs: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    def df_of_thread(self) -> np.ndarray:
+        df = getattr(self._local, "df", None)
+        if df is None:
+            df = self._local.df = np.zeros(self.n_terms, np.int32)
+            with self._lock:
+                self._dfs.append(df)
+        return df
+
+    @property
+    def df(self) -> np.ndarray:
+        """Each term's df over every batch tallied."""
+        total = np.zeros(self.n_terms, np.int64)
+        for df in self._dfs:
+            total += df
+        return total
+
+
 _seen = threading.local()  # each converting thread's zeroed count a term (`_term_major`)
+_NOTHING = np.zeros(0, np.int32)  # (term_major's tally, where none)
 
 
-def _term_major(loops, term_of_local, ids, counts, row_nnz, n_terms, first_row):
+def _term_major(loops, term_of_local, ids, counts, row_nnz, n_terms, first_row, tally=None):
     """`batch_postings` in one compiled loop (pipekit/index/compiled_loops.py `term_major`: the
     same arrays, to the element and the dtype): the scipy way's CSR -> CSC, sum of duplicates
     and the NumPy passes around them took ~1.5 s of CPU at a million passages, and importing
@@ -175,7 +213,8 @@ def _term_major(loops, term_of_local, ids, counts, row_nnz, n_terms, first_row):
     counts = counts.astype(np.int32, copy=False) if weighted else np.zeros(0, np.int32)
     present, df, starts, chunk, tf, lengths = loops.term_major(
         np.ascontiguousarray(term_of_local, dtype=np.int32), _writable(ids), _writable(counts), weighted,
-        row_nnz.astype(np.int64, copy=False), first_row, seen)
+        row_nnz.astype(np.int64, copy=False), first_row, seen,
+        _NOTHING if tally is None else tally.df_of_thread(), _NOTHING if tally is None else tally.per_chunk)
     return Piece(present, df, chunk, narrow_counts(tf), starts), lengths
 
 

@@ -217,6 +217,9 @@ class WordTable:
         return found.astype(np.int32)
 
 
+_NO_BITS = np.zeros(0, np.uint64)  # (cut_field's bits of ASCII texts: none here, every word pre-cut)
+
+
 class CompiledWordTable:
     """`WordTable`'s `number`, `words` and `len` through the compiled loops (module docstring):
     the same numbers, to the element.  `loops`: compiled.py's loaded module."""
@@ -263,7 +266,7 @@ class CompiledWordTable:
         source = data[lo:hi]
         source.flags.writeable = False  # (the type cut_field was compiled for: Arrow's buffers are read-only)
         (self._table, self._starts, self._bytes, self._ids, self._rows, self._n, _) = self._loops.cut_field(
-            runs, source, np.zeros(n, np.bool_), np.arange(n + 1, dtype=np.int64), runs,
+            runs, source, _NO_BITS, np.zeros(n, np.bool_), np.arange(n + 1, dtype=np.int64), runs,
             np.zeros(n, np.int32), False, self._table, self._starts, self._bytes, self._n,
             self._ids, self._rows, 0)
         return self._ids[:n].copy()
