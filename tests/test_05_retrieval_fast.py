@@ -219,11 +219,13 @@ def test_ties_keep_corpus_order(tmp_path):
 
 
 def test_chunk_texts_reads_the_rows_asked_for_in_order(tmp_path):
+    from pipekit.retrieve.results import chunk_texts
+
     path = tmp_path / "03_chunks.parquet"
     texts = [f"text {i}" for i in range(1000)]
     pq.write_table(pa.table({"text": texts}), path, row_group_size=64)
     rows = np.array([999, 0, 500, 63, 64, 500])
-    assert retrieval.chunk_texts(path, rows) == [texts[r] for r in rows]
+    assert chunk_texts(path, rows) == [texts[r] for r in rows]
 
 
 # --- the pieces the fast path is built from, each against the plain way -------------------
