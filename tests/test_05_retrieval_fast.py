@@ -520,3 +520,22 @@ def test_a_printed_snippet_is_what_textwrap_shorten_makes_of_the_whole_text(piec
 
     text = " ".join(pieces)
     assert shortened(text, width) == textwrap.shorten(" ".join(text.split()), width, placeholder=" …")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["a", "b", "c d", "e%", "f", "g", "h"]),
+                                st.sampled_from([0.5, 1.0, 1.0, 2.0, 1 / 3, 7.25]), max_size=7), max_size=5),
+       st.booleans())
+def test_trec_run_as_a_stable_sort_a_query_gives_it(runs, best_first):
+    # trec_run sorts only a query whose documents are not best first already (stage 05's `rank`
+    # names them so); either way each line is the plain way's: documents by score, ties in the
+    # run's order, each line as one f-string made it.
+    from pipekit.retrieve.queries import trec_field, trec_run
+
+    if best_first:  # as stage 05 hands them over
+        runs = [dict(sorted(r.items(), key=lambda kv: -kv[1])) for r in runs]
+    run = {f"q{i}": r for i, r in enumerate(runs)}
+    queries = [(q, "text") for q in run] + [("missing", "text")]
+    want = [f"{trec_field(q)} Q0 {trec_field(d)} {n} {s:.17g} pipekit\n" for q, _ in queries
+            for n, (d, s) in enumerate(sorted(run.get(q, {}).items(), key=lambda kv: -kv[1]), 1)]
+    assert trec_run(queries, run) == "".join(want)
