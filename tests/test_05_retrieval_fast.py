@@ -539,3 +539,20 @@ def test_trec_run_as_a_stable_sort_a_query_gives_it(runs, best_first):
     want = [f"{trec_field(q)} Q0 {trec_field(d)} {n} {s:.17g} pipekit\n" for q, _ in queries
             for n, (d, s) in enumerate(sorted(run.get(q, {}).items(), key=lambda kv: -kv[1]), 1)]
     assert trec_run(queries, run) == "".join(want)
+
+
+def test_print_results_reads_only_the_printed_queries_rows(capsys):
+    # print_results turns only the first queries' rows into Python values: the rows of queries
+    # past them (or of no query asked) change nothing printed, and a repeated id prints its rows.
+    from pipekit.retrieve.results import print_results
+
+    queries = [(f"q{i % 10}", f"text {i}") for i in range(12)]
+    rows = [{"query_id": f"q{i % 13}", "rank": r, "score": 10.0 - r, "doc_id": f"d{i}", "heading": "H" if r % 2 else "",
+             "page_start": None, "page_end": None, "page_label_start": None, "page_label_end": None,
+             "text": f"passage {i} {r} " * 5, "link": f"d{i}#x"} for i in range(14) for r in range(1, 4)]
+    full = pa.Table.from_pylist(rows)
+    shown = {q for q, _ in queries[:8]}
+    print_results(full, queries)
+    got = capsys.readouterr().out
+    print_results(pa.Table.from_pylist([r for r in rows if r["query_id"] in shown]), queries)
+    assert got == capsys.readouterr().out and "d9" not in got and "[q1] text 1" in got and "passage 1 3" in got
