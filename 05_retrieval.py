@@ -90,9 +90,10 @@ from pipekit.run.malloc import keep_freed_memory, release_freed_memory
 from pipekit.retrieve.queries import (Feedback, QueryTerms, TermIds, chunk_major, feedback_noise, feedback_of, load_qrels,
                                       load_queries, trec_run)
 from pipekit.retrieve.shards import answer as shard_answer, on_shards
-from pipekit.retrieve.results import (METRICS, added_terms, also_column, chunk_texts, collect_answers, evaluate,
+from pipekit.retrieve.results import (METRICS, added_terms, also_column, collect_answers, evaluate,
                              explain_rows, judged_in_index, print_results, results_table, termless_queries)
 from pipekit.retrieve.asked import AskedPostings, read_chunks, rows_only as only_rows
+from pipekit.retrieve.cited import CitedRows
 from pipekit.retrieve import bm25
 from pipekit.retrieve.fusion import dense_for
 from pipekit.retrieve.filters import filtered_candidates
@@ -106,8 +107,8 @@ from pipekit.retrieve.sections import section_context
 from pipekit.run.stages import get_stage
 
 DEPTH = 100  # documents evaluated per query, whatever top_k is
-UNREAD_04 = ("chunk", "content_hash")  # 04_chunks columns the Index does not hold, and those read after the queries:
-LATER_04 = ("chunk_id", "heading", "page_start", "page_end", "page_label_start", "page_label_end")  # (read_chunks)
+UNREAD_04 = ("chunk", "content_hash")  # 04_chunks columns the Index does not hold, and those stage 05 reads of its hits'
+LATER_04 = ("chunk_id", "heading", "page_start", "page_end", "page_label_start", "page_label_end")  # rows alone (cited.py)
 DENSE_SHARE = 16  # a term in over 1/16 of the chunks gets an array over all chunks for lookups ...
 DENSE_TERMS = 96  # ... for at most this many terms (a 1-2 byte code a chunk each: ranks.common_term_rows)
 ROWS_ONLY_SHARE = 4  # ... and one in over 1/4 is held only so, never as postings too (-96 MB at 1M passages)
@@ -557,7 +558,8 @@ def run(ctx) -> None:
     if index.context is not None:
         ctx.note(f"section context {sec['section_context']}: {index.context.n:,} sections of {len(index.lengths):,} chunks")
     index.dense = dense_for(ctx.output_dir, index, sec["dense_weight"], ctx.note) if here or sec["explain"] else None
-    index.repeats = repeats_for(index, sec["repeats"], lambda rows: chunk_texts(chunks_03, rows), chunks_03)  # (titles too)
+    cited = CitedRows(chunks_03, index.chunks.column("doc_id"))  # the hits' rows of 03_chunks, read once (cited.py)
+    index.repeats = repeats_for(index, sec["repeats"], cited.texts, cited.headings)  # (titles too)
 
     keep_freed_memory(release_first=True)  # the queries' many short-lived arrays reused, not the load's (malloc.py)
     if here:  # on a thread per core, a bar over batches of queries
@@ -567,13 +569,11 @@ def run(ctx) -> None:
         hits, run_docs, scored = on_shards(ctx, index, Index, queries, sec["top_k"], depth, feedback, mixing)
     if here and not sec["explain"]:  # every score is in `hits` and `run_docs`: the postings can go
         index.drop_postings()
-    index.read_later()  # (the results' columns: after the queries, LATER_04)
     q, c, s, r = hits
     explain = [index.explain(scored[qi], int(ci)) for qi, ci in zip(q, c)] if sec["explain"] else None
-    table = results_table(queries, index.chunks, (q, c, s, r), chunk_texts(chunks_03, c), explain)
-    links_of = lambda rows: hit_links(chunks_03, index.chunks, rows, ctx.cfg["documents"].get("link_base"))
-    table = with_link(table, links_of(c))
-    table = table.append_column("also", also_column(getattr(hits, "also", []), index.chunks, links_of))
+    rows, links_of = cited.table(c), lambda rows: hit_links(rows, ctx.cfg["documents"].get("link_base"))
+    table = with_link(results_table(queries, rows, (q, c, s, r), explain), links_of(rows))
+    table = table.append_column("also", also_column(getattr(hits, "also", []), cited.table, links_of))
     if sec["explain"] and index.dense is not None:  # each hit's BM25 part, cosine part and fused score
         table = table.append_column("fusion", index.dense.explain(candidates, index, queries, scored, q, c, depth))
     ctx.write_table("05_results.parquet", table, {"index": index.meta["fingerprint"]})

@@ -219,11 +219,13 @@ def test_ties_keep_corpus_order(tmp_path):
 
 
 def test_chunk_texts_reads_the_rows_asked_for_in_order(tmp_path):
+    from pipekit.retrieve.results import chunk_texts
+
     path = tmp_path / "03_chunks.parquet"
     texts = [f"text {i}" for i in range(1000)]
     pq.write_table(pa.table({"text": texts}), path, row_group_size=64)
     rows = np.array([999, 0, 500, 63, 64, 500])
-    assert retrieval.chunk_texts(path, rows) == [texts[r] for r in rows]
+    assert chunk_texts(path, rows) == [texts[r] for r in rows]
 
 
 # --- the pieces the fast path is built from, each against the plain way -------------------
@@ -518,3 +520,39 @@ def test_a_printed_snippet_is_what_textwrap_shorten_makes_of_the_whole_text(piec
 
     text = " ".join(pieces)
     assert shortened(text, width) == textwrap.shorten(" ".join(text.split()), width, placeholder=" …")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["a", "b", "c d", "e%", "f", "g", "h"]),
+                                st.sampled_from([0.5, 1.0, 1.0, 2.0, 1 / 3, 7.25]), max_size=7), max_size=5),
+       st.booleans())
+def test_trec_run_as_a_stable_sort_a_query_gives_it(runs, best_first):
+    # trec_run sorts only a query whose documents are not best first already (stage 05's `rank`
+    # names them so); either way each line is the plain way's: documents by score, ties in the
+    # run's order, each line as one f-string made it.
+    from pipekit.retrieve.queries import trec_field, trec_run
+
+    if best_first:  # as stage 05 hands them over
+        runs = [dict(sorted(r.items(), key=lambda kv: -kv[1])) for r in runs]
+    run = {f"q{i}": r for i, r in enumerate(runs)}
+    queries = [(q, "text") for q in run] + [("missing", "text")]
+    want = [f"{trec_field(q)} Q0 {trec_field(d)} {n} {s:.17g} pipekit\n" for q, _ in queries
+            for n, (d, s) in enumerate(sorted(run.get(q, {}).items(), key=lambda kv: -kv[1]), 1)]
+    assert trec_run(queries, run) == "".join(want)
+
+
+def test_print_results_reads_only_the_printed_queries_rows(capsys):
+    # print_results turns only the first queries' rows into Python values: the rows of queries
+    # past them (or of no query asked) change nothing printed, and a repeated id prints its rows.
+    from pipekit.retrieve.results import print_results
+
+    queries = [(f"q{i % 10}", f"text {i}") for i in range(12)]
+    rows = [{"query_id": f"q{i % 13}", "rank": r, "score": 10.0 - r, "doc_id": f"d{i}", "heading": "H" if r % 2 else "",
+             "page_start": None, "page_end": None, "page_label_start": None, "page_label_end": None,
+             "text": f"passage {i} {r} " * 5, "link": f"d{i}#x"} for i in range(14) for r in range(1, 4)]
+    full = pa.Table.from_pylist(rows)
+    shown = {q for q, _ in queries[:8]}
+    print_results(full, queries)
+    got = capsys.readouterr().out
+    print_results(pa.Table.from_pylist([r for r in rows if r["query_id"] in shown]), queries)
+    assert got == capsys.readouterr().out and "d9" not in got and "[q1] text 1" in got and "passage 1 3" in got

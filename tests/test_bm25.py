@@ -68,12 +68,15 @@ def test_the_weight_is_stage_04s_old_impact_bit_for_bit(data, n_chunks, n_terms,
         assert bits(weigh.held(t, slice(lo, hi, 3))) == bits(want[lo:hi:3])
         if hi > lo:
             assert weigh.largest(indptr, {})[t] == want[lo:hi].max()
-    before, bm25.BOUND_BLOCK = bm25.BOUND_BLOCK, 1  # each term a block of its own: the same bounds
-    try:
-        assert weigh.largest(indptr, {}).tobytes() == np.asarray(
-            [want[indptr[t]:indptr[t + 1]].max() if indptr[t + 1] > indptr[t] else 0.0 for t in range(n_terms)]).tobytes()
-    finally:
-        bm25.BOUND_BLOCK = before
+    before = bm25.BOUND_BLOCK, bm25.PAIRS_SEEN
+    # Each term a block of its own, or all in one; by the pairs met (codes held) or posting by posting: the same bounds
+    for block, seen in ((1, before[1]), (1, 0), (before[0], 0), (1 << 30, before[1])):
+        bm25.BOUND_BLOCK, bm25.PAIRS_SEEN = block, seen
+        try:
+            assert weigh.largest(indptr, {}).tobytes() == np.asarray(
+                [want[indptr[t]:indptr[t + 1]].max() if indptr[t + 1] > indptr[t] else 0.0 for t in range(n_terms)]).tobytes()
+        finally:
+            bm25.BOUND_BLOCK, bm25.PAIRS_SEEN = before
     # Read as `tf_dtype` says (uint16 when coded), the counts become the codes where they lie: the same codes.
     again = bm25.Weights(idf, stats, lengths, int(tf.max()))
     mine = tf.astype(again.tf_dtype)

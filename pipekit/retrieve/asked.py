@@ -52,9 +52,11 @@ def rows_only(df: np.ndarray, term_ids: list, n: int, share: int, most: int, onl
 def read_chunks(holder, path: Path, unread=(), later=()):
     """04_chunks' columns but `unread`, those in `later` left out: (table, read_later), where
     `read_later()` sets `holder.chunks` to that table with them joined, in the file's order.
-    Stage 05 needs only doc_id, length and heading while it scores; chunk_id and the page
-    columns, read after the queries, were ~30 MB as Arrow holds them at 1M passages and as much
-    again of the read's freed buffers, under its peak (bench/README.md, branch s05m)."""
+    Stage 05 needs only doc_id and length while it scores; chunk_id and the page columns, read
+    after the queries, were ~30 MB as Arrow holds them at 1M passages and as much again of the
+    read's freed buffers, under its peak (bench/README.md, branch s05m).  Stage 05 now never reads
+    them whole: its hits' rows come from 03_chunks (pipekit/retrieve/cited.py); `read_later` is
+    for a caller that wants the whole table after all."""
     names = [n for n in io.schema(path).names if n not in unread]
 
     def read_later() -> None:

@@ -65,16 +65,6 @@ def link_list(doc_ids: list, formats: list, anchors: list, page_starts: list, li
             for d, f, a, p in zip(doc_ids, formats, anchors, page_starts)]
 
 
-def links(doc_ids, formats, anchors, page_starts, link_base: str | None = None) -> pa.Array:
-    """The `link` column of hits (lists or Arrow arrays, one value per hit)."""
-    values = [_list(x) for x in (doc_ids, formats, anchors, page_starts)]
-    return pa.array([link(d, f, a, p, link_base) for d, f, a, p in zip(*values)], pa.string())
-
-
-def _list(x):
-    return x.to_pylist() if hasattr(x, "to_pylist") else list(x)
-
-
 def file_href(link_value: str, input_dir: str | Path | None) -> str:
     """What a page outside the input folder (the report) can open: the link itself when it
     is an address (made with link_base), else the file below `input_dir` as a file:// URL,
@@ -86,18 +76,11 @@ def file_href(link_value: str, input_dir: str | Path | None) -> str:
     return target.as_uri() + (hash_ + frag if hash_ else "")
 
 
-def hit_links(chunks_03, chunks: pa.Table, c, link_base: str | None = None) -> pa.Array:
-    """The links of chunks `c` (row numbers): doc_id and page from stage 04's chunks
-    (`chunks`), format and anchor from 03_chunks.parquet (null where an older file lacks them)."""
-    from pipekit.run import io
-
-    take = pa.array(c, pa.int64())
-    have = [n for n in ("format", "anchor") if n in io.schema(chunks_03).names]
-    cols = io.read_table(chunks_03, have) if have else None
-    n = len(take)
-    fmt = cols.column("format").take(take) if "format" in have else [None] * n
-    anchor = cols.column("anchor").take(take) if "anchor" in have else [None] * n
-    return links(chunks.column("doc_id").take(take), fmt, anchor, chunks.column("page_start").take(take), link_base)
+def hit_links(rows: pa.Table, link_base: str | None = None) -> pa.Array:
+    """The links of hits, from their rows of 03_chunks (doc_id, page_start, format, anchor;
+    a format or anchor null where an older file lacks it: pipekit/retrieve/cited.py)."""
+    values = [rows.column(n).to_pylist() for n in ("doc_id", "format", "anchor", "page_start")]
+    return pa.array(link_list(*values, link_base), pa.string())
 
 
 def with_link(table: pa.Table, values: pa.Array) -> pa.Table:

@@ -171,7 +171,8 @@ def repeats_for(index, setting: str, texts_of, chunks=None) -> Repeats | None:
     """What finds repeated passages in a stage-05 Index's rankings (`retrieval.repeats:
     collapse`), or None (keep).  `texts_of(rows)`: the chunks' texts.  Their heading trails come
     from the index's `chunks` table, or with `chunks` (a path: 03_chunks, whose rows are the
-    index's and its heading 04_chunks' own) from the file, for the rows a ranking asks alone
+    index's and its heading 04_chunks' own; or a function of the rows, stage 05's
+    pipekit/retrieve/cited.py) from the file, for the rows a ranking asks alone
     (io.take_rows): stage 05 held 04_chunks' column whole to find the titles of ~10,000 hits,
     33 MB of Arrow strings at 1M passages, ~70 resident with its read's buffers, under its peak.
     03_chunks, not 04_chunks: its row groups are small (~3,000 rows, 04_chunks' 131,072 at 1M
@@ -182,6 +183,8 @@ def repeats_for(index, setting: str, texts_of, chunks=None) -> Repeats | None:
     codes = getattr(index, "doc_codes", None)  # (a cluster's client holds no postings, nor these)
     if codes is None:
         codes = np.asarray(pc.dictionary_encode(one_array(index.chunks.column("doc_id"))).indices, np.int64)
+    if callable(chunks):
+        return Repeats(texts_of, codes, chunks)
     if chunks is not None:
         from pipekit.run import io  # (here: a Searcher's `search` imports this module without Arrow)
 

@@ -125,24 +125,19 @@ def collect_answers(queries, answers: list[tuple], doc_names: pa.Array | None,
     return Hits(hits, flat_also), run
 
 
-def results_table(queries, chunks: pa.Table, hits, texts: list[str], explain: list | None = None) -> pa.Table:
+def results_table(queries, rows: pa.Table, hits, explain: list | None = None) -> pa.Table:
     """05_results.parquet's rows: one per chunk hit (`hits`: query#, chunk, score, rank
-    arrays), with the chunk's columns from 04_chunks (`chunks`) and its text."""
-    q, c, s, r = hits
-    take = pa.array(c)
+    arrays), with its chunk's citation columns and text (`rows`, in the hits' order:
+    pipekit/retrieve/cited.py)."""
+    q, _, s, r = hits
+    at = pa.array(q)
     results = {
-        "query_id": pa.array([queries[i][0] for i in q], pa.string()),
-        "query": pa.array([queries[i][1] for i in q], pa.string()),
+        "query_id": pa.array([qid for qid, _ in queries], pa.string()).take(at),
+        "query": pa.array([text for _, text in queries], pa.string()).take(at),
         "rank": pa.array(r, pa.int32()),
         "score": pa.array(s, pa.float64()),
-        "chunk_id": chunks.column("chunk_id").take(take),
-        "doc_id": chunks.column("doc_id").take(take),
-        "heading": chunks.column("heading").take(take),
-        "page_start": chunks.column("page_start").take(take),
-        "page_end": chunks.column("page_end").take(take),
-        "page_label_start": chunks.column("page_label_start").take(take),
-        "page_label_end": chunks.column("page_label_end").take(take),
-        "text": pa.array(texts, pa.string()),
+        **{n: rows.column(n) for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end",
+                                       "page_label_start", "page_label_end", "text")},
     }
     if explain is not None:
         results["explain"] = pa.array(explain, EXPLAIN_TYPE)
@@ -204,14 +199,15 @@ ALSO_TYPE = pa.list_(pa.struct([
     ("page_end", pa.int32()), ("score", pa.float64()), ("link", pa.string())]))
 
 
-def also_column(also: list[tuple[np.ndarray, np.ndarray]], chunks: pa.Table, links_of) -> pa.Array:
+def also_column(also: list[tuple[np.ndarray, np.ndarray]], rows_of, links_of) -> pa.Array:
     """05_results.parquet's `also`: for each hit the repeats collapsed onto it (Hits.also),
-    each with what a citation needs and its link (`links_of(rows)`: pipekit/retrieve/links.py)."""
+    each with what a citation needs and its link (`rows_of(rows)`: their rows of 03_chunks,
+    pipekit/retrieve/cited.py; `links_of(table)`: those rows' links, pipekit/retrieve/links.py)."""
     rows = np.concatenate([a[0] for a in also]).astype(np.int64) if also else np.zeros(0, np.int64)
-    take = pa.array(rows)
-    cols = {n: chunks.column(n).take(take).to_pylist() for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end")}
+    table = rows_of(rows)
+    cols = {n: table.column(n).to_pylist() for n in ("chunk_id", "doc_id", "heading", "page_start", "page_end")}
     cols["score"] = np.concatenate([a[1] for a in also]).tolist() if also else []
-    cols["link"] = links_of(rows).to_pylist() if len(rows) else []
+    cols["link"] = links_of(table).to_pylist() if len(rows) else []
     records = [dict(zip(cols, v)) for v in zip(*cols.values())]
     out, at = [], 0
     for a in also:
@@ -270,7 +266,12 @@ def print_results(results: pa.Table, queries, added=None, max_queries: int = 8, 
     """The first queries' best five results (with their explanations, if any), and with
     feedback the terms it added to each query (`added`: per query [(term, weight)]).
     `termless`: ids of queries the analyzer left no term of (said so, not "no chunk contains")."""
-    rows = results.to_pylist()
+    import pyarrow.compute as pc  # (here: a Searcher imports this module, and compute's import is ~0.06 s)
+
+    # Only the printed queries' rows as Python values (every row's were 0.03-0.05 s of stage 05 at
+    # 10,000 rows, for the 40 printed).
+    shown = pa.array(sorted({qid for qid, _ in queries[:max_queries]}), pa.string())
+    rows = results.filter(pc.is_in(results.column("query_id"), value_set=shown)).to_pylist()
     by_q: dict[str, list[dict]] = {}
     for r in rows:
         by_q.setdefault(r["query_id"], []).append(r)

@@ -806,25 +806,38 @@ def read_column(path: Path, name: str, dtype, n: int, threads: int = 1, out: np.
 
 
 def take_rows(path: Path, column: str, rows, threads: int | None = None) -> list:
-    """Values of one column at the given row numbers, in that order, reading only the row
-    groups that hold them (rows spread over a million touch every group), one per core at
-    a time: a group's decoding lets go of the GIL, and stage 05's top 10 of 1,000 queries
-    read every text of the corpus to keep 10,000."""
+    """Values of one column at the given row numbers, in that order (`take_table`)."""
+    return take_table(path, [column], rows, threads).column(0).to_pylist()
+
+
+def take_table(path: Path, columns: list[str], rows, threads: int | None = None) -> pa.Table:
+    """Columns at the given row numbers, in that order (repeats allowed), reading only the row
+    groups that hold them (rows spread over a million touch every group), one per core at a
+    time: a group's decoding lets go of the GIL, and stage 05's top 10 of 1,000 queries read
+    every text of the corpus to keep 10,000.  Several columns of a row are one read of its group
+    (stage 05's hits: their texts, titles and citations, pipekit/retrieve/results.py)."""
     groups = row_groups(path)
     bounds = np.array([at for _, _, at, _ in groups] + [sum(n for *_, n in groups)], dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
-    group_of = np.searchsorted(bounds, rows, side="right") - 1
-    out: list = [None] * len(rows)
+    order = None if len(rows) < 2 or bool((rows[1:] >= rows[:-1]).all()) else np.argsort(rows, kind="stable")
+    ascending = rows if order is None else rows[order]
+    cuts = np.searchsorted(ascending, bounds)  # group g's rows: ascending[cuts[g]:cuts[g + 1]]
     reader = thread_readers()
 
-    def fill(g: int) -> None:
+    def part(g: int) -> pa.Table:
         f, k, start, _ = groups[g]
-        at = np.flatnonzero(group_of == g)
-        values = reader(f).read_row_group(k, columns=[column]).column(column)
-        for i, v in zip(at.tolist(), values.take(pa.array(rows[at] - start)).to_pylist()):
-            out[i] = v
+        table = reader(f).read_row_group(k, columns=columns)
+        return table.take(pa.array(ascending[cuts[g]:cuts[g + 1]] - start))
 
-    # Each thread holds one group's column at a time: memory grows with the threads, not the groups.
-    with ThreadPoolExecutor(max(1, min(threads or cores(), len(groups)))) as pool:
-        list(pool.map(fill, np.unique(group_of).tolist()))
-    return out
+    held = [g for g in range(len(groups)) if cuts[g + 1] > cuts[g]]
+    # Each thread holds one group's columns at a time: memory grows with the threads, not the groups.
+    with ThreadPoolExecutor(max(1, min(threads or cores(), len(held)))) as pool:
+        parts = list(pool.map(part, held))
+    if not parts:
+        return schema(path).empty_table().select(columns)
+    table = pa.concat_tables(parts)
+    if order is None:
+        return table
+    back = np.empty(len(rows), dtype=np.int64)
+    back[order] = np.arange(len(rows))
+    return table.take(pa.array(back))
