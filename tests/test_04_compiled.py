@@ -122,6 +122,28 @@ def test_a_sliced_column_and_a_batch_of_many_words():
     assert_same(got, plain(analyzer, fields, 4))
 
 
+def test_runs_of_64_letters_and_more_end_where_their_letters_end():
+    # The cutter reads 64 bytes of letter bits at a time; a run as long as a read or two (a
+    # SHA-256 in hex is 64 letters and digits) once kept it reading forever.  Every length
+    # about those reads, at every offset of an 8-byte word, alone and between other words;
+    # the call on a thread of its own, so that a loop that does not end fails the test.
+    import threading
+
+    texts = ["eb729a757f01c10546ebd179ae2aec852dd0d7f8ada2328ccf4558909d859985"]
+    for n in (*range(56, 72), *range(120, 136), *range(188, 196), 256):
+        for pad in range(8):
+            texts += [" " * pad + "x" * n, "a " * pad + "Q" * n + " b", "z" * pad + "9" * n + ".w"]
+    column = pa.array(texts)
+    done = {}
+    counting_thread = threading.Thread(
+        target=lambda: done.update(got=compiled.count_words([(column, None, 1)], False, len(texts), least=0)),
+        daemon=True)
+    counting_thread.start()
+    counting_thread.join(120)
+    assert not counting_thread.is_alive(), "the compiled cutter did not finish"
+    assert_same(done["got"], plain(Analyzer("none", "none"), [(column, None, 1)], len(texts)))
+
+
 def test_small_batches_and_unbuilt_loops_take_the_plain_way(monkeypatch):
     fields = [(pa.array(["one two"]), None, 1)]
     assert compiled.count_words(fields, True, 1) is None  # under LEAST_BYTES

@@ -253,9 +253,14 @@ def cut_texts(t, at, offsets, source, bits, plain, pre_ptr, pre_offsets, rows, c
                 if i >= end:
                     t, at = t + 1, -1
                     continue
-                length = np.int64(cttz(~sixty_four(bits, i)))
-                while length & 63 == 0:  # (a run of 64 bytes or more)
-                    length += np.int64(cttz(~sixty_four(bits, i + length)))
+                # A run goes on while a read is all ones (64 bytes of letters): asked as "was the
+                # last read 64?", not "is the length a multiple of 64?", which a run of exactly 64
+                # or 128 bytes (a SHA-256 in hex) answered yes forever.
+                ones = np.int64(cttz(~sixty_four(bits, i)))
+                length = ones
+                while ones == 64:
+                    ones = np.int64(cttz(~sixty_four(bits, i + length)))
+                    length += ones
                 length = min(length, end - i)  # (the next text may start with a letter)
                 at, fold = i + length, 32
                 key0 = (eight(source, i) | B20) & LOWS[min(length, 8)]
