@@ -25,12 +25,14 @@ if compiled.load() is None:  # (built on first use: ~15 s once a machine, then k
                 "stage 04 counts the plain way, tested elsewhere", allow_module_level=True)
 
 # Runs of letters (both cases), digits, lone letters and capitals (A, I and the names), long
-# words (past the 16 bytes a table slot compares, some sharing those 16), punctuation, markup,
+# words (past the 16 bytes a table slot compares, some sharing those 16; about the 64 bytes the
+# cutter reads its letter bits in), punctuation, markup,
 # and letters that are not ASCII (a text holding one goes the plain way, RE2, in its place).
 PIECES = st.sampled_from([
     "How", "do", "I", "set", "a", "A", "R", "x", "B", "Z", "timeout", "THE", "x86_64", "snake_case",
     "e.g.", "don't", "v2", "0", "42", "a1b", "C++", "--force", "Ünïcode", "café", "東京", "naïve",
     "abcdefghijklmnopqrstu", "abcdefghijklmnopqrstv", "abcdefghijklmnop", "ABCDEFGHIJKLMNOPQ",
+    "eb729a757f01c10546ebd179ae2aec852dd0d7f8ada2328ccf4558909d859985", "Z" * 63, "q" * 65,  # a 64-byte read's edges
     "[link](http://x.org/a \"t\")", "## Head { #id .c }", "\n", "\t", " ", "", "!", "—", "İ", "ß"])
 TEXT = st.lists(PIECES, max_size=14).map(" ".join) | st.text(max_size=30) | st.text(
     st.characters(max_codepoint=127), max_size=40)
