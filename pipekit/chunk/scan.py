@@ -50,14 +50,11 @@ def _words_view(data: np.ndarray) -> tuple[np.ndarray, int]:
     if len(data) <= shift:
         return np.zeros(0, np.uint64), 0
     full = (len(data) - shift) // 8
-    words = data[shift:shift + 8 * full].view(np.uint64)
-    if words.flags.writeable:  # (read-only as Arrow's buffers are: one compiled signature)
-        words = words.view()
-        words.flags.writeable = False
-    return words, shift
+    return _read_only(data[shift:shift + 8 * full].view(np.uint64)), shift
 
 
 def _read_only(data: np.ndarray) -> np.ndarray:
+    """`data` as a read-only array, as Arrow's buffers are: the loop is compiled for one signature."""
     if data.flags.writeable:
         data = data.view()
         data.flags.writeable = False

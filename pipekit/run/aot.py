@@ -1,8 +1,8 @@
 """Loops compiled ahead of time by numba's pycc: built once per machine, imported without numba.
 
-Three stages run compiled loops: stage 03 scans its short records' bytes (pipekit/chunk/scan_loops.py),
-stage 04 cuts and numbers words (pipekit/index/compiled_loops.py), stage 05 ranks its queries
-(pipekit/retrieve/pruned_loops.py).  Compiled the way `@njit` compiles them, in the stage's own
+Four stages run compiled loops: stage 01 hashes a BEIR corpus's lines (pipekit/read/hash_loops.py),
+stage 03 scans its short records' bytes (pipekit/chunk/scan_loops.py), stage 04 cuts and numbers
+words (pipekit/index/compiled_loops.py), stage 05 ranks its queries (pipekit/retrieve/pruned_loops.py).  Compiled the way `@njit` compiles them, in the stage's own
 process, numba's import and its compiler's registries add ~140 MB and ~0.5 s to it (LLVM, numba's
 typing tables: stage 04 was 230 MB resident before its first batch, 63 without), and stages 04's
 and 05's peaks are the run's.  So numba's pycc compiles them into an
